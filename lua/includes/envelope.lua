@@ -1,0 +1,33 @@
+-- A stored event is "<attempt>|<due ms>|<body json>": the two numbers that
+-- scripts change sit in front so a transition never has to parse the JSON.
+local function envelope_parse(value)
+  local a = string.find(value, '|', 1, true)
+  local b = string.find(value, '|', a + 1, true)
+  return tonumber(string.sub(value, 1, a - 1)), string.sub(value, a + 1, b - 1), string.sub(value, b + 1)
+end
+
+local function envelope_attempt(value)
+  return tonumber(string.match(value, '^(%d+)|'))
+end
+
+local function envelope_make(attempt, due, body)
+  return attempt .. '|' .. due .. '|' .. body
+end
+
+-- Every instance reads one clock, Redis's, so skewed hosts neither fire early
+-- nor late relative to each other.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Earliest moment the type's dispatcher must look again: head of the schedule
+-- or the first lease to expire; -1 when neither holds anything.
+local function next_due(schedule_key, in_flight_key)
+  local s = redis.call('ZRANGE', schedule_key, 0, 0, 'WITHSCORES')
+  local l = redis.call('ZRANGE', in_flight_key, 0, 0, 'WITHSCORES')
+  local best = -1
+  if s[2] then best = tonumber(s[2]) end
+  if l[2] and (best < 0 or tonumber(l[2]) < best) then best = tonumber(l[2]) end
+  return best
+end

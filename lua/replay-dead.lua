@@ -1,0 +1,32 @@
+-- Transition: DEAD -> SCHEDULED (due now, attempts reset).
+-- KEYS[1] dead zset
+-- KEYS[2] schedule zset
+-- KEYS[3] meta hash
+-- KEYS[4] errors hash
+-- ARGV[1] wake channel
+-- ARGV[2] wake message (the type's key tag)
+-- ARGV[3] most events to replay when no ids are given
+-- ARGV[4..] ids to replay; none means the oldest ARGV[3] dead letters
+-- Returns how many events were replayed.
+-- @include envelope
+
+local ids = {}
+if #ARGV > 3 then
+  for i = 4, #ARGV do ids[#ids + 1] = ARGV[i] end
+else
+  ids = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[3]) - 1)
+end
+
+local now = now_ms()
+local replayed = 0
+for _, id in ipairs(ids) do
+  if redis.call('ZREM', KEYS[1], id) == 1 then
+    local _, _, body = envelope_parse(redis.call('HGET', KEYS[3], id))
+    redis.call('HSET', KEYS[3], id, envelope_make(0, now, body))
+    redis.call('ZADD', KEYS[2], now, id)
+    redis.call('HDEL', KEYS[4], id)
+    replayed = replayed + 1
+  end
+end
+if replayed > 0 then redis.call('PUBLISH', ARGV[1], ARGV[2] .. '|' .. now) end
+return replayed

@@ -1,0 +1,24 @@
+-- Transition: IN_FLIGHT -> SCHEDULED at now + backoff, keeping the error.
+-- Fenced by attempt, like complete.lua.
+-- KEYS[1] meta hash
+-- KEYS[2] in-flight zset
+-- KEYS[3] schedule zset
+-- KEYS[4] errors hash
+-- ARGV[1] id
+-- ARGV[2] attempt that failed
+-- ARGV[3] backoff ms
+-- ARGV[4] error text
+-- Returns the new due ms, or -1 when the attempt was stale.
+-- @include envelope
+
+local id = ARGV[1]
+local value = redis.call('HGET', KEYS[1], id)
+if not value then return -1 end
+local attempt, _, body = envelope_parse(value)
+if attempt ~= tonumber(ARGV[2]) or redis.call('ZREM', KEYS[2], id) == 0 then return -1 end
+
+local due = now_ms() + tonumber(ARGV[3])
+redis.call('HSET', KEYS[1], id, envelope_make(attempt, due, body))
+redis.call('ZADD', KEYS[3], due, id)
+redis.call('HSET', KEYS[4], id, ARGV[4])
+return due

@@ -1,0 +1,84 @@
+import type { DelayedEventInstance, EventClass } from './delayed-event.decorator';
+import type { EventCodec } from './event-codec';
+import type { EventContext } from './event-context';
+import type { LuaScripts, RedisClient } from './lua-scripts';
+import type { TypeKeys } from './redis-layout';
+
+export interface DeadLetter<T> {
+  readonly id: string;
+  /** The event, or undefined when its stored form cannot be decoded (see `error`). */
+  readonly event: T | undefined;
+  readonly context: EventContext;
+  /** The last error, or why it could not be decoded. */
+  readonly error: string;
+  /** Attempts made before it was parked. */
+  readonly attempts: number;
+  readonly deadLetteredAt: Date;
+  /** The stored JSON, for events that cannot be decoded. */
+  readonly body: string;
+}
+
+const REPLAY_CHUNK = 1_000;
+
+/** Reads and manages one type's dead-letter set. */
+export class DeadLetters {
+  constructor(
+    private readonly client: RedisClient,
+    private readonly scripts: LuaScripts,
+    private readonly codec: EventCodec,
+  ) {}
+
+  async list<T extends DelayedEventInstance>(keys: TypeKeys, eventClass: EventClass<T>, offset: number, limit: number): Promise<Array<DeadLetter<T>>> {
+    const flat: string[] = await this.client.zrange(keys.dead, String(offset), String(offset + limit - 1), 'WITHSCORES');
+    if (flat.length === 0) return [];
+    const ids: string[] = [];
+    const deadAt: number[] = [];
+    for (let i = 0; i < flat.length; i += 2) {
+      ids.push(flat[i]!);
+      deadAt.push(Number(flat[i + 1]));
+    }
+    // Both hashes share the type's hash slot, so one pipeline serves on a Cluster too.
+    const replies = await this.client.pipeline().hmget(keys.meta, ...ids).hmget(keys.errors, ...ids).exec();
+    const envelopes = (replies?.[0]?.[1] ?? []) as Array<string | null>;
+    const errors = (replies?.[1]?.[1] ?? []) as Array<string | null>;
+    return ids.flatMap((id, i) => {
+      const envelope = envelopes[i];
+      if (!envelope) return [];
+      const [attempt, , ...rest] = envelope.split('|');
+      const body = rest.join('|');
+      let event: T | undefined;
+      let context: EventContext = {};
+      let error = errors[i] ?? '';
+      try {
+        const decoded = this.codec.decode(eventClass, id, body);
+        event = decoded.event;
+        context = decoded.context;
+      } catch (decodeError) {
+        if (!error) error = `undecodable: ${(decodeError as Error).message}`;
+      }
+      return [{ id, event, context, error, attempts: Number(attempt), deadLetteredAt: new Date(deadAt[i]!), body }];
+    });
+  }
+
+  /** Back to scheduled, due now, attempts reset. No ids: every dead letter of the type. */
+  async replay(keys: TypeKeys, ids?: readonly string[]): Promise<number> {
+    if (ids) return ids.length === 0 ? 0 : this.scripts.replayDead(keys, ids, ids.length);
+    return this.drain((limit) => this.scripts.replayDead(keys, [], limit));
+  }
+
+  /** Removes dead letters for good. No ids: every dead letter of the type. */
+  async purge(keys: TypeKeys, ids?: readonly string[]): Promise<number> {
+    if (ids) return ids.length === 0 ? 0 : this.scripts.purgeDead(keys, ids, ids.length);
+    return this.drain((limit) => this.scripts.purgeDead(keys, [], limit));
+  }
+
+  /** In chunks, so a huge dead-letter set never blocks Redis in one script. */
+  private async drain(step: (limit: number) => Promise<number>): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const done = await step(REPLAY_CHUNK);
+      total += done;
+      if (done < REPLAY_CHUNK) return total;
+    }
+  }
+}

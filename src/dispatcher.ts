@@ -1,0 +1,82 @@
+import { Observable } from 'rxjs';
+import type { LuaScripts } from './lua-scripts';
+import { METRIC, type Metrics } from './metrics';
+import { OutageBackoff, sleep } from './outage-backoff';
+import type { TypeKeys } from './redis-layout';
+import { WAKE_ALL, type Wake } from './wake-listener';
+
+export interface DispatcherSettings {
+  readonly batchSize: number;
+  readonly pollIntervalMs: number;
+}
+
+/**
+ * Moves one type's due events (and expired leases) into its ready list.
+ * Sleeps until the next due time, wakes early on a wake-up or a local nudge,
+ * and never sleeps longer than the poll interval. Any number of instances may
+ * dispatch the same type: the move is one atomic script, so there is no lock.
+ */
+export class Dispatcher {
+  private wakePending = false;
+  private wakeSleeper: (() => void) | undefined;
+
+  constructor(
+    private readonly keys: TypeKeys,
+    private readonly scripts: LuaScripts,
+    private readonly metrics: Metrics,
+    private readonly settings: DispatcherSettings,
+    private readonly wakes$: Observable<Wake>,
+  ) {}
+
+  /** Something became due earlier than planned (e.g. a retry scheduled here); look again now. */
+  nudge(): void {
+    this.wakePending = true;
+    this.wakeSleeper?.();
+  }
+
+  /** The dispatch loop; it runs while subscribed. */
+  run(): Observable<never> {
+    return new Observable<never>(() => {
+      const stop = new AbortController();
+      const wakeSubscription = this.wakes$.subscribe((wake) => {
+        if (wake.tag === this.keys.tag || wake.tag === WAKE_ALL) this.nudge();
+      });
+      void this.loop(stop.signal);
+      return () => {
+        stop.abort();
+        wakeSubscription.unsubscribe();
+      };
+    });
+  }
+
+  private async loop(signal: AbortSignal): Promise<void> {
+    const backoff = new OutageBackoff();
+    const tags = { type: this.keys.tag };
+    while (!signal.aborted) {
+      this.wakePending = false;
+      try {
+        const result = await this.scripts.dispatchDue(this.keys, this.settings.batchSize);
+        backoff.reset();
+        this.metrics.count(METRIC.dispatched, { ...tags, reason: 'due' }, result.movedDue);
+        this.metrics.count(METRIC.dispatched, { ...tags, reason: 'lease-expired' }, result.movedExpired);
+        if (result.movedDue + result.movedExpired >= this.settings.batchSize) continue;
+        const untilNext = result.nextDue < 0 ? Infinity : result.nextDue - result.now;
+        await this.sleepUnlessWoken(Math.max(0, Math.min(untilNext, this.settings.pollIntervalMs)), signal);
+      } catch {
+        this.metrics.count(METRIC.redisErrors, { loop: 'dispatcher', ...tags });
+        await sleep(backoff.next(), signal);
+      }
+    }
+  }
+
+  private async sleepUnlessWoken(ms: number, signal: AbortSignal): Promise<void> {
+    if (this.wakePending || ms === 0) return;
+    const woken = new AbortController();
+    const abort = () => woken.abort();
+    this.wakeSleeper = abort;
+    signal.addEventListener('abort', abort, { once: true });
+    await sleep(ms, woken.signal);
+    signal.removeEventListener('abort', abort);
+    this.wakeSleeper = undefined;
+  }
+}

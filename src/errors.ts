@@ -1,0 +1,71 @@
+/** Base of every error this library throws on purpose; `code` is stable for programs to match on. */
+export class DelayedEventError extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+export class InvalidDelayError extends DelayedEventError {
+  constructor(detail: string) {
+    super('INVALID_DELAY', `Invalid delay: ${detail}. Pass a finite number of milliseconds >= 0, a duration such as { hours: 3 }, or a valid Date.`);
+  }
+}
+
+export class InvalidEventError extends DelayedEventError {
+  constructor(detail: string) {
+    super('INVALID_EVENT', `Invalid event: ${detail}.`);
+  }
+}
+
+export class UnregisteredEventClassError extends DelayedEventError {
+  constructor(className: string) {
+    super(
+      'UNREGISTERED_EVENT_CLASS',
+      `Class ${className || '(anonymous)'} has no @DelayedEvent('type.name') decorator; add one so its events have a stable type name in Redis.`,
+    );
+  }
+}
+
+export class SerializationError extends DelayedEventError {
+  constructor(type: string, cause: unknown) {
+    super('SERIALIZATION_FAILED', `Event of type '${type}' cannot be serialized to JSON (${describe(cause)}); remove circular references, BigInts and other non-JSON values.`);
+  }
+}
+
+export class PayloadTooLargeError extends DelayedEventError {
+  constructor(type: string, bytes: number, limit: number) {
+    super('PAYLOAD_TOO_LARGE', `Event of type '${type}' serializes to ${bytes} bytes, over the limit of ${limit} (option maxPayloadBytes); store large data elsewhere and enqueue a reference.`);
+  }
+}
+
+export class InvalidOptionError extends DelayedEventError {
+  constructor(option: string, detail: string) {
+    super('INVALID_OPTION', `Invalid option ${option}: ${detail}.`);
+  }
+}
+
+export class HandlerAlreadyRegisteredError extends DelayedEventError {
+  constructor(type: string) {
+    super('HANDLER_ALREADY_REGISTERED', `A handler for '${type}' is already registered on this service; call removeHandler first to replace it.`);
+  }
+}
+
+export class ServiceClosedError extends DelayedEventError {
+  constructor() {
+    super('SERVICE_CLOSED', 'The DelayedEventService is closed; create a new one.');
+  }
+}
+
+export function describe(error: unknown): string {
+  if (error instanceof Error) return `${error.name}: ${error.message}`;
+  if (typeof error === 'string') return error;
+  try {
+    return JSON.stringify(error) ?? String(error);
+  } catch {
+    return String(error);
+  }
+}

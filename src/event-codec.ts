@@ -1,0 +1,78 @@
+import { instanceToPlain, plainToInstance } from 'class-transformer';
+import { type DelayedEventInstance, type EventClass, eventTypeOf } from './delayed-event.decorator';
+import { InvalidEventError, PayloadTooLargeError, SerializationError, describe } from './errors';
+import { type EventContext, isEventContext } from './event-context';
+
+export interface EncodedEvent {
+  readonly type: string;
+  readonly id: string;
+  /** JSON `{t: enqueued at ms, c?: context, p: payload}`; the Lua scripts never parse it. */
+  readonly body: string;
+}
+
+export interface DecodedEvent<T> {
+  readonly event: T;
+  readonly context: EventContext;
+  readonly enqueuedAt: number;
+}
+
+/** A stored body that cannot become an event again; the consumer dead-letters it with this reason. */
+export class DecodeError extends Error {}
+
+interface StoredBody {
+  t: number;
+  c?: EventContext;
+  p: unknown;
+}
+
+export class EventCodec {
+  constructor(private readonly maxPayloadBytes: number) {}
+
+  encode(event: DelayedEventInstance, context: EventContext | undefined, enqueuedAt: number): EncodedEvent {
+    if (event === null || typeof event !== 'object') throw new InvalidEventError(`expected an instance of a @DelayedEvent class, got ${event === null ? 'null' : typeof event}`);
+    const type = eventTypeOf(event.constructor);
+    const id: unknown = event.id;
+    if (typeof id !== 'string' || id.length === 0) {
+      throw new InvalidEventError(`${event.constructor.name} has id ${JSON.stringify(id) ?? String(id)}; every event needs a non-empty string id, unique within type '${type}'`);
+    }
+    if (context !== undefined && !isEventContext(context)) {
+      throw new InvalidEventError('context must be an object whose values are all strings');
+    }
+    const stored: StoredBody = { t: enqueuedAt, p: undefined };
+    if (context !== undefined && Object.keys(context).length > 0) stored.c = context;
+    let body: string;
+    try {
+      stored.p = instanceToPlain(event);
+      body = JSON.stringify(stored);
+    } catch (error) {
+      // BigInt throws a TypeError; a circular graph overflows the stack in class-transformer.
+      throw new SerializationError(type, error);
+    }
+    const bytes = Buffer.byteLength(body, 'utf8');
+    if (bytes > this.maxPayloadBytes) throw new PayloadTooLargeError(type, bytes, this.maxPayloadBytes);
+    return { type, id, body };
+  }
+
+  decode<T extends DelayedEventInstance>(eventClass: EventClass<T>, id: string, body: string): DecodedEvent<T> {
+    let stored: Partial<StoredBody>;
+    try {
+      stored = JSON.parse(body) as Partial<StoredBody>;
+    } catch (error) {
+      throw new DecodeError(`stored body is not JSON (${describe(error)})`);
+    }
+    if (stored === null || typeof stored !== 'object' || stored.p === null || typeof stored.p !== 'object') {
+      throw new DecodeError('stored body has no event payload object');
+    }
+    let event: T;
+    try {
+      event = plainToInstance(eventClass, stored.p as object);
+    } catch (error) {
+      throw new DecodeError(`class-transformer could not build ${eventClass.name} (${describe(error)})`);
+    }
+    if (!(event instanceof eventClass) || event.id !== id) {
+      throw new DecodeError(`payload id ${JSON.stringify(event?.id)} does not match stored id ${JSON.stringify(id)}`);
+    }
+    const context = isEventContext(stored.c) ? stored.c : {};
+    return { event, context, enqueuedAt: typeof stored.t === 'number' ? stored.t : 0 };
+  }
+}

@@ -1,0 +1,83 @@
+import { type Observable, firstValueFrom, isObservable } from 'rxjs';
+import { describe } from './errors';
+import type { EventContext, EventContextStore } from './event-context';
+
+/** `true` is success; `false`, a throw, a rejection, an error or an empty Observable is a failure. */
+export type HandlerResult = boolean | Promise<boolean> | Observable<boolean>;
+
+/** Facts about this delivery of the event, for handlers that care. */
+export interface Delivery {
+  readonly id: string;
+  readonly type: string;
+  /** 1 on the first attempt. */
+  readonly attempt: number;
+  readonly maxAttempts: number;
+  /** When the event was due (Redis clock, ms). */
+  readonly dueAt: number;
+  readonly enqueuedAt: number;
+  /** Aborted when the handler timeout passes: the service has given up on this attempt. */
+  readonly signal: AbortSignal;
+}
+
+export type EventHandler<T> = (event: T, context: EventContext, delivery: Delivery) => HandlerResult;
+
+/**
+ * Wraps every handler call, inside the context's AsyncLocalStorage scope; for
+ * example to set logging fields or open a tracing span. It must call `next`.
+ */
+export type ContextHandler = (context: EventContext, delivery: Delivery, next: () => Promise<boolean>) => Promise<boolean>;
+
+export const passThroughContextHandler: ContextHandler = (_context, _delivery, next) => next();
+
+export type Outcome = { readonly ok: true } | { readonly ok: false; readonly error: string; readonly timedOut: boolean };
+
+const NO_VALUE = Symbol('no value');
+
+export interface Invocation<T> {
+  readonly handler: EventHandler<T>;
+  readonly event: T;
+  readonly context: EventContext;
+  readonly delivery: Omit<Delivery, 'signal'>;
+  readonly timeoutMs: number;
+  readonly contextStore: EventContextStore;
+  readonly contextHandler: ContextHandler;
+}
+
+/** Runs one handler call to an Outcome; never rejects. */
+export async function invokeHandler<T>(invocation: Invocation<T>): Promise<Outcome> {
+  const { handler, event, context, timeoutMs, contextStore, contextHandler } = invocation;
+  const controller = new AbortController();
+  const delivery: Delivery = { ...invocation.delivery, signal: controller.signal };
+
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<Outcome>((resolve) => {
+    timer = setTimeout(() => {
+      controller.abort();
+      resolve({ ok: false, timedOut: true, error: `handler did not finish within ${timeoutMs} ms (attempt ${delivery.attempt})` });
+    }, timeoutMs);
+  });
+  const finished = contextStore
+    .run(context, () => contextHandler(context, delivery, () => settle(() => handler(event, context, delivery))))
+    .then(interpret, (error: unknown): Outcome => ({ ok: false, timedOut: false, error: describe(error) }));
+  try {
+    return await Promise.race([finished, timedOut]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+async function settle(call: () => HandlerResult): Promise<boolean> {
+  const result: unknown = call();
+  if (isObservable(result)) {
+    const first = await firstValueFrom(result as Observable<unknown>, { defaultValue: NO_VALUE });
+    if (first === NO_VALUE) throw new Error('handler Observable completed without a result');
+    return first as boolean;
+  }
+  return (await result) as boolean;
+}
+
+function interpret(result: unknown): Outcome {
+  if (result === true) return { ok: true };
+  if (result === false) return { ok: false, timedOut: false, error: 'handler returned false' };
+  return { ok: false, timedOut: false, error: `handler returned ${describe(result)}; expected true or false` };
+}

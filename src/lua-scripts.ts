@@ -1,0 +1,129 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Cluster, Redis } from 'ioredis';
+import type { TypeKeys } from './redis-layout';
+
+export type RedisClient = Redis | Cluster;
+
+const LUA_DIR = join(__dirname, '..', 'lua');
+
+const SCRIPT_NAMES = [
+  'enqueue',
+  'dispatch-due',
+  'claim-ready',
+  'complete',
+  'retry',
+  'dead-letter',
+  'cancel',
+  'replay-dead',
+  'purge-dead',
+] as const;
+type ScriptName = (typeof SCRIPT_NAMES)[number];
+
+type ScriptCall = (...args: Array<string | number>) => Promise<unknown>;
+
+/** Reads a script, inlining `-- @include name` lines from lua/includes. */
+export function loadLua(name: string): { lua: string; numberOfKeys: number } {
+  const source = readFileSync(join(LUA_DIR, `${name}.lua`), 'utf8');
+  const lua = source.replace(/^-- @include (\S+)$/gm, (_, include: string) => readFileSync(join(LUA_DIR, 'includes', `${include}.lua`), 'utf8'));
+  // The header is the contract: KEYS[n] lines declare how many keys the script takes.
+  const numberOfKeys = Math.max(0, ...[...source.matchAll(/^-- KEYS\[(\d+)\]/gm)].map((m) => Number(m[1])));
+  return { lua, numberOfKeys };
+}
+
+export interface ClaimedRecord {
+  readonly id: string;
+  readonly attempt: number;
+  readonly dueAt: number;
+  readonly body: string;
+}
+
+export interface ClaimResult {
+  readonly now: number;
+  readonly claimed: ClaimedRecord[];
+  readonly deadLettered: Array<{ id: string; attempt: number }>;
+}
+
+export interface DispatchResult {
+  readonly movedDue: number;
+  readonly movedExpired: number;
+  /** Next due time or lease expiry, Redis clock; -1 when nothing waits. */
+  readonly nextDue: number;
+  readonly now: number;
+}
+
+export type EnqueueStatus = 'scheduled' | 'duplicate' | 'replaced';
+
+/** Typed calls of the Lua state transitions in lua/; one method per script. */
+export class LuaScripts {
+  private readonly calls: Record<ScriptName, ScriptCall>;
+
+  constructor(client: RedisClient, private readonly wakeChannel: string) {
+    const calls: Partial<Record<ScriptName, ScriptCall>> = {};
+    for (const name of SCRIPT_NAMES) {
+      const command = `rde_${name.replace(/-/g, '_')}`;
+      client.defineCommand(command, loadLua(name));
+      const method = (client as unknown as Record<string, ScriptCall>)[command];
+      if (typeof method !== 'function') throw new Error(`ioredis did not define ${command}`);
+      calls[name] = method.bind(client);
+    }
+    this.calls = calls as Record<ScriptName, ScriptCall>;
+  }
+
+  async enqueue(keys: TypeKeys, id: string, body: string, due: { delayMs: number } | { atMs: number }, replace: boolean): Promise<EnqueueStatus> {
+    const [status] = (await this.calls.enqueue(
+      keys.meta, keys.schedule, keys.ready, keys.inFlight, keys.dead, keys.errors,
+      id, body, 'delayMs' in due ? due.delayMs : '', 'atMs' in due ? due.atMs : '', replace ? '1' : '0', this.wakeChannel, keys.tag,
+    )) as [number, number];
+    return status === 0 ? 'duplicate' : status === 2 ? 'replaced' : 'scheduled';
+  }
+
+  async dispatchDue(keys: TypeKeys, limit: number): Promise<DispatchResult> {
+    const [movedDue, movedExpired, nextDue, now] = (await this.calls['dispatch-due'](keys.schedule, keys.inFlight, keys.ready, limit)) as number[];
+    return { movedDue: movedDue ?? 0, movedExpired: movedExpired ?? 0, nextDue: nextDue ?? -1, now: now ?? Date.now() };
+  }
+
+  async claimReady(keys: TypeKeys, count: number, leaseMs: number, maxAttempts: number): Promise<ClaimResult> {
+    const [now, flat, dead] = (await this.calls['claim-ready'](keys.ready, keys.inFlight, keys.meta, keys.dead, keys.errors, count, leaseMs, maxAttempts)) as [
+      number,
+      string[],
+      string[],
+    ];
+    const claimed: ClaimedRecord[] = [];
+    for (let i = 0; i < flat.length; i += 4) {
+      claimed.push({ id: flat[i]!, attempt: Number(flat[i + 1]), dueAt: Number(flat[i + 2]), body: flat[i + 3]! });
+    }
+    const deadLettered: Array<{ id: string; attempt: number }> = [];
+    for (let i = 0; i < dead.length; i += 2) deadLettered.push({ id: dead[i]!, attempt: Number(dead[i + 1]) });
+    return { now, claimed, deadLettered };
+  }
+
+  /** Returns one flag per result: true completed, false stale (fenced off). */
+  async complete(keys: TypeKeys, results: ReadonlyArray<{ id: string; attempt: number }>): Promise<boolean[]> {
+    const args = results.flatMap((r) => [r.id, r.attempt]);
+    const flags = (await this.calls.complete(keys.meta, keys.inFlight, keys.errors, ...args)) as number[];
+    return flags.map((f) => f === 1);
+  }
+
+  /** Returns the new due time, or undefined when the attempt was stale. */
+  async retry(keys: TypeKeys, id: string, attempt: number, backoffMs: number, error: string): Promise<number | undefined> {
+    const due = (await this.calls.retry(keys.meta, keys.inFlight, keys.schedule, keys.errors, id, attempt, backoffMs, error)) as number;
+    return due < 0 ? undefined : due;
+  }
+
+  async deadLetter(keys: TypeKeys, id: string, attempt: number, reason: string): Promise<boolean> {
+    return (await this.calls['dead-letter'](keys.meta, keys.inFlight, keys.dead, keys.errors, id, attempt, reason)) === 1;
+  }
+
+  async cancel(keys: TypeKeys, id: string): Promise<boolean> {
+    return (await this.calls.cancel(keys.meta, keys.schedule, keys.ready, keys.inFlight, keys.dead, keys.errors, id)) === 1;
+  }
+
+  async replayDead(keys: TypeKeys, ids: readonly string[], limit: number): Promise<number> {
+    return (await this.calls['replay-dead'](keys.dead, keys.schedule, keys.meta, keys.errors, this.wakeChannel, keys.tag, limit, ...ids)) as number;
+  }
+
+  async purgeDead(keys: TypeKeys, ids: readonly string[], limit: number): Promise<number> {
+    return (await this.calls['purge-dead'](keys.dead, keys.meta, keys.errors, limit, ...ids)) as number;
+  }
+}

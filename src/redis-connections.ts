@@ -1,0 +1,53 @@
+import { Cluster, Redis } from 'ioredis';
+import type { RedisClient } from './lua-scripts';
+
+/**
+ * Owns the connections the service opens. A client handed in by the user stays
+ * the user's: we duplicate it for blocking reads and pub/sub, and never quit it.
+ */
+export class RedisConnections {
+  readonly command: RedisClient;
+  private readonly owned = new Set<RedisClient>();
+
+  constructor(source: string | RedisClient, private readonly onError: (error: Error) => void) {
+    if (typeof source === 'string') {
+      this.command = this.own(new Redis(source));
+    } else {
+      this.command = source;
+    }
+  }
+
+  /** A new connection with the same settings, for a blocking reader or a subscriber. */
+  duplicate(): RedisClient {
+    const source = this.command;
+    return this.own(source instanceof Cluster ? source.duplicate() : source.duplicate());
+  }
+
+  /** Drops a connection at once: pending commands reject, a blocked command stops blocking. */
+  release(client: RedisClient): void {
+    this.owned.delete(client);
+    client.disconnect();
+  }
+
+  async close(): Promise<void> {
+    const clients = [...this.owned];
+    this.owned.clear();
+    await Promise.all(
+      clients.map(async (client) => {
+        try {
+          await Promise.race([client.quit(), new Promise((resolve) => setTimeout(resolve, 1_000).unref())]);
+        } catch {
+          // quit fails when the connection is already down; disconnect below covers it.
+        }
+        client.disconnect();
+      }),
+    );
+  }
+
+  private own<C extends RedisClient>(client: C): C {
+    // Without a listener ioredis prints every reconnect failure; the loops report outages as metrics instead.
+    client.on('error', this.onError);
+    this.owned.add(client);
+    return client;
+  }
+}

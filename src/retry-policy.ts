@@ -1,0 +1,73 @@
+import { InvalidOptionError } from './errors';
+
+/** How often an event is tried and how long to wait before each retry. */
+export interface RetryPolicy {
+  /** Total handler attempts, the first one included. */
+  readonly maxAttempts: number;
+  /** Wait before the next attempt, given the attempt (1-based) that just failed. */
+  backoffMs(failedAttempt: number): number;
+}
+
+export function fixedBackoff(maxAttempts: number, delayMs: number): RetryPolicy {
+  checkAttempts(maxAttempts);
+  checkMs('delayMs', delayMs);
+  return { maxAttempts, backoffMs: () => delayMs };
+}
+
+export interface ExponentialBackoffOptions {
+  readonly maxAttempts: number;
+  readonly initialMs: number;
+  /** Growth per attempt; default 2. */
+  readonly factor?: number;
+  /** Cap of one wait; default 1 hour. */
+  readonly maxMs?: number;
+  /** Fraction of the wait drawn at random (0..1) so failing instances spread out; default 0.2. */
+  readonly jitter?: number;
+}
+
+export function exponentialBackoff(options: ExponentialBackoffOptions): RetryPolicy {
+  const { maxAttempts, initialMs, factor = 2, maxMs = 3_600_000, jitter = 0.2 } = options;
+  checkAttempts(maxAttempts);
+  checkMs('initialMs', initialMs);
+  checkMs('maxMs', maxMs);
+  if (!Number.isFinite(factor) || factor < 1) throw new InvalidOptionError('factor', 'must be a number >= 1');
+  if (!(jitter >= 0 && jitter <= 1)) throw new InvalidOptionError('jitter', 'must be between 0 and 1');
+  return {
+    maxAttempts,
+    backoffMs: (failedAttempt) => {
+      const base = Math.min(maxMs, initialMs * factor ** (failedAttempt - 1));
+      return Math.round(base * (1 - jitter * Math.random()));
+    },
+  };
+}
+
+/** Any function of the failed attempt. */
+export function customBackoff(maxAttempts: number, backoffMs: (failedAttempt: number) => number): RetryPolicy {
+  checkAttempts(maxAttempts);
+  return { maxAttempts, backoffMs };
+}
+
+/** 10 attempts over roughly 8.5 minutes: 1 s, 2 s, 4 s ... capped at 5 minutes. */
+export const DEFAULT_RETRY_POLICY_OPTIONS: ExponentialBackoffOptions = { maxAttempts: 10, initialMs: 1_000, maxMs: 300_000 };
+
+/** A policy's wait, made safe to send to Redis whatever a custom function returns. */
+export function safeBackoff(policy: RetryPolicy, failedAttempt: number): number {
+  const ms = policy.backoffMs(failedAttempt);
+  return Number.isFinite(ms) && ms > 0 ? Math.ceil(ms) : 0;
+}
+
+export function checkRetryPolicy(policy: RetryPolicy, option: string): RetryPolicy {
+  if (policy === null || typeof policy !== 'object' || typeof policy.backoffMs !== 'function') {
+    throw new InvalidOptionError(option, 'expected a RetryPolicy such as exponentialBackoff({ maxAttempts: 5, initialMs: 1000 })');
+  }
+  checkAttempts(policy.maxAttempts);
+  return policy;
+}
+
+function checkAttempts(maxAttempts: number): void {
+  if (!Number.isInteger(maxAttempts) || maxAttempts < 1) throw new InvalidOptionError('maxAttempts', `must be an integer >= 1, got ${maxAttempts}`);
+}
+
+function checkMs(name: string, ms: number): void {
+  if (!Number.isFinite(ms) || ms < 0) throw new InvalidOptionError(name, `must be a finite number of ms >= 0, got ${ms}`);
+}

@@ -1,0 +1,71 @@
+import type { Cluster, Redis } from 'ioredis';
+import { InvalidOptionError } from './errors';
+import type { EventContext } from './event-context';
+import type { ContextHandler } from './handler-invocation';
+import { DEFAULT_RETRY_POLICY_OPTIONS, type RetryPolicy, checkRetryPolicy, exponentialBackoff } from './retry-policy';
+
+export interface DelayedEventServiceOptions {
+  /** A connection URL (`redis://`, `rediss://`), an ioredis Redis, or an ioredis Cluster. A client you pass stays yours: close() does not quit it. */
+  readonly redis: string | Redis | Cluster;
+  /** Namespace of every key; default `dq`. */
+  readonly prefix?: string;
+  /** Longest a dispatcher sleeps without looking at Redis, whatever wake-ups say; default 1000 ms. */
+  readonly pollIntervalMs?: number;
+  /** Most due events one dispatch call moves; default 1000. */
+  readonly dispatchBatchSize?: number;
+  /** A handler call running longer is a failed attempt; default 30 s. Per handler: HandlerOptions.timeoutMs. */
+  readonly handlerTimeoutMs?: number;
+  /** A claimed event's lease outlasts the handler timeout by this much before another instance may take it; default 5 s. */
+  readonly leaseGraceMs?: number;
+  /** Default retry policy; default exponential from 1 s, doubling, capped at 5 min, 10 attempts, 20% jitter. */
+  readonly retry?: RetryPolicy;
+  /** Largest serialized event (payload and context); default 512 KiB. */
+  readonly maxPayloadBytes?: number;
+  /** How long close() waits for running handlers; default 10 s. */
+  readonly closeTimeoutMs?: number;
+  /** Longest a reader blocks in Redis in one call; default 5 s. */
+  readonly readerBlockMs?: number;
+  /** How long past readerBlockMs a blocking call may hang before its connection is replaced; default 3 s. */
+  readonly watchdogGraceMs?: number;
+  /** How often gauges are sampled while metrics$ is subscribed; default 5 s. */
+  readonly gaugeIntervalMs?: number;
+  /** Context captured at enqueue when the call gives none; default: the context of the handler running now, if any. */
+  readonly contextProvider?: () => EventContext | undefined;
+  /** Wraps every handler call (e.g. logging fields, tracing spans). */
+  readonly contextHandler?: ContextHandler;
+}
+
+export type ResolvedOptions = Required<Omit<DelayedEventServiceOptions, 'contextProvider' | 'contextHandler'>> &
+  Pick<DelayedEventServiceOptions, 'contextProvider' | 'contextHandler'>;
+
+export function resolveOptions(options: DelayedEventServiceOptions): ResolvedOptions {
+  if (options === null || typeof options !== 'object') throw new InvalidOptionError('options', 'expected an object with at least { redis }');
+  if (options.redis === undefined || options.redis === null) throw new InvalidOptionError('redis', 'give a URL such as redis://127.0.0.1:6379, an ioredis Redis or an ioredis Cluster');
+  return {
+    ...options,
+    redis: options.redis,
+    prefix: options.prefix ?? 'dq',
+    pollIntervalMs: positive('pollIntervalMs', options.pollIntervalMs, 1_000),
+    dispatchBatchSize: integer('dispatchBatchSize', options.dispatchBatchSize, 1_000, 1, 5_000),
+    handlerTimeoutMs: positive('handlerTimeoutMs', options.handlerTimeoutMs, 30_000),
+    leaseGraceMs: positive('leaseGraceMs', options.leaseGraceMs, 5_000),
+    retry: checkRetryPolicy(options.retry ?? exponentialBackoff(DEFAULT_RETRY_POLICY_OPTIONS), 'retry'),
+    maxPayloadBytes: integer('maxPayloadBytes', options.maxPayloadBytes, 512 * 1024, 64, 256 * 1024 * 1024),
+    closeTimeoutMs: positive('closeTimeoutMs', options.closeTimeoutMs, 10_000),
+    readerBlockMs: positive('readerBlockMs', options.readerBlockMs, 5_000),
+    watchdogGraceMs: positive('watchdogGraceMs', options.watchdogGraceMs, 3_000),
+    gaugeIntervalMs: positive('gaugeIntervalMs', options.gaugeIntervalMs, 5_000),
+  };
+}
+
+export function positive(name: string, value: number | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) throw new InvalidOptionError(name, `must be a finite number > 0, got ${String(value)}`);
+  return value;
+}
+
+export function integer(name: string, value: number | undefined, fallback: number, min: number, max: number): number {
+  if (value === undefined) return fallback;
+  if (!Number.isInteger(value) || value < min || value > max) throw new InvalidOptionError(name, `must be an integer from ${min} to ${max}, got ${String(value)}`);
+  return value;
+}

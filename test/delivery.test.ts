@@ -1,0 +1,65 @@
+import { filter, firstValueFrom } from 'rxjs';
+import { METRIC } from '../src';
+import { describe, expect, it } from 'vitest';
+import { Address, PaymentCheck, Reminder } from './support/events';
+import { useRedis } from './support/harness';
+import { waitFor } from './support/wait-for';
+
+describe('delivery', () => {
+  const redis = useRedis();
+
+  it('hands a due event to its handler as an instance of its class', async () => {
+    const service = redis.service();
+    const seen: PaymentCheck[] = [];
+    service.addHandler(PaymentCheck, (event) => (seen.push(event), true), 4);
+    await firstValueFrom(service.enqueueWithDelay(new PaymentCheck('p-1', 42), 50));
+    await waitFor(() => seen.length === 1, 'the handler call');
+    expect(seen[0]).toBeInstanceOf(PaymentCheck);
+    expect(seen[0]).toMatchObject({ id: 'p-1', amount: 42 });
+  });
+
+  it('restores nested @Type objects and Dates', async () => {
+    const service = redis.service();
+    const seen: Reminder[] = [];
+    service.addHandler(Reminder, (event) => (seen.push(event), true), 1);
+    const reminder = new Reminder('r-1');
+    reminder.address = new Address('Lyon', '69001');
+    reminder.remindAt = new Date('2030-01-02T03:04:05.678Z');
+    reminder.tags = ['a', 'ü'];
+    await service.enqueue(reminder, 0);
+    await waitFor(() => seen.length === 1, 'the handler call');
+    const got = seen[0]!;
+    expect(got.address).toBeInstanceOf(Address);
+    expect(got.address.label()).toBe('69001 Lyon');
+    expect(got.remindAt).toBeInstanceOf(Date);
+    expect(got.remindAt.toISOString()).toBe('2030-01-02T03:04:05.678Z');
+    expect(got.tags).toEqual(['a', 'ü']);
+  });
+
+  it('does not hand an event over before its delay is up', async () => {
+    const service = redis.service();
+    const handledAt: number[] = [];
+    service.addHandler(PaymentCheck, () => (handledAt.push(Date.now()), true), 1);
+    const enqueuedAt = Date.now();
+    await service.enqueue(new PaymentCheck('p-2'), 700);
+    await waitFor(() => handledAt.length === 1, 'the handler call');
+    expect(handledAt[0]! - enqueuedAt).toBeGreaterThanOrEqual(700);
+  });
+
+  it('wakes a sleeping dispatcher when an earlier event is enqueued', async () => {
+    // A poll interval far above the delay: only the wake-up can deliver in time.
+    const prefix = redis.prefix();
+    const service = redis.service({ prefix, pollIntervalMs: 60_000 });
+    const handled: string[] = [];
+    const dispatchedLate = firstValueFrom(service.metrics$.pipe(filter((m) => m.name === METRIC.lateness)));
+    service.addHandler(PaymentCheck, (e) => (handled.push(e.id), true), 1);
+    // A first event proves the dispatcher is subscribed and asleep; then it plans around a late one.
+    await service.enqueue(new PaymentCheck('first'), 0);
+    await dispatchedLate;
+    await service.enqueue(new PaymentCheck('late'), 50_000);
+    const other = redis.service({ prefix });
+    await other.enqueue(new PaymentCheck('early'), 100);
+    await waitFor(() => handled.includes('early'), 'the early event', 5_000);
+    expect(handled).toEqual(['first', 'early']);
+  });
+});

@@ -44,8 +44,9 @@ export class DeadLetters {
     return ids.flatMap((id, i) => {
       const envelope = envelopes[i];
       if (!envelope) return [];
-      const [attempt, , ...rest] = envelope.split('|');
-      const body = rest.join('|');
+      const header = /^(\d+)\|\d+\|/.exec(envelope);
+      const attempt = header ? Number(header[1]) : 0;
+      const body = header ? envelope.slice(header[0].length) : envelope;
       let event: T | undefined;
       let context: EventContext = {};
       let error = errors[i] ?? '';

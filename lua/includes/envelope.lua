@@ -1,13 +1,16 @@
 -- A stored event is "<attempt>|<due ms>|<body json>": the two numbers that
 -- scripts change sit in front so a transition never has to parse the JSON.
+-- A value without a valid header (corrupted by hand) parses as attempt 0 with
+-- the whole value as body: it is then claimed, fails to decode and is
+-- dead-lettered, instead of making every script that touches it fail.
 local function envelope_parse(value)
-  local a = string.find(value, '|', 1, true)
-  local b = string.find(value, '|', a + 1, true)
-  return tonumber(string.sub(value, 1, a - 1)), string.sub(value, a + 1, b - 1), string.sub(value, b + 1)
+  local attempt, due, body = string.match(value, '^(%d+)|(%d+)|(.*)$')
+  if not attempt then return 0, '0', value end
+  return tonumber(attempt), due, body
 end
 
 local function envelope_attempt(value)
-  return tonumber(string.match(value, '^(%d+)|'))
+  return tonumber(string.match(value, '^(%d+)|%d+|')) or 0
 end
 
 local function envelope_make(attempt, due, body)

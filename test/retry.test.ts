@@ -1,0 +1,114 @@
+import { EMPTY, of, throwError } from 'rxjs';
+import { describe, expect, it } from 'vitest';
+import { type HandlerResult, METRIC, customBackoff, exponentialBackoff, fixedBackoff } from '../src';
+import { PaymentCheck } from './support/events';
+import { counter, recordMetrics, useRedis } from './support/harness';
+import { waitFor } from './support/wait-for';
+
+describe('retries and dead letters', () => {
+  const redis = useRedis();
+
+  it.each<[string, () => HandlerResult, RegExp]>([
+    ['returns false', () => false, /handler returned false/],
+    ['throws', () => { throw new Error('boom'); }, /Error: boom/],
+    ['rejects', () => Promise.reject(new Error('async boom')), /async boom/],
+    ['errors as an Observable', () => throwError(() => new Error('stream boom')), /stream boom/],
+    ['completes empty', () => EMPTY, /completed without a result/],
+    ['returns garbage', () => 'yes' as unknown as boolean, /returned yes; expected true or false/],
+  ])('a handler that %s is retried, and succeeds on a later attempt', async (_name, fail, lastError) => {
+    const prefix = redis.prefix();
+    const service = redis.service({ prefix, retry: fixedBackoff(5, 10) });
+    const attempts: number[] = [];
+    service.addHandler(PaymentCheck, (_e, _c, delivery) => {
+      attempts.push(delivery.attempt);
+      return delivery.attempt < 3 ? fail() : of(true);
+    }, 1);
+    await service.enqueue(new PaymentCheck('f'), 0);
+    // The last error is kept while the event is retried.
+    await waitFor(async () => lastError.test((await redis.client().hget(`${prefix}:{test.payment-check}:e`, 'f')) ?? ''), 'the error recorded');
+    await waitFor(async () => attempts.length === 3 && (await redis.client().hlen(`${prefix}:{test.payment-check}:m`)) === 0, 'success on attempt 3');
+    expect(attempts).toEqual([1, 2, 3]);
+  });
+
+  it('waits the backoff of the policy between attempts', async () => {
+    const service = redis.service({ retry: customBackoff(3, (attempt) => attempt * 400) });
+    const startedAt: number[] = [];
+    service.addHandler(PaymentCheck, () => (startedAt.push(Date.now()), startedAt.length === 3), 1);
+    await service.enqueue(new PaymentCheck('b'), 0);
+    await waitFor(() => startedAt.length === 3, 'three attempts');
+    expect(startedAt[1]! - startedAt[0]!).toBeGreaterThanOrEqual(400 - 5);
+    expect(startedAt[2]! - startedAt[1]!).toBeGreaterThanOrEqual(800 - 5);
+  });
+
+  it('a per-handler policy overrides the service policy', async () => {
+    const prefix = redis.prefix();
+    const service = redis.service({ prefix, retry: fixedBackoff(10, 10) });
+    let calls = 0;
+    service.addHandler(PaymentCheck, () => (calls++, false), 1, { retry: fixedBackoff(2, 10) });
+    await service.enqueue(new PaymentCheck('p'), 0);
+    await waitFor(async () => (await service.deadLetters(PaymentCheck)).length === 1, 'the dead letter');
+    expect(calls).toBe(2);
+  });
+
+  it('parks an event in the dead-letter set with its last error when attempts run out', async () => {
+    const prefix = redis.prefix();
+    const service = redis.service({ prefix, retry: exponentialBackoff({ maxAttempts: 3, initialMs: 10, jitter: 0 }) });
+    const metrics = recordMetrics(service);
+    let calls = 0;
+    service.addHandler(PaymentCheck, () => {
+      calls++;
+      throw new Error(`failure ${calls}`);
+    }, 1);
+    await service.enqueue(new PaymentCheck('dead', 13), 0, { context: { tenant: 't1' } });
+    const [letter] = await waitFor(async () => {
+      const letters = await service.deadLetters(PaymentCheck);
+      return letters.length === 1 && letters;
+    }, 'the dead letter');
+    expect(letter!.id).toBe('dead');
+    expect(letter!.event).toBeInstanceOf(PaymentCheck);
+    expect(letter!.event!.amount).toBe(13);
+    expect(letter!.context).toEqual({ tenant: 't1' });
+    expect(letter!.attempts).toBe(3);
+    expect(letter!.error).toMatch(/failure 3 \(attempt 3 of 3\)/);
+    expect(calls).toBe(3);
+    expect(counter(metrics, METRIC.retries, { type: 'test.payment-check' })).toBe(2);
+    expect(counter(metrics, METRIC.deadLettered, { type: 'test.payment-check', reason: 'attempts-exhausted' })).toBe(1);
+    expect(counter(metrics, METRIC.handled, { outcome: 'failure' })).toBe(3);
+    // Nothing left scheduled or in flight: it is parked, not retried forever.
+    expect(await redis.client().zcard(`${prefix}:{test.payment-check}:s`)).toBe(0);
+    expect(await redis.client().zcard(`${prefix}:{test.payment-check}:f`)).toBe(0);
+  });
+
+  it('replays dead letters (one, or all) back to scheduled with fresh attempts', async () => {
+    const service = redis.service({ retry: fixedBackoff(1, 10) });
+    let healthy = false;
+    const succeeded: string[] = [];
+    service.addHandler(PaymentCheck, (e, _c, delivery) => {
+      if (!healthy) return false;
+      expect(delivery.attempt).toBe(1);
+      succeeded.push(e.id);
+      return true;
+    }, 2);
+    for (const id of ['a', 'b', 'c']) await service.enqueue(new PaymentCheck(id), 0);
+    await waitFor(async () => (await service.deadLetters(PaymentCheck)).length === 3, 'three dead letters');
+    healthy = true;
+    expect(await service.replayDeadLetters(PaymentCheck, ['b', 'not-dead'])).toBe(1);
+    await waitFor(() => succeeded.includes('b'), 'b handled after replay');
+    expect((await service.deadLetters(PaymentCheck)).map((l) => l.id).sort()).toEqual(['a', 'c']);
+    expect(await service.replayDeadLetters(PaymentCheck)).toBe(2);
+    await waitFor(() => succeeded.length === 3, 'all handled after replay');
+    expect(await service.deadLetters(PaymentCheck)).toEqual([]);
+  });
+
+  it('purges dead letters for good', async () => {
+    const prefix = redis.prefix();
+    const service = redis.service({ prefix, retry: fixedBackoff(1, 10) });
+    service.addHandler(PaymentCheck, () => false, 2);
+    for (const id of ['a', 'b', 'c']) await service.enqueue(new PaymentCheck(id), 0);
+    await waitFor(async () => (await service.deadLetters(PaymentCheck)).length === 3, 'three dead letters');
+    expect(await service.purgeDeadLetters(PaymentCheck, ['a'])).toBe(1);
+    expect((await service.deadLetters(PaymentCheck)).map((l) => l.id).sort()).toEqual(['b', 'c']);
+    expect(await service.purgeDeadLetters(PaymentCheck)).toBe(2);
+    expect(await redis.client().keys(`${prefix}:*`)).toEqual([]);
+  });
+});

@@ -1,0 +1,74 @@
+import { type Server, type Socket, createServer, connect } from 'node:net';
+
+interface Link {
+  readonly client: Socket;
+  readonly upstream: Socket;
+  /** Every command this link has carried so far, as raw RESP text. */
+  sent: string;
+  blackholed: boolean;
+}
+
+/**
+ * A loopback TCP proxy in front of Redis that can black-hole chosen
+ * connections: their bytes are dropped but the sockets stay open, as after a
+ * network fault that leaves a half-open connection behind.
+ */
+export class TcpProxy {
+  private constructor(
+    private readonly server: Server,
+    readonly port: number,
+    private readonly links: Set<Link>,
+  ) {}
+
+  static async start(targetPort: number): Promise<TcpProxy> {
+    const links = new Set<Link>();
+    const server = createServer((client) => {
+      const upstream = connect(targetPort, '127.0.0.1');
+      const link: Link = { client, upstream, sent: '', blackholed: false };
+      links.add(link);
+      client.on('data', (chunk) => {
+        if (link.blackholed) return;
+        link.sent += chunk.toString('latin1');
+        upstream.write(chunk);
+      });
+      upstream.on('data', (chunk) => {
+        if (!link.blackholed) client.write(chunk);
+      });
+      const close = () => {
+        links.delete(link);
+        client.destroy();
+        upstream.destroy();
+      };
+      client.on('close', close).on('error', close);
+      upstream.on('close', close).on('error', close);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const address = server.address();
+    if (!address || typeof address !== 'object') throw new Error('proxy has no port');
+    return new TcpProxy(server, address.port, links);
+  }
+
+  get url(): string {
+    return `redis://127.0.0.1:${this.port}`;
+  }
+
+  /** Black-holes the open connections that have sent `command`; returns how many. */
+  blackholeConnectionsThatSent(command: string): number {
+    let count = 0;
+    for (const link of this.links) {
+      if (link.sent.toUpperCase().includes(command.toUpperCase())) {
+        link.blackholed = true;
+        count++;
+      }
+    }
+    return count;
+  }
+
+  async stop(): Promise<void> {
+    for (const link of this.links) {
+      link.client.destroy();
+      link.upstream.destroy();
+    }
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+}

@@ -1,0 +1,43 @@
+/**
+ * A service instance in its own process, for tests that kill processes or stall
+ * an event loop. Configured by env; reports on stdout as JSON lines.
+ *   REDIS_URL, PREFIX
+ *   MODE=hang   every handler call never finishes
+ *   MODE=stall  every handler call blocks the whole event loop for STALL_MS, then succeeds
+ */
+import 'reflect-metadata';
+import { DelayedEventService, METRIC } from '../../src';
+import { WorkItem } from './events';
+
+const report = (line: object) => process.stdout.write(`${JSON.stringify(line)}\n`);
+
+const service = new DelayedEventService({
+  redis: process.env.REDIS_URL!,
+  prefix: process.env.PREFIX!,
+  pollIntervalMs: 100,
+  handlerTimeoutMs: Number(process.env.HANDLER_TIMEOUT_MS ?? 1_000),
+  leaseGraceMs: Number(process.env.LEASE_GRACE_MS ?? 300),
+  readerBlockMs: 1_000,
+});
+
+service.metrics$.subscribe((metric) => {
+  if (metric.name === METRIC.staleResults || metric.name === METRIC.handled) report({ metric: metric.name, tags: metric.tags });
+});
+
+service.addHandler(
+  WorkItem,
+  (event, _context, delivery) => {
+    report({ started: event.id, attempt: delivery.attempt });
+    if (process.env.MODE === 'stall') {
+      const until = Date.now() + Number(process.env.STALL_MS);
+      while (Date.now() < until) {
+        // Deliberately blocks the event loop, as a long GC pause or a CPU-bound handler would.
+      }
+      report({ finished: event.id, attempt: delivery.attempt });
+      return true;
+    }
+    return new Promise<boolean>(() => undefined);
+  },
+  4,
+);
+report({ ready: true });

@@ -1,0 +1,58 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+
+export interface WorkerLine {
+  ready?: boolean;
+  started?: string;
+  finished?: string;
+  attempt?: number;
+  metric?: string;
+  tags?: Record<string, string>;
+}
+
+/** A service in a child process (test/support/worker-process.ts), killable by PID. */
+export class Worker {
+  readonly lines: WorkerLine[] = [];
+  private readonly child: ChildProcess;
+  private readonly listeners = new Set<() => void>();
+
+  constructor(env: Record<string, string>) {
+    this.child = spawn(process.execPath, ['--import', 'tsx', join(__dirname, 'worker-process.ts')], {
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    createInterface({ input: this.child.stdout! }).on('line', (text) => {
+      if (!text.startsWith('{')) return;
+      this.lines.push(JSON.parse(text) as WorkerLine);
+      for (const listener of this.listeners) listener();
+    });
+  }
+
+  /** Resolves with the first line (seen so far or to come) that matches. */
+  waitForLine(match: (line: WorkerLine) => boolean, timeoutMs = 20_000): Promise<WorkerLine> {
+    return new Promise((resolve, reject) => {
+      const check = () => {
+        const found = this.lines.find(match);
+        if (!found) return;
+        clearTimeout(timer);
+        this.listeners.delete(check);
+        resolve(found);
+      };
+      const timer = setTimeout(() => {
+        this.listeners.delete(check);
+        reject(new Error(`worker did not report the expected line within ${timeoutMs} ms; saw ${JSON.stringify(this.lines)}`));
+      }, timeoutMs);
+      this.listeners.add(check);
+      check();
+    });
+  }
+
+  kill(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return Promise.resolve();
+    return new Promise((resolve) => {
+      this.child.once('exit', () => resolve());
+      process.kill(this.child.pid!, signal);
+    });
+  }
+}

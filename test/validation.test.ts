@@ -1,0 +1,115 @@
+import { firstValueFrom } from 'rxjs';
+import { describe, expect, it } from 'vitest';
+import {
+  DelayedEvent,
+  InvalidDelayError,
+  InvalidEventError,
+  InvalidOptionError,
+  PayloadTooLargeError,
+  SerializationError,
+  ServiceClosedError,
+  UnregisteredEventClassError,
+} from '../src';
+import { PaymentCheck } from './support/events';
+import { useRedis } from './support/harness';
+
+class Undecorated {
+  constructor(readonly id: string) {}
+}
+
+@DelayedEvent('test.loose')
+class Loose {
+  [key: string]: unknown;
+  constructor(readonly id: string) {}
+}
+
+describe('bad input is rejected at the call with a typed error, and nothing is written', () => {
+  const redis = useRedis();
+
+  async function rejects(run: (service: ReturnType<typeof redis.service>) => Promise<unknown>, type: Function, message: RegExp) {
+    const prefix = redis.prefix();
+    const service = redis.service({ prefix, maxPayloadBytes: 1_024 });
+    const error = await run(service).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(type);
+    expect((error as Error).message).toMatch(message);
+    expect(await redis.client().keys(`${prefix}:*`)).toEqual([]);
+  }
+
+  it.each([
+    ['negative', -1, /negative/],
+    ['NaN', Number.NaN, /NaN, not a finite number/],
+    ['Infinity', Number.POSITIVE_INFINITY, /Infinity, not a finite number/],
+    ['a negative duration unit', { minutes: -5 }, /minutes is negative/],
+    ['an unknown unit', { weeks: 1 }, /unknown duration unit 'weeks'/],
+    ['over a century', { days: 40_000 }, /more than 100 years/],
+  ])('delay %s', async (_name, delay, message) => {
+    await rejects((s) => firstValueFrom(s.enqueueWithDelay(new PaymentCheck('x'), delay as number)), InvalidDelayError, message);
+  });
+
+  it('an invalid Date', async () => {
+    await rejects((s) => firstValueFrom(s.enqueueAt(new PaymentCheck('x'), new Date('nope'))), InvalidDelayError, /valid Date/);
+  });
+
+  it.each([
+    ['missing', undefined],
+    ['empty', ''],
+    ['a number', 42],
+  ])('an id that is %s', async (_name, id) => {
+    await rejects((s) => s.enqueue(new PaymentCheck(id as string), 10), InvalidEventError, /non-empty string id/);
+  });
+
+  it('a class without @DelayedEvent', async () => {
+    await rejects((s) => s.enqueue(new Undecorated('u'), 10), UnregisteredEventClassError, /Undecorated has no @DelayedEvent/);
+    const service = redis.service();
+    expect(() => service.addHandler(Undecorated, () => true, 1)).toThrow(UnregisteredEventClassError);
+  });
+
+  it('a payload that cannot be serialized: BigInt', async () => {
+    const event = new Loose('b');
+    event.big = 10n;
+    await rejects((s) => s.enqueue(event, 10), SerializationError, /cannot be serialized/);
+  });
+
+  it('a payload that cannot be serialized: a circular reference', async () => {
+    const event = new Loose('c');
+    event.self = event;
+    await rejects((s) => s.enqueue(event, 10), SerializationError, /circular/);
+  });
+
+  it('a payload over the size limit', async () => {
+    const event = new Loose('big');
+    event.blob = 'x'.repeat(2_000);
+    await rejects((s) => s.enqueue(event, 10), PayloadTooLargeError, /over the limit of 1024 .*maxPayloadBytes/);
+  });
+
+  it('a context that is not a string map', async () => {
+    await rejects((s) => s.enqueue(new PaymentCheck('x'), 10, { context: { n: 1 } as never }), InvalidEventError, /context/);
+  });
+
+  it('bad handler registrations', () => {
+    const service = redis.service();
+    expect(() => service.addHandler(PaymentCheck, () => true, 0)).toThrow(InvalidOptionError);
+    expect(() => service.addHandler(PaymentCheck, () => true, 1.5)).toThrow(/parallelism/);
+    expect(() => service.addHandler(PaymentCheck, () => true, 1, { timeoutMs: -1 })).toThrow(/timeoutMs/);
+  });
+
+  it('bad service options', () => {
+    expect(() => redis.service({ pollIntervalMs: 0 })).toThrow(InvalidOptionError);
+    expect(() => redis.service({ prefix: 'has{brace}' })).toThrow(/prefix/);
+    expect(() => redis.service({ dispatchBatchSize: 100_000 })).toThrow(/dispatchBatchSize/);
+  });
+
+  it('a bad type name on the decorator', () => {
+    expect(() => DelayedEvent('has{brace}')).toThrow(/type name/);
+    expect(() => DelayedEvent('')).toThrow(/type name/);
+  });
+
+  it('enqueue after close', async () => {
+    const service = redis.service();
+    await service.close();
+    await expect(service.enqueue(new PaymentCheck('late'), 10)).rejects.toBeInstanceOf(ServiceClosedError);
+  });
+});

@@ -1,0 +1,51 @@
+import { describe, expect, it } from 'vitest';
+import { WorkItem } from './support/events';
+import { useRedis } from './support/harness';
+import { waitFor } from './support/wait-for';
+import { Worker } from './support/worker';
+
+describe('at least once across crashes', () => {
+  const redis = useRedis();
+
+  it('an event whose process is killed (SIGKILL) mid-handler is redelivered to another instance', async () => {
+    const prefix = redis.prefix();
+    const doomed = new Worker({ REDIS_URL: redis.server.url, PREFIX: prefix, MODE: 'hang', HANDLER_TIMEOUT_MS: '1000', LEASE_GRACE_MS: '300' });
+    try {
+      await doomed.waitForLine((l) => l.ready === true);
+      const producer = redis.service({ prefix });
+      await producer.enqueue(new WorkItem('survivor', 7), 0);
+      await doomed.waitForLine((l) => l.started === 'survivor');
+      await doomed.kill('SIGKILL');
+
+      const rescuer = redis.service({ prefix });
+      const handled: Array<{ id: string; n: number; attempt: number }> = [];
+      rescuer.addHandler(WorkItem, (e, _c, d) => (handled.push({ id: e.id, n: e.n, attempt: d.attempt }), true), 1);
+      await waitFor(() => handled.length === 1, 'redelivery after the lease expired', 10_000);
+      expect(handled).toEqual([{ id: 'survivor', n: 7, attempt: 2 }]);
+      await waitFor(async () => (await redis.client().hlen(`${prefix}:{test.work}:m`)) === 0, 'the event completed');
+    } finally {
+      await doomed.kill();
+    }
+  });
+
+  it('a crash on the last allowed attempt dead-letters the event with the reason', async () => {
+    const prefix = redis.prefix();
+    const client = redis.client();
+    const service = redis.service({ prefix, handlerTimeoutMs: 100, leaseGraceMs: 100 });
+    // As a process would leave it after dying on attempt 10 of 10: in flight, lease expired.
+    await service.enqueue(new WorkItem('last', 1), 60_000);
+    const keys = `${prefix}:{test.work}`;
+    const envelope = (await client.hget(`${keys}:m`, 'last'))!;
+    await client.hset(`${keys}:m`, 'last', envelope.replace(/^\d+\|/, '10|'));
+    await client.zrem(`${keys}:s`, 'last');
+    await client.zadd(`${keys}:f`, Date.now() - 1, 'last');
+    let called = false;
+    service.addHandler(WorkItem, () => (called = true), 1);
+    const [letter] = await waitFor(async () => {
+      const letters = await service.deadLetters(WorkItem);
+      return letters.length === 1 && letters;
+    }, 'the dead letter');
+    expect(letter!.error).toMatch(/lease expired on attempt 10 of 10/);
+    expect(called).toBe(false);
+  });
+});

@@ -1,0 +1,76 @@
+import { describe, expect, it } from 'vitest';
+import { WorkItem } from './support/events';
+import { useRedis } from './support/harness';
+import { waitFor } from './support/wait-for';
+
+describe('close', () => {
+  const redis = useRedis();
+
+  it('under load, waits for running handlers, starts none after, and loses nothing', async () => {
+    const prefix = redis.prefix();
+    const client = redis.client();
+    const service = redis.service({ prefix });
+    let running = 0;
+    let startedAfterClose = 0;
+    let closed = false;
+    const completed = new Set<string>();
+    service.addHandler(WorkItem, async (e) => {
+      if (closed) startedAfterClose++;
+      running++;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      running--;
+      completed.add(e.id);
+      return true;
+    }, 8);
+    const total = 500;
+    for (let i = 0; i < total; i += 50) {
+      await Promise.all(Array.from({ length: 50 }, (_, k) => service.enqueue(new WorkItem(`c${i + k}`), 0)));
+    }
+    await waitFor(() => completed.size >= 40, 'handling under way');
+
+    await service.close();
+    closed = true;
+    expect(running).toBe(0);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(startedAfterClose).toBe(0);
+
+    // Everything is either handled and gone from Redis, or still stored there for later.
+    const stored = await client.hkeys(`${prefix}:{test.work}:m`);
+    expect(stored.filter((id) => completed.has(id))).toEqual([]);
+    expect(completed.size + stored.length).toBe(total);
+    expect(await client.zcard(`${prefix}:{test.work}:f`)).toBe(0);
+
+    // A new instance picks up the rest.
+    const next = redis.service({ prefix });
+    next.addHandler(WorkItem, (e) => (completed.add(e.id), true), 8);
+    await waitFor(() => completed.size === total, 'the rest handled by a new instance', 20_000);
+  });
+
+  it('a handler that outlives the close timeout keeps its event in Redis, redelivered later', async () => {
+    const prefix = redis.prefix();
+    const service = redis.service({ prefix, closeTimeoutMs: 200, handlerTimeoutMs: 1_000, leaseGraceMs: 200 });
+    let started = false;
+    service.addHandler(WorkItem, () => ((started = true), new Promise<boolean>(() => undefined)), 1);
+    await service.enqueue(new WorkItem('unfinished'), 0);
+    await waitFor(() => started, 'the handler running');
+    await service.close();
+    expect(await redis.client().zscore(`${prefix}:{test.work}:f`, 'unfinished')).not.toBeNull();
+
+    const next = redis.service({ prefix });
+    const attempts: number[] = [];
+    next.addHandler(WorkItem, (_e, _c, d) => (attempts.push(d.attempt), true), 1);
+    await waitFor(() => attempts.length === 1, 'redelivery after the lease', 10_000);
+    expect(attempts).toEqual([2]);
+  });
+
+  it('releases every connection it opened', async () => {
+    const client = redis.client();
+    const before = Number((/connected_clients:(\d+)/.exec(await client.info('clients')) ?? [])[1]);
+    const service = redis.service();
+    service.addHandler(WorkItem, () => true, 1);
+    await service.enqueue(new WorkItem('x'), 0);
+    await waitFor(async () => Number((/connected_clients:(\d+)/.exec(await client.info('clients')) ?? [])[1]) >= before + 3, 'command, subscriber and blocking connections');
+    await service.close();
+    await waitFor(async () => Number((/connected_clients:(\d+)/.exec(await client.info('clients')) ?? [])[1]) === before, 'all connections closed');
+  });
+});

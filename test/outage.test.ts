@@ -1,0 +1,59 @@
+import { describe, expect, it } from 'vitest';
+import { METRIC } from '../src';
+import { WorkItem } from './support/events';
+import { counter, recordMetrics, useRedis } from './support/harness';
+import { TcpProxy } from './support/tcp-proxy';
+import { waitFor } from './support/wait-for';
+
+describe('Redis outages', () => {
+  // AOF with fsync on every write: what was acknowledged before the crash is still there after it.
+  const redis = useRedis(['--appendonly', 'yes', '--appendfsync', 'always']);
+
+  it('a service keeps running through a Redis restart: events stored before and after are all handled', async () => {
+    const prefix = redis.prefix();
+    const service = redis.service({ prefix });
+    const metrics = recordMetrics(service);
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const handled = new Set<string>();
+      service.addHandler(WorkItem, (e) => (handled.add(e.id), true), 4);
+      for (let i = 0; i < 20; i++) await service.enqueue(new WorkItem(`before-${i}`), 1_500);
+      await service.enqueue(new WorkItem('warm-up'), 0);
+      await waitFor(() => handled.has('warm-up'), 'the service running');
+
+      await redis.server.kill();
+      // While Redis is down the loops fail and back off; give them a few failures.
+      await waitFor(() => counter(metrics, METRIC.redisErrors) >= 3, 'the loops noticing the outage');
+      await redis.server.restart();
+
+      for (let i = 0; i < 20; i++) await service.enqueue(new WorkItem(`after-${i}`), 0);
+      await waitFor(() => handled.size === 41, 'every event handled after the restart', 30_000);
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+  });
+
+  it('a blocking read stuck on a dead connection is replaced by the watchdog', async () => {
+    const proxy = await TcpProxy.start(redis.server.port);
+    try {
+      const prefix = redis.prefix();
+      const service = redis.service({ redis: proxy.url, prefix, readerBlockMs: 500, watchdogGraceMs: 500 });
+      const metrics = recordMetrics(service);
+      const handled: string[] = [];
+      service.addHandler(WorkItem, (e) => (handled.push(e.id), true), 1);
+      await service.enqueue(new WorkItem('first'), 0);
+      await waitFor(() => handled.length === 1, 'the first event');
+      // Wait until the reader sits in BLMOVE, then cut that connection silently: a half-open socket.
+      await waitFor(() => proxy.blackholeConnectionsThatSent('BLMOVE') > 0, 'the blocking connection');
+
+      await service.enqueue(new WorkItem('second'), 0);
+      await waitFor(() => handled.length === 2, 'the second event, read on a fresh connection', 10_000);
+      expect(counter(metrics, METRIC.watchdogResets)).toBeGreaterThanOrEqual(1);
+    } finally {
+      await proxy.stop();
+    }
+  });
+});

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { WorkItem } from './support/events';
-import { useRedis } from './support/harness';
+import { useRedis, waitForDeadLetters } from './support/harness';
 import { waitFor } from './support/wait-for';
 import { Worker } from './support/worker';
 
@@ -41,10 +41,7 @@ describe('at least once across crashes', () => {
     await client.zadd(`${keys}:f`, Date.now() - 1, 'last');
     let called = false;
     service.addHandler(WorkItem, () => (called = true), 1);
-    const [letter] = await waitFor(async () => {
-      const letters = await service.deadLetters(WorkItem);
-      return letters.length === 1 && letters;
-    }, 'the dead letter');
+    const [letter] = await waitForDeadLetters(service, WorkItem);
     expect(letter!.error).toMatch(/lease expired on attempt 10 of 10/);
     expect(called).toBe(false);
   });

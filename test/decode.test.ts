@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { METRIC } from '../src';
 import { PaymentCheck } from './support/events';
-import { counter, recordMetrics, useRedis } from './support/harness';
+import { counter, recordMetrics, useRedis, waitForDeadLetters } from './support/harness';
 import { waitFor } from './support/wait-for';
 
 describe('stored events that cannot be decoded', () => {
@@ -24,10 +24,7 @@ describe('stored events that cannot be decoded', () => {
     service.addHandler(PaymentCheck, (e) => (handled.push(e.id), true), 1);
 
     await waitFor(() => handled.length === 2, 'the good events');
-    const [letter] = await waitFor(async () => {
-      const letters = await service.deadLetters(PaymentCheck);
-      return letters.length === 1 && letters;
-    }, 'the dead letter');
+    const [letter] = await waitForDeadLetters(service, PaymentCheck);
     expect(letter!.id).toBe('bad');
     expect(letter!.event).toBeUndefined();
     expect(letter!.error).toMatch(/^undecodable: /);

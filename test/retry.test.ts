@@ -1,8 +1,8 @@
-import { EMPTY, of, throwError } from 'rxjs';
+import { EMPTY, throwError } from 'rxjs';
 import { describe, expect, it } from 'vitest';
 import { type HandlerResult, METRIC, customBackoff, exponentialBackoff, fixedBackoff } from '../src';
 import { PaymentCheck } from './support/events';
-import { counter, recordMetrics, useRedis } from './support/harness';
+import { counter, recordMetrics, useRedis, waitForDeadLetters } from './support/harness';
 import { waitFor } from './support/wait-for';
 
 describe('retries and dead letters', () => {
@@ -19,14 +19,19 @@ describe('retries and dead letters', () => {
     const prefix = redis.prefix();
     const service = redis.service({ prefix, retry: fixedBackoff(5, 10) });
     const attempts: number[] = [];
+    let errorSeenByLastAttempt: string | null = null;
     service.addHandler(PaymentCheck, (_e, _c, delivery) => {
       attempts.push(delivery.attempt);
-      return delivery.attempt < 3 ? fail() : of(true);
+      if (delivery.attempt < 3) return fail();
+      // The last error is kept while the event is retried (success clears it).
+      return redis.client().hget(`${prefix}:{test.payment-check}:e`, 'f').then((error) => {
+        errorSeenByLastAttempt = error;
+        return true;
+      });
     }, 1);
     await service.enqueue(new PaymentCheck('f'), 0);
-    // The last error is kept while the event is retried.
-    await waitFor(async () => lastError.test((await redis.client().hget(`${prefix}:{test.payment-check}:e`, 'f')) ?? ''), 'the error recorded');
     await waitFor(async () => attempts.length === 3 && (await redis.client().hlen(`${prefix}:{test.payment-check}:m`)) === 0, 'success on attempt 3');
+    expect(errorSeenByLastAttempt).toMatch(lastError);
     expect(attempts).toEqual([1, 2, 3]);
   });
 
@@ -46,7 +51,7 @@ describe('retries and dead letters', () => {
     let calls = 0;
     service.addHandler(PaymentCheck, () => (calls++, false), 1, { retry: fixedBackoff(2, 10) });
     await service.enqueue(new PaymentCheck('p'), 0);
-    await waitFor(async () => (await service.deadLetters(PaymentCheck)).length === 1, 'the dead letter');
+    await waitForDeadLetters(service, PaymentCheck);
     expect(calls).toBe(2);
   });
 
@@ -60,10 +65,7 @@ describe('retries and dead letters', () => {
       throw new Error(`failure ${calls}`);
     }, 1);
     await service.enqueue(new PaymentCheck('dead', 13), 0, { context: { tenant: 't1' } });
-    const [letter] = await waitFor(async () => {
-      const letters = await service.deadLetters(PaymentCheck);
-      return letters.length === 1 && letters;
-    }, 'the dead letter');
+    const [letter] = await waitForDeadLetters(service, PaymentCheck);
     expect(letter!.id).toBe('dead');
     expect(letter!.event).toBeInstanceOf(PaymentCheck);
     expect(letter!.event!.amount).toBe(13);
@@ -90,7 +92,7 @@ describe('retries and dead letters', () => {
       return true;
     }, 2);
     for (const id of ['a', 'b', 'c']) await service.enqueue(new PaymentCheck(id), 0);
-    await waitFor(async () => (await service.deadLetters(PaymentCheck)).length === 3, 'three dead letters');
+    await waitForDeadLetters(service, PaymentCheck, 3);
     healthy = true;
     expect(await service.replayDeadLetters(PaymentCheck, ['b', 'not-dead'])).toBe(1);
     await waitFor(() => succeeded.includes('b'), 'b handled after replay');
@@ -105,7 +107,7 @@ describe('retries and dead letters', () => {
     const service = redis.service({ prefix, retry: fixedBackoff(1, 10) });
     service.addHandler(PaymentCheck, () => false, 2);
     for (const id of ['a', 'b', 'c']) await service.enqueue(new PaymentCheck(id), 0);
-    await waitFor(async () => (await service.deadLetters(PaymentCheck)).length === 3, 'three dead letters');
+    await waitForDeadLetters(service, PaymentCheck, 3);
     expect(await service.purgeDeadLetters(PaymentCheck, ['a'])).toBe(1);
     expect((await service.deadLetters(PaymentCheck)).map((l) => l.id).sort()).toEqual(['b', 'c']);
     expect(await service.purgeDeadLetters(PaymentCheck)).toBe(2);

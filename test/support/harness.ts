@@ -1,7 +1,8 @@
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll } from 'vitest';
-import { DelayedEventService, type DelayedEventServiceOptions, type Metric } from '../../src';
+import { type DeadLetter, type DelayedEventInstance, DelayedEventService, type DelayedEventServiceOptions, type EventClass, type Metric } from '../../src';
 import { RedisServer } from './redis-server';
+import { waitFor } from './wait-for';
 
 /**
  * One private redis-server per test file, a fresh prefix per service, and
@@ -68,4 +69,12 @@ export function counter(metrics: readonly Metric[], name: string, tags: Record<s
   return metrics
     .filter((m) => m.name === name && m.kind === 'counter' && Object.entries(tags).every(([k, v]) => m.tags[k] === v))
     .reduce((sum, m) => sum + m.value, 0);
+}
+
+/** Waits until the type's dead-letter set holds exactly `count` events, and returns them. */
+export function waitForDeadLetters<T extends DelayedEventInstance>(service: DelayedEventService, eventClass: EventClass<T>, count = 1): Promise<Array<DeadLetter<T>>> {
+  return waitFor(async () => {
+    const letters = await service.deadLetters(eventClass);
+    return letters.length === count && letters;
+  }, `${count} dead letter(s)`);
 }

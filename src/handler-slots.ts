@@ -28,8 +28,12 @@ export class HandlerSlots {
   async whenFree(signal: AbortSignal): Promise<void> {
     while (this.free <= 0 && !signal.aborted) {
       await new Promise<void>((resolve) => {
-        this.waiters.push(resolve);
-        signal.addEventListener('abort', () => resolve(), { once: true });
+        const done = () => {
+          signal.removeEventListener('abort', done);
+          resolve();
+        };
+        this.waiters.push(done);
+        signal.addEventListener('abort', done, { once: true });
       });
     }
   }

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { WorkItem } from './support/events';
+import { HandlerAlreadyRegisteredError } from '../src';
+import { PaymentCheck, WorkItem } from './support/events';
 import { useRedis } from './support/harness';
 import { waitFor } from './support/wait-for';
 
@@ -72,5 +73,36 @@ describe('close', () => {
     await waitFor(async () => Number((/connected_clients:(\d+)/.exec(await client.info('clients')) ?? [])[1]) >= before + 3, 'command, subscriber and blocking connections');
     await service.close();
     await waitFor(async () => Number((/connected_clients:(\d+)/.exec(await client.info('clients')) ?? [])[1]) === before, 'all connections closed');
+  });
+
+  it('removeHandler waits for running calls, stops taking that type, and leaves other types running', async () => {
+    const prefix = redis.prefix();
+    const service = redis.service({ prefix });
+    let finish: () => void = () => undefined;
+    const work: string[] = [];
+    const payments: string[] = [];
+    service.addHandler(WorkItem, (e) => (work.push(e.id), new Promise<boolean>((resolve) => (finish = () => resolve(true)))), 1);
+    service.addHandler(PaymentCheck, (e) => (payments.push(e.id), true), 1);
+    expect(() => service.addHandler(WorkItem, () => true, 1)).toThrow(HandlerAlreadyRegisteredError);
+    await service.enqueue(new WorkItem('running'), 0);
+    await waitFor(() => work.length === 1, 'the work handler running');
+
+    let removed = false;
+    const removing = service.removeHandler(WorkItem).then(() => (removed = true));
+    await service.enqueue(new WorkItem('after-removal'), 0);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(removed).toBe(false);
+    finish();
+    await removing;
+    expect(await redis.client().hexists(`${prefix}:{test.work}:m`, 'running')).toBe(0);
+
+    await service.enqueue(new PaymentCheck('still-served'), 0);
+    await waitFor(() => payments.length === 1, 'the other type still handled');
+    expect(work).toEqual(['running']);
+    expect(await redis.client().hexists(`${prefix}:{test.work}:m`, 'after-removal')).toBe(1);
+
+    // Registering again resumes the type.
+    service.addHandler(WorkItem, (e) => (work.push(e.id), true), 1);
+    await waitFor(() => work.includes('after-removal'), 'the type handled again');
   });
 });

@@ -1,4 +1,4 @@
-import { type Observable, defer, firstValueFrom, map, tap, throwError } from 'rxjs';
+import { type Observable, defer, firstValueFrom, forkJoin, map, of, tap, throwError } from 'rxjs';
 import { CompletionBatcher } from './completion-batcher';
 import { Consumer } from './consumer';
 import { DeadLetters, type DeadLetter } from './dead-letters';
@@ -6,10 +6,10 @@ import { type DelayedEventInstance, type EventClass, eventTypeOf } from './delay
 import { Dispatcher } from './dispatcher';
 import { type Delay, dateToMillis, delayToMillis } from './duration';
 import { HandlerAlreadyRegisteredError, ServiceClosedError } from './errors';
-import { EventCodec } from './event-codec';
+import { type EncodedEvent, EventCodec } from './event-codec';
 import { type EventContext, EventContextStore } from './event-context';
 import { type EventHandler, passThroughContextHandler } from './handler-invocation';
-import { type EnqueueStatus, LuaScripts } from './lua-scripts';
+import { type DueSpec, type EnqueueStatus, LuaScripts } from './lua-scripts';
 import { type GaugeSample, METRIC, type Metric, Metrics } from './metrics';
 import { ReadyReader } from './ready-reader';
 import { RedisConnections } from './redis-connections';
@@ -24,6 +24,21 @@ export interface EnqueueOptions {
   /** Replace the payload and due time of an event with the same type and id instead of leaving it as it is. */
   readonly replace?: boolean;
 }
+
+/** One event of enqueueBatch: due after `delay` (default 0) or at `at`. */
+export interface BatchEntry<T extends DelayedEventInstance = DelayedEventInstance> {
+  readonly event: T;
+  readonly delay?: Delay;
+  readonly at?: Date;
+  readonly context?: EventContext;
+}
+
+interface PreparedEvent extends EncodedEvent {
+  readonly due: DueSpec;
+}
+
+/** Events per script call: big enough to amortise the round trip, small enough not to stall Redis. */
+const ENQUEUE_CHUNK = 1_000;
 
 export interface HandlerOptions {
   readonly retry?: RetryPolicy;
@@ -71,17 +86,34 @@ export class DelayedEventService {
 
   /** Schedules `event` to be handled after `delay`. Cold: nothing reaches Redis until subscribed; emits once stored. */
   enqueueWithDelay<T extends DelayedEventInstance>(event: T, delay: Delay, options?: EnqueueOptions): Observable<void> {
-    return this.schedule(event, () => ({ delayMs: delayToMillis(delay) }), options).pipe(map(() => undefined));
+    return this.scheduleOne(event, () => ({ delayMs: delayToMillis(delay) }), options).pipe(map(() => undefined));
   }
 
   /** Schedules `event` to be handled at `date` (a past date means now). Cold, like enqueueWithDelay. */
   enqueueAt<T extends DelayedEventInstance>(event: T, date: Date, options?: EnqueueOptions): Observable<void> {
-    return this.schedule(event, () => ({ atMs: dateToMillis(date) }), options).pipe(map(() => undefined));
+    return this.scheduleOne(event, () => ({ atMs: dateToMillis(date) }), options).pipe(map(() => undefined));
   }
 
   /** Promise form of enqueueWithDelay; tells whether the event was scheduled, replaced, or already stored. */
   enqueue<T extends DelayedEventInstance>(event: T, delay: Delay, options?: EnqueueOptions): Promise<EnqueueStatus> {
-    return firstValueFrom(this.schedule(event, () => ({ delayMs: delayToMillis(delay) }), options));
+    return firstValueFrom(this.scheduleOne(event, () => ({ delayMs: delayToMillis(delay) }), options));
+  }
+
+  /**
+   * Schedules many events with one script call per type and thousand events.
+   * Cold; emits one status per entry, in order. Every entry is validated first:
+   * one bad entry rejects the batch and nothing is written.
+   */
+  enqueueBatch(entries: ReadonlyArray<BatchEntry>, options: Pick<EnqueueOptions, 'replace'> = {}): Observable<EnqueueStatus[]> {
+    let prepared: PreparedEvent[];
+    try {
+      prepared = entries.map((entry) =>
+        this.prepare(entry.event, () => (entry.at !== undefined ? { atMs: dateToMillis(entry.at) } : { delayMs: delayToMillis(entry.delay ?? 0) }), entry.context),
+      );
+    } catch (error) {
+      return throwError(() => error);
+    }
+    return this.store(prepared, options.replace === true);
   }
 
   /** Removes a stored event in any state; resolves whether it existed. */
@@ -183,29 +215,67 @@ export class DelayedEventService {
     return this.closing;
   }
 
-  private schedule<T extends DelayedEventInstance>(
-    event: T,
-    due: () => { delayMs: number } | { atMs: number },
-    options: EnqueueOptions = {},
-  ): Observable<EnqueueStatus> {
-    // Validate and serialize at the call: errors name the caller's mistake, and the event is captured as it is now.
-    let prepared;
+  private scheduleOne<T extends DelayedEventInstance>(event: T, due: () => DueSpec, options: EnqueueOptions = {}): Observable<EnqueueStatus> {
+    let prepared: PreparedEvent;
     try {
-      this.assertOpen();
-      const context = options.context ?? (this.options.contextProvider ?? (() => this.contextStore.current()))();
-      prepared = { encoded: this.codec.encode(event, context, Date.now()), due: due() };
+      prepared = this.prepare(event, due, options.context);
     } catch (error) {
       return throwError(() => error);
     }
-    const { encoded } = prepared;
-    const keys = this.layout.forType(encoded.type);
-    return defer(() => this.scripts.enqueue(keys, encoded.id, encoded.body, prepared.due, options.replace === true)).pipe(
-      tap((status) => {
-        this.knownTypes.add(encoded.type);
-        if (status === 'duplicate') this.metrics.count(METRIC.duplicatesIgnored, { type: encoded.type });
-        else this.metrics.count(METRIC.events, { type: encoded.type, direction: 'enqueue' });
-      }),
-    );
+    return this.store([prepared], options.replace === true).pipe(map(([status]) => status!));
+  }
+
+  /** Validates and serializes at the call: errors name the caller's mistake, and the event is captured as it is now. */
+  private prepare(event: DelayedEventInstance, due: () => DueSpec, context: EventContext | undefined): PreparedEvent {
+    this.assertOpen();
+    const captured = context ?? (this.options.contextProvider ?? (() => this.contextStore.current()))();
+    return { ...this.codec.encode(event, captured, Date.now()), due: due() };
+  }
+
+  /** Cold: one script call per type and chunk, statuses back in the order given. */
+  private store(events: readonly PreparedEvent[], replace: boolean): Observable<EnqueueStatus[]> {
+    if (events.length === 0) return of([]);
+    return defer(() => {
+      const statuses: EnqueueStatus[] = new Array(events.length);
+      const byType = new Map<string, number[]>();
+      events.forEach((e, i) => {
+        const indexes = byType.get(e.type);
+        if (indexes) indexes.push(i);
+        else byType.set(e.type, [i]);
+      });
+      const calls = [...byType].flatMap(([type, indexes]) => {
+        const keys = this.layout.forType(type);
+        const chunks: Array<Observable<void>> = [];
+        for (let start = 0; start < indexes.length; start += ENQUEUE_CHUNK) {
+          const chunk = indexes.slice(start, start + ENQUEUE_CHUNK);
+          chunks.push(
+            defer(() => this.scripts.enqueue(keys, chunk.map((i) => events[i]!), replace)).pipe(
+              map((results) => results.forEach((status, k) => (statuses[chunk[k]!] = status))),
+            ),
+          );
+        }
+        return chunks;
+      });
+      return forkJoin(calls).pipe(
+        map(() => statuses),
+        tap(() => this.countStored(events, statuses)),
+      );
+    });
+  }
+
+  private countStored(events: readonly PreparedEvent[], statuses: readonly EnqueueStatus[]): void {
+    const counts = new Map<string, { stored: number; duplicates: number }>();
+    events.forEach((e, i) => {
+      const count = counts.get(e.type) ?? { stored: 0, duplicates: 0 };
+      if (statuses[i] === 'duplicate') count.duplicates++;
+      else count.stored++;
+      counts.set(e.type, count);
+    });
+    for (const [type, count] of counts) {
+      this.knownTypes.add(type);
+      this.metrics.count(METRIC.duplicatesIgnored, { type }, count.duplicates);
+      this.metrics.count(METRIC.events, { type, direction: 'enqueue' }, count.stored);
+    }
   }
 
   private async unregister(registration: Registration): Promise<void> {

@@ -1,6 +1,6 @@
 import 'reflect-metadata';
 
-export { DelayedEventService, type EnqueueOptions, type HandlerOptions } from './delayed-event-service';
+export { type BatchEntry, DelayedEventService, type EnqueueOptions, type HandlerOptions } from './delayed-event-service';
 export type { DelayedEventServiceOptions } from './service-options';
 export { DelayedEvent, type DelayedEventInstance, type EventClass } from './delayed-event.decorator';
 export type { Delay, Duration } from './duration';

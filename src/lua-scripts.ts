@@ -54,6 +54,15 @@ export interface DispatchResult {
 
 export type EnqueueStatus = 'scheduled' | 'duplicate' | 'replaced';
 
+/** When an event is due: relative to Redis's clock, or absolute. */
+export type DueSpec = { readonly delayMs: number } | { readonly atMs: number };
+
+export interface ScheduledBody {
+  readonly id: string;
+  readonly body: string;
+  readonly due: DueSpec;
+}
+
 /** Typed calls of the Lua state transitions in lua/; one method per script. */
 export class LuaScripts {
   private readonly calls: Record<ScriptName, ScriptCall>;
@@ -70,12 +79,12 @@ export class LuaScripts {
     this.calls = calls as Record<ScriptName, ScriptCall>;
   }
 
-  async enqueue(keys: TypeKeys, id: string, body: string, due: { delayMs: number } | { atMs: number }, replace: boolean): Promise<EnqueueStatus> {
-    const [status] = (await this.calls.enqueue(
-      keys.meta, keys.schedule, keys.ready, keys.inFlight, keys.dead, keys.errors,
-      id, body, 'delayMs' in due ? due.delayMs : '', 'atMs' in due ? due.atMs : '', replace ? '1' : '0', this.wakeChannel, keys.tag,
-    )) as [number, number];
-    return status === 0 ? 'duplicate' : status === 2 ? 'replaced' : 'scheduled';
+  /** Stores events of one type in one call; one status per event, in order. */
+  async enqueue(keys: TypeKeys, events: ReadonlyArray<ScheduledBody>, replace: boolean): Promise<EnqueueStatus[]> {
+    const args: Array<string | number> = [replace ? '1' : '0', this.wakeChannel, keys.tag];
+    for (const e of events) args.push(e.id, e.body, 'delayMs' in e.due ? `+${e.due.delayMs}` : e.due.atMs);
+    const statuses = (await this.calls.enqueue(keys.meta, keys.schedule, keys.ready, keys.inFlight, keys.dead, keys.errors, ...args)) as number[];
+    return statuses.map((s) => (s === 0 ? 'duplicate' : s === 2 ? 'replaced' : 'scheduled'));
   }
 
   async dispatchDue(keys: TypeKeys, limit: number): Promise<DispatchResult> {

@@ -1,0 +1,133 @@
+import { cpus } from 'node:os';
+
+export interface Row {
+  readonly scenario: string;
+  readonly metric: string;
+  readonly unit: string;
+  readonly higherIsBetter: boolean;
+  /** Our advantage over the better peer must be at least this (×). */
+  readonly targetRatio?: number;
+  /** Our median must be at least (higher is better) or at most (lower is better) this. */
+  readonly targetAbsolute?: number;
+  /** Per library, one value per repetition. */
+  readonly values: Readonly<Record<string, number[]>>;
+}
+
+const PEERS = ['bullmq', 'bee-queue'] as const;
+
+export function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+function format(value: number): string {
+  if (Math.abs(value) >= 1_000) return Math.round(value).toLocaleString('en');
+  if (Math.abs(value) >= 10) return value.toFixed(0);
+  return value.toFixed(2);
+}
+
+function cell(values: readonly number[] | undefined): string {
+  if (!values || values.length === 0) return '–';
+  const m = format(median(values));
+  return values.length === 1 ? m : `${m} (${format(Math.min(...values))}–${format(Math.max(...values))})`;
+}
+
+/** Our advantage over the better peer: >1 means we are better, whichever way the metric points. */
+export function advantage(row: Row): number | undefined {
+  const ours = row.values.ours;
+  const peers = PEERS.map((p) => row.values[p]).filter((v): v is number[] => !!v && v.length > 0).map(median);
+  if (!ours || peers.length === 0) return undefined;
+  const o = median(ours);
+  const best = row.higherIsBetter ? Math.max(...peers) : Math.min(...peers);
+  if (row.higherIsBetter) return o / best;
+  return o === 0 ? Infinity : best / o;
+}
+
+function verdict(row: Row): string {
+  const checks: boolean[] = [];
+  const a = advantage(row);
+  if (row.targetRatio !== undefined && a !== undefined) checks.push(a >= row.targetRatio);
+  if (row.targetAbsolute !== undefined && row.values.ours) {
+    const o = median(row.values.ours);
+    checks.push(row.higherIsBetter ? o >= row.targetAbsolute : o <= row.targetAbsolute);
+  }
+  if (checks.length === 0) return '';
+  return checks.every(Boolean) ? 'met' : '**missed**';
+}
+
+function target(row: Row): string {
+  const parts: string[] = [];
+  if (row.targetRatio !== undefined) parts.push(`≥ ${row.targetRatio}× better`);
+  if (row.targetAbsolute !== undefined) parts.push(`${row.higherIsBetter ? '≥' : '≤'} ${format(row.targetAbsolute)} ${row.unit}`);
+  return parts.join(', ');
+}
+
+export function renderTable(rows: readonly Row[]): string {
+  const lines = [
+    '| scenario | measure | unit | ours | BullMQ | Bee-Queue | ours vs better peer | target | |',
+    '|---|---|---|---|---|---|---|---|---|',
+  ];
+  for (const row of rows) {
+    const a = advantage(row);
+    lines.push(
+      `| ${row.scenario} | ${row.metric} | ${row.unit} | ${cell(row.values.ours)} | ${cell(row.values.bullmq)} | ${cell(row.values['bee-queue'])} | ${a === undefined ? '–' : `${a === Infinity ? '∞' : a.toFixed(2)}×`} | ${target(row)} | ${verdict(row)} |`,
+    );
+  }
+  return lines.join('\n');
+}
+
+export function renderResults(rows: readonly Row[], run: { quick: boolean; repeats: number; minutes: number; versions: Record<string, string> }): string {
+  return `# Benchmark results
+
+Written by \`npm run bench${run.quick ? ' -- --quick' : ''}\` on ${new Date().toISOString().slice(0, 10)}: one private \`redis-server\`
+(default settings, no persistence) on this machine (${cpus().length} cores), every library through the same
+workload with the payload \`{ n, s: 'x'.repeat(20) }\`; ${run.repeats === 1 ? 'one pass' : `median of ${run.repeats} runs (min–max in brackets)`}.
+The run took ${run.minutes.toFixed(1)} minutes. Peers: BullMQ ${run.versions.bullmq}, Bee-Queue ${run.versions['bee-queue']}; ioredis ${run.versions.ioredis}.
+"ours vs better peer" is our advantage over the better of the two (> 1 means ours is better, for lower-is-better
+measures too). How each scenario is measured: [README.md](README.md).
+
+${renderTable(rows)}
+
+![lateness and throughput](chart.svg)
+`;
+}
+
+/** Bar chart: one group per throughput or lateness row, bars scaled to the group's largest value. */
+export function renderChart(rows: readonly Row[]): string {
+  const shown = rows.filter((r) => (r.unit === 'events/s' && !r.scenario.startsWith('5.')) || (r.unit === 'ms' && r.metric !== 'p50'));
+  const libraries = ['ours', ...PEERS];
+  const colors: Record<string, string> = { ours: '#2b7a3d', bullmq: '#c0392b', 'bee-queue': '#d4a017' };
+  const barHeight = 14;
+  const groupHeight = libraries.length * barHeight + 26;
+  const labelWidth = 330;
+  const barWidth = 420;
+  const width = labelWidth + barWidth + 120;
+  const height = shown.length * groupHeight + 50;
+  const parts: string[] = [
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" font-family="sans-serif" font-size="12">`,
+    `<rect width="100%" height="100%" fill="white"/>`,
+    `<text x="10" y="20" font-size="14" font-weight="bold">Throughput (events/s, longer is better) and lateness (ms, shorter is better), medians</text>`,
+  ];
+  shown.forEach((row, g) => {
+    const top = 40 + g * groupHeight;
+    parts.push(`<text x="10" y="${top + 12}" font-weight="bold">${escape(`${row.scenario}: ${row.metric}`)} (${row.unit})</text>`);
+    const medians = libraries.map((lib) => (row.values[lib]?.length ? median(row.values[lib]!) : undefined));
+    const max = Math.max(1e-9, ...medians.filter((m): m is number => m !== undefined));
+    libraries.forEach((lib, i) => {
+      const m = medians[i];
+      const y = top + 18 + i * barHeight;
+      parts.push(`<text x="${labelWidth - 8}" y="${y + 11}" text-anchor="end">${lib}</text>`);
+      if (m === undefined) return;
+      const w = Math.max(1, (m / max) * barWidth);
+      parts.push(`<rect x="${labelWidth}" y="${y + 1}" width="${w.toFixed(1)}" height="${barHeight - 3}" fill="${colors[lib]}"/>`);
+      parts.push(`<text x="${labelWidth + w + 6}" y="${y + 11}">${format(m)}</text>`);
+    });
+  });
+  parts.push('</svg>');
+  return parts.join('\n');
+}
+
+function escape(text: string): string {
+  return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+}

@@ -1,0 +1,116 @@
+/**
+ * npm run bench [-- --quick]: our service, BullMQ and Bee-Queue through the same
+ * workloads on one private redis-server, in one run. Writes benchmarks/RESULTS.md
+ * and benchmarks/chart.svg.
+ */
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { RedisServer } from '../test/support/redis-server';
+import type { BenchQueueFactory } from './adapters/bench-queue';
+import { beeQueue } from './adapters/bee-queue';
+import { bullmq } from './adapters/bullmq';
+import { ours } from './adapters/ours';
+import { type Row, renderChart, renderResults, renderTable } from './report';
+import { type EnqueueMode, atScale, commandsPerEvent, endToEnd, enqueueRate, lateness, memoryPerEvent, withQueue } from './scenarios';
+
+const quick = process.argv.includes('--quick');
+/** --scenarios=1,3 runs only those (for profiling); RESULTS.md is then not written. */
+const onlyArg = process.argv.find((a) => a.startsWith('--scenarios='));
+const selected = new Set((onlyArg?.split('=')[1] ?? '1,2,3,4,5,6').split(','));
+const wanted = (n: number) => selected.has(String(n));
+const repeats = quick ? 1 : 3;
+const libraries: BenchQueueFactory[] = [ours, bullmq, beeQueue];
+const log = (message: string) => console.log(`[${new Date().toISOString().slice(11, 19)}] ${message}`);
+
+async function main(): Promise<void> {
+  const server = await RedisServer.start();
+  const startedAt = Date.now();
+  const rows: Row[] = [];
+  const measure = async (row: Omit<Row, 'values'>, run: (factory: BenchQueueFactory) => Promise<number>, only = libraries) => {
+    const values: Record<string, number[]> = {};
+    for (let r = 0; r < repeats; r++) {
+      for (const factory of only) {
+        const value = await run(factory);
+        (values[factory.library] ??= []).push(value);
+        log(`${row.scenario} / ${row.metric} / ${factory.library}: ${value.toFixed(2)} ${row.unit}`);
+      }
+    }
+    rows.push({ ...row, values });
+  };
+  try {
+    const modes: EnqueueMode[] = ['one at a time', '64 in flight', 'bulk 1,000 per call'];
+    for (const mode of wanted(1) ? modes : []) {
+      await measure(
+        { scenario: '1. enqueue 20,000 delayed', metric: mode, unit: 'events/s', higherIsBetter: true, targetRatio: 1.2, targetAbsolute: mode.startsWith('bulk') ? 200_000 : undefined },
+        (f) => withQueue(f, server.port, (q) => enqueueRate(q, mode, 20_000)),
+      );
+    }
+    if (wanted(2)) await measure(
+      { scenario: '2. memory per pending event', metric: '100,000 events', unit: 'bytes', higherIsBetter: false, targetRatio: 2 },
+      (f) => withQueue(f, server.port, (q, redis) => memoryPerEvent(q, redis, 100_000)),
+    );
+    if (wanted(3)) await measure(
+      { scenario: '3. end-to-end, all due', metric: '20,000 at parallelism 32', unit: 'events/s', higherIsBetter: true, targetRatio: 2.5 },
+      (f) => withQueue(f, server.port, (q) => endToEnd(q, 20_000, 32)),
+    );
+    if (wanted(3)) await measure(
+      { scenario: '3. end-to-end, all due', metric: '5,000 at parallelism 1', unit: 'events/s', higherIsBetter: true, targetRatio: 2 },
+      (f) => withQueue(f, server.port, (q) => endToEnd(q, 5_000, 1)),
+    );
+    for (const [rate, count] of wanted(4) ? ([[200, quick ? 600 : 2_000], [5_000, 5_000]] as const) : []) {
+      const results: Record<string, Array<{ p50: number; p99: number; max: number }>> = {};
+      for (let r = 0; r < repeats; r++) {
+        for (const f of libraries) {
+          const l = await withQueue(f, server.port, (q) => lateness(q, count, rate));
+          (results[f.library] ??= []).push(l);
+          log(`4. lateness at ${rate}/s / ${f.library}: p50 ${l.p50} p99 ${l.p99} max ${l.max} ms`);
+        }
+      }
+      for (const key of ['p50', 'p99', 'max'] as const) {
+        rows.push({
+          scenario: `4. lateness, ${count.toLocaleString('en')} events at ${rate.toLocaleString('en')}/s`,
+          metric: key,
+          unit: 'ms',
+          higherIsBetter: false,
+          targetAbsolute: rate === 200 ? { p50: undefined, p99: 5, max: 20 }[key] : undefined,
+          values: Object.fromEntries(Object.entries(results).map(([lib, list]) => [lib, list.map((l) => l[key])])),
+        });
+      }
+    }
+    for (const backlog of !wanted(5) ? [] : quick ? [10_000, 1_000_000] : [10_000, 1_000_000, 5_000_000]) {
+      // The peers at 5,000,000 would take most of the time budget to fill; the promise is about ours.
+      const only = backlog > 1_000_000 ? [ours] : libraries;
+      const results: Record<string, Array<{ enqueue: number; endToEnd: number; memory: number }>> = {};
+      for (const f of only) {
+        const s = await withQueue(f, server.port, (q, redis) => atScale(q, redis, backlog));
+        (results[f.library] ??= []).push(s);
+        log(`5. backlog ${backlog} / ${f.library}: enqueue ${s.enqueue.toFixed(0)}/s, end-to-end ${s.endToEnd.toFixed(0)}/s, used_memory ${(s.memory / 1e6).toFixed(0)} MB`);
+      }
+      const pick = (key: 'enqueue' | 'endToEnd' | 'memory', scale = 1) => Object.fromEntries(Object.entries(results).map(([lib, list]) => [lib, list.map((s) => s[key] / scale)]));
+      const scenario = `5. backlog of ${backlog.toLocaleString('en')} pending`;
+      rows.push({ scenario, metric: 'enqueue, 64 in flight', unit: 'events/s', higherIsBetter: true, values: pick('enqueue') });
+      rows.push({ scenario, metric: 'end-to-end, 2,000 due at parallelism 32', unit: 'events/s', higherIsBetter: true, values: pick('endToEnd') });
+      rows.push({ scenario, metric: 'Redis used_memory', unit: 'MB', higherIsBetter: false, values: pick('memory', 1e6) });
+    }
+    if (wanted(6)) await measure(
+      { scenario: '6. Redis commands per handled event', metric: '5,000 events, enqueue to success', unit: 'commands', higherIsBetter: false },
+      (f) => withQueue(f, server.port, (q, redis) => commandsPerEvent(q, redis, 5_000)),
+    );
+  } finally {
+    await server.stop();
+  }
+  const minutes = (Date.now() - startedAt) / 60_000;
+  const versions = Object.fromEntries(['bullmq', 'bee-queue', 'ioredis'].map((name) => [name, (require(`${name}/package.json`) as { version: string }).version]));
+  if (onlyArg) {
+    console.log(renderTable(rows));
+    return;
+  }
+  writeFileSync(join(__dirname, 'RESULTS.md'), renderResults(rows, { quick, repeats, minutes, versions }));
+  writeFileSync(join(__dirname, 'chart.svg'), renderChart(rows));
+  log(`wrote benchmarks/RESULTS.md and benchmarks/chart.svg (${minutes.toFixed(1)} min)`);
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});

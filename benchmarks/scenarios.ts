@@ -1,0 +1,143 @@
+import { Redis } from 'ioredis';
+import type { BenchQueue, BenchQueueFactory } from './adapters/bench-queue';
+
+export interface Lateness {
+  readonly p50: number;
+  readonly p99: number;
+  readonly max: number;
+}
+
+let queues = 0;
+
+/** A fresh queue on an emptied Redis, closed after `body`. */
+export async function withQueue<T>(factory: BenchQueueFactory, port: number, body: (queue: BenchQueue, redis: Redis) => Promise<T>): Promise<T> {
+  const redis = new Redis(port, '127.0.0.1');
+  await redis.flushall();
+  const queue = await factory.create(port, `bench${++queues}`);
+  try {
+    return await body(queue, redis);
+  } finally {
+    await queue.close();
+    redis.disconnect();
+  }
+}
+
+const range = (from: number, count: number) => Array.from({ length: count }, (_, i) => from + i);
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+export async function waitUntilDrained(queue: BenchQueue, timeoutMs = 300_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while ((await queue.pending()) > 0) {
+    if (Date.now() > deadline) throw new Error(`${queue.library}: not drained within ${timeoutMs} ms`);
+    await sleep(2);
+  }
+}
+
+export type EnqueueMode = 'one at a time' | '64 in flight' | 'bulk 1,000 per call';
+
+/** Scenario 1: events stored per second. */
+export async function enqueueRate(queue: BenchQueue, mode: EnqueueMode, count: number, delayMs = 60_000, first = 0): Promise<number> {
+  const ns = range(first, count);
+  const started = performance.now();
+  if (mode === 'one at a time') {
+    for (const n of ns) await queue.add(n, delayMs);
+  } else if (mode === '64 in flight') {
+    let next = 0;
+    await Promise.all(
+      range(0, 64).map(async () => {
+        while (next < ns.length) await queue.add(ns[next++]!, delayMs);
+      }),
+    );
+  } else {
+    await queue.addBulk(ns, delayMs);
+  }
+  return count / ((performance.now() - started) / 1000);
+}
+
+/** Scenario 2: bytes of Redis memory per pending event. */
+export async function memoryPerEvent(queue: BenchQueue, redis: Redis, count: number): Promise<number> {
+  const before = await usedMemory(redis);
+  await queue.addBulk(range(0, count), 86_400_000);
+  return ((await usedMemory(redis)) - before) / count;
+}
+
+export async function usedMemory(redis: Redis): Promise<number> {
+  return Number(/used_memory:(\d+)/.exec(await redis.info('memory'))![1]);
+}
+
+/** Scenario 3: `count` events all due, then handlers start; events handled per second until Redis holds none. */
+export async function endToEnd(queue: BenchQueue, count: number, parallelism: number, first = 0): Promise<number> {
+  const dueIn = 200;
+  const added = Date.now();
+  await queue.addBulk(range(first, count), dueIn);
+  await sleep(Math.max(0, added + dueIn + 50 - Date.now()));
+  let handled = 0;
+  const started = performance.now();
+  await queue.startWorker(parallelism, () => handled++);
+  await waitUntilDrained(queue);
+  if (handled < count) throw new Error(`${queue.library}: handled ${handled} of ${count}`);
+  return count / ((performance.now() - started) / 1000);
+}
+
+/** Scenario 4: handlers running; events added at `rate`/s with delays of 100-2,000 ms; lateness = handler start - due. */
+export async function lateness(queue: BenchQueue, count: number, rate: number): Promise<Lateness> {
+  const due = new Array<number>(count);
+  const late: number[] = [];
+  await queue.startWorker(32, (n) => late.push(Date.now() - due[n]!));
+  const started = Date.now();
+  const adds: Array<Promise<void>> = [];
+  let sent = 0;
+  while (sent < count) {
+    const target = Math.min(count, Math.floor(((Date.now() - started) / 1000) * rate) + 1);
+    for (; sent < target; sent++) {
+      const delay = 100 + Math.floor(Math.random() * 1_900);
+      due[sent] = Date.now() + delay;
+      adds.push(queue.add(sent, delay));
+    }
+    await sleep(1);
+  }
+  await Promise.all(adds);
+  await waitUntilDrained(queue);
+  const sorted = late.sort((a, b) => a - b);
+  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
+  return { p50: at(0.5), p99: at(0.99), max: sorted[sorted.length - 1]! };
+}
+
+/** Scenario 6: Redis commands (script calls and the commands they run) per handled event, enqueue included. */
+export async function commandsPerEvent(queue: BenchQueue, redis: Redis, count: number): Promise<number> {
+  await redis.config('RESETSTAT');
+  // Waits on handler calls, not on Redis, so the measurement adds no commands of its own.
+  await queue.addBulk(range(0, count), 100);
+  let handled = 0;
+  await queue.startWorker(32, () => handled++);
+  while (handled < count) await sleep(5);
+  await sleep(500); // the last acknowledgements land
+  const stats = await redis.info('commandstats');
+  let calls = 0;
+  for (const [, command, n] of stats.matchAll(/cmdstat_([a-z|]+):calls=(\d+)/g)) {
+    if (command !== 'info' && command !== 'config') calls += Number(n);
+  }
+  return calls / count;
+}
+
+/** Scenario 5: with `backlog` events pending far in the future, the rates of scenarios 1 and 3 for a small batch. */
+export async function atScale(queue: BenchQueue, redis: Redis, backlog: number): Promise<{ enqueue: number; endToEnd: number; memory: number }> {
+  const prefill = 10_000_000;
+  for (let start = 0; start < backlog; start += 100_000) await queue.addBulk(range(prefill + start, Math.min(100_000, backlog - start)), 86_400_000 * 30);
+  const enqueue = await enqueueRate(queue, '64 in flight', 5_000, 86_400_000, 0);
+  const handled = await endToEndSmall(queue, 2_000);
+  return { enqueue, endToEnd: handled, memory: await usedMemory(redis) };
+}
+
+async function endToEndSmall(queue: BenchQueue, count: number): Promise<number> {
+  const first = 20_000_000;
+  const dueIn = 200;
+  let handled = 0;
+  await queue.startWorker(32, (n) => n >= first && handled++);
+  const added = Date.now();
+  await queue.addBulk(range(first, count), dueIn);
+  await sleep(Math.max(0, added + dueIn - Date.now()));
+  const started = performance.now();
+  while (handled < count) await sleep(1);
+  return count / ((performance.now() - started) / 1000);
+}

@@ -1,5 +1,4 @@
 import { Subscription, from, mergeMap } from 'rxjs';
-import type { CompletionBatcher } from './completion-batcher';
 import type { DelayedEventInstance, EventClass } from './delayed-event.decorator';
 import { type DecodedEvent, type EventCodec, DecodeError } from './event-codec';
 import type { EventContextStore } from './event-context';
@@ -20,7 +19,6 @@ export interface ConsumerParts<T extends DelayedEventInstance> {
   readonly timeoutMs: number;
   readonly retry: RetryPolicy;
   readonly reader: ReadyReader;
-  readonly completions: CompletionBatcher;
   readonly scripts: LuaScripts;
   readonly codec: EventCodec;
   readonly metrics: Metrics;
@@ -105,7 +103,7 @@ export class Consumer<T extends DelayedEventInstance> {
       this.parts.metrics.timing(METRIC.handlerDuration, { ...this.tags, outcome: result }, performance.now() - started);
       this.parts.metrics.count(METRIC.handled, { ...this.tags, outcome: result });
       if (outcome.ok) {
-        await this.record(() => this.parts.completions.complete(claimed.id, claimed.attempt));
+        await this.record(() => this.parts.reader.complete(claimed.id, claimed.attempt));
       } else if (claimed.attempt >= this.parts.retry.maxAttempts) {
         const reason = `${outcome.error} (attempt ${claimed.attempt} of ${this.parts.retry.maxAttempts})`;
         await this.record(() => this.parts.scripts.deadLetter(this.parts.keys, claimed.id, claimed.attempt, reason), 'attempts-exhausted');

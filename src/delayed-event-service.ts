@@ -1,5 +1,4 @@
 import { type Observable, defer, firstValueFrom, forkJoin, map, of, tap, throwError } from 'rxjs';
-import { CompletionBatcher } from './completion-batcher';
 import { Consumer } from './consumer';
 import { DeadLetters, type DeadLetter } from './dead-letters';
 import { type DelayedEventInstance, type EventClass, eventTypeOf } from './delayed-event.decorator';
@@ -150,7 +149,6 @@ export class DelayedEventService {
       timeoutMs,
       retry,
       reader,
-      completions: new CompletionBatcher(keys, this.scripts),
       scripts: this.scripts,
       codec: this.codec,
       metrics: this.metrics,
@@ -222,7 +220,13 @@ export class DelayedEventService {
     } catch (error) {
       return throwError(() => error);
     }
-    return this.store([prepared], options.replace === true).pipe(map(([status]) => status!));
+    const keys = this.layout.forType(prepared.type);
+    return defer(() => this.scripts.enqueue(keys, [prepared], options.replace === true)).pipe(
+      map((statuses) => {
+        this.countStored([prepared], statuses);
+        return statuses[0]!;
+      }),
+    );
   }
 
   /** Validates and serializes at the call: errors name the caller's mistake, and the event is captured as it is now. */

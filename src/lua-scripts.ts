@@ -10,8 +10,7 @@ const LUA_DIR = join(__dirname, '..', 'lua');
 const SCRIPT_NAMES = [
   'enqueue',
   'dispatch-due',
-  'claim-ready',
-  'complete',
+  'complete-and-claim',
   'retry',
   'dead-letter',
   'cancel',
@@ -40,6 +39,8 @@ export interface ClaimedRecord {
 
 export interface ClaimResult {
   readonly now: number;
+  /** One flag per succeeded event passed in: true completed, false stale (fenced off). */
+  readonly completed: boolean[];
   readonly claimed: ClaimedRecord[];
   readonly deadLettered: Array<{ id: string; attempt: number }>;
 }
@@ -92,9 +93,22 @@ export class LuaScripts {
     return { movedDue: movedDue ?? 0, movedExpired: movedExpired ?? 0, nextDue: nextDue ?? -1, now: now ?? Date.now() };
   }
 
-  async claimReady(keys: TypeKeys, count: number, leaseMs: number, maxAttempts: number): Promise<ClaimResult> {
-    const [now, flat, dead] = (await this.calls['claim-ready'](keys.ready, keys.inFlight, keys.meta, keys.dead, keys.errors, count, leaseMs, maxAttempts)) as [
+  /**
+   * Completes the succeeded events (fenced by attempt), then claims up to
+   * `count` ready events; one round trip for both.
+   */
+  async completeAndClaim(
+    keys: TypeKeys,
+    succeeded: ReadonlyArray<{ id: string; attempt: number }>,
+    count: number,
+    leaseMs: number,
+    maxAttempts: number,
+  ): Promise<ClaimResult> {
+    const args: Array<string | number> = [count, leaseMs, maxAttempts];
+    for (const s of succeeded) args.push(s.id, s.attempt);
+    const [now, flags, flat, dead] = (await this.calls['complete-and-claim'](keys.ready, keys.inFlight, keys.meta, keys.dead, keys.errors, ...args)) as [
       number,
+      number[],
       string[],
       string[],
     ];
@@ -104,14 +118,7 @@ export class LuaScripts {
     }
     const deadLettered: Array<{ id: string; attempt: number }> = [];
     for (let i = 0; i < dead.length; i += 2) deadLettered.push({ id: dead[i]!, attempt: Number(dead[i + 1]) });
-    return { now, claimed, deadLettered };
-  }
-
-  /** Returns one flag per result: true completed, false stale (fenced off). */
-  async complete(keys: TypeKeys, results: ReadonlyArray<{ id: string; attempt: number }>): Promise<boolean[]> {
-    const args = results.flatMap((r) => [r.id, r.attempt]);
-    const flags = (await this.calls.complete(keys.meta, keys.inFlight, keys.errors, ...args)) as number[];
-    return flags.map((f) => f === 1);
+    return { now, completed: flags.map((f) => f === 1), claimed, deadLettered };
   }
 
   /** Returns the new due time, or undefined when the attempt was stale. */

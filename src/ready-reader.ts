@@ -1,5 +1,5 @@
 import { Observable } from 'rxjs';
-import type { ClaimedRecord, LuaScripts, RedisClient } from './lua-scripts';
+import type { ClaimResult, ClaimedRecord, LuaScripts, RedisClient } from './lua-scripts';
 import { METRIC, type Metrics } from './metrics';
 import { OutageBackoff, sleep } from './outage-backoff';
 import type { RedisConnections } from './redis-connections';
@@ -20,14 +20,35 @@ export interface ClaimedEvent extends ClaimedRecord {
   readonly claimedAt: number;
 }
 
+interface PendingSuccess {
+  readonly id: string;
+  readonly attempt: number;
+  resolve(completed: boolean): void;
+  reject(error: unknown): void;
+}
+
+/** Successes per script call: enough to amortise the round trip, few enough to keep Redis responsive. */
+const MAX_COMPLETIONS = 1_000;
+
 /**
  * The hot stream of one type's ready events, claimed only as fast as handler
- * slots free up. When the ready list is empty it blocks in Redis on its own
- * connection, which a watchdog replaces if a call outlives its timeout
- * (a half-open socket after a network fault would otherwise block forever).
+ * slots free up, and the way successes are recorded: they ride on the next
+ * claim (one round trip for both) or, when the reader is idle in Redis, go
+ * alone at once. Only one claim is in flight at a time, asking for at most the
+ * free slots plus the slots the ridden successes release, so the reader never
+ * takes more events than it can run.
+ *
+ * When the ready list is empty it blocks in Redis on its own connection,
+ * which a watchdog replaces if a call outlives its timeout (a half-open
+ * socket after a network fault would otherwise block forever).
  */
 export class ReadyReader {
   private blocking: RedisClient | undefined;
+  private readonly successes: PendingSuccess[] = [];
+  /** True while the loop may pick successes up; false while it blocks in Redis or has stopped. */
+  private collecting = false;
+  private wakeLoop: (() => void) | undefined;
+  private flushScheduled = false;
 
   constructor(
     private readonly keys: TypeKeys,
@@ -37,35 +58,55 @@ export class ReadyReader {
     private readonly settings: ReaderSettings,
   ) {}
 
+  /** Records a handler's success; resolves true when completed, false when its attempt was stale. */
+  complete(id: string, attempt: number): Promise<boolean> {
+    return new Promise((resolve, reject) => {
+      this.successes.push({ id, attempt, resolve, reject });
+      if (!this.collecting) this.flushSoon();
+      // Woken on the next turn, so the successes of one tick share a call.
+      else if (this.wakeLoop) setImmediate(this.wakeLoop);
+    });
+  }
+
   /** Emits claimed events until `stop` aborts, then completes; each emitted event has taken a slot. */
   claimed$(slots: HandlerSlots, stop: AbortSignal): Observable<ClaimedEvent> {
     return new Observable<ClaimedEvent>((subscriber) => {
       const tags = { type: this.keys.tag };
       const backoff = new OutageBackoff();
       const loop = async () => {
+        this.collecting = true;
         while (!stop.aborted && !subscriber.closed) {
-          await slots.whenFree(stop);
+          await this.whenWork(slots, stop);
           if (stop.aborted) break;
+          const succeeded = this.successes.splice(0, MAX_COMPLETIONS);
           try {
-            const result = await this.scripts.claimReady(this.keys, slots.free, this.settings.leaseMs, this.settings.maxAttempts);
+            const result = await this.scripts.completeAndClaim(
+              this.keys,
+              succeeded,
+              stop.aborted ? 0 : Math.max(0, slots.free) + succeeded.length,
+              this.settings.leaseMs,
+              this.settings.maxAttempts,
+            );
             backoff.reset();
-            for (const dead of result.deadLettered) {
-              this.metrics.count(METRIC.deadLettered, { ...tags, reason: 'lease-expired' });
-            }
+            settle(succeeded, result);
+            this.metrics.count(METRIC.deadLettered, { ...tags, reason: 'lease-expired' }, result.deadLettered.length);
             if (result.claimed.length > 0) {
               slots.take(result.claimed.length);
               this.metrics.count(METRIC.events, { ...tags, direction: 'dequeue' }, result.claimed.length);
               // Events already claimed are handed on even if stop aborted meanwhile: their leases are ours.
               for (const record of result.claimed) subscriber.next({ ...record, claimedAt: result.now });
-            } else if (result.deadLettered.length === 0) {
+            } else if (result.deadLettered.length === 0 && succeeded.length === 0) {
               await this.waitForReady(stop);
             }
           } catch {
+            for (const s of succeeded) s.reject(new Error('recording the result failed'));
             if (stop.aborted) break;
             this.metrics.count(METRIC.redisErrors, { loop: 'reader', ...tags });
             await sleep(backoff.next(), stop);
           }
         }
+        this.collecting = false;
+        this.flushSoon();
         this.dropBlockingConnection();
         subscriber.complete();
       };
@@ -74,12 +115,43 @@ export class ReadyReader {
     });
   }
 
+  /** Resolves when a slot is free or a success waits to be recorded. */
+  private async whenWork(slots: HandlerSlots, stop: AbortSignal): Promise<void> {
+    if (this.successes.length > 0 || slots.free > 0) return;
+    const woken = new AbortController();
+    const wake = () => woken.abort();
+    this.wakeLoop = wake;
+    stop.addEventListener('abort', wake, { once: true });
+    await slots.whenFree(woken.signal);
+    stop.removeEventListener('abort', wake);
+    this.wakeLoop = undefined;
+  }
+
+  /** Sends waiting successes on their own (no claim), on the next turn. */
+  private flushSoon(): void {
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    setImmediate(() => {
+      this.flushScheduled = false;
+      if (this.collecting) return; // the loop took over meanwhile
+      const succeeded = this.successes.splice(0, MAX_COMPLETIONS);
+      if (this.successes.length > 0) this.flushSoon();
+      if (succeeded.length === 0) return;
+      this.scripts.completeAndClaim(this.keys, succeeded, 0, this.settings.leaseMs, this.settings.maxAttempts).then(
+        (result) => settle(succeeded, result),
+        (error: unknown) => succeeded.forEach((s) => s.reject(error)),
+      );
+    });
+  }
+
   /**
    * Blocks until the ready list holds something. BLMOVE from the list to its own
    * head leaves the list as it was, so the event is still claimed atomically by
-   * claim-ready.lua and a crash here loses nothing.
+   * complete-and-claim.lua and a crash here loses nothing.
    */
   private async waitForReady(stop: AbortSignal): Promise<void> {
+    // Successes that arrived during the last call go out with the next one instead.
+    if (this.successes.length > 0) return;
     const connection = (this.blocking ??= this.connections.duplicate());
     const onStop = () => this.dropBlockingConnection();
     stop.addEventListener('abort', onStop, { once: true });
@@ -87,6 +159,8 @@ export class ReadyReader {
     const watchdogFired = new Promise<'watchdog'>((resolve) => {
       watchdog = setTimeout(() => resolve('watchdog'), this.settings.blockMs + this.settings.watchdogGraceMs);
     });
+    // Successes arriving while we block must not wait for the block to end.
+    this.collecting = false;
     try {
       const outcome = await Promise.race([connection.blmove(this.keys.ready, this.keys.ready, 'LEFT', 'LEFT', this.settings.blockMs / 1000), watchdogFired]);
       if (outcome === 'watchdog') {
@@ -94,6 +168,7 @@ export class ReadyReader {
         this.dropBlockingConnection();
       }
     } finally {
+      this.collecting = true;
       clearTimeout(watchdog);
       stop.removeEventListener('abort', onStop);
     }
@@ -103,4 +178,8 @@ export class ReadyReader {
     if (this.blocking) this.connections.release(this.blocking);
     this.blocking = undefined;
   }
+}
+
+function settle(succeeded: readonly PendingSuccess[], result: ClaimResult): void {
+  succeeded.forEach((s, i) => s.resolve(result.completed[i] === true));
 }

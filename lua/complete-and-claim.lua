@@ -17,17 +17,32 @@
 --          {id, attempt, due, body, ...} claimed, {id, attempt, ...} dead-lettered}.
 -- @include envelope
 
+-- Each batch costs a fixed number of calls, whatever its size: in a script,
+-- the calls, not the work they do, are most of the cost.
 local completed = {}
-for i = 4, #ARGV, 2 do
-  local id = ARGV[i]
-  local value = redis.call('HGET', KEYS[3], id)
-  local done = 0
-  if value and envelope_attempt(value) == tonumber(ARGV[i + 1]) and redis.call('ZREM', KEYS[2], id) == 1 then
-    redis.call('HDEL', KEYS[3], id)
-    redis.call('HDEL', KEYS[5], id)
-    done = 1
+local removed, had_errors = {}, {}
+if #ARGV >= 4 then
+  local ids = {}
+  for i = 4, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
+  local values = redis.call('HMGET', KEYS[3], unpack(ids))
+  local leased = redis.call('ZMSCORE', KEYS[2], unpack(ids))
+  for k, id in ipairs(ids) do
+    local attempt = tonumber(ARGV[3 + 2 * k])
+    local value = values[k]
+    local done = 0
+    if value and leased[k] and envelope_attempt(value) == attempt then
+      removed[#removed + 1] = id
+      -- Only an event that failed before can have an error recorded.
+      if attempt > 1 then had_errors[#had_errors + 1] = id end
+      done = 1
+    end
+    completed[k] = done
   end
-  completed[#completed + 1] = done
+  if #removed > 0 then
+    redis.call('ZREM', KEYS[2], unpack(removed))
+    redis.call('HDEL', KEYS[3], unpack(removed))
+  end
+  if #had_errors > 0 then redis.call('HDEL', KEYS[5], unpack(had_errors)) end
 end
 
 local now = now_ms()
@@ -38,9 +53,10 @@ if not ids then return {now, completed, claimed, dead} end
 
 local lease_until = now + tonumber(ARGV[2])
 local max_attempts = tonumber(ARGV[3])
-local leases = {}
-for _, id in ipairs(ids) do
-  local value = redis.call('HGET', KEYS[3], id)
+local values = redis.call('HMGET', KEYS[3], unpack(ids))
+local leases, envelopes = {}, {}
+for k, id in ipairs(ids) do
+  local value = values[k]
   -- A missing envelope means the event was cancelled or purged meanwhile.
   if value then
     local attempt, due, body = envelope_parse(value)
@@ -52,7 +68,8 @@ for _, id in ipairs(ids) do
       dead[#dead + 1] = attempt
     else
       attempt = attempt + 1
-      redis.call('HSET', KEYS[3], id, envelope_make(attempt, lease_until, body))
+      envelopes[#envelopes + 1] = id
+      envelopes[#envelopes + 1] = envelope_make(attempt, lease_until, body)
       leases[#leases + 1] = lease_until
       leases[#leases + 1] = id
       claimed[#claimed + 1] = id
@@ -62,5 +79,8 @@ for _, id in ipairs(ids) do
     end
   end
 end
-if #leases > 0 then redis.call('ZADD', KEYS[2], unpack(leases)) end
+if #leases > 0 then
+  redis.call('HSET', KEYS[3], unpack(envelopes))
+  redis.call('ZADD', KEYS[2], unpack(leases))
+end
 return {now, completed, claimed, dead}

@@ -15,40 +15,52 @@
 
 local replace = ARGV[1] == '1'
 local now = now_ms()
-local earliest_new = -1
-local statuses = {}
 
-for i = 4, #ARGV, 3 do
-  local id, body, due_spec = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  local due
-  if string.byte(due_spec, 1) == 43 then -- '+': relative to Redis's now
-    due = now + tonumber(string.sub(due_spec, 2))
+-- Which ids are stored already, in one call: in a script the calls, not the
+-- work they do, are most of the cost, so writes are gathered too.
+local ids = {}
+for i = 4, #ARGV, 3 do ids[#ids + 1] = ARGV[i] end
+local stored = redis.call('HMGET', KEYS[1], unpack(ids))
+
+local statuses, envelopes, schedule = {}, {}, {}
+local taken = {}
+local earliest_new = -1
+for k, id in ipairs(ids) do
+  local body, due_spec = ARGV[2 + 3 * k], ARGV[3 + 3 * k]
+  local exists = stored[k] ~= false or taken[id]
+  if exists and not replace then
+    statuses[k] = 0
   else
-    due = tonumber(due_spec)
-  end
-  -- Attempt 0 also fences off the result of a handler still running an old payload.
-  local envelope = envelope_make(0, due, body)
-  local status = 1
-  if not replace then
-    if redis.call('HSETNX', KEYS[1], id, envelope) == 0 then status = 0 end
-  elseif redis.call('HSET', KEYS[1], id, envelope) == 0 then
-    -- It existed: an event lives in exactly one of schedule, ready, in-flight or dead.
-    status = 2
-    if redis.call('ZREM', KEYS[4], id) == 0 and redis.call('ZREM', KEYS[5], id) == 0 then
-      redis.call('LREM', KEYS[3], 1, id)
+    local due
+    if string.byte(due_spec, 1) == 43 then -- '+': relative to Redis's now
+      due = now + tonumber(string.sub(due_spec, 2))
+    else
+      due = tonumber(due_spec)
     end
-    redis.call('HDEL', KEYS[6], id)
-  end
-  if status ~= 0 then
-    redis.call('ZADD', KEYS[2], due, id)
+    statuses[k] = 1
+    if exists then
+      -- An event lives in exactly one of schedule, ready, in-flight or dead.
+      statuses[k] = 2
+      if redis.call('ZREM', KEYS[4], id) == 0 and redis.call('ZREM', KEYS[5], id) == 0 then
+        redis.call('LREM', KEYS[3], 1, id)
+      end
+      redis.call('HDEL', KEYS[6], id)
+    end
+    taken[id] = true
+    -- Attempt 0 also fences off the result of a handler still running an old payload.
+    envelopes[#envelopes + 1] = id
+    envelopes[#envelopes + 1] = envelope_make(0, due, body)
+    schedule[#schedule + 1] = due
+    schedule[#schedule + 1] = id
     if earliest_new < 0 or due < earliest_new then earliest_new = due end
   end
-  statuses[#statuses + 1] = status
 end
 
--- Dispatchers sleep until the earliest due time they know; when one of these
--- became the head of the schedule, tell them.
 if earliest_new >= 0 then
+  redis.call('HSET', KEYS[1], unpack(envelopes))
+  redis.call('ZADD', KEYS[2], unpack(schedule))
+  -- Dispatchers sleep until the earliest due time they know; when one of
+  -- these became the head of the schedule, tell them.
   local head = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
   if tonumber(head[2]) == earliest_new then
     redis.call('PUBLISH', ARGV[2], ARGV[3] .. '|' .. earliest_new)

@@ -27,8 +27,12 @@ interface PendingSuccess {
   reject(error: unknown): void;
 }
 
-/** Successes per script call: enough to amortise the round trip, few enough to keep Redis responsive. */
+/**
+ * Successes and claims per script call: enough to amortise the round trip, few
+ * enough to keep Redis responsive and within what Lua's unpack takes.
+ */
 const MAX_COMPLETIONS = 1_000;
+const MAX_CLAIMS = 1_000;
 
 /**
  * The hot stream of one type's ready events, claimed only as fast as handler
@@ -83,7 +87,7 @@ export class ReadyReader {
             const result = await this.scripts.completeAndClaim(
               this.keys,
               succeeded,
-              stop.aborted ? 0 : Math.max(0, slots.free) + succeeded.length,
+              stop.aborted ? 0 : Math.min(MAX_CLAIMS, Math.max(0, slots.free) + succeeded.length),
               this.settings.leaseMs,
               this.settings.maxAttempts,
             );

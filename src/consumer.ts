@@ -43,7 +43,7 @@ export class Consumer<T extends DelayedEventInstance> {
   private readonly tags: Record<string, string>;
 
   constructor(private readonly parts: ConsumerParts<T>) {
-    this.slots = new HandlerSlots(parts.parallelism);
+    this.slots = new HandlerSlots(parts.parallelism, () => parts.reader.slotFreed());
     this.tags = { type: parts.keys.tag };
   }
 

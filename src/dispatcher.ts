@@ -4,6 +4,7 @@ import { METRIC, type Metrics } from './metrics';
 import { OutageBackoff, sleep } from './outage-backoff';
 import type { TypeKeys } from './redis-layout';
 import { WAKE_ALL, type Wake } from './wake-listener';
+import { Wakeup } from './wakeup';
 
 export interface DispatcherSettings {
   readonly batchSize: number;
@@ -17,8 +18,7 @@ export interface DispatcherSettings {
  * dispatch the same type: the move is one atomic script, so there is no lock.
  */
 export class Dispatcher {
-  private wakePending = false;
-  private wakeSleeper: (() => void) | undefined;
+  private readonly wakeup = new Wakeup();
 
   constructor(
     private readonly keys: TypeKeys,
@@ -30,14 +30,14 @@ export class Dispatcher {
 
   /** Something became due earlier than planned (e.g. a retry scheduled here); look again now. */
   nudge(): void {
-    this.wakePending = true;
-    this.wakeSleeper?.();
+    this.wakeup.wake();
   }
 
   /** The dispatch loop; it runs while subscribed. */
   run(): Observable<never> {
     return new Observable<never>(() => {
       const stop = new AbortController();
+      stop.signal.addEventListener('abort', () => this.wakeup.wake(), { once: true });
       const wakeSubscription = this.wakes$.subscribe((wake) => {
         if (wake.tag === this.keys.tag || wake.tag === WAKE_ALL) this.nudge();
       });
@@ -53,7 +53,8 @@ export class Dispatcher {
     const backoff = new OutageBackoff();
     const tags = { type: this.keys.tag };
     while (!signal.aborted) {
-      this.wakePending = false;
+      // Whatever woke us before this look, the look itself will see.
+      this.wakeup.clear();
       try {
         const result = await this.scripts.dispatchDue(this.keys, this.settings.batchSize);
         backoff.reset();
@@ -61,22 +62,11 @@ export class Dispatcher {
         this.metrics.count(METRIC.dispatched, { ...tags, reason: 'lease-expired' }, result.movedExpired);
         if (result.movedDue + result.movedExpired >= this.settings.batchSize) continue;
         const untilNext = result.nextDue < 0 ? Infinity : result.nextDue - result.now;
-        await this.sleepUnlessWoken(Math.max(0, Math.min(untilNext, this.settings.pollIntervalMs)), signal);
+        await this.wakeup.wait(Math.max(0, Math.min(untilNext, this.settings.pollIntervalMs)));
       } catch {
         this.metrics.count(METRIC.redisErrors, { loop: 'dispatcher', ...tags });
         await sleep(backoff.next(), signal);
       }
     }
-  }
-
-  private async sleepUnlessWoken(ms: number, signal: AbortSignal): Promise<void> {
-    if (this.wakePending || ms === 0) return;
-    const woken = new AbortController();
-    const abort = () => woken.abort();
-    this.wakeSleeper = abort;
-    signal.addEventListener('abort', abort, { once: true });
-    await sleep(ms, woken.signal);
-    signal.removeEventListener('abort', abort);
-    this.wakeSleeper = undefined;
   }
 }

@@ -46,13 +46,17 @@ export interface Invocation<T> {
 /** Runs one handler call to an Outcome; never rejects. */
 export async function invokeHandler<T>(invocation: Invocation<T>): Promise<Outcome> {
   const { handler, event, context, timeoutMs, contextStore, contextHandler } = invocation;
-  const controller = new AbortController();
-  const delivery: Delivery = { ...invocation.delivery, signal: controller.signal };
+  // Made only when a handler asks for it: most never do, and each costs an allocation per call.
+  let controller: AbortController | undefined;
+  const delivery: Delivery = Object.defineProperty({ ...invocation.delivery } as Delivery, 'signal', {
+    get: () => (controller ??= new AbortController()).signal,
+    enumerable: true,
+  });
 
   let timer: NodeJS.Timeout | undefined;
   const timedOut = new Promise<Outcome>((resolve) => {
     timer = setTimeout(() => {
-      controller.abort();
+      controller?.abort();
       resolve({ ok: false, timedOut: true, error: `handler did not finish within ${timeoutMs} ms (attempt ${delivery.attempt})` });
     }, timeoutMs);
   });

@@ -1,9 +1,12 @@
 /** Counts one handler's free slots; the reader claims no more events than are free. */
 export class HandlerSlots {
   private busy = 0;
-  private waiters: Array<() => void> = [];
 
-  constructor(readonly capacity: number) {}
+  /** `onFreed` is told each time a slot is given back. */
+  constructor(
+    readonly capacity: number,
+    private readonly onFreed: () => void,
+  ) {}
 
   get free(): number {
     return this.capacity - this.busy;
@@ -19,27 +22,6 @@ export class HandlerSlots {
 
   give(): void {
     this.busy--;
-    const waiters = this.waiters;
-    this.waiters = [];
-    for (const wake of waiters) wake();
-  }
-
-  /** Resolves when a slot is free, or when `signal` aborts. */
-  async whenFree(signal: AbortSignal): Promise<void> {
-    while (this.free <= 0 && !signal.aborted) {
-      await new Promise<void>((resolve) => {
-        const done = () => {
-          signal.removeEventListener('abort', done);
-          resolve();
-        };
-        this.waiters.push(done);
-        signal.addEventListener('abort', done, { once: true });
-      });
-    }
-  }
-
-  /** Resolves when nothing runs. */
-  async whenIdle(): Promise<void> {
-    while (this.busy > 0) await new Promise<void>((resolve) => this.waiters.push(resolve));
+    this.onFreed();
   }
 }

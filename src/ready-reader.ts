@@ -5,6 +5,7 @@ import { OutageBackoff, sleep } from './outage-backoff';
 import type { RedisConnections } from './redis-connections';
 import type { TypeKeys } from './redis-layout';
 import type { HandlerSlots } from './handler-slots';
+import { Wakeup } from './wakeup';
 
 export interface ReaderSettings {
   readonly leaseMs: number;
@@ -51,7 +52,8 @@ export class ReadyReader {
   private readonly successes: PendingSuccess[] = [];
   /** True while the loop may pick successes up; false while it blocks in Redis or has stopped. */
   private collecting = false;
-  private wakeLoop: (() => void) | undefined;
+  private readonly wakeup = new Wakeup();
+  private wakeScheduled = false;
   private flushScheduled = false;
 
   constructor(
@@ -67,8 +69,22 @@ export class ReadyReader {
     return new Promise((resolve, reject) => {
       this.successes.push({ id, attempt, resolve, reject });
       if (!this.collecting) this.flushSoon();
-      // Woken on the next turn, so the successes of one tick share a call.
-      else if (this.wakeLoop) setImmediate(this.wakeLoop);
+      else this.wakeSoon();
+    });
+  }
+
+  /** A handler slot was given back. */
+  slotFreed(): void {
+    this.wakeup.wake();
+  }
+
+  /** Woken on the next turn, so the successes of one tick share a call. */
+  private wakeSoon(): void {
+    if (this.wakeScheduled) return;
+    this.wakeScheduled = true;
+    setImmediate(() => {
+      this.wakeScheduled = false;
+      this.wakeup.wake();
     });
   }
 
@@ -77,6 +93,8 @@ export class ReadyReader {
     return new Observable<ClaimedEvent>((subscriber) => {
       const tags = { type: this.keys.tag };
       const backoff = new OutageBackoff();
+      const onStop = () => this.wakeup.wake();
+      stop.addEventListener('abort', onStop, { once: true });
       const loop = async () => {
         this.collecting = true;
         while (!stop.aborted && !subscriber.closed) {
@@ -110,6 +128,7 @@ export class ReadyReader {
           }
         }
         this.collecting = false;
+        stop.removeEventListener('abort', onStop);
         this.flushSoon();
         this.dropBlockingConnection();
         subscriber.complete();
@@ -121,14 +140,7 @@ export class ReadyReader {
 
   /** Resolves when a slot is free or a success waits to be recorded. */
   private async whenWork(slots: HandlerSlots, stop: AbortSignal): Promise<void> {
-    if (this.successes.length > 0 || slots.free > 0) return;
-    const woken = new AbortController();
-    const wake = () => woken.abort();
-    this.wakeLoop = wake;
-    stop.addEventListener('abort', wake, { once: true });
-    await slots.whenFree(woken.signal);
-    stop.removeEventListener('abort', wake);
-    this.wakeLoop = undefined;
+    while (this.successes.length === 0 && slots.free <= 0 && !stop.aborted) await this.wakeup.wait();
   }
 
   /** Sends waiting successes on their own (no claim), on the next turn. */

@@ -77,13 +77,14 @@ export function renderTable(rows: readonly Row[]): string {
   return lines.join('\n');
 }
 
-export function renderResults(rows: readonly Row[], run: { quick: boolean; repeats: number; minutes: number; versions: Record<string, string> }): string {
+export function renderResults(rows: readonly Row[], run: { quick: boolean; repeats: number; minutes: number; versions: Record<string, string>; stealPercent: number }): string {
   return `# Benchmark results
 
 Written by \`npm run bench${run.quick ? ' -- --quick' : ''}\` on ${new Date().toISOString().slice(0, 10)}: one private \`redis-server\`
 (default settings, no persistence) on this machine (${cpus().length} cores), every library through the same
 workload with the payload \`{ n, s: 'x'.repeat(20) }\`; ${run.repeats === 1 ? 'one pass' : `median of ${run.repeats} runs (min–max in brackets)`}.
-The run took ${run.minutes.toFixed(1)} minutes. Peers: BullMQ ${run.versions.bullmq}, Bee-Queue ${run.versions['bee-queue']}; ioredis ${run.versions.ioredis}.
+The run took ${run.minutes.toFixed(1)} minutes; the host stole ${run.stealPercent.toFixed(0)}% of this VM's CPU time meanwhile
+(above a few percent, figures swing between runs: compare within one run). Peers: BullMQ ${run.versions.bullmq}, Bee-Queue ${run.versions['bee-queue']}; ioredis ${run.versions.ioredis}.
 "ours vs better peer" is our advantage over the better of the two (> 1 means ours is better, for lower-is-better
 measures too). How each scenario is measured: [README.md](README.md).
 

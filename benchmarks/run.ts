@@ -3,7 +3,7 @@
  * workloads on one private redis-server, in one run. Writes benchmarks/RESULTS.md
  * and benchmarks/chart.svg.
  */
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { RedisServer } from '../test/support/redis-server';
 import type { BenchQueueFactory } from './adapters/bench-queue';
@@ -22,7 +22,14 @@ const repeats = quick ? 1 : 3;
 const libraries: BenchQueueFactory[] = [ours, bullmq, beeQueue];
 const log = (message: string) => console.log(`[${new Date().toISOString().slice(11, 19)}] ${message}`);
 
+/** CPU time counters from /proc/stat: on a shared VM, time stolen by the host skews every figure. */
+function cpuTimes(): { total: number; steal: number } {
+  const fields = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+  return { total: fields.reduce((a, b) => a + b, 0), steal: fields[7] ?? 0 };
+}
+
 async function main(): Promise<void> {
+  const cpuAtStart = cpuTimes();
   const server = await RedisServer.start();
   const startedAt = Date.now();
   const rows: Row[] = [];
@@ -100,14 +107,16 @@ async function main(): Promise<void> {
     await server.stop();
   }
   const minutes = (Date.now() - startedAt) / 60_000;
+  const cpuAtEnd = cpuTimes();
+  const stealPercent = (100 * (cpuAtEnd.steal - cpuAtStart.steal)) / Math.max(1, cpuAtEnd.total - cpuAtStart.total);
   const versions = Object.fromEntries(['bullmq', 'bee-queue', 'ioredis'].map((name) => [name, (require(`${name}/package.json`) as { version: string }).version]));
   if (onlyArg) {
     console.log(renderTable(rows));
     return;
   }
-  writeFileSync(join(__dirname, 'RESULTS.md'), renderResults(rows, { quick, repeats, minutes, versions }));
+  writeFileSync(join(__dirname, 'RESULTS.md'), renderResults(rows, { quick, repeats, minutes, versions, stealPercent }));
   writeFileSync(join(__dirname, 'chart.svg'), renderChart(rows));
-  log(`wrote benchmarks/RESULTS.md and benchmarks/chart.svg (${minutes.toFixed(1)} min)`);
+  log(`wrote benchmarks/RESULTS.md and benchmarks/chart.svg (${minutes.toFixed(1)} min, CPU steal ${stealPercent.toFixed(0)}%)`);
 }
 
 main().catch((error: unknown) => {

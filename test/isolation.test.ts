@@ -1,0 +1,55 @@
+import { describe, expect, it } from 'vitest';
+import { METRIC, fixedBackoff } from '../src';
+import { PaymentCheck } from './support/events';
+import { counter, recordMetrics, useRedis, waitForDeadLetters } from './support/harness';
+import { waitFor } from './support/wait-for';
+
+/** The ACL the README documents for a service with prefix `app`. */
+const ACL_FOR_APP = '~app:* &app:wake +@connection +info +time +evalsha +eval +hget +hmget +hset +hdel +hlen +zadd +zrem +zrange +zmscore +zcard +lpop +rpush +lrem +llen +blmove +publish +subscribe';
+
+describe('isolation', () => {
+  const redis = useRedis();
+
+  it('services with different prefixes never see each other’s events', async () => {
+    const a = redis.service({ prefix: 'tenant-a' });
+    const b = redis.service({ prefix: 'tenant-b' });
+    const seenByA: number[] = [];
+    const seenByB: number[] = [];
+    a.addHandler(PaymentCheck, (e) => (seenByA.push(e.amount), true), 2);
+    b.addHandler(PaymentCheck, (e) => (seenByB.push(e.amount), true), 2);
+    // The same type and id in both: they are different events.
+    await a.enqueue(new PaymentCheck('same', 1), 0);
+    await b.enqueue(new PaymentCheck('same', 2), 200);
+    await b.enqueue(new PaymentCheck('only-b', 3), 60_000);
+    expect(await a.cancel(PaymentCheck, 'only-b')).toBe(false);
+    await waitFor(() => seenByA.length === 1 && seenByB.length === 1, 'each handled once');
+    expect(seenByA).toEqual([1]);
+    expect(seenByB).toEqual([2]);
+  });
+
+  it('runs under a Redis ACL user limited to its prefix, and that user is refused outside it', async () => {
+    const admin = redis.client();
+    await admin.call('ACL', 'SETUSER', 'app-service', 'reset', 'on', '>s3cret', ...ACL_FOR_APP.split(' '));
+    const url = `redis://app-service:s3cret@127.0.0.1:${redis.server.port}`;
+    const service = redis.service({ redis: url, prefix: 'app', retry: fixedBackoff(1, 10), gaugeIntervalMs: 100 });
+    const metrics = recordMetrics(service);
+    const handled: string[] = [];
+    service.addHandler(PaymentCheck, (e) => (e.id === 'fails' ? false : (handled.push(e.id), true)), 2);
+
+    await service.enqueue(new PaymentCheck('ok'), 10);
+    await service.enqueue(new PaymentCheck('fails'), 10);
+    await service.enqueue(new PaymentCheck('later'), 60_000);
+    await service.enqueue(new PaymentCheck('later', 5), 60_000, { replace: true });
+    expect(await service.cancel(PaymentCheck, 'later')).toBe(true);
+    await waitForDeadLetters(service, PaymentCheck);
+    await waitFor(() => handled.includes('ok'), 'the good event');
+    expect(await service.purgeDeadLetters(PaymentCheck)).toBe(1);
+    await waitFor(() => metrics.some((m) => m.name === METRIC.scheduledCount), 'a gauge sample');
+    expect(counter(metrics, METRIC.redisErrors)).toBe(0);
+    expect(await admin.call('ACL', 'LOG')).toEqual([]);
+
+    const outsider = redis.service({ redis: url, prefix: 'other' });
+    await expect(outsider.enqueue(new PaymentCheck('x'), 10)).rejects.toThrow(/NOPERM/);
+    expect(await admin.keys('other:*')).toEqual([]);
+  });
+});

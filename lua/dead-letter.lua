@@ -1,5 +1,5 @@
 -- Transition: IN_FLIGHT -> DEAD with its reason (attempts used up, or the
--- stored envelope cannot be decoded). Fenced by attempt, like complete.lua.
+-- stored envelope cannot be decoded). Fenced by attempt, like complete-and-claim.lua.
 -- KEYS[1] meta hash
 -- KEYS[2] in-flight zset
 -- KEYS[3] dead zset

@@ -1,5 +1,5 @@
 -- Transition: IN_FLIGHT -> SCHEDULED at now + backoff, keeping the error.
--- Fenced by attempt, like complete.lua.
+-- Fenced by attempt, like complete-and-claim.lua.
 -- KEYS[1] meta hash
 -- KEYS[2] in-flight zset
 -- KEYS[3] schedule zset

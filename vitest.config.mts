@@ -1,12 +1,20 @@
 import { defineConfig } from 'vitest/config';
 
+/** Behaviour that must hold on a Redis Cluster too: these files run a second time against a real 3-master cluster. */
+const onClusterToo = ['delivery', 'enqueue', 'enqueue-batch', 'validation', 'retry', 'decode', 'context', 'concurrency', 'metrics', 'close'].map(
+  (name) => `test/${name}.test.ts`,
+);
+
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
     testTimeout: 60_000,
-    hookTimeout: 30_000,
-    // Two cores: two test files at a time, each with its own redis-server.
+    hookTimeout: 60_000,
+    // Two cores: two test files at a time, each with its own Redis.
     maxWorkers: 2,
     reporters: ['default'],
+    projects: [
+      { extends: true, test: { name: 'single', include: ['test/**/*.test.ts'], env: { REDIS_TOPOLOGY: 'single' } } },
+      { extends: true, test: { name: 'cluster', include: onClusterToo, env: { REDIS_TOPOLOGY: 'cluster' } } },
+    ],
   },
 });

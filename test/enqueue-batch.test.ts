@@ -20,7 +20,7 @@ describe('enqueueBatch', () => {
       { event: new WorkItem('w-2'), at },
       { event: new PaymentCheck('p-2') },
     ]);
-    expect(await client.keys(`${prefix}:{test.payment-check}:*`)).toEqual([]);
+    expect(await redis.keys(`${prefix}:{test.payment-check}:*`)).toEqual([]);
     expect(await firstValueFrom(batch$)).toEqual(['scheduled', 'duplicate', 'scheduled', 'scheduled']);
     expect(await client.hlen(`${prefix}:{test.payment-check}:m`)).toBe(2);
     expect(Number(await client.zscore(`${prefix}:{test.work}:s`, 'w-2'))).toBe(at.getTime());
@@ -42,6 +42,6 @@ describe('enqueueBatch', () => {
     const service = redis.service({ prefix });
     const batch$ = service.enqueueBatch([{ event: new WorkItem('fine') }, { event: new WorkItem('') }]);
     await expect(firstValueFrom(batch$)).rejects.toBeInstanceOf(InvalidEventError);
-    expect(await redis.client().keys(`${prefix}:*`)).toEqual([]);
+    expect(await redis.keys(`${prefix}:*`)).toEqual([]);
   });
 });

@@ -17,7 +17,7 @@ describe('enqueue', () => {
     const client = redis.client();
     const enqueue$ = service.enqueueWithDelay(new PaymentCheck('cold'), 60_000);
     await new Promise((resolve) => setTimeout(resolve, 100));
-    expect(await client.keys(`${prefix}:*`)).toEqual([]);
+    expect(await redis.keys(`${prefix}:*`)).toEqual([]);
     await firstValueFrom(enqueue$);
     expect(await client.hexists(keysOf(prefix).meta, 'cold')).toBe(1);
   });

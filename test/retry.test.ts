@@ -111,6 +111,6 @@ describe('retries and dead letters', () => {
     expect(await service.purgeDeadLetters(PaymentCheck, ['a'])).toBe(1);
     expect((await service.deadLetters(PaymentCheck)).map((l) => l.id).sort()).toEqual(['b', 'c']);
     expect(await service.purgeDeadLetters(PaymentCheck)).toBe(2);
-    expect(await redis.client().keys(`${prefix}:*`)).toEqual([]);
+    expect(await redis.keys(`${prefix}:*`)).toEqual([]);
   });
 });

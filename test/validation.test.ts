@@ -35,7 +35,7 @@ describe('bad input is rejected at the call with a typed error, and nothing is w
     );
     expect(error).toBeInstanceOf(type);
     expect((error as Error).message).toMatch(message);
-    expect(await redis.client().keys(`${prefix}:*`)).toEqual([]);
+    expect(await redis.keys(`${prefix}:*`)).toEqual([]);
   }
 
   it.each([

@@ -1,43 +1,64 @@
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll } from 'vitest';
 import { type DeadLetter, type DelayedEventInstance, DelayedEventService, type DelayedEventServiceOptions, type EventClass, type Metric } from '../../src';
+import { RedisCluster } from './redis-cluster';
 import { RedisServer } from './redis-server';
 import { waitFor } from './wait-for';
 
+export type Topology = 'single' | 'cluster';
+
+/** Which Redis the behaviour tests run on: the vitest project sets REDIS_TOPOLOGY (vitest.config.mts). */
+export const TOPOLOGY: Topology = process.env.REDIS_TOPOLOGY === 'cluster' ? 'cluster' : 'single';
+
 /**
- * One private redis-server per test file, a fresh prefix per service, and
- * every service and client closed after each test.
+ * One private Redis per test file (a redis-server, or a 3-master cluster when
+ * REDIS_TOPOLOGY=cluster), a fresh prefix per service, and every service and
+ * client closed after each test.
  */
 export function useRedis(serverArgs: string[] = []) {
   let server: RedisServer | undefined;
+  let cluster: RedisCluster | undefined;
   const services: DelayedEventService[] = [];
-  const clients: Redis[] = [];
+  const clients: Array<Redis | Cluster> = [];
   let prefixes = 0;
 
   beforeAll(async () => {
-    server = await RedisServer.start(serverArgs);
-  });
+    if (TOPOLOGY === 'cluster') cluster = await RedisCluster.start();
+    else server = await RedisServer.start(serverArgs);
+  }, 60_000);
   afterEach(async () => {
     await Promise.all(services.splice(0).map((s) => s.close()));
     for (const c of clients.splice(0)) c.disconnect();
   });
   afterAll(async () => {
     await server?.stop();
+    await cluster?.stop();
   });
 
+  const track = <C extends Redis | Cluster>(client: C): C => {
+    clients.push(client);
+    return client;
+  };
+
   const harness = {
+    topology: TOPOLOGY,
+    /** The single redis-server; tests that kill, restart or proxy it run on a single server only. */
     get server(): RedisServer {
-      if (!server) throw new Error('redis-server not started');
+      if (!server) throw new Error('this test needs a single redis-server (REDIS_TOPOLOGY=single)');
       return server;
     },
     /** A fresh key prefix, so tests in one file never see each other's events. */
     prefix(): string {
       return `t${++prefixes}`;
     },
+    /** What a service connects with: the server's URL, or a new Cluster client. */
+    connection(): string | Cluster {
+      return cluster ? track(cluster.client()) : harness.server.url;
+    },
     /** A service with test-friendly timings; pass `prefix` to share a queue between services. */
     service(options: Partial<DelayedEventServiceOptions> = {}): DelayedEventService {
       const service = new DelayedEventService({
-        redis: harness.server.url,
+        redis: harness.connection(),
         prefix: harness.prefix(),
         pollIntervalMs: 200,
         readerBlockMs: 1_000,
@@ -48,11 +69,19 @@ export function useRedis(serverArgs: string[] = []) {
       services.push(service);
       return service;
     },
-    /** A plain client to look at (or tamper with) the keys. */
+    /** A plain client to look at (or tamper with) the keys of one type; on a cluster it routes by key. */
     client(): Redis {
-      const client = new Redis(harness.server.url);
-      clients.push(client);
-      return client;
+      // Both expose the same key commands; the tests only use commands on keys of one slot.
+      return (cluster ? track(cluster.client()) : track(new Redis(harness.server.url))) as Redis;
+    },
+    /** Every key matching `pattern`, from every master on a cluster. */
+    async keys(pattern: string): Promise<string[]> {
+      if (!cluster) return track(new Redis(harness.server.url)).keys(pattern);
+      const client = track(cluster.client());
+      // Before 'ready' the node list still holds startup connections the slot refresh replaces.
+      if (client.status !== 'ready') await new Promise((resolve) => client.once('ready', resolve));
+      const perNode = await Promise.all(client.nodes('master').map((node) => node.keys(pattern)));
+      return perNode.flat().sort();
     },
   };
   return harness;

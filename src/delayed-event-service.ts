@@ -221,7 +221,7 @@ export class DelayedEventService {
       return throwError(() => error);
     }
     const keys = this.layout.forType(prepared.type);
-    return defer(() => this.scripts.enqueue(keys, [prepared], options.replace === true)).pipe(
+    return defer(() => this.scripts.enqueue(keys, [prepared], options.replace === true, this.options.durableEnqueue)).pipe(
       map((statuses) => {
         this.countStored([prepared], statuses);
         return statuses[0]!;
@@ -253,7 +253,7 @@ export class DelayedEventService {
         for (let start = 0; start < indexes.length; start += ENQUEUE_CHUNK) {
           const chunk = indexes.slice(start, start + ENQUEUE_CHUNK);
           chunks.push(
-            defer(() => this.scripts.enqueue(keys, chunk.map((i) => events[i]!), replace)).pipe(
+            defer(() => this.scripts.enqueue(keys, chunk.map((i) => events[i]!), replace, this.options.durableEnqueue)).pipe(
               map((results) => results.forEach((status, k) => (statuses[chunk[k]!] = status))),
             ),
           );

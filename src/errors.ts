@@ -54,6 +54,19 @@ export class HandlerAlreadyRegisteredError extends DelayedEventError {
   }
 }
 
+export class NotReplicatedError extends DelayedEventError {
+  constructor(
+    readonly acknowledged: number,
+    readonly required: number,
+    timeoutMs: number,
+  ) {
+    super(
+      'NOT_REPLICATED',
+      `The event is stored on the master, but only ${acknowledged} of ${required} replicas confirmed it within ${timeoutMs} ms (option durableEnqueue); it may be lost if the master fails now. Enqueueing it again is safe: a stored event is left as it is.`,
+    );
+  }
+}
+
 export class ServiceClosedError extends DelayedEventError {
   constructor() {
     super('SERVICE_CLOSED', 'The DelayedEventService is closed; create a new one.');

@@ -6,7 +6,7 @@ export { DelayedEvent, type DelayedEventInstance, type EventClass } from './dela
 export type { Delay, Duration } from './duration';
 export type { EventContext } from './event-context';
 export type { ContextHandler, Delivery, EventHandler, HandlerResult } from './handler-invocation';
-export type { EnqueueStatus } from './lua-scripts';
+export type { Durability, EnqueueStatus } from './lua-scripts';
 export { METRIC, type Metric, type MetricKind, type MetricName } from './metrics';
 export type { DeadLetter } from './dead-letters';
 export { type ExponentialBackoffOptions, type RetryPolicy, customBackoff, exponentialBackoff, fixedBackoff } from './retry-policy';
@@ -16,6 +16,7 @@ export {
   InvalidDelayError,
   InvalidEventError,
   InvalidOptionError,
+  NotReplicatedError,
   PayloadTooLargeError,
   SerializationError,
   ServiceClosedError,

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Cluster, Redis } from 'ioredis';
+import { NotReplicatedError } from './errors';
 import type { TypeKeys } from './redis-layout';
 
 export type RedisClient = Redis | Cluster;
@@ -20,6 +21,10 @@ const SCRIPT_NAMES = [
 type ScriptName = (typeof SCRIPT_NAMES)[number];
 
 type ScriptCall = (...args: Array<string | number>) => Promise<unknown>;
+
+function commandName(script: ScriptName): string {
+  return `rde_${script.replace(/-/g, '_')}`;
+}
 
 /** Reads a script, inlining `-- @include name` lines from lua/includes. */
 export function loadLua(name: string): { lua: string; numberOfKeys: number } {
@@ -55,6 +60,12 @@ export interface DispatchResult {
 
 export type EnqueueStatus = 'scheduled' | 'duplicate' | 'replaced';
 
+/** Replicas that must confirm an enqueue (Redis WAIT) before it counts as done. */
+export interface Durability {
+  readonly replicas: number;
+  readonly timeoutMs: number;
+}
+
 /** When an event is due: relative to Redis's clock, or absolute. */
 export type DueSpec = { readonly delayMs: number } | { readonly atMs: number };
 
@@ -68,10 +79,13 @@ export interface ScheduledBody {
 export class LuaScripts {
   private readonly calls: Record<ScriptName, ScriptCall>;
 
-  constructor(client: RedisClient, private readonly wakeChannel: string) {
+  constructor(
+    private readonly client: RedisClient,
+    private readonly wakeChannel: string,
+  ) {
     const calls: Partial<Record<ScriptName, ScriptCall>> = {};
     for (const name of SCRIPT_NAMES) {
-      const command = `rde_${name.replace(/-/g, '_')}`;
+      const command = commandName(name);
       client.defineCommand(command, loadLua(name));
       const method = (client as unknown as Record<string, ScriptCall>)[command];
       if (typeof method !== 'function') throw new Error(`ioredis did not define ${command}`);
@@ -80,11 +94,28 @@ export class LuaScripts {
     this.calls = calls as Record<ScriptName, ScriptCall>;
   }
 
-  /** Stores events of one type in one call; one status per event, in order. */
-  async enqueue(keys: TypeKeys, events: ReadonlyArray<ScheduledBody>, replace: boolean): Promise<EnqueueStatus[]> {
-    const args: Array<string | number> = [replace ? '1' : '0', this.wakeChannel, keys.tag];
+  /**
+   * Stores events of one type in one call; one status per event, in order.
+   * With `durability`, a WAIT follows in the same pipeline (so on a cluster it
+   * reaches the node that took the write) and too few replicas is an error.
+   */
+  async enqueue(keys: TypeKeys, events: ReadonlyArray<ScheduledBody>, replace: boolean, durability?: Durability): Promise<EnqueueStatus[]> {
+    const args: Array<string | number> = [keys.meta, keys.schedule, keys.ready, keys.inFlight, keys.dead, keys.errors, replace ? '1' : '0', this.wakeChannel, keys.tag];
     for (const e of events) args.push(e.id, e.body, 'delayMs' in e.due ? `+${e.due.delayMs}` : e.due.atMs);
-    const statuses = (await this.calls.enqueue(keys.meta, keys.schedule, keys.ready, keys.inFlight, keys.dead, keys.errors, ...args)) as number[];
+    let statuses: number[];
+    if (!durability) {
+      statuses = (await this.calls.enqueue(...args)) as number[];
+    } else {
+      const pipeline = this.client.pipeline();
+      (pipeline as unknown as Record<string, ScriptCall>)[commandName('enqueue')]!(...args);
+      pipeline.wait(durability.replicas, durability.timeoutMs);
+      const [stored, waited] = (await pipeline.exec()) ?? [];
+      if (!stored || stored[0]) throw stored?.[0] ?? new Error('enqueue got no reply');
+      if (!waited || waited[0]) throw waited?.[0] ?? new Error('WAIT got no reply');
+      statuses = stored[1] as number[];
+      const acknowledged = Number(waited[1]);
+      if (acknowledged < durability.replicas) throw new NotReplicatedError(acknowledged, durability.replicas, durability.timeoutMs);
+    }
     return statuses.map((s) => (s === 0 ? 'duplicate' : s === 2 ? 'replaced' : 'scheduled'));
   }
 

@@ -2,6 +2,7 @@ import type { Cluster, Redis } from 'ioredis';
 import { InvalidOptionError } from './errors';
 import type { EventContext } from './event-context';
 import type { ContextHandler } from './handler-invocation';
+import type { Durability } from './lua-scripts';
 import { DEFAULT_RETRY_POLICY_OPTIONS, type RetryPolicy, checkRetryPolicy, exponentialBackoff } from './retry-policy';
 
 export interface DelayedEventServiceOptions {
@@ -29,14 +30,20 @@ export interface DelayedEventServiceOptions {
   readonly watchdogGraceMs?: number;
   /** How often gauges are sampled while metrics$ is subscribed; default 5 s. */
   readonly gaugeIntervalMs?: number;
+  /**
+   * Enqueue completes only when this many replicas confirmed the write (Redis WAIT),
+   * else it fails with NotReplicatedError. Off by default: Redis replicates
+   * asynchronously, so a master that fails right after an enqueue may lose it.
+   */
+  readonly durableEnqueue?: Durability;
   /** Context captured at enqueue when the call gives none; default: the context of the handler running now, if any. */
   readonly contextProvider?: () => EventContext | undefined;
   /** Wraps every handler call (e.g. logging fields, tracing spans). */
   readonly contextHandler?: ContextHandler;
 }
 
-export type ResolvedOptions = Required<Omit<DelayedEventServiceOptions, 'contextProvider' | 'contextHandler'>> &
-  Pick<DelayedEventServiceOptions, 'contextProvider' | 'contextHandler'>;
+export type ResolvedOptions = Required<Omit<DelayedEventServiceOptions, 'contextProvider' | 'contextHandler' | 'durableEnqueue'>> &
+  Pick<DelayedEventServiceOptions, 'contextProvider' | 'contextHandler' | 'durableEnqueue'>;
 
 export function resolveOptions(options: DelayedEventServiceOptions): ResolvedOptions {
   if (options === null || typeof options !== 'object') throw new InvalidOptionError('options', 'expected an object with at least { redis }');
@@ -55,6 +62,10 @@ export function resolveOptions(options: DelayedEventServiceOptions): ResolvedOpt
     readerBlockMs: positive('readerBlockMs', options.readerBlockMs, 5_000),
     watchdogGraceMs: positive('watchdogGraceMs', options.watchdogGraceMs, 3_000),
     gaugeIntervalMs: positive('gaugeIntervalMs', options.gaugeIntervalMs, 5_000),
+    durableEnqueue: options.durableEnqueue && {
+      replicas: integer('durableEnqueue.replicas', options.durableEnqueue.replicas, 1, 1, 100),
+      timeoutMs: positive('durableEnqueue.timeoutMs', options.durableEnqueue.timeoutMs, 1_000),
+    },
   };
 }
 

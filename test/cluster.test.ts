@@ -98,4 +98,43 @@ describe('on a real Redis Cluster (3 masters, 3 replicas)', () => {
       await Promise.all(instances.map((s) => s.close()));
     }
   });
+
+  it('carries on without a restart when a master dies and its replica takes over; durable enqueues survive it', async () => {
+    const admin = client();
+    if (admin.status !== 'ready') await new Promise((resolve) => admin.once('ready', resolve));
+    const slot = Number(await admin.cluster('KEYSLOT', 'c3:{cluster.alpha}:m'));
+    const owner = (await admin.cluster('SLOTS')).find(([from, to]) => slot >= from && slot <= to)![2]!;
+    const victim = cluster.nodes.find((node) => node.port === owner[1])!;
+
+    // One service handles and enqueues plainly; the other enqueues durably (WAIT for one replica).
+    const service = new DelayedEventService({ redis: client(), prefix: 'c3', pollIntervalMs: 200 });
+    const durable = new DelayedEventService({ redis: client(), prefix: 'c3', durableEnqueue: { replicas: 1, timeoutMs: 1_000 } });
+    try {
+      const handled = new Set<string>();
+      service.addHandler(Alpha, (e) => (handled.add(e.id), true), 8);
+      const acknowledgedDurably: string[] = [];
+      const acceptedAfterTakeover: string[] = [];
+      let killedAt = 0;
+      const started = Date.now();
+      for (let i = 0; Date.now() - started < 9_000; i++) {
+        if (!killedAt) {
+          // Acknowledged only once a replica has it: the replica that takes over.
+          if (await durable.enqueue(new Alpha(`d${i}`), 300).then(() => true, () => false)) acknowledgedDurably.push(`d${i}`);
+          if (Date.now() - started > 1_500) {
+            await victim.kill();
+            killedAt = Date.now();
+          }
+        } else if (await service.enqueue(new Alpha(`p${i}`), 100).then(() => true, () => false)) {
+          // Failing while the slot has no master (CLUSTERDOWN), then accepted by the promoted replica.
+          acceptedAfterTakeover.push(`p${i}`);
+        }
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      expect(acknowledgedDurably.length).toBeGreaterThan(0);
+      expect(acceptedAfterTakeover.length).toBeGreaterThan(0);
+      await waitFor(() => [...acknowledgedDurably, ...acceptedAfterTakeover].every((id) => handled.has(id)), 'every acknowledged event handled', 30_000);
+    } finally {
+      await Promise.all([service.close(), durable.close()]);
+    }
+  }, 90_000);
 });

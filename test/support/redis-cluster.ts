@@ -11,7 +11,9 @@ export class RedisCluster {
 
   static async start(): Promise<RedisCluster> {
     const nodes = await Promise.all(
-      Array.from({ length: 6 }, () => RedisServer.start(['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '2000'])),
+      Array.from({ length: 6 }, () =>
+        RedisServer.start(['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '2000', '--repl-diskless-sync-delay', '0']),
+      ),
     );
     const cluster = new RedisCluster(nodes);
     try {
@@ -37,6 +39,10 @@ export class RedisCluster {
     await Promise.all(this.nodes.map((n) => n.stop()));
   }
 
+  /**
+   * Every node sees the cluster ok, and every replica has finished its first
+   * sync: a replica that never synced refuses to take over from a dead master.
+   */
   private async waitUntilReady(): Promise<void> {
     const deadline = Date.now() + 30_000;
     for (;;) {
@@ -45,14 +51,16 @@ export class RedisCluster {
           const client = new Redis(n.port, '127.0.0.1', { lazyConnect: true });
           try {
             await client.connect();
-            return /cluster_state:ok/.test(await client.cluster('INFO'));
+            const replication = await client.info('replication');
+            const synced = /role:master/.test(replication) || /master_link_status:up/.test(replication);
+            return synced && /cluster_state:ok/.test(await client.cluster('INFO'));
           } finally {
             client.disconnect();
           }
         }),
       );
       if (states.every(Boolean)) return;
-      if (Date.now() > deadline) throw new Error('cluster did not reach cluster_state:ok within 30 s');
+      if (Date.now() > deadline) throw new Error('cluster not ok, or replicas not synced, within 30 s');
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
   }

@@ -1,7 +1,7 @@
 import { defineConfig } from 'vitest/config';
 
 /** Behaviour that must hold on a Redis Cluster too: these files run a second time against a real 3-master cluster. */
-const onClusterToo = ['delivery', 'enqueue', 'enqueue-batch', 'validation', 'retry', 'decode', 'context', 'concurrency', 'metrics', 'close'].map(
+const onClusterToo = ['delivery', 'enqueue', 'enqueue-batch', 'validation', 'retry', 'decode', 'context', 'concurrency', 'metrics', 'close', 'partitions'].map(
   (name) => `test/${name}.test.ts`,
 );
 

@@ -1,4 +1,4 @@
-import { Subscription, from, mergeMap } from 'rxjs';
+import { Subscription, from, merge, mergeMap } from 'rxjs';
 import type { DelayedEventInstance, EventClass } from './delayed-event.decorator';
 import { type DecodedEvent, type EventCodec, DecodeError } from './event-codec';
 import type { EventContextStore } from './event-context';
@@ -11,27 +11,33 @@ import type { ClaimedEvent, ReadyReader } from './ready-reader';
 import type { TypeKeys } from './redis-layout';
 import { type RetryPolicy, safeBackoff } from './retry-policy';
 
-export interface ConsumerParts<T extends DelayedEventInstance> {
+/** One queue of the handler's type: the whole type, or one of its partitions. */
+export interface ConsumerQueue {
   readonly keys: TypeKeys;
+  readonly reader: ReadyReader;
+  /** Called when a retry was scheduled in this queue, so its local dispatcher looks again. */
+  readonly onRetryScheduled: () => void;
+}
+
+export interface ConsumerParts<T extends DelayedEventInstance> {
+  readonly type: string;
+  readonly queues: readonly ConsumerQueue[];
   readonly eventClass: EventClass<T>;
   readonly handler: EventHandler<T>;
   readonly parallelism: number;
   readonly timeoutMs: number;
   readonly retry: RetryPolicy;
-  readonly reader: ReadyReader;
   readonly scripts: LuaScripts;
   readonly codec: EventCodec;
   readonly metrics: Metrics;
   readonly contextStore: EventContextStore;
   readonly contextHandler: ContextHandler;
-  /** Called when a retry was scheduled, so the local dispatcher looks again. */
-  readonly onRetryScheduled: () => void;
 }
 
 /**
- * Runs one event type's handler: claimed events flow through at most
- * `parallelism` handler calls, and each outcome is recorded in Redis
- * (complete, retry with backoff, or dead letter), fenced by attempt.
+ * Runs one event type's handler: claimed events from all its queues flow
+ * through at most `parallelism` handler calls, and each outcome is recorded in
+ * Redis (complete, retry with backoff, or dead letter), fenced by attempt.
  */
 export class Consumer<T extends DelayedEventInstance> {
   private readonly slots: HandlerSlots;
@@ -41,10 +47,12 @@ export class Consumer<T extends DelayedEventInstance> {
   private subscription: Subscription | undefined;
   private finished: Promise<void> = Promise.resolve();
   private readonly tags: Record<string, string>;
+  private readonly retryScheduled = new Map<string, () => void>();
 
   constructor(private readonly parts: ConsumerParts<T>) {
-    this.slots = new HandlerSlots(parts.parallelism, () => parts.reader.slotFreed());
-    this.tags = { type: parts.keys.tag };
+    this.slots = new HandlerSlots(parts.parallelism);
+    this.tags = { type: parts.type };
+    for (const queue of parts.queues) this.retryScheduled.set(queue.keys.tag, queue.onRetryScheduled);
   }
 
   get running(): number {
@@ -53,8 +61,7 @@ export class Consumer<T extends DelayedEventInstance> {
 
   start(): void {
     this.finished = new Promise<void>((resolve) => {
-      this.subscription = this.parts.reader
-        .claimed$(this.slots, this.stopping.signal)
+      this.subscription = merge(...this.parts.queues.map((queue) => queue.reader.claimed$(this.slots, this.stopping.signal)))
         .pipe(mergeMap((claimed) => from(this.handle(claimed)), this.parts.parallelism))
         .subscribe({ complete: resolve, error: resolve });
     });
@@ -72,13 +79,14 @@ export class Consumer<T extends DelayedEventInstance> {
   }
 
   private async handle(claimed: ClaimedEvent): Promise<void> {
+    const keys = claimed.keys;
     try {
       let decoded: DecodedEvent<T>;
       try {
         decoded = this.parts.codec.decode(this.parts.eventClass, claimed.id, claimed.body);
       } catch (error) {
         const reason = error instanceof DecodeError ? error.message : String(error);
-        await this.record(() => this.parts.scripts.deadLetter(this.parts.keys, claimed.id, claimed.attempt, `undecodable: ${reason}`), 'decode');
+        await this.record(() => this.parts.scripts.deadLetter(keys, claimed.id, claimed.attempt, `undecodable: ${reason}`), 'decode');
         return;
       }
       this.parts.metrics.timing(METRIC.lateness, this.tags, Math.max(0, claimed.claimedAt - claimed.dueAt));
@@ -89,7 +97,7 @@ export class Consumer<T extends DelayedEventInstance> {
         context: decoded.context,
         delivery: {
           id: claimed.id,
-          type: this.parts.keys.tag,
+          type: this.parts.type,
           attempt: claimed.attempt,
           maxAttempts: this.parts.retry.maxAttempts,
           dueAt: claimed.dueAt,
@@ -103,16 +111,16 @@ export class Consumer<T extends DelayedEventInstance> {
       this.parts.metrics.timing(METRIC.handlerDuration, { ...this.tags, outcome: result }, performance.now() - started);
       this.parts.metrics.count(METRIC.handled, { ...this.tags, outcome: result });
       if (outcome.ok) {
-        await this.record(() => this.parts.reader.complete(claimed.id, claimed.attempt));
+        await this.record(() => claimed.reader.complete(claimed.id, claimed.attempt));
       } else if (claimed.attempt >= this.parts.retry.maxAttempts) {
         const reason = `${outcome.error} (attempt ${claimed.attempt} of ${this.parts.retry.maxAttempts})`;
-        await this.record(() => this.parts.scripts.deadLetter(this.parts.keys, claimed.id, claimed.attempt, reason), 'attempts-exhausted');
+        await this.record(() => this.parts.scripts.deadLetter(keys, claimed.id, claimed.attempt, reason), 'attempts-exhausted');
       } else {
         const backoffMs = safeBackoff(this.parts.retry, claimed.attempt);
-        const recorded = await this.record(async () => (await this.parts.scripts.retry(this.parts.keys, claimed.id, claimed.attempt, backoffMs, outcome.error)) !== undefined);
+        const recorded = await this.record(async () => (await this.parts.scripts.retry(keys, claimed.id, claimed.attempt, backoffMs, outcome.error)) !== undefined);
         if (recorded) {
           this.parts.metrics.count(METRIC.retries, this.tags);
-          this.parts.onRetryScheduled();
+          this.retryScheduled.get(keys.tag)?.();
         }
       }
     } finally {

@@ -28,7 +28,18 @@ export class DeadLetters {
     private readonly codec: EventCodec,
   ) {}
 
-  async list<T extends DelayedEventInstance>(keys: TypeKeys, eventClass: EventClass<T>, offset: number, limit: number): Promise<Array<DeadLetter<T>>> {
+  /** Oldest first, across all the type's partitions. */
+  async list<T extends DelayedEventInstance>(queues: readonly TypeKeys[], eventClass: EventClass<T>, offset: number, limit: number): Promise<Array<DeadLetter<T>>> {
+    if (queues.length === 1) return this.listQueue(queues[0]!, eventClass, offset, limit);
+    // Each partition's oldest offset+limit, merged by time: enough to cut the page from.
+    const perQueue = await Promise.all(queues.map((keys) => this.listQueue(keys, eventClass, 0, offset + limit)));
+    return perQueue
+      .flat()
+      .sort((a, b) => a.deadLetteredAt.getTime() - b.deadLetteredAt.getTime())
+      .slice(offset, offset + limit);
+  }
+
+  private async listQueue<T extends DelayedEventInstance>(keys: TypeKeys, eventClass: EventClass<T>, offset: number, limit: number): Promise<Array<DeadLetter<T>>> {
     const flat: string[] = await this.client.zrange(keys.dead, String(offset), String(offset + limit - 1), 'WITHSCORES');
     if (flat.length === 0) return [];
     const ids: string[] = [];
@@ -61,13 +72,13 @@ export class DeadLetters {
     });
   }
 
-  /** Back to scheduled, due now, attempts reset. No ids: every dead letter of the type. */
+  /** Back to scheduled, due now, attempts reset. No ids: every dead letter of the queue. */
   async replay(keys: TypeKeys, ids?: readonly string[]): Promise<number> {
     if (ids) return ids.length === 0 ? 0 : this.scripts.replayDead(keys, ids, ids.length);
     return this.drain((limit) => this.scripts.replayDead(keys, [], limit));
   }
 
-  /** Removes dead letters for good. No ids: every dead letter of the type. */
+  /** Removes dead letters for good. No ids: every dead letter of the queue. */
   async purge(keys: TypeKeys, ids?: readonly string[]): Promise<number> {
     if (ids) return ids.length === 0 ? 0 : this.scripts.purgeDead(keys, ids, ids.length);
     return this.drain((limit) => this.scripts.purgeDead(keys, [], limit));

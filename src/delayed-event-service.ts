@@ -1,7 +1,7 @@
-import { type Observable, defer, firstValueFrom, forkJoin, map, of, tap, throwError } from 'rxjs';
-import { Consumer } from './consumer';
+import { type Observable, defer, firstValueFrom, forkJoin, map, merge, of, tap, throwError } from 'rxjs';
+import { Consumer, type ConsumerQueue } from './consumer';
 import { DeadLetters, type DeadLetter } from './dead-letters';
-import { type DelayedEventInstance, type EventClass, eventTypeOf } from './delayed-event.decorator';
+import { type DelayedEventInstance, type EventClass, type EventRoute, eventRouteOf } from './delayed-event.decorator';
 import { Dispatcher } from './dispatcher';
 import { type Delay, dateToMillis, delayToMillis } from './duration';
 import { HandlerAlreadyRegisteredError, ServiceClosedError } from './errors';
@@ -68,7 +68,7 @@ export class DelayedEventService {
   private readonly wakes$: Observable<Wake>;
   private readonly registrations = new Map<string, Registration>();
   /** Types this instance enqueued or handles; their gauges are sampled. */
-  private readonly knownTypes = new Set<string>();
+  private readonly knownTypes = new Map<string, EventRoute>();
   private closing: Promise<void> | undefined;
 
   constructor(options: DelayedEventServiceOptions) {
@@ -117,54 +117,60 @@ export class DelayedEventService {
 
   /** Removes a stored event in any state; resolves whether it existed. */
   async cancel<T extends DelayedEventInstance>(eventClass: EventClass<T>, id: string): Promise<boolean> {
-    const type = eventTypeOf(eventClass);
-    const existed = await this.scripts.cancel(this.layout.forType(type), id);
-    if (existed) this.metrics.count(METRIC.cancelled, { type });
+    const route = eventRouteOf(eventClass);
+    const existed = await this.scripts.cancel(this.layout.forEvent(route, id), id);
+    if (existed) this.metrics.count(METRIC.cancelled, { type: route.type });
     return existed;
   }
 
   /** Handles events of `eventClass` in this instance, at most `parallelism` at once. */
   addHandler<T extends DelayedEventInstance>(eventClass: EventClass<T>, handler: EventHandler<T>, parallelism: number, options: HandlerOptions = {}): void {
     this.assertOpen();
-    const type = eventTypeOf(eventClass);
+    const route = eventRouteOf(eventClass);
+    const type = route.type;
     if (typeof handler !== 'function') throw new TypeError(`handler for '${type}' must be a function`);
     integer('parallelism', parallelism, 1, 1, 10_000);
     if (this.registrations.has(type)) throw new HandlerAlreadyRegisteredError(type);
     const timeoutMs = positive('timeoutMs', options.timeoutMs, this.options.handlerTimeoutMs);
     const retry = checkRetryPolicy(options.retry ?? this.options.retry, 'retry');
-    const keys = this.layout.forType(type);
 
-    const dispatcher = new Dispatcher(keys, this.scripts, this.metrics, { batchSize: this.options.dispatchBatchSize, pollIntervalMs: this.options.pollIntervalMs }, this.wakes$);
-    const reader = new ReadyReader(keys, this.scripts, this.connections, this.metrics, {
-      leaseMs: timeoutMs + this.options.leaseGraceMs,
-      maxAttempts: retry.maxAttempts,
-      blockMs: this.options.readerBlockMs,
-      watchdogGraceMs: this.options.watchdogGraceMs,
+    // One dispatcher and one blocking reader per partition; one handler, one set of slots.
+    const dispatchers = this.layout.partitionsOf(route).map(
+      (keys) => new Dispatcher(keys, this.scripts, this.metrics, { batchSize: this.options.dispatchBatchSize, pollIntervalMs: this.options.pollIntervalMs }, this.wakes$),
+    );
+    const queues: ConsumerQueue[] = dispatchers.map((dispatcher, p) => {
+      const keys = this.layout.partitionsOf(route)[p]!;
+      const reader = new ReadyReader(keys, this.scripts, this.connections, this.metrics, {
+        leaseMs: timeoutMs + this.options.leaseGraceMs,
+        maxAttempts: retry.maxAttempts,
+        blockMs: this.options.readerBlockMs,
+        watchdogGraceMs: this.options.watchdogGraceMs,
+      });
+      return { keys, reader, onRetryScheduled: () => dispatcher.nudge() };
     });
     const consumer = new Consumer<T>({
-      keys,
+      type,
+      queues,
       eventClass,
       handler,
       parallelism,
       timeoutMs,
       retry,
-      reader,
       scripts: this.scripts,
       codec: this.codec,
       metrics: this.metrics,
       contextStore: this.contextStore,
       contextHandler: this.options.contextHandler ?? passThroughContextHandler,
-      onRetryScheduled: () => dispatcher.nudge(),
     });
-    const dispatching = dispatcher.run().subscribe();
+    const dispatching = merge(...dispatchers.map((d) => d.run())).subscribe();
     consumer.start();
-    this.knownTypes.add(type);
+    this.knownTypes.set(type, route);
     this.registrations.set(type, { consumer: consumer as unknown as Consumer<DelayedEventInstance>, stopDispatching: () => dispatching.unsubscribe() });
   }
 
   /** Stops handling `eventClass` here, waiting (up to closeTimeoutMs) for its running handlers. */
   async removeHandler<T extends DelayedEventInstance>(eventClass: EventClass<T>): Promise<void> {
-    const type = eventTypeOf(eventClass);
+    const type = eventRouteOf(eventClass).type;
     const registration = this.registrations.get(type);
     if (!registration) return;
     this.registrations.delete(type);
@@ -184,17 +190,17 @@ export class DelayedEventService {
   deadLetters<T extends DelayedEventInstance>(eventClass: EventClass<T>, page: { offset?: number; limit?: number } = {}): Promise<Array<DeadLetter<T>>> {
     const offset = integer('offset', page.offset, 0, 0, Number.MAX_SAFE_INTEGER);
     const limit = integer('limit', page.limit, 100, 1, 10_000);
-    return this.deadLetterSets.list(this.keysOf(eventClass), eventClass, offset, limit);
+    return this.deadLetterSets.list(this.layout.partitionsOf(eventRouteOf(eventClass)), eventClass, offset, limit);
   }
 
   /** Moves dead letters back to scheduled (due now, attempts reset); no ids means all of the type. */
   replayDeadLetters<T extends DelayedEventInstance>(eventClass: EventClass<T>, ids?: readonly string[]): Promise<number> {
-    return this.deadLetterSets.replay(this.keysOf(eventClass), ids);
+    return this.eachQueue(eventClass, ids, (keys, queueIds) => this.deadLetterSets.replay(keys, queueIds));
   }
 
   /** Deletes dead letters; no ids means all of the type. */
   purgeDeadLetters<T extends DelayedEventInstance>(eventClass: EventClass<T>, ids?: readonly string[]): Promise<number> {
-    return this.deadLetterSets.purge(this.keysOf(eventClass), ids);
+    return this.eachQueue(eventClass, ids, (keys, queueIds) => this.deadLetterSets.purge(keys, queueIds));
   }
 
   /**
@@ -220,7 +226,7 @@ export class DelayedEventService {
     } catch (error) {
       return throwError(() => error);
     }
-    const keys = this.layout.forType(prepared.type);
+    const keys = this.layout.forEvent(prepared.route, prepared.id);
     return defer(() => this.scripts.enqueue(keys, [prepared], options.replace === true, this.options.durableEnqueue)).pipe(
       map((statuses) => {
         this.countStored([prepared], statuses);
@@ -241,14 +247,15 @@ export class DelayedEventService {
     if (events.length === 0) return of([]);
     return defer(() => {
       const statuses: EnqueueStatus[] = new Array(events.length);
-      const byType = new Map<string, number[]>();
+      // One call per queue (type, or partition of a type) and chunk: each call stays in one slot.
+      const byQueue = new Map<string, { keys: TypeKeys; indexes: number[] }>();
       events.forEach((e, i) => {
-        const indexes = byType.get(e.type);
-        if (indexes) indexes.push(i);
-        else byType.set(e.type, [i]);
+        const keys = this.layout.forEvent(e.route, e.id);
+        const queue = byQueue.get(keys.tag);
+        if (queue) queue.indexes.push(i);
+        else byQueue.set(keys.tag, { keys, indexes: [i] });
       });
-      const calls = [...byType].flatMap(([type, indexes]) => {
-        const keys = this.layout.forType(type);
+      const calls = [...byQueue.values()].flatMap(({ keys, indexes }) => {
         const chunks: Array<Observable<void>> = [];
         for (let start = 0; start < indexes.length; start += ENQUEUE_CHUNK) {
           const chunk = indexes.slice(start, start + ENQUEUE_CHUNK);
@@ -270,13 +277,13 @@ export class DelayedEventService {
   private countStored(events: readonly PreparedEvent[], statuses: readonly EnqueueStatus[]): void {
     const counts = new Map<string, { stored: number; duplicates: number }>();
     events.forEach((e, i) => {
+      this.knownTypes.set(e.type, e.route);
       const count = counts.get(e.type) ?? { stored: 0, duplicates: 0 };
       if (statuses[i] === 'duplicate') count.duplicates++;
       else count.stored++;
       counts.set(e.type, count);
     });
     for (const [type, count] of counts) {
-      this.knownTypes.add(type);
       this.metrics.count(METRIC.duplicatesIgnored, { type }, count.duplicates);
       this.metrics.count(METRIC.events, { type, direction: 'enqueue' }, count.stored);
     }
@@ -287,8 +294,22 @@ export class DelayedEventService {
     await registration.consumer.stop(this.options.closeTimeoutMs);
   }
 
-  private keysOf(eventClass: EventClass): TypeKeys {
-    return this.layout.forType(eventTypeOf(eventClass));
+  /** Runs `action` on each of the type's queues, with the given ids that live there (or undefined: all). */
+  private async eachQueue(eventClass: EventClass, ids: readonly string[] | undefined, action: (keys: TypeKeys, ids?: readonly string[]) => Promise<number>): Promise<number> {
+    const route = eventRouteOf(eventClass);
+    if (!ids) {
+      const counts = await Promise.all(this.layout.partitionsOf(route).map((keys) => action(keys)));
+      return counts.reduce((a, b) => a + b, 0);
+    }
+    const byQueue = new Map<string, { keys: TypeKeys; ids: string[] }>();
+    for (const id of ids) {
+      const keys = this.layout.forEvent(route, id);
+      const queue = byQueue.get(keys.tag);
+      if (queue) queue.ids.push(id);
+      else byQueue.set(keys.tag, { keys, ids: [id] });
+    }
+    const counts = await Promise.all([...byQueue.values()].map((queue) => action(queue.keys, queue.ids)));
+    return counts.reduce((a, b) => a + b, 0);
   }
 
   private assertOpen(): void {
@@ -297,17 +318,21 @@ export class DelayedEventService {
 
   private async sampleGauges(): Promise<GaugeSample[]> {
     const samples = await Promise.all(
-      [...this.knownTypes].map(async (type) => {
-        const keys = this.layout.forType(type);
-        // One slot per type, so one pipeline per type works on a Cluster.
-        const replies = (await this.connections.command.pipeline().zcard(keys.schedule).llen(keys.ready).zcard(keys.inFlight).zcard(keys.dead).exec()) ?? [];
-        const value = (i: number) => Number(replies[i]?.[1] ?? 0);
-        const tags = { type };
+      [...this.knownTypes.values()].map(async (route) => {
+        // One slot per queue, so one pipeline per queue works on a Cluster; partitions are summed.
+        const perQueue = await Promise.all(
+          this.layout.partitionsOf(route).map(async (keys) => {
+            const replies = (await this.connections.command.pipeline().zcard(keys.schedule).llen(keys.ready).zcard(keys.inFlight).zcard(keys.dead).exec()) ?? [];
+            return [0, 1, 2, 3].map((i) => Number(replies[i]?.[1] ?? 0));
+          }),
+        );
+        const total = (i: number) => perQueue.reduce((sum, counts) => sum + counts[i]!, 0);
+        const tags = { type: route.type };
         return [
-          { name: METRIC.scheduledCount, value: value(0), tags },
-          { name: METRIC.readyCount, value: value(1), tags },
-          { name: METRIC.inFlightCount, value: value(2), tags },
-          { name: METRIC.deadLetterCount, value: value(3), tags },
+          { name: METRIC.scheduledCount, value: total(0), tags },
+          { name: METRIC.readyCount, value: total(1), tags },
+          { name: METRIC.inFlightCount, value: total(2), tags },
+          { name: METRIC.deadLetterCount, value: total(3), tags },
         ];
       }),
     );

@@ -1,7 +1,7 @@
 import 'reflect-metadata';
 import { UnregisteredEventClassError } from './errors';
 
-const TYPE_NAME = Symbol.for('reactive-delayed-events:type-name');
+const ROUTE = Symbol.for('reactive-delayed-events:route');
 
 /** What every event must be: a class instance with a string id, unique within its type. */
 export interface DelayedEventInstance {
@@ -12,25 +12,50 @@ export interface DelayedEventInstance {
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type EventClass<T extends DelayedEventInstance = DelayedEventInstance> = new (...args: any[]) => T;
 
-/** Characters that would break the key layout's hash tag or its separators. */
-const FORBIDDEN = /[{}\s|]/;
+export interface DelayedEventOptions {
+  /**
+   * Spread the type over this many partitions, each with its own hash tag, so
+   * one busy type uses every master of a Redis Cluster. Default 1. Changing it
+   * later strands stored events in partitions no longer read: drain first.
+   */
+  readonly partitions?: number;
+}
+
+/** Where a type's events live: its stored name and how many partitions it has. */
+export interface EventRoute {
+  readonly type: string;
+  readonly partitions: number;
+}
+
+/** Characters that would break the key layout's hash tag, its separators or partition suffix. */
+const FORBIDDEN = /[{}\s|#]/;
+const MAX_PARTITIONS = 1_024;
 
 /**
  * Names the event type stored in Redis. The name, not the class name, is the
  * contract: minifiers and refactors may rename classes, stored events stay readable.
  */
-export function DelayedEvent(typeName: string): ClassDecorator {
+export function DelayedEvent(typeName: string, options: DelayedEventOptions = {}): ClassDecorator {
   if (typeof typeName !== 'string' || typeName.length === 0 || typeName.length > 200 || FORBIDDEN.test(typeName)) {
-    throw new TypeError(`@DelayedEvent type name must be 1-200 characters without braces, '|' or whitespace; got ${JSON.stringify(typeName)}`);
+    throw new TypeError(`@DelayedEvent type name must be 1-200 characters without braces, '|', '#' or whitespace; got ${JSON.stringify(typeName)}`);
   }
+  const partitions = options.partitions ?? 1;
+  if (!Number.isInteger(partitions) || partitions < 1 || partitions > MAX_PARTITIONS) {
+    throw new TypeError(`@DelayedEvent('${typeName}') partitions must be an integer from 1 to ${MAX_PARTITIONS}; got ${String(partitions)}`);
+  }
+  const route: EventRoute = { type: typeName, partitions };
   return (target) => {
-    Reflect.defineMetadata(TYPE_NAME, typeName, target);
+    Reflect.defineMetadata(ROUTE, route, target);
   };
 }
 
-export function eventTypeOf(eventClass: Function): string {
+export function eventRouteOf(eventClass: Function): EventRoute {
   // getOwnMetadata: a subclass must declare its own type, or it would share its parent's queue.
-  const name: unknown = typeof eventClass === 'function' ? Reflect.getOwnMetadata(TYPE_NAME, eventClass) : undefined;
-  if (typeof name !== 'string') throw new UnregisteredEventClassError(typeof eventClass === 'function' ? eventClass.name : String(eventClass));
-  return name;
+  const route: unknown = typeof eventClass === 'function' ? Reflect.getOwnMetadata(ROUTE, eventClass) : undefined;
+  if (!route) throw new UnregisteredEventClassError(typeof eventClass === 'function' ? eventClass.name : String(eventClass));
+  return route as EventRoute;
+}
+
+export function eventTypeOf(eventClass: Function): string {
+  return eventRouteOf(eventClass).type;
 }

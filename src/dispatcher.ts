@@ -51,7 +51,7 @@ export class Dispatcher {
 
   private async loop(signal: AbortSignal): Promise<void> {
     const backoff = new OutageBackoff();
-    const tags = { type: this.keys.tag };
+    const tags = { type: this.keys.type };
     while (!signal.aborted) {
       // Whatever woke us before this look, the look itself will see.
       this.wakeup.clear();

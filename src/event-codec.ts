@@ -1,9 +1,10 @@
 import { instanceToPlain, plainToInstance } from 'class-transformer';
-import { type DelayedEventInstance, type EventClass, eventTypeOf } from './delayed-event.decorator';
+import { type DelayedEventInstance, type EventClass, type EventRoute, eventRouteOf } from './delayed-event.decorator';
 import { InvalidEventError, PayloadTooLargeError, SerializationError, describe } from './errors';
 import { type EventContext, isEventContext } from './event-context';
 
 export interface EncodedEvent {
+  readonly route: EventRoute;
   readonly type: string;
   readonly id: string;
   /** JSON `{t: enqueued at ms, c?: context, p: payload}`; the Lua scripts never parse it. */
@@ -30,7 +31,8 @@ export class EventCodec {
 
   encode(event: DelayedEventInstance, context: EventContext | undefined, enqueuedAt: number): EncodedEvent {
     if (event === null || typeof event !== 'object') throw new InvalidEventError(`expected an instance of a @DelayedEvent class, got ${event === null ? 'null' : typeof event}`);
-    const type = eventTypeOf(event.constructor);
+    const route = eventRouteOf(event.constructor);
+    const type = route.type;
     const id: unknown = event.id;
     if (typeof id !== 'string' || id.length === 0) {
       throw new InvalidEventError(`${event.constructor.name} has id ${JSON.stringify(id) ?? String(id)}; every event needs a non-empty string id, unique within type '${type}'`);
@@ -50,7 +52,7 @@ export class EventCodec {
     }
     const bytes = Buffer.byteLength(body, 'utf8');
     if (bytes > this.maxPayloadBytes) throw new PayloadTooLargeError(type, bytes, this.maxPayloadBytes);
-    return { type, id, body };
+    return { route, type, id, body };
   }
 
   decode<T extends DelayedEventInstance>(eventClass: EventClass<T>, id: string, body: string): DecodedEvent<T> {

@@ -19,6 +19,9 @@ export interface ReaderSettings {
 export interface ClaimedEvent extends ClaimedRecord {
   /** Redis clock when the event was claimed; with dueAt it gives lateness free of host clock skew. */
   readonly claimedAt: number;
+  /** The queue (type, or partition of a type) it was claimed from, and the reader to report success to. */
+  readonly keys: TypeKeys;
+  readonly reader: ReadyReader;
 }
 
 interface PendingSuccess {
@@ -39,9 +42,10 @@ const MAX_CLAIMS = 1_000;
  * The hot stream of one type's ready events, claimed only as fast as handler
  * slots free up, and the way successes are recorded: they ride on the next
  * claim (one round trip for both) or, when the reader is idle in Redis, go
- * alone at once. Only one claim is in flight at a time, asking for at most the
- * free slots plus the slots the ridden successes release, so the reader never
- * takes more events than it can run.
+ * alone at once. Only one claim per reader is in flight at a time; it asks for
+ * the slots it reserved (its share of the free ones, when several partitions'
+ * readers share a handler) plus the slots the ridden successes release, so the
+ * handler never gets more events than it can run.
  *
  * When the ready list is empty it blocks in Redis on its own connection,
  * which a watchdog replaces if a call outlives its timeout (a half-open
@@ -73,11 +77,6 @@ export class ReadyReader {
     });
   }
 
-  /** A handler slot was given back. */
-  slotFreed(): void {
-    this.wakeup.wake();
-  }
-
   /** Woken on the next turn, so the successes of one tick share a call. */
   private wakeSoon(): void {
     if (this.wakeScheduled) return;
@@ -91,36 +90,39 @@ export class ReadyReader {
   /** Emits claimed events until `stop` aborts, then completes; each emitted event has taken a slot. */
   claimed$(slots: HandlerSlots, stop: AbortSignal): Observable<ClaimedEvent> {
     return new Observable<ClaimedEvent>((subscriber) => {
-      const tags = { type: this.keys.tag };
+      const tags = { type: this.keys.type };
       const backoff = new OutageBackoff();
       const onStop = () => this.wakeup.wake();
       stop.addEventListener('abort', onStop, { once: true });
+      const leaveSlots = slots.join(() => this.wakeup.wake());
       const loop = async () => {
         this.collecting = true;
         while (!stop.aborted && !subscriber.closed) {
           await this.whenWork(slots, stop);
           if (stop.aborted) break;
           const succeeded = this.successes.splice(0, MAX_COMPLETIONS);
+          // Alone, a reader reuses the slots its successes release in the same call. Sharing
+          // slots with other partitions' readers, it lets them go back to the pool, whose turns are fair.
+          const reuse = slots.readerCount === 1 ? succeeded.length : 0;
+          const reserved = stop.aborted ? 0 : slots.reserve(MAX_CLAIMS - Math.min(MAX_CLAIMS, reuse));
           try {
-            const result = await this.scripts.completeAndClaim(
-              this.keys,
-              succeeded,
-              stop.aborted ? 0 : Math.min(MAX_CLAIMS, Math.max(0, slots.free) + succeeded.length),
-              this.settings.leaseMs,
-              this.settings.maxAttempts,
-            );
+            const result = await this.scripts.completeAndClaim(this.keys, succeeded, stop.aborted ? 0 : reserved + reuse, this.settings.leaseMs, this.settings.maxAttempts);
             backoff.reset();
             settle(succeeded, result);
+            // Claims beyond the reservation use the slots the successes give back.
+            const claimed = result.claimed.length;
+            if (claimed > reserved) slots.take(claimed - reserved);
+            else if (claimed < reserved) slots.give(reserved - claimed);
             this.metrics.count(METRIC.deadLettered, { ...tags, reason: 'lease-expired' }, result.deadLettered.length);
-            if (result.claimed.length > 0) {
-              slots.take(result.claimed.length);
-              this.metrics.count(METRIC.events, { ...tags, direction: 'dequeue' }, result.claimed.length);
+            if (claimed > 0) {
+              this.metrics.count(METRIC.events, { ...tags, direction: 'dequeue' }, claimed);
               // Events already claimed are handed on even if stop aborted meanwhile: their leases are ours.
-              for (const record of result.claimed) subscriber.next({ ...record, claimedAt: result.now });
+              for (const record of result.claimed) subscriber.next({ ...record, claimedAt: result.now, keys: this.keys, reader: this });
             } else if (result.deadLettered.length === 0 && succeeded.length === 0) {
               await this.waitForReady(stop);
             }
           } catch {
+            if (reserved > 0) slots.give(reserved);
             for (const s of succeeded) s.reject(new Error('recording the result failed'));
             if (stop.aborted) break;
             this.metrics.count(METRIC.redisErrors, { loop: 'reader', ...tags });
@@ -129,6 +131,7 @@ export class ReadyReader {
         }
         this.collecting = false;
         stop.removeEventListener('abort', onStop);
+        leaveSlots();
         this.flushSoon();
         this.dropBlockingConnection();
         subscriber.complete();
@@ -180,7 +183,7 @@ export class ReadyReader {
     try {
       const outcome = await Promise.race([connection.blmove(this.keys.ready, this.keys.ready, 'LEFT', 'LEFT', this.settings.blockMs / 1000), watchdogFired]);
       if (outcome === 'watchdog') {
-        this.metrics.count(METRIC.watchdogResets, { type: this.keys.tag });
+        this.metrics.count(METRIC.watchdogResets, { type: this.keys.type });
         this.dropBlockingConnection();
       }
     } finally {

@@ -1,11 +1,18 @@
+import type { EventRoute } from './delayed-event.decorator';
+
 /**
  * The one place that knows the Redis key layout (docs/redis-layout.md explains it).
  *
- * Every key of one event type carries the hash tag `{type}`, so every script
- * touches a single hash slot and the service runs unchanged on Redis Cluster.
- * The type lives in the key, not in every member, to keep per-event memory low.
+ * Every key of one event type (or of one partition of a partitioned type)
+ * carries the same hash tag, so every script touches a single hash slot and
+ * the service runs unchanged on Redis Cluster. The type lives in the key, not
+ * in every member, to keep per-event memory low.
  */
 export interface TypeKeys {
+  /** The event type, for metrics. */
+  readonly type: string;
+  /** The hash tag's content: the type, or `type#partition`; names the queue in wake-ups. */
+  readonly tag: string;
   /** Hash: id -> envelope `attempt|due|body`. */
   readonly meta: string;
   /** Sorted set: id -> due ms. State SCHEDULED. */
@@ -18,8 +25,6 @@ export interface TypeKeys {
   readonly dead: string;
   /** Hash: id -> last error, for events that failed at least once. */
   readonly errors: string;
-  /** Names the type in wake-up messages. */
-  readonly tag: string;
 }
 
 export class RedisLayout {
@@ -34,18 +39,42 @@ export class RedisLayout {
     return `${this.prefix}:wake`;
   }
 
-  forType(type: string): TypeKeys {
+  /** The keys of a type with one partition, or of partition `partition` of a partitioned type. */
+  forType(type: string, partition?: number): TypeKeys {
+    const tag = partition === undefined ? type : `${type}#${partition}`;
     // Room for fan-out: a subscriber group will get its own ready/in-flight/dead
     // keys under `${base}:g:<group>:`, sharing meta and schedule, in the same slot.
-    const base = `${this.prefix}:{${type}}`;
+    const base = `${this.prefix}:{${tag}}`;
     return {
+      type,
+      tag,
       meta: `${base}:m`,
       schedule: `${base}:s`,
       ready: `${base}:r`,
       inFlight: `${base}:f`,
       dead: `${base}:d`,
       errors: `${base}:e`,
-      tag: type,
     };
   }
+
+  /** Every partition's keys of a route; one entry for an unpartitioned type. */
+  partitionsOf(route: EventRoute): TypeKeys[] {
+    if (route.partitions === 1) return [this.forType(route.type)];
+    return Array.from({ length: route.partitions }, (_, p) => this.forType(route.type, p));
+  }
+
+  /** The keys an event id lives under: the same id always maps to the same partition. */
+  forEvent(route: EventRoute, id: string): TypeKeys {
+    return route.partitions === 1 ? this.forType(route.type) : this.forType(route.type, partitionOf(id, route.partitions));
+  }
+}
+
+/** FNV-1a over the id's UTF-16 code units: stable across processes and versions. */
+export function partitionOf(id: string, partitions: number): number {
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < id.length; i++) {
+    hash ^= id.charCodeAt(i);
+    hash = Math.imul(hash, 0x01000193);
+  }
+  return (hash >>> 0) % partitions;
 }

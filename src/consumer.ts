@@ -41,7 +41,8 @@ export interface ConsumerParts<T extends DelayedEventInstance> {
  */
 export class Consumer<T extends DelayedEventInstance> {
   private readonly slots: HandlerSlots;
-  private readonly stopping = new AbortController();
+  /** One per queue: a type with many partitions must not pile listeners onto one signal. */
+  private readonly stopping: AbortController[];
   /** Aborted when close gave up waiting: stop retrying result writes, leases will redeliver. */
   private readonly abandoned = new AbortController();
   private subscription: Subscription | undefined;
@@ -51,6 +52,7 @@ export class Consumer<T extends DelayedEventInstance> {
 
   constructor(private readonly parts: ConsumerParts<T>) {
     this.slots = new HandlerSlots(parts.parallelism);
+    this.stopping = parts.queues.map(() => new AbortController());
     this.tags = { type: parts.type };
     for (const queue of parts.queues) this.retryScheduled.set(queue.keys.tag, queue.onRetryScheduled);
   }
@@ -61,7 +63,7 @@ export class Consumer<T extends DelayedEventInstance> {
 
   start(): void {
     this.finished = new Promise<void>((resolve) => {
-      this.subscription = merge(...this.parts.queues.map((queue) => queue.reader.claimed$(this.slots, this.stopping.signal)))
+      this.subscription = merge(...this.parts.queues.map((queue, i) => queue.reader.claimed$(this.slots, this.stopping[i]!.signal)))
         .pipe(mergeMap((claimed) => from(this.handle(claimed)), this.parts.parallelism))
         .subscribe({ complete: resolve, error: resolve });
     });
@@ -69,7 +71,7 @@ export class Consumer<T extends DelayedEventInstance> {
 
   /** Stops claiming, waits up to `timeoutMs` for running handlers; resolves true when all finished. */
   async stop(timeoutMs: number): Promise<boolean> {
-    this.stopping.abort();
+    for (const controller of this.stopping) controller.abort();
     const drained = await Promise.race([this.finished.then(() => true), sleep(timeoutMs).then(() => false)]);
     if (!drained) {
       this.abandoned.abort();

@@ -92,7 +92,11 @@ export class ReadyReader {
     return new Observable<ClaimedEvent>((subscriber) => {
       const tags = { type: this.keys.type };
       const backoff = new OutageBackoff();
-      const onStop = () => this.wakeup.wake();
+      // The one listener this reader puts on its stop signal: wake the loop, end a blocking wait.
+      const onStop = () => {
+        this.wakeup.wake();
+        this.dropBlockingConnection();
+      };
       stop.addEventListener('abort', onStop, { once: true });
       const leaveSlots = slots.join(() => this.wakeup.wake());
       const loop = async () => {
@@ -171,9 +175,8 @@ export class ReadyReader {
   private async waitForReady(stop: AbortSignal): Promise<void> {
     // Successes that arrived during the last call go out with the next one instead.
     if (this.successes.length > 0) return;
+    if (stop.aborted) return;
     const connection = (this.blocking ??= this.connections.duplicate());
-    const onStop = () => this.dropBlockingConnection();
-    stop.addEventListener('abort', onStop, { once: true });
     let watchdog: NodeJS.Timeout | undefined;
     const watchdogFired = new Promise<'watchdog'>((resolve) => {
       watchdog = setTimeout(() => resolve('watchdog'), this.settings.blockMs + this.settings.watchdogGraceMs);
@@ -189,7 +192,6 @@ export class ReadyReader {
     } finally {
       this.collecting = true;
       clearTimeout(watchdog);
-      stop.removeEventListener('abort', onStop);
     }
   }
 

@@ -1,7 +1,12 @@
 import { defineConfig } from 'vitest/config';
 
-/** Behaviour that must hold on a Redis Cluster too: these files run a second time against a real 3-master cluster. */
-const onClusterToo = ['delivery', 'enqueue', 'enqueue-batch', 'validation', 'retry', 'decode', 'context', 'concurrency', 'metrics', 'close', 'partitions'].map(
+/**
+ * Behaviour that must hold on a Redis Cluster too: these files run a second time
+ * against a real 3-master cluster. Not here: outage and durability (they restart
+ * or replicate one server; failover is their cluster counterpart, in cluster.test.ts),
+ * cluster.test.ts itself, and retry-policy (no Redis).
+ */
+const onClusterToo = ['delivery', 'enqueue', 'enqueue-batch', 'validation', 'retry', 'decode', 'context', 'concurrency', 'metrics', 'close', 'partitions', 'crash', 'timeout', 'isolation'].map(
   (name) => `test/${name}.test.ts`,
 );
 

@@ -9,7 +9,7 @@ describe('at least once across crashes', () => {
 
   it('an event whose process is killed (SIGKILL) mid-handler is redelivered to another instance', async () => {
     const prefix = redis.prefix();
-    const doomed = new Worker({ REDIS_URL: redis.server.url, PREFIX: prefix, MODE: 'hang', HANDLER_TIMEOUT_MS: '1000', LEASE_GRACE_MS: '300' });
+    const doomed = new Worker({ ...redis.workerEnv(), PREFIX: prefix, MODE: 'hang', HANDLER_TIMEOUT_MS: '1000', LEASE_GRACE_MS: '300' });
     try {
       await doomed.waitForLine((l) => l.ready === true);
       const producer = redis.service({ prefix });

@@ -49,7 +49,7 @@ describe('handler timeouts and fencing', () => {
   it('a result from a stalled process whose lease expired cannot delete or alter the newer attempt', async () => {
     const prefix = redis.prefix();
     // The worker blocks its event loop for 2.5 s: its own timeout cannot fire, its 600 ms lease expires.
-    const stalled = new Worker({ REDIS_URL: redis.server.url, PREFIX: prefix, MODE: 'stall', STALL_MS: '2500', HANDLER_TIMEOUT_MS: '300', LEASE_GRACE_MS: '300' });
+    const stalled = new Worker({ ...redis.workerEnv(), PREFIX: prefix, MODE: 'stall', STALL_MS: '2500', HANDLER_TIMEOUT_MS: '300', LEASE_GRACE_MS: '300' });
     try {
       await stalled.waitForLine((l) => l.ready === true);
       const service = redis.service({ prefix, retry: fixedBackoff(5, 10) });

@@ -69,6 +69,10 @@ export function useRedis(serverArgs: string[] = []) {
       services.push(service);
       return service;
     },
+    /** Environment for a service in a child process (test/support/worker-process.ts) to reach this Redis. */
+    workerEnv(): Record<string, string> {
+      return cluster ? { REDIS_CLUSTER_NODES: cluster.startupNodes.map((n) => `${n.host}:${n.port}`).join(',') } : { REDIS_URL: harness.server.url };
+    },
     /** A plain client to look at (or tamper with) the keys of one type; on a cluster it routes by key. */
     client(): Redis {
       // Both expose the same key commands; the tests only use commands on keys of one slot.

@@ -1,18 +1,24 @@
 /**
  * A service instance in its own process, for tests that kill processes or stall
  * an event loop. Configured by env; reports on stdout as JSON lines.
- *   REDIS_URL, PREFIX
+ *   REDIS_URL, or REDIS_CLUSTER_NODES (host:port,...), and PREFIX
  *   MODE=hang   every handler call never finishes
  *   MODE=stall  attempt 1 blocks the whole event loop for STALL_MS, then succeeds; later attempts succeed at once
  */
 import 'reflect-metadata';
+import { Cluster } from 'ioredis';
 import { DelayedEventService, METRIC } from '../../src';
 import { WorkItem } from './events';
 
 const report = (line: object) => process.stdout.write(`${JSON.stringify(line)}\n`);
 
+const clusterNodes = process.env.REDIS_CLUSTER_NODES?.split(',').map((node) => {
+  const [host, port] = node.split(':');
+  return { host: host!, port: Number(port) };
+});
+
 const service = new DelayedEventService({
-  redis: process.env.REDIS_URL!,
+  redis: clusterNodes ? new Cluster(clusterNodes) : process.env.REDIS_URL!,
   prefix: process.env.PREFIX!,
   pollIntervalMs: 100,
   handlerTimeoutMs: Number(process.env.HANDLER_TIMEOUT_MS ?? 1_000),

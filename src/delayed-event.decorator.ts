@@ -8,9 +8,8 @@ export interface DelayedEventInstance {
   readonly id: string;
 }
 
-// Constructor parameters are irrelevant to us: class-transformer builds instances without arguments.
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-export type EventClass<T extends DelayedEventInstance = DelayedEventInstance> = new (...args: any[]) => T;
+/** An event class, whatever its constructor takes: class-transformer builds instances without arguments. */
+export type EventClass<T extends DelayedEventInstance = DelayedEventInstance> = new (...args: never[]) => T;
 
 export interface DelayedEventOptions {
   /**

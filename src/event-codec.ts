@@ -1,4 +1,4 @@
-import { instanceToPlain, plainToInstance } from 'class-transformer';
+import { type ClassConstructor, instanceToPlain, plainToInstance } from 'class-transformer';
 import { type DelayedEventInstance, type EventClass, type EventRoute, eventRouteOf } from './delayed-event.decorator';
 import { InvalidEventError, PayloadTooLargeError, SerializationError, describe } from './errors';
 import { type EventContext, isEventContext } from './event-context';
@@ -67,7 +67,8 @@ export class EventCodec {
     }
     let event: T;
     try {
-      event = plainToInstance(eventClass, stored.p as object);
+      // class-transformer types constructors with any[] arguments; ours take never[], the same in practice.
+      event = plainToInstance(eventClass as unknown as ClassConstructor<T>, stored.p as object);
     } catch (error) {
       throw new DecodeError(`class-transformer could not build ${eventClass.name} (${describe(error)})`);
     }

@@ -1,0 +1,80 @@
+/**
+ * A service instance in its own process for the fault suite. Reports JSON
+ * lines on stdout (synchronous on Linux pipes, so nothing is lost on SIGKILL).
+ *   ROLE=consumer  handles FaultEvent: {start}, then {ok} when the handler returns true
+ *   ROLE=producer  enqueues COUNT events spread over SPREAD_MS: {accepted} once Redis stored each
+ *   REDIS_URL, PREFIX; HANDLER_MS (consumer work per event), PARALLELISM
+ */
+import 'reflect-metadata';
+import { DelayedEvent, DelayedEventService } from '../../src';
+
+@DelayedEvent('fault.event')
+export class FaultEvent {
+  constructor(readonly id: string = '') {}
+}
+
+const say = (line: object) => process.stdout.write(`${JSON.stringify({ ...line, pid: process.pid, at: Date.now() })}\n`);
+const env = (name: string, fallback: number) => Number(process.env[name] ?? fallback);
+
+const service = new DelayedEventService({
+  redis: process.env.REDIS_URL!,
+  prefix: process.env.PREFIX!,
+  pollIntervalMs: 200,
+  handlerTimeoutMs: env('HANDLER_TIMEOUT_MS', 2_000),
+  leaseGraceMs: env('LEASE_GRACE_MS', 1_000),
+  readerBlockMs: 1_000,
+  watchdogGraceMs: 1_000,
+});
+
+async function produce(): Promise<void> {
+  const count = env('COUNT', 1_000);
+  const spread = env('SPREAD_MS', 1_000);
+  const started = Date.now();
+  const inFlight = new Set<Promise<void>>();
+  for (let n = 0; n < count; n++) {
+    const id = `${process.env.ID_PREFIX ?? 'e'}${n}`;
+    const dueAt = started + Math.floor((n / count) * spread);
+    // An enqueue that fails (Redis down) was never accepted; the producer retries it until it is.
+    const attempt = async (): Promise<void> => {
+      for (;;) {
+        try {
+          await service.enqueue(new FaultEvent(id), Math.max(0, dueAt - Date.now()));
+          say({ accepted: id });
+          return;
+        } catch {
+          await new Promise((resolve) => setTimeout(resolve, 100));
+        }
+      }
+    };
+    const p = attempt().finally(() => inFlight.delete(p));
+    inFlight.add(p);
+    if (inFlight.size >= 64) await Promise.race(inFlight);
+  }
+  await Promise.all(inFlight);
+  say({ produced: count });
+  await service.close();
+}
+
+function consume(): void {
+  const work = env('HANDLER_MS', 0);
+  service.addHandler(
+    FaultEvent,
+    async (event, _context, delivery) => {
+      say({ start: event.id, attempt: delivery.attempt });
+      if (work > 0) await new Promise((resolve) => setTimeout(resolve, work));
+      say({ ok: event.id, attempt: delivery.attempt });
+      return true;
+    },
+    env('PARALLELISM', 16),
+  );
+  say({ ready: true });
+  process.once('SIGTERM', () => {
+    void service.close().then(() => {
+      say({ closed: true });
+      process.exit(0);
+    });
+  });
+}
+
+if (process.env.ROLE === 'producer') void produce();
+else consume();

@@ -1,0 +1,140 @@
+import { Redis } from 'ioredis';
+import { afterEach, describe, expect, it } from 'vitest';
+import { RedisServer } from '../support/redis-server';
+import { Fleet, type LedgerReport, checkLedger } from './fleet';
+
+/** Scale knob for a quick local run: FAULT_SCALE=0.1 runs a tenth of the events. */
+const SCALE = Number(process.env.FAULT_SCALE ?? 1);
+const LEASE_MS = 3_000; // HANDLER_TIMEOUT_MS 2,000 + LEASE_GRACE_MS 1,000 in fault-worker.ts
+const TYPE_KEYS = (prefix: string) => `${prefix}:{fault.event}`;
+
+function report(scenario: string, ledger: LedgerReport, extra: Record<string, number | string> = {}): void {
+  const figures = { events: ledger.accepted, handled: ledger.handled, deadLettered: ledger.deadLettered, duplicates: ledger.duplicates, lost: ledger.lost.length, ...extra };
+  console.log(`FIGURES ${scenario}: ${JSON.stringify(figures)}`);
+}
+
+async function deadLettered(redis: Redis, prefix: string): Promise<Set<string>> {
+  return new Set(await redis.zrange(`${TYPE_KEYS(prefix)}:d`, '0', '-1'));
+}
+
+/** Waits until every accepted event has a success and Redis holds none of them, then checks none is handled again. */
+async function drainAndSettle(fleet: Fleet, redis: Redis, prefix: string, timeoutMs: number): Promise<void> {
+  await fleet.until(async () => (await redis.hlen(`${TYPE_KEYS(prefix)}:m`)) === 0 && fleet.lines.some((l) => l.produced !== undefined), 'every event completed', timeoutMs);
+  const startsBefore = fleet.lines.filter((l) => l.start).length;
+  // Longer than a lease: an event whose success was recorded must not come back.
+  await new Promise((resolve) => setTimeout(resolve, LEASE_MS + 1_000));
+  expect(fleet.lines.filter((l) => l.start).length).toBe(startsBefore);
+}
+
+describe('fault injection: every accepted event is handled at least once or dead-lettered', () => {
+  const cleanups: Array<() => Promise<void>> = [];
+  afterEach(async () => {
+    for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  });
+
+  it('1. consumers killed with SIGKILL every few seconds and restarted', async () => {
+    const server = await RedisServer.start();
+    const redis = new Redis(server.port, '127.0.0.1');
+    const fleet = new Fleet();
+    cleanups.push(async () => {
+      await fleet.stopAll();
+      redis.disconnect();
+      await server.stop();
+    });
+    const prefix = 'kill';
+    const env = { REDIS_URL: server.url, PREFIX: prefix };
+    const count = Math.round(50_000 * SCALE);
+    const spreadMs = Math.round(60_000 * SCALE);
+    const consumer = () => fleet.spawn({ ...env, ROLE: 'consumer', PARALLELISM: '16', HANDLER_MS: '5' });
+    for (let i = 0; i < 4; i++) await fleet.ready(consumer());
+    const started = Date.now();
+    fleet.spawn({ ...env, ROLE: 'producer', COUNT: String(count), SPREAD_MS: String(spreadMs) });
+
+    let kills = 0;
+    while (Date.now() - started < spreadMs) {
+      await new Promise((resolve) => setTimeout(resolve, 3_000));
+      const consumers = fleet.alive.filter((pid) => fleet.lines.some((l) => l.pid === pid && l.ready));
+      await fleet.kill(consumers[Math.floor(Math.random() * consumers.length)]!);
+      kills++;
+      await fleet.ready(consumer());
+    }
+    const drainStarted = Date.now();
+    await drainAndSettle(fleet, redis, prefix, 120_000);
+    const ledger = checkLedger(fleet.lines, fleet.kills, await deadLettered(redis, prefix), [], LEASE_MS);
+    report('consumers killed', ledger, { kills, drainMs: Date.now() - drainStarted });
+    expect(ledger.accepted).toBe(count);
+    expect(ledger.lost).toEqual([]);
+    expect(ledger.unexplainedDuplicates).toEqual([]);
+  }, 600_000);
+
+  it('2. Redis killed and restarted with AOF (appendfsync always) under producers and consumers', async () => {
+    const server = await RedisServer.start(['--appendonly', 'yes', '--appendfsync', 'always']);
+    const redis = new Redis(server.port, '127.0.0.1', { maxRetriesPerRequest: null });
+    redis.on('error', () => undefined); // this test's own client sees the outage it causes
+    const fleet = new Fleet();
+    cleanups.push(async () => {
+      await fleet.stopAll();
+      redis.disconnect();
+      await server.stop();
+    });
+    const prefix = 'restart';
+    const env = { REDIS_URL: server.url, PREFIX: prefix };
+    const count = Math.round(10_000 * SCALE);
+    const consumers = [0, 1].map(() => fleet.spawn({ ...env, ROLE: 'consumer', PARALLELISM: '16', HANDLER_MS: '2' }));
+    for (const pid of consumers) await fleet.ready(pid);
+    fleet.spawn({ ...env, ROLE: 'producer', COUNT: String(count), SPREAD_MS: String(Math.round(20_000 * SCALE)) });
+
+    await new Promise((resolve) => setTimeout(resolve, Math.round(5_000 * SCALE)));
+    const down = Date.now();
+    await server.kill();
+    await new Promise((resolve) => setTimeout(resolve, 2_000));
+    await server.restart();
+    const up = Date.now();
+    const okBefore = fleet.lines.filter((l) => l.ok).length;
+    await fleet.until(() => fleet.lines.filter((l) => l.ok).length > okBefore, 'handling resumed', 30_000);
+    const recoveredMs = Date.now() - up;
+
+    await drainAndSettle(fleet, redis, prefix, 120_000);
+    const ledger = checkLedger(fleet.lines, fleet.kills, await deadLettered(redis, prefix), [{ from: down, to: up }], LEASE_MS);
+    report('redis restarted', ledger, { outageMs: up - down, recoveredMs });
+    // Every process resumed by itself: none was restarted, all are still running.
+    expect(consumers.every((pid) => fleet.alive.includes(pid))).toBe(true);
+    expect(ledger.accepted).toBe(count);
+    expect(ledger.lost).toEqual([]);
+    expect(ledger.unexplainedDuplicates).toEqual([]);
+  }, 600_000);
+
+  it('5. close() while 1,000 handlers run, repeated: nothing lost, no handler started after close resolved', async () => {
+    const server = await RedisServer.start();
+    const redis = new Redis(server.port, '127.0.0.1');
+    const fleet = new Fleet();
+    cleanups.push(async () => {
+      await fleet.stopAll();
+      redis.disconnect();
+      await server.stop();
+    });
+    const prefix = 'close';
+    const env = { REDIS_URL: server.url, PREFIX: prefix };
+    const rounds = 5;
+    fleet.spawn({ ...env, ROLE: 'producer', COUNT: String(rounds * 1_000 + 1_000), SPREAD_MS: '0' });
+    await fleet.until(() => fleet.lines.some((l) => l.produced !== undefined), 'all events stored', 60_000);
+    for (let round = 0; round < rounds; round++) {
+      const pid = fleet.spawn({ ...env, ROLE: 'consumer', PARALLELISM: '1000', HANDLER_MS: '300' });
+      await fleet.ready(pid);
+      const running = () => fleet.lines.filter((l) => l.pid === pid && l.start).length - fleet.lines.filter((l) => l.pid === pid && l.ok).length;
+      await fleet.until(() => running() >= 1_000, `1,000 handlers running in round ${round + 1}`, 30_000);
+      await fleet.kill(pid, 'SIGTERM'); // the worker calls close() and exits when it resolves
+      const closed = fleet.lines.findIndex((l) => l.pid === pid && l.closed);
+      expect(closed).toBeGreaterThan(-1);
+      // Every handler it started finished before close resolved, and none started after.
+      expect(running()).toBe(0);
+      expect(fleet.lines.slice(closed).some((l) => l.pid === pid && l.start)).toBe(false);
+    }
+    fleet.spawn({ ...env, ROLE: 'consumer', PARALLELISM: '100' });
+    await drainAndSettle(fleet, redis, prefix, 60_000);
+    const ledger = checkLedger(fleet.lines, fleet.kills, await deadLettered(redis, prefix), [], LEASE_MS);
+    report('close under load', ledger, { rounds });
+    expect(ledger.lost).toEqual([]);
+    expect(ledger.duplicates).toBe(0);
+  }, 600_000);
+});

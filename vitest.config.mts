@@ -18,7 +18,7 @@ export default defineConfig({
     maxWorkers: 2,
     reporters: ['default'],
     projects: [
-      { extends: true, test: { name: 'single', include: ['test/**/*.test.ts'], env: { REDIS_TOPOLOGY: 'single' } } },
+      { extends: true, test: { name: 'single', include: ['test/*.test.ts'], env: { REDIS_TOPOLOGY: 'single' } } },
       { extends: true, test: { name: 'cluster', include: onClusterToo, env: { REDIS_TOPOLOGY: 'cluster' } } },
     ],
   },

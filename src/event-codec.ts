@@ -17,6 +17,30 @@ export interface DecodedEvent<T> {
   readonly enqueuedAt: number;
 }
 
+/**
+ * Keys class-transformer loses without a word: it assigns `__proto__` as the
+ * prototype when writing, and skips keys named like Object.prototype's members
+ * (`toString`, `valueOf`, ...) when reading back. Such an event is refused at the call.
+ */
+const LOSSY_KEYS = new Set(Object.getOwnPropertyNames(Object.prototype));
+
+/** The path of the first own key of `root`'s object graph that would not survive, if any. */
+function findLossyKey(root: object): string | undefined {
+  const seen = new WeakSet<object>();
+  const stack: Array<{ value: object; path: string }> = [{ value: root, path: 'event' }];
+  while (stack.length > 0) {
+    const { value, path } = stack.pop()!;
+    if (seen.has(value)) continue;
+    seen.add(value);
+    for (const key of Object.keys(value)) {
+      if (LOSSY_KEYS.has(key)) return `${path}.${key}`;
+      const child = (value as Record<string, unknown>)[key];
+      if (child !== null && typeof child === 'object' && !(child instanceof Date)) stack.push({ value: child, path: `${path}.${key}` });
+    }
+  }
+  return undefined;
+}
+
 /** A stored body that cannot become an event again; the consumer dead-letters it with this reason. */
 export class DecodeError extends Error {}
 
@@ -40,6 +64,8 @@ export class EventCodec {
     if (context !== undefined && !isEventContext(context)) {
       throw new InvalidEventError('context must be an object whose values are all strings');
     }
+    const lossy = findLossyKey(event);
+    if (lossy) throw new SerializationError(type, new Error(`key ${lossy} would be dropped by class-transformer when stored or read back; rename it`));
     const stored: StoredBody = { t: enqueuedAt, p: undefined };
     if (context !== undefined && Object.keys(context).length > 0) stored.c = context;
     let body: string;

@@ -79,6 +79,13 @@ describe('bad input is rejected at the call with a typed error, and nothing is w
     await rejects((s) => s.enqueue(event, 10), SerializationError, /circular/);
   });
 
+  it.each([['toString'], ['valueOf'], ['__proto__'], ['constructor']])('a payload with a key class-transformer would drop: %s', async (key) => {
+    const event = new Loose('lossy');
+    // JSON.parse makes own keys even of __proto__, as data from elsewhere would.
+    event.nested = JSON.parse(`{"kept": 1, ${JSON.stringify(key)}: "lost"}`);
+    await rejects((s) => s.enqueue(event, 10), SerializationError, new RegExp(`key event\\.nested\\.${key} would be dropped .*rename it`));
+  });
+
   it('a payload over the size limit', async () => {
     const event = new Loose('big');
     event.blob = 'x'.repeat(2_000);

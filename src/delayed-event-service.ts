@@ -77,7 +77,10 @@ export class DelayedEventService {
     this.metrics = new Metrics(() => this.sampleGauges(), this.options.gaugeIntervalMs);
     this.metrics$ = this.metrics.metrics$;
     this.connections = new RedisConnections(this.options.redis, () => this.metrics.count(METRIC.redisErrors, { loop: 'connection' }));
-    this.scripts = new LuaScripts(this.connections.command, this.layout.wakeChannel);
+    this.scripts = new LuaScripts(this.connections.command, this.layout.wakeChannel, {
+      ms: this.options.commandTimeoutMs,
+      onStuck: () => this.connections.resetCommandConnection(),
+    });
     this.codec = new EventCodec(this.options.maxPayloadBytes);
     this.deadLetterSets = new DeadLetters(this.connections.command, this.scripts, this.codec);
     this.wakes$ = wakeListener(this.connections, this.layout.wakeChannel);

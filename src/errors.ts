@@ -67,6 +67,15 @@ export class NotReplicatedError extends DelayedEventError {
   }
 }
 
+export class RedisCallTimeoutError extends DelayedEventError {
+  constructor(call: string, ms: number) {
+    super(
+      'REDIS_TIMEOUT',
+      `Redis did not answer ${call} within ${ms} ms (option commandTimeoutMs); it may be down, frozen or unreachable. An enqueue that timed out may still have been stored: enqueueing it again is safe.`,
+    );
+  }
+}
+
 export class ServiceClosedError extends DelayedEventError {
   constructor() {
     super('SERVICE_CLOSED', 'The DelayedEventService is closed; create a new one.');

@@ -17,6 +17,7 @@ export {
   InvalidEventError,
   InvalidOptionError,
   NotReplicatedError,
+  RedisCallTimeoutError,
   PayloadTooLargeError,
   SerializationError,
   ServiceClosedError,

@@ -17,6 +17,15 @@ export class RedisConnections {
     }
   }
 
+  /**
+   * Forces the command connection to reconnect, when it is ours: a half-open
+   * socket (network cut without a reset) is otherwise only noticed by TCP
+   * keepalive, minutes later. A client the user passed in is left alone.
+   */
+  resetCommandConnection(): void {
+    if (this.owned.has(this.command) && this.command.status === 'ready') this.command.disconnect(true);
+  }
+
   /** A new connection with the same settings, for a blocking reader or a subscriber. */
   duplicate(): RedisClient {
     const source = this.command;

@@ -22,6 +22,11 @@ export interface DelayedEventServiceOptions {
   readonly retry?: RetryPolicy;
   /** Largest serialized event (payload and context); default 512 KiB. */
   readonly maxPayloadBytes?: number;
+  /**
+   * Longest a Redis call may take before it fails like an outage; default 10 s.
+   * On a connection the service opened itself it also forces a reconnect.
+   */
+  readonly commandTimeoutMs?: number;
   /** How long close() waits for running handlers; default 10 s. */
   readonly closeTimeoutMs?: number;
   /** Longest a reader blocks in Redis in one call; default 5 s. */
@@ -59,6 +64,7 @@ export function resolveOptions(options: DelayedEventServiceOptions): ResolvedOpt
     retry: checkRetryPolicy(options.retry ?? exponentialBackoff(DEFAULT_RETRY_POLICY_OPTIONS), 'retry'),
     maxPayloadBytes: integer('maxPayloadBytes', options.maxPayloadBytes, 512 * 1024, 64, 256 * 1024 * 1024),
     closeTimeoutMs: positive('closeTimeoutMs', options.closeTimeoutMs, 10_000),
+    commandTimeoutMs: positive('commandTimeoutMs', options.commandTimeoutMs, 10_000),
     readerBlockMs: positive('readerBlockMs', options.readerBlockMs, 5_000),
     watchdogGraceMs: positive('watchdogGraceMs', options.watchdogGraceMs, 3_000),
     gaugeIntervalMs: positive('gaugeIntervalMs', options.gaugeIntervalMs, 5_000),

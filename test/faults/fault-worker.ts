@@ -3,7 +3,7 @@
  * lines on stdout (synchronous on Linux pipes, so nothing is lost on SIGKILL).
  *   ROLE=consumer  handles FaultEvent: {start}, then {ok} when the handler returns true
  *   ROLE=producer  enqueues COUNT events spread over SPREAD_MS: {accepted} once Redis stored each
- *   REDIS_URL, PREFIX; HANDLER_MS (consumer work per event), PARALLELISM
+ *   REDIS_URL, PREFIX; HANDLER_MS (consumer work per event), PARALLELISM, COMMAND_TIMEOUT_MS
  */
 import 'reflect-metadata';
 import { DelayedEvent, DelayedEventService } from '../../src';
@@ -24,6 +24,7 @@ const service = new DelayedEventService({
   leaseGraceMs: env('LEASE_GRACE_MS', 1_000),
   readerBlockMs: 1_000,
   watchdogGraceMs: 1_000,
+  commandTimeoutMs: env('COMMAND_TIMEOUT_MS', 10_000),
 });
 
 async function produce(): Promise<void> {

@@ -1,6 +1,7 @@
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { RedisServer } from '../support/redis-server';
+import { TcpProxy } from '../support/tcp-proxy';
 import { Fleet, type LedgerReport, checkLedger } from './fleet';
 
 /** Scale knob for a quick local run: FAULT_SCALE=0.1 runs a tenth of the events. */
@@ -100,6 +101,54 @@ describe('fault injection: every accepted event is handled at least once or dead
     // Every process resumed by itself: none was restarted, all are still running.
     expect(consumers.every((pid) => fleet.alive.includes(pid))).toBe(true);
     expect(ledger.accepted).toBe(count);
+    expect(ledger.lost).toEqual([]);
+    expect(ledger.unexplainedDuplicates).toEqual([]);
+  }, 600_000);
+
+  it('3. Redis frozen (SIGSTOP 20 s), then every connection reset, then every connection black-holed: handling resumes each time', async () => {
+    const server = await RedisServer.start();
+    const proxy = await TcpProxy.start(server.port);
+    const redis = new Redis(server.port, '127.0.0.1', { maxRetriesPerRequest: null });
+    redis.on('error', () => undefined);
+    const fleet = new Fleet();
+    cleanups.push(async () => {
+      await fleet.stopAll();
+      process.kill(server.pid!, 'SIGCONT');
+      redis.disconnect();
+      await proxy.stop();
+      await server.stop();
+    });
+    const prefix = 'cut';
+    // The service instances reach Redis only through the proxy; short deadlines so a run stays short.
+    const env = { REDIS_URL: proxy.url, PREFIX: prefix, COMMAND_TIMEOUT_MS: '3000' };
+    const consumers = [0, 1].map(() => fleet.spawn({ ...env, ROLE: 'consumer', PARALLELISM: '16', HANDLER_MS: '2' }));
+    for (const pid of consumers) await fleet.ready(pid);
+    let batch = 0;
+    /** A burst of new events from a fresh producer; resolves with how long until all are handled. */
+    const burst = async (): Promise<number> => {
+      const idPrefix = `b${batch++}-`;
+      const from = Date.now();
+      fleet.spawn({ ...env, ROLE: 'producer', COUNT: '200', SPREAD_MS: '0', ID_PREFIX: idPrefix });
+      await fleet.until(() => fleet.lines.filter((l) => l.ok?.startsWith(idPrefix)).length >= 200, `burst ${idPrefix} handled`, 60_000);
+      return Date.now() - from;
+    };
+    const figures: Record<string, number> = { baselineMs: await burst() };
+
+    process.kill(server.pid!, 'SIGSTOP');
+    await new Promise((resolve) => setTimeout(resolve, 20_000 * Math.min(1, SCALE * 2)));
+    process.kill(server.pid!, 'SIGCONT');
+    figures.afterFreezeMs = await burst();
+
+    figures.connectionsReset = proxy.dropAll();
+    figures.afterResetMs = await burst();
+
+    figures.connectionsBlackholed = proxy.blackholeAll();
+    figures.afterBlackholeMs = await burst();
+
+    await drainAndSettle(fleet, redis, prefix, 60_000);
+    const ledger = checkLedger(fleet.lines, fleet.kills, await deadLettered(redis, prefix), [], LEASE_MS);
+    report('frozen and cut', ledger, figures);
+    expect(consumers.every((pid) => fleet.alive.includes(pid))).toBe(true);
     expect(ledger.lost).toEqual([]);
     expect(ledger.unexplainedDuplicates).toEqual([]);
   }, 600_000);

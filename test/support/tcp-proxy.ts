@@ -64,6 +64,22 @@ export class TcpProxy {
     return count;
   }
 
+  /** Black-holes every open connection: bytes vanish, sockets stay open. New connections pass. */
+  blackholeAll(): number {
+    for (const link of this.links) link.blackholed = true;
+    return this.links.size;
+  }
+
+  /** Resets every open connection, as a cut network that does report it would. */
+  dropAll(): number {
+    const count = this.links.size;
+    for (const link of this.links) {
+      link.client.destroy();
+      link.upstream.destroy();
+    }
+    return count;
+  }
+
   async stop(): Promise<void> {
     for (const link of this.links) {
       link.client.destroy();

@@ -62,7 +62,17 @@ describe('fault injection: every accepted event is handled at least once or dead
     const drainStarted = Date.now();
     await drainAndSettle(fleet, redis, prefix, 120_000);
     const ledger = checkLedger(fleet.lines, fleet.kills, await deadLettered(redis, prefix), [], LEASE_MS);
-    report('consumers killed', ledger, { kills, drainMs: Date.now() - drainStarted });
+    // Time to recover: for each event a killed process had started but not finished, kill to its success elsewhere.
+    let maxRecoveryMs = 0;
+    for (const kill of fleet.kills) {
+      const ended = new Set(fleet.lines.filter((l) => l.pid === kill.pid && l.ok).map((l) => l.ok!));
+      const cut = fleet.lines.filter((l) => l.pid === kill.pid && l.start && !ended.has(l.start)).map((l) => l.start!);
+      for (const id of cut) {
+        const redone = fleet.lines.find((l) => l.ok === id && l.pid !== kill.pid);
+        if (redone) maxRecoveryMs = Math.max(maxRecoveryMs, redone.at - kill.at);
+      }
+    }
+    report('consumers killed', ledger, { kills, maxRecoveryMs, drainMs: Date.now() - drainStarted });
     expect(ledger.accepted).toBe(count);
     expect(ledger.lost).toEqual([]);
     expect(ledger.unexplainedDuplicates).toEqual([]);

@@ -4,6 +4,13 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
+/** Certificate files for a TLS-only server (`tls-auth-clients no`: clients need no certificate). */
+export interface TlsFiles {
+  readonly cert: string;
+  readonly key: string;
+  readonly ca: string;
+}
+
 /** A private redis-server on a free loopback port, for tests, benchmarks and the demo. */
 export class RedisServer {
   private process: ChildProcess | undefined;
@@ -12,12 +19,14 @@ export class RedisServer {
     readonly port: number,
     private readonly args: readonly string[],
     private readonly dir: string,
+    private readonly tls: TlsFiles | undefined,
   ) {}
 
-  static async start(args: readonly string[] = []): Promise<RedisServer> {
+  /** With `tls`, the port speaks TLS only. */
+  static async start(args: readonly string[] = [], tls?: TlsFiles): Promise<RedisServer> {
     let lastError: unknown;
     for (let tries = 0; tries < 5; tries++) {
-      const server = new RedisServer(await freePort(), args, mkdtempSync(join(tmpdir(), 'rde-redis-')));
+      const server = new RedisServer(await freePort(), args, mkdtempSync(join(tmpdir(), 'rde-redis-')), tls);
       try {
         await server.launch();
         return server;
@@ -30,7 +39,7 @@ export class RedisServer {
   }
 
   get url(): string {
-    return `redis://127.0.0.1:${this.port}`;
+    return this.tls ? `rediss://localhost:${this.port}` : `redis://127.0.0.1:${this.port}`;
   }
 
   get pid(): number | undefined {
@@ -54,9 +63,12 @@ export class RedisServer {
   }
 
   private launch(): Promise<void> {
+    const listen = this.tls
+      ? ['--port', '0', '--tls-port', String(this.port), '--tls-cert-file', this.tls.cert, '--tls-key-file', this.tls.key, '--tls-ca-cert-file', this.tls.ca, '--tls-auth-clients', 'no']
+      : ['--port', String(this.port)];
     const child = spawn(
       'redis-server',
-      ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', this.dir, ...this.args],
+      [...listen, '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', this.dir, ...this.args],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     );
     this.process = child;

@@ -33,15 +33,22 @@ describe('fault injection: every accepted event is handled at least once or dead
     for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
   });
 
-  it('1. consumers killed with SIGKILL every few seconds and restarted', async () => {
-    const server = await RedisServer.start();
-    const redis = new Redis(server.port, '127.0.0.1');
+  /** A private redis-server, a client on it (quiet through the outages a scenario causes) and a fleet, all stopped after the test. */
+  async function scenario(serverArgs: string[] = []): Promise<{ server: RedisServer; redis: Redis; fleet: Fleet }> {
+    const server = await RedisServer.start(serverArgs);
+    const redis = new Redis(server.port, '127.0.0.1', { maxRetriesPerRequest: null });
+    redis.on('error', () => undefined);
     const fleet = new Fleet();
     cleanups.push(async () => {
       await fleet.stopAll();
       redis.disconnect();
       await server.stop();
     });
+    return { server, redis, fleet };
+  }
+
+  it('1. consumers killed with SIGKILL every few seconds and restarted', async () => {
+    const { server, redis, fleet } = await scenario();
     const prefix = 'kill';
     const env = { REDIS_URL: server.url, PREFIX: prefix };
     const count = Math.round(50_000 * SCALE);
@@ -79,15 +86,7 @@ describe('fault injection: every accepted event is handled at least once or dead
   }, 600_000);
 
   it('2. Redis killed and restarted with AOF (appendfsync always) under producers and consumers', async () => {
-    const server = await RedisServer.start(['--appendonly', 'yes', '--appendfsync', 'always']);
-    const redis = new Redis(server.port, '127.0.0.1', { maxRetriesPerRequest: null });
-    redis.on('error', () => undefined); // this test's own client sees the outage it causes
-    const fleet = new Fleet();
-    cleanups.push(async () => {
-      await fleet.stopAll();
-      redis.disconnect();
-      await server.stop();
-    });
+    const { server, redis, fleet } = await scenario(['--appendonly', 'yes', '--appendfsync', 'always']);
     const prefix = 'restart';
     const env = { REDIS_URL: server.url, PREFIX: prefix };
     const count = Math.round(10_000 * SCALE);
@@ -116,17 +115,11 @@ describe('fault injection: every accepted event is handled at least once or dead
   }, 600_000);
 
   it('3. Redis frozen (SIGSTOP 20 s), then every connection reset, then every connection black-holed: handling resumes each time', async () => {
-    const server = await RedisServer.start();
+    const { server, redis, fleet } = await scenario();
     const proxy = await TcpProxy.start(server.port);
-    const redis = new Redis(server.port, '127.0.0.1', { maxRetriesPerRequest: null });
-    redis.on('error', () => undefined);
-    const fleet = new Fleet();
     cleanups.push(async () => {
-      await fleet.stopAll();
-      process.kill(server.pid!, 'SIGCONT');
-      redis.disconnect();
+      if (server.pid) process.kill(server.pid, 'SIGCONT'); // a failed run must not leave it frozen
       await proxy.stop();
-      await server.stop();
     });
     const prefix = 'cut';
     // The service instances reach Redis only through the proxy; short deadlines so a run stays short.
@@ -164,14 +157,7 @@ describe('fault injection: every accepted event is handled at least once or dead
   }, 600_000);
 
   it('5. close() while 1,000 handlers run, repeated: nothing lost, no handler started after close resolved', async () => {
-    const server = await RedisServer.start();
-    const redis = new Redis(server.port, '127.0.0.1');
-    const fleet = new Fleet();
-    cleanups.push(async () => {
-      await fleet.stopAll();
-      redis.disconnect();
-      await server.stop();
-    });
+    const { server, redis, fleet } = await scenario();
     const prefix = 'close';
     const env = { REDIS_URL: server.url, PREFIX: prefix };
     const rounds = 5;

@@ -72,26 +72,41 @@ export interface LedgerReport {
   readonly deadLettered: number;
   /** Accepted events neither handled successfully nor dead-lettered: must be 0. */
   readonly lost: string[];
-  /** Events whose handler succeeded more than once. */
+  /** Events whose handler succeeded more than once, by what interrupted the earlier attempt. */
   readonly duplicates: number;
-  /** Duplicates no interrupted attempt explains (the earlier success's process was neither killed nor cut off from Redis right after): must be 0. */
-  readonly unexplainedDuplicates: string[];
+  readonly duplicatesAfterKill: number;
+  readonly duplicatesAfterOutage: number;
+  /** The earlier attempt's process lived but outran its lease (stalled, starved of CPU). */
+  readonly duplicatesAfterStall: number;
+  /** Events that succeeded twice in the same attempt, which only a double claim could cause: must be 0. */
+  readonly sameAttemptTwice: string[];
 }
 
 /**
  * The invariant: every accepted event was handled successfully at least once
- * or dead-lettered, and a second success only follows an interrupted attempt.
- * `outages` are windows in which Redis was unreachable (a success then may not
- * have been recorded); `graceMs` covers the lease of the interrupted attempt.
+ * or dead-lettered, and a second success only ever comes from a later attempt,
+ * handed out because the earlier one was interrupted (its process killed, Redis
+ * unreachable, or its lease outrun). `outages` are windows in which Redis was
+ * unreachable; `graceMs` is the lease.
  */
 export function checkLedger(lines: readonly Line[], kills: Fleet['kills'], deadLettered: ReadonlySet<string>, outages: Array<{ from: number; to: number }>, graceMs: number): LedgerReport {
   const accepted = new Set(lines.filter((l) => l.accepted).map((l) => l.accepted!));
   const oks = new Map<string, Line[]>();
   for (const line of lines) if (line.ok) oks.set(line.ok, [...(oks.get(line.ok) ?? []), line]);
   const lost = [...accepted].filter((id) => !oks.has(id) && !deadLettered.has(id));
-  const interrupted = (ok: Line) =>
-    kills.some((k) => k.pid === ok.pid && k.at >= ok.at && k.at - ok.at <= graceMs) || outages.some((o) => ok.at >= o.from - graceMs && ok.at <= o.to + graceMs);
+  const killed = (ok: Line) => kills.some((k) => k.pid === ok.pid && k.at >= ok.at && k.at - ok.at <= graceMs);
+  const cutOff = (ok: Line) => outages.some((o) => ok.at >= o.from - graceMs && ok.at <= o.to + graceMs);
   const duplicated = [...oks].filter(([, list]) => list.length > 1);
-  const unexplainedDuplicates = duplicated.filter(([, list]) => !list.slice(0, -1).every(interrupted)).map(([id]) => id);
-  return { accepted: accepted.size, handled: oks.size, deadLettered: deadLettered.size, lost, duplicates: duplicated.length, unexplainedDuplicates };
+  const first = (list: Line[]) => list[0]!;
+  return {
+    accepted: accepted.size,
+    handled: oks.size,
+    deadLettered: deadLettered.size,
+    lost,
+    duplicates: duplicated.length,
+    duplicatesAfterKill: duplicated.filter(([, list]) => killed(first(list))).length,
+    duplicatesAfterOutage: duplicated.filter(([, list]) => !killed(first(list)) && cutOff(first(list))).length,
+    duplicatesAfterStall: duplicated.filter(([, list]) => !killed(first(list)) && !cutOff(first(list))).length,
+    sameAttemptTwice: duplicated.filter(([, list]) => new Set(list.map((l) => l.attempt)).size < list.length).map(([id]) => id),
+  };
 }

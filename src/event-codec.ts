@@ -2,6 +2,7 @@ import { type ClassConstructor, instanceToPlain, plainToInstance } from 'class-t
 import { type DelayedEventInstance, type EventClass, type EventRoute, eventRouteOf } from './delayed-event.decorator';
 import { InvalidEventError, PayloadTooLargeError, SerializationError, describe } from './errors';
 import { type EventContext, isEventContext } from './event-context';
+import { FlatPayloads } from './flat-payload';
 
 export interface EncodedEvent {
   readonly route: EventRoute;
@@ -51,6 +52,8 @@ interface StoredBody {
 }
 
 export class EventCodec {
+  private readonly flat = new FlatPayloads();
+
   constructor(private readonly maxPayloadBytes: number) {}
 
   encode(event: DelayedEventInstance, context: EventContext | undefined, enqueuedAt: number): EncodedEvent {
@@ -70,7 +73,7 @@ export class EventCodec {
     if (context !== undefined && Object.keys(context).length > 0) stored.c = context;
     let body: string;
     try {
-      stored.p = instanceToPlain(event);
+      stored.p = this.flat.toPlain(event) ?? instanceToPlain(event);
       body = JSON.stringify(stored);
     } catch (error) {
       // BigInt throws a TypeError; a circular graph overflows the stack in class-transformer.
@@ -94,7 +97,7 @@ export class EventCodec {
     let event: T;
     try {
       // class-transformer types constructors with any[] arguments; ours take never[], the same in practice.
-      event = plainToInstance(eventClass as unknown as ClassConstructor<T>, stored.p as object);
+      event = this.flat.toInstance(eventClass as unknown as new () => T, stored.p as Record<string, unknown>) ?? plainToInstance(eventClass as unknown as ClassConstructor<T>, stored.p as object);
     } catch (error) {
       throw new DecodeError(`class-transformer could not build ${eventClass.name} (${describe(error)})`);
     }

@@ -14,7 +14,32 @@
 -- @include envelope
 
 local replace = ARGV[1] == '1'
-local now = now_ms()
+local now
+local function due_of(due_spec)
+  if string.byte(due_spec, 1) == 43 then -- '+': relative to Redis's now
+    now = now or now_ms()
+    return now + tonumber(string.sub(due_spec, 2))
+  end
+  return tonumber(due_spec)
+end
+
+-- Dispatchers sleep until the earliest due time they know; when an event
+-- became the head of the schedule, tell them.
+local function announce_if_head(due)
+  local head = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+  if tonumber(head[2]) == due then
+    redis.call('PUBLISH', ARGV[2], ARGV[3] .. '|' .. due)
+  end
+end
+
+-- One new event, the common call: HSETNX tests and stores in one call.
+if #ARGV == 6 and not replace then
+  local id, due = ARGV[4], due_of(ARGV[6])
+  if redis.call('HSETNX', KEYS[1], id, envelope_make(0, due, ARGV[5])) == 0 then return { 0 } end
+  redis.call('ZADD', KEYS[2], due, id)
+  announce_if_head(due)
+  return { 1 }
+end
 
 -- Which ids are stored already, in one call: in a script the calls, not the
 -- work they do, are most of the cost, so writes are gathered too.
@@ -31,12 +56,7 @@ for k, id in ipairs(ids) do
   if exists and not replace then
     statuses[k] = 0
   else
-    local due
-    if string.byte(due_spec, 1) == 43 then -- '+': relative to Redis's now
-      due = now + tonumber(string.sub(due_spec, 2))
-    else
-      due = tonumber(due_spec)
-    end
+    local due = due_of(due_spec)
     statuses[k] = 1
     if exists then
       -- An event lives in exactly one of schedule, ready, in-flight or dead.
@@ -59,11 +79,6 @@ end
 if earliest_new >= 0 then
   redis.call('HSET', KEYS[1], unpack(envelopes))
   redis.call('ZADD', KEYS[2], unpack(schedule))
-  -- Dispatchers sleep until the earliest due time they know; when one of
-  -- these became the head of the schedule, tell them.
-  local head = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-  if tonumber(head[2]) == earliest_new then
-    redis.call('PUBLISH', ARGV[2], ARGV[3] .. '|' .. earliest_new)
-  end
+  announce_if_head(earliest_new)
 end
 return statuses

@@ -1,8 +1,9 @@
-import { type Observable, defer, firstValueFrom, forkJoin, map, merge, of, tap, throwError } from 'rxjs';
+import { type Observable, defer, map, merge, of, throwError } from 'rxjs';
 import { Consumer, type ConsumerQueue } from './consumer';
 import { DeadLetters, type DeadLetter } from './dead-letters';
 import { type DelayedEventInstance, type EventClass, type EventRoute, eventRouteOf } from './delayed-event.decorator';
 import { Dispatcher } from './dispatcher';
+import { EnqueueBatcher } from './enqueue-batcher';
 import { type Delay, dateToMillis, delayToMillis } from './duration';
 import { HandlerAlreadyRegisteredError, ServiceClosedError } from './errors';
 import { type EncodedEvent, EventCodec } from './event-codec';
@@ -36,9 +37,6 @@ interface PreparedEvent extends EncodedEvent {
   readonly due: DueSpec;
 }
 
-/** Events per script call: big enough to amortise the round trip, small enough not to stall Redis. */
-const ENQUEUE_CHUNK = 1_000;
-
 export interface HandlerOptions {
   readonly retry?: RetryPolicy;
   readonly timeoutMs?: number;
@@ -62,6 +60,7 @@ export class DelayedEventService {
   private readonly connections: RedisConnections;
   private readonly scripts: LuaScripts;
   private readonly codec: EventCodec;
+  private readonly batcher: EnqueueBatcher;
   private readonly contextStore = new EventContextStore();
   private readonly metrics: Metrics;
   private readonly deadLetterSets: DeadLetters;
@@ -82,6 +81,7 @@ export class DelayedEventService {
       onStuck: () => this.connections.resetCommandConnection(),
     });
     this.codec = new EventCodec(this.options.maxPayloadBytes);
+    this.batcher = new EnqueueBatcher((keys, events, replace) => this.scripts.enqueue(keys, events, replace, this.options.durableEnqueue));
     this.deadLetterSets = new DeadLetters(this.connections.command, this.scripts, this.codec);
     this.wakes$ = wakeListener(this.connections, this.layout.wakeChannel);
   }
@@ -97,8 +97,15 @@ export class DelayedEventService {
   }
 
   /** Promise form of enqueueWithDelay; tells whether the event was scheduled, replaced, or already stored. */
-  enqueue<T extends DelayedEventInstance>(event: T, delay: Delay, options?: EnqueueOptions): Promise<EnqueueStatus> {
-    return firstValueFrom(this.scheduleOne(event, () => ({ delayMs: delayToMillis(delay) }), options));
+  enqueue<T extends DelayedEventInstance>(event: T, delay: Delay, options: EnqueueOptions = {}): Promise<EnqueueStatus> {
+    // The same path as the Observable form, without building one: this is the hot call.
+    let prepared: PreparedEvent;
+    try {
+      prepared = this.prepare(event, () => ({ delayMs: delayToMillis(delay) }), options.context);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.storeOne(prepared, options.replace === true);
   }
 
   /**
@@ -229,13 +236,15 @@ export class DelayedEventService {
     } catch (error) {
       return throwError(() => error);
     }
+    return defer(() => this.storeOne(prepared, options.replace === true));
+  }
+
+  private storeOne(prepared: PreparedEvent, replace: boolean): Promise<EnqueueStatus> {
     const keys = this.layout.forEvent(prepared.route, prepared.id);
-    return defer(() => this.scripts.enqueue(keys, [prepared], options.replace === true, this.options.durableEnqueue)).pipe(
-      map((statuses) => {
-        this.countStored([prepared], statuses);
-        return statuses[0]!;
-      }),
-    );
+    return this.batcher.submit(keys, [prepared], replace).then((statuses) => {
+      this.countStored([prepared], statuses);
+      return statuses[0]!;
+    });
   }
 
   /** Validates and serializes at the call: errors name the caller's mistake, and the event is captured as it is now. */
@@ -245,12 +254,11 @@ export class DelayedEventService {
     return { ...this.codec.encode(event, captured, Date.now()), due: due() };
   }
 
-  /** Cold: one script call per type and chunk, statuses back in the order given. */
+  /** Cold: one script call per queue and thousand events, statuses back in the order given. */
   private store(events: readonly PreparedEvent[], replace: boolean): Observable<EnqueueStatus[]> {
     if (events.length === 0) return of([]);
-    return defer(() => {
-      const statuses: EnqueueStatus[] = new Array(events.length);
-      // One call per queue (type, or partition of a type) and chunk: each call stays in one slot.
+    return defer(async () => {
+      // One call per queue (type, or partition of a type): each call stays in one slot.
       const byQueue = new Map<string, { keys: TypeKeys; indexes: number[] }>();
       events.forEach((e, i) => {
         const keys = this.layout.forEvent(e.route, e.id);
@@ -258,22 +266,15 @@ export class DelayedEventService {
         if (queue) queue.indexes.push(i);
         else byQueue.set(keys.tag, { keys, indexes: [i] });
       });
-      const calls = [...byQueue.values()].flatMap(({ keys, indexes }) => {
-        const chunks: Array<Observable<void>> = [];
-        for (let start = 0; start < indexes.length; start += ENQUEUE_CHUNK) {
-          const chunk = indexes.slice(start, start + ENQUEUE_CHUNK);
-          chunks.push(
-            defer(() => this.scripts.enqueue(keys, chunk.map((i) => events[i]!), replace, this.options.durableEnqueue)).pipe(
-              map((results) => results.forEach((status, k) => (statuses[chunk[k]!] = status))),
-            ),
-          );
-        }
-        return chunks;
-      });
-      return forkJoin(calls).pipe(
-        map(() => statuses),
-        tap(() => this.countStored(events, statuses)),
+      const statuses: EnqueueStatus[] = new Array(events.length);
+      await Promise.all(
+        [...byQueue.values()].map(async ({ keys, indexes }) => {
+          const results = await this.batcher.submit(keys, indexes.map((i) => events[i]!), replace);
+          results.forEach((status, k) => (statuses[indexes[k]!] = status));
+        }),
       );
+      this.countStored(events, statuses);
+      return statuses;
     });
   }
 

@@ -1,8 +1,8 @@
 import { firstValueFrom } from 'rxjs';
 import { describe, expect, it } from 'vitest';
-import { InvalidEventError } from '../src';
+import { InvalidEventError, NotReplicatedError } from '../src';
 import { PaymentCheck, WorkItem } from './support/events';
-import { useRedis } from './support/harness';
+import { TOPOLOGY, useRedis } from './support/harness';
 import { waitFor } from './support/wait-for';
 
 describe('enqueueBatch', () => {
@@ -43,5 +43,32 @@ describe('enqueueBatch', () => {
     const batch$ = service.enqueueBatch([{ event: new WorkItem('fine') }, { event: new WorkItem('') }]);
     await expect(firstValueFrom(batch$)).rejects.toBeInstanceOf(InvalidEventError);
     expect(await redis.keys(`${prefix}:*`)).toEqual([]);
+  });
+
+  /** Script calls the server has run so far (single server: commandstats are per node). */
+  const scriptCalls = async () => Number(/cmdstat_evalsha:calls=(\d+)/.exec(await redis.client().info('commandstats'))?.[1] ?? 0);
+
+  it.runIf(TOPOLOGY === 'single')('coalesces enqueues made in the same tick into one script call, each caller getting its own status', async () => {
+    const prefix = redis.prefix();
+    const service = redis.service({ prefix });
+    await service.enqueue(new WorkItem('warm-up'), 60_000); // loads the script
+    const before = await scriptCalls();
+    // 150 distinct ids, then 50 of them again: the later callers must hear 'duplicate'.
+    const statuses = await Promise.all(Array.from({ length: 200 }, (_, i) => service.enqueue(new WorkItem(`c${i % 150}`, i), 60_000)));
+    expect(await scriptCalls()).toBe(before + 1);
+    expect(statuses.slice(0, 150).every((s) => s === 'scheduled')).toBe(true);
+    expect(statuses.slice(150).every((s) => s === 'duplicate')).toBe(true);
+    expect(await redis.client().hlen(`${prefix}:{test.work}:m`)).toBe(151);
+    // The stored payload is the first caller's, not the duplicate's.
+    expect(await redis.client().hget(`${prefix}:{test.work}:m`, 'c0')).toContain('"n":0');
+  });
+
+  it.runIf(TOPOLOGY === 'single')('rejects every caller of a coalesced call that failed', async () => {
+    const service = redis.service({ prefix: redis.prefix(), durableEnqueue: { replicas: 1, timeoutMs: 50 } });
+    const outcomes = await Promise.allSettled(Array.from({ length: 5 }, (_, i) => service.enqueue(new WorkItem(`r${i}`), 60_000)));
+    for (const outcome of outcomes) {
+      expect(outcome.status).toBe('rejected');
+      expect((outcome as PromiseRejectedResult).reason).toBeInstanceOf(NotReplicatedError);
+    }
   });
 });

@@ -1,0 +1,89 @@
+import type { EnqueueStatus, ScheduledBody } from './lua-scripts';
+import type { TypeKeys } from './redis-layout';
+
+/** Events per script call: big enough to amortise the round trip, small enough not to stall Redis. */
+export const ENQUEUE_CHUNK = 1_000;
+
+interface Waiter {
+  readonly from: number;
+  readonly count: number;
+  readonly resolve: (statuses: EnqueueStatus[]) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+interface PendingCall {
+  readonly keys: TypeKeys;
+  readonly replace: boolean;
+  readonly events: ScheduledBody[];
+  readonly waiters: Waiter[];
+}
+
+/**
+ * Coalesces the enqueues of one queue made in the same tick into one script
+ * call. Callers that each await their own enqueue (64 requests in flight, say)
+ * then cost Redis one script run per tick instead of one per event, which is
+ * where a script's time goes: its calls, not the work they do. Nothing waits
+ * on a timer: the call leaves at the end of the tick it was asked for, so a
+ * lone enqueue is not delayed.
+ */
+export class EnqueueBatcher {
+  private readonly pending = new Map<string, PendingCall>();
+  private flushScheduled = false;
+
+  constructor(private readonly store: (keys: TypeKeys, events: ScheduledBody[], replace: boolean) => Promise<EnqueueStatus[]>) {}
+
+  /** Stores `events` (all of the queue `keys`); statuses in the order given. */
+  submit(keys: TypeKeys, events: readonly ScheduledBody[], replace: boolean): Promise<EnqueueStatus[]> {
+    const parts: Array<Promise<EnqueueStatus[]>> = [];
+    for (let start = 0; start < events.length; ) {
+      const call = this.callFor(keys, replace);
+      const count = Math.min(ENQUEUE_CHUNK - call.events.length, events.length - start);
+      const from = call.events.length;
+      for (let i = start; i < start + count; i++) call.events.push(events[i]!);
+      parts.push(new Promise((resolve, reject) => call.waiters.push({ from, count, resolve, reject })));
+      start += count;
+      if (call.events.length >= ENQUEUE_CHUNK) this.send(this.pendingKey(keys, replace));
+    }
+    if (parts.length === 1) return parts[0]!;
+    return Promise.all(parts).then((statuses) => statuses.flat());
+  }
+
+  private callFor(keys: TypeKeys, replace: boolean): PendingCall {
+    const key = this.pendingKey(keys, replace);
+    let call = this.pending.get(key);
+    if (!call) {
+      call = { keys, replace, events: [], waiters: [] };
+      this.pending.set(key, call);
+      if (!this.flushScheduled) {
+        this.flushScheduled = true;
+        // nextTick runs after the promise jobs now queued: every caller woken
+        // by the previous reply has enqueued again by then.
+        process.nextTick(() => this.flush());
+      }
+    }
+    return call;
+  }
+
+  private pendingKey(keys: TypeKeys, replace: boolean): string {
+    return replace ? `r${keys.tag}` : `k${keys.tag}`;
+  }
+
+  private flush(): void {
+    this.flushScheduled = false;
+    for (const key of [...this.pending.keys()]) this.send(key);
+  }
+
+  private send(key: string): void {
+    const call = this.pending.get(key);
+    if (!call) return;
+    this.pending.delete(key);
+    this.store(call.keys, call.events, call.replace).then(
+      (statuses) => {
+        for (const w of call.waiters) w.resolve(statuses.slice(w.from, w.from + w.count));
+      },
+      (error: unknown) => {
+        for (const w of call.waiters) w.reject(error);
+      },
+    );
+  }
+}

@@ -3,6 +3,7 @@ import type { DelayedEventInstance, EventClass } from './delayed-event.decorator
 import { type DecodedEvent, type EventCodec, DecodeError } from './event-codec';
 import type { EventContextStore } from './event-context';
 import { type ContextHandler, type EventHandler, invokeHandler } from './handler-invocation';
+import { FifoTimeouts } from './fifo-timeouts';
 import { HandlerSlots } from './handler-slots';
 import type { LuaScripts } from './lua-scripts';
 import { METRIC, type Metrics } from './metrics';
@@ -49,9 +50,11 @@ export class Consumer<T extends DelayedEventInstance> {
   private finished: Promise<void> = Promise.resolve();
   private readonly tags: Record<string, string>;
   private readonly retryScheduled = new Map<string, () => void>();
+  private readonly timeouts: FifoTimeouts;
 
   constructor(private readonly parts: ConsumerParts<T>) {
     this.slots = new HandlerSlots(parts.parallelism);
+    this.timeouts = new FifoTimeouts(parts.timeoutMs);
     this.stopping = parts.queues.map(() => new AbortController());
     this.tags = { type: parts.type };
     for (const queue of parts.queues) this.retryScheduled.set(queue.keys.tag, queue.onRetryScheduled);
@@ -105,7 +108,7 @@ export class Consumer<T extends DelayedEventInstance> {
           dueAt: claimed.dueAt,
           enqueuedAt: decoded.enqueuedAt,
         },
-        timeoutMs: this.parts.timeoutMs,
+        timeouts: this.timeouts,
         contextStore: this.parts.contextStore,
         contextHandler: this.parts.contextHandler,
       });

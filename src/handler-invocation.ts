@@ -1,6 +1,7 @@
 import { type Observable, firstValueFrom, isObservable } from 'rxjs';
 import { describe } from './errors';
 import type { EventContext, EventContextStore } from './event-context';
+import type { FifoTimeouts } from './fifo-timeouts';
 
 /** `true` is success; `false`, a throw, a rejection, an error or an empty Observable is a failure. */
 export type HandlerResult = boolean | Promise<boolean> | Observable<boolean>;
@@ -38,36 +39,39 @@ export interface Invocation<T> {
   readonly event: T;
   readonly context: EventContext;
   readonly delivery: Omit<Delivery, 'signal'>;
-  readonly timeoutMs: number;
+  /** The handler timeout; shared by all calls of one handler. */
+  readonly timeouts: FifoTimeouts;
   readonly contextStore: EventContextStore;
   readonly contextHandler: ContextHandler;
 }
 
 /** Runs one handler call to an Outcome; never rejects. */
-export async function invokeHandler<T>(invocation: Invocation<T>): Promise<Outcome> {
-  const { handler, event, context, timeoutMs, contextStore, contextHandler } = invocation;
+export function invokeHandler<T>(invocation: Invocation<T>): Promise<Outcome> {
+  const { handler, event, context, timeouts, contextStore, contextHandler } = invocation;
   // Made only when a handler asks for it: most never do, and each costs an allocation per call.
   let controller: AbortController | undefined;
   const delivery: Delivery = Object.defineProperty({ ...invocation.delivery } as Delivery, 'signal', {
     get: () => (controller ??= new AbortController()).signal,
     enumerable: true,
   });
-
-  let timer: NodeJS.Timeout | undefined;
-  const timedOut = new Promise<Outcome>((resolve) => {
-    timer = setTimeout(() => {
+  return new Promise<Outcome>((resolve) => {
+    let done = false;
+    const cancelTimeout = timeouts.start(() => {
+      if (done) return;
+      done = true;
       controller?.abort();
-      resolve({ ok: false, timedOut: true, error: `handler did not finish within ${timeoutMs} ms (attempt ${delivery.attempt})` });
-    }, timeoutMs);
+      resolve({ ok: false, timedOut: true, error: `handler did not finish within ${timeouts.ms} ms (attempt ${delivery.attempt})` });
+    });
+    contextStore
+      .run(context, () => contextHandler(context, delivery, () => settle(() => handler(event, context, delivery))))
+      .then(interpret, (error: unknown): Outcome => ({ ok: false, timedOut: false, error: describe(error) }))
+      .then((outcome) => {
+        if (done) return;
+        done = true;
+        cancelTimeout();
+        resolve(outcome);
+      });
   });
-  const finished = contextStore
-    .run(context, () => contextHandler(context, delivery, () => settle(() => handler(event, context, delivery))))
-    .then(interpret, (error: unknown): Outcome => ({ ok: false, timedOut: false, error: describe(error) }));
-  try {
-    return await Promise.race([finished, timedOut]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 async function settle(call: () => HandlerResult): Promise<boolean> {

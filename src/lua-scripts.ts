@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Cluster, Redis } from 'ioredis';
-import { NotReplicatedError, RedisCallTimeoutError } from './errors';
+import { CallDeadlines } from './call-deadlines';
+import { NotReplicatedError } from './errors';
 import type { TypeKeys } from './redis-layout';
 
 export type RedisClient = Redis | Cluster;
@@ -78,6 +79,7 @@ export interface ScheduledBody {
 /** Typed calls of the Lua state transitions in lua/; one method per script. */
 export class LuaScripts {
   private readonly calls: Record<ScriptName, ScriptCall>;
+  private readonly deadlines: CallDeadlines;
 
   /**
    * `deadline` bounds every call: a call that outlives it (a frozen Redis, a
@@ -86,28 +88,18 @@ export class LuaScripts {
   constructor(
     private readonly client: RedisClient,
     private readonly wakeChannel: string,
-    private readonly deadline: { readonly ms: number; readonly onStuck: () => void },
+    deadline: { readonly ms: number; readonly onStuck: () => void },
   ) {
+    this.deadlines = new CallDeadlines(deadline.ms, deadline.onStuck);
     const calls: Partial<Record<ScriptName, ScriptCall>> = {};
     for (const name of SCRIPT_NAMES) {
       const command = commandName(name);
       client.defineCommand(command, loadLua(name));
       const method = (client as unknown as Record<string, ScriptCall>)[command];
       if (typeof method !== 'function') throw new Error(`ioredis did not define ${command}`);
-      calls[name] = (...args) => this.bounded(method.apply(client, args), name);
+      calls[name] = (...args) => this.deadlines.bound(method.apply(client, args), name);
     }
     this.calls = calls as Record<ScriptName, ScriptCall>;
-  }
-
-  private bounded<R>(call: Promise<R>, name: string, ms = this.deadline.ms): Promise<R> {
-    let timer: NodeJS.Timeout | undefined;
-    const stuck = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        this.deadline.onStuck();
-        reject(new RedisCallTimeoutError(name, ms));
-      }, ms);
-    });
-    return Promise.race([call, stuck]).finally(() => clearTimeout(timer));
   }
 
   /**
@@ -125,7 +117,7 @@ export class LuaScripts {
       const pipeline = this.client.pipeline();
       (pipeline as unknown as Record<string, ScriptCall>)[commandName('enqueue')]!(...args);
       pipeline.wait(durability.replicas, durability.timeoutMs);
-      const [stored, waited] = (await this.bounded(pipeline.exec(), 'enqueue+wait', this.deadline.ms + durability.timeoutMs)) ?? [];
+      const [stored, waited] = (await this.deadlines.bound(pipeline.exec(), 'enqueue+wait', this.deadlines.defaultMs + durability.timeoutMs)) ?? [];
       if (!stored || stored[0]) throw stored?.[0] ?? new Error('enqueue got no reply');
       if (!waited || waited[0]) throw waited?.[0] ?? new Error('WAIT got no reply');
       statuses = stored[1] as number[];

@@ -58,12 +58,13 @@ export class Metrics {
     this.metrics$ = merge(this.recorded, gauges$).pipe(share());
   }
 
+  // Nobody listening is the common case on hot paths: then not even the record is built.
   count(name: MetricName, tags: Record<string, string>, value = 1): void {
-    if (value !== 0) this.recorded.next({ name, kind: 'counter', value, tags, at: Date.now() });
+    if (value !== 0 && this.recorded.observed) this.recorded.next({ name, kind: 'counter', value, tags, at: Date.now() });
   }
 
   timing(name: MetricName, tags: Record<string, string>, ms: number): void {
-    this.recorded.next({ name, kind: 'timing', value: ms, tags, at: Date.now() });
+    if (this.recorded.observed) this.recorded.next({ name, kind: 'timing', value: ms, tags, at: Date.now() });
   }
 
   complete(): void {

@@ -28,6 +28,9 @@ export interface TypeKeys {
 }
 
 export class RedisLayout {
+  /** Keys by tag: every enqueue and claim asks, and building seven strings each time shows in profiles. */
+  private readonly byTag = new Map<string, TypeKeys>();
+
   constructor(readonly prefix: string) {
     if (!/^[A-Za-z0-9_.:-]{1,64}$/.test(prefix)) {
       throw new TypeError(`prefix must be 1-64 characters of letters, digits, '_', '.', ':' or '-'; got ${JSON.stringify(prefix)}`);
@@ -42,10 +45,12 @@ export class RedisLayout {
   /** The keys of a type with one partition, or of partition `partition` of a partitioned type. */
   forType(type: string, partition?: number): TypeKeys {
     const tag = partition === undefined ? type : `${type}#${partition}`;
+    const known = this.byTag.get(tag);
+    if (known) return known;
     // Room for fan-out: a subscriber group will get its own ready/in-flight/dead
     // keys under `${base}:g:<group>:`, sharing meta and schedule, in the same slot.
     const base = `${this.prefix}:{${tag}}`;
-    return {
+    const keys: TypeKeys = {
       type,
       tag,
       meta: `${base}:m`,
@@ -55,6 +60,8 @@ export class RedisLayout {
       dead: `${base}:d`,
       errors: `${base}:e`,
     };
+    this.byTag.set(tag, keys);
+    return keys;
   }
 
   /** Every partition's keys of a route; one entry for an unpartitioned type. */

@@ -94,8 +94,12 @@ export class Consumer<T extends DelayedEventInstance> {
         await this.record(() => this.parts.scripts.deadLetter(keys, claimed.id, claimed.attempt, `undecodable: ${reason}`), 'decode');
         return;
       }
-      this.parts.metrics.timing(METRIC.lateness, this.tags, Math.max(0, claimed.claimedAt - claimed.dueAt));
-      const started = performance.now();
+      const metrics = this.parts.metrics;
+      let started: number | undefined;
+      if (metrics.listening) {
+        metrics.timing(METRIC.lateness, this.tags, Math.max(0, claimed.claimedAt - claimed.dueAt));
+        started = performance.now();
+      }
       const outcome = await invokeHandler({
         handler: this.parts.handler,
         event: decoded.event,
@@ -112,9 +116,11 @@ export class Consumer<T extends DelayedEventInstance> {
         contextStore: this.parts.contextStore,
         contextHandler: this.parts.contextHandler,
       });
-      const result = outcome.ok ? 'success' : 'failure';
-      this.parts.metrics.timing(METRIC.handlerDuration, { ...this.tags, outcome: result }, performance.now() - started);
-      this.parts.metrics.count(METRIC.handled, { ...this.tags, outcome: result });
+      if (metrics.listening) {
+        const tags = { ...this.tags, outcome: outcome.ok ? 'success' : 'failure' };
+        if (started !== undefined) metrics.timing(METRIC.handlerDuration, tags, performance.now() - started);
+        metrics.count(METRIC.handled, tags);
+      }
       if (outcome.ok) {
         await this.record(() => claimed.reader.complete(claimed.id, claimed.attempt));
       } else if (claimed.attempt >= this.parts.retry.maxAttempts) {
@@ -139,7 +145,7 @@ export class Consumer<T extends DelayedEventInstance> {
    * whether the write changed the event; false means the attempt was stale.
    */
   private async record(write: () => Promise<boolean>, deadLetterReason?: string): Promise<boolean> {
-    const backoff = new OutageBackoff();
+    let backoff: OutageBackoff | undefined;
     while (!this.abandoned.signal.aborted) {
       try {
         const changed = await write();
@@ -148,7 +154,7 @@ export class Consumer<T extends DelayedEventInstance> {
         return changed;
       } catch {
         this.parts.metrics.count(METRIC.redisErrors, { loop: 'result', ...this.tags });
-        await sleep(backoff.next(), this.abandoned.signal);
+        await sleep((backoff ??= new OutageBackoff()).next(), this.abandoned.signal);
       }
     }
     return false;

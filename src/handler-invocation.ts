@@ -45,26 +45,64 @@ export interface Invocation<T> {
   readonly contextHandler: ContextHandler;
 }
 
+/** The delivery a handler sees; its AbortSignal is made only when a handler asks for it. */
+class HandlerDelivery implements Delivery {
+  readonly id: string;
+  readonly type: string;
+  readonly attempt: number;
+  readonly maxAttempts: number;
+  readonly dueAt: number;
+  readonly enqueuedAt: number;
+  #controller: AbortController | undefined;
+
+  constructor(facts: Omit<Delivery, 'signal'>) {
+    this.id = facts.id;
+    this.type = facts.type;
+    this.attempt = facts.attempt;
+    this.maxAttempts = facts.maxAttempts;
+    this.dueAt = facts.dueAt;
+    this.enqueuedAt = facts.enqueuedAt;
+  }
+
+  get signal(): AbortSignal {
+    return (this.#controller ??= new AbortController()).signal;
+  }
+
+  /** Fires the signal, if a handler ever looked at it. */
+  abort(): void {
+    this.#controller?.abort();
+  }
+}
+
 /** Runs one handler call to an Outcome; never rejects. */
 export function invokeHandler<T>(invocation: Invocation<T>): Promise<Outcome> {
   const { handler, event, context, timeouts, contextStore, contextHandler } = invocation;
-  // Made only when a handler asks for it: most never do, and each costs an allocation per call.
-  let controller: AbortController | undefined;
-  const delivery: Delivery = Object.defineProperty({ ...invocation.delivery } as Delivery, 'signal', {
-    get: () => (controller ??= new AbortController()).signal,
-    enumerable: true,
-  });
+  const delivery = new HandlerDelivery(invocation.delivery);
+  let result: unknown;
+  try {
+    result =
+      contextHandler === passThroughContextHandler
+        ? contextStore.run(context, () => {
+            const answer = handler(event, context, delivery);
+            // An Observable is subscribed here, inside the context's scope.
+            return typeof answer === 'boolean' ? answer : settle(() => answer);
+          })
+        : contextStore.run(context, () => contextHandler(context, delivery, () => settle(() => handler(event, context, delivery))));
+  } catch (error) {
+    return Promise.resolve(failed(error));
+  }
+  // A handler that answered at once has nothing left to time out.
+  if (typeof result === 'boolean') return Promise.resolve(interpret(result));
   return new Promise<Outcome>((resolve) => {
     let done = false;
     const cancelTimeout = timeouts.start(() => {
       if (done) return;
       done = true;
-      controller?.abort();
+      delivery.abort();
       resolve({ ok: false, timedOut: true, error: `handler did not finish within ${timeouts.ms} ms (attempt ${delivery.attempt})` });
     });
-    contextStore
-      .run(context, () => contextHandler(context, delivery, () => settle(() => handler(event, context, delivery))))
-      .then(interpret, (error: unknown): Outcome => ({ ok: false, timedOut: false, error: describe(error) }))
+    (result as Promise<unknown>)
+      .then(interpret, failed)
       .then((outcome) => {
         if (done) return;
         done = true;
@@ -72,6 +110,10 @@ export function invokeHandler<T>(invocation: Invocation<T>): Promise<Outcome> {
         resolve(outcome);
       });
   });
+}
+
+function failed(error: unknown): Outcome {
+  return { ok: false, timedOut: false, error: describe(error) };
 }
 
 async function settle(call: () => HandlerResult): Promise<boolean> {

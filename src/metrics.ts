@@ -58,6 +58,11 @@ export class Metrics {
     this.metrics$ = merge(this.recorded, gauges$).pipe(share());
   }
 
+  /** Whether anybody subscribed: hot paths skip building tags when not. */
+  get listening(): boolean {
+    return this.recorded.observed;
+  }
+
   // Nobody listening is the common case on hot paths: then not even the record is built.
   count(name: MetricName, tags: Record<string, string>, value = 1): void {
     if (value !== 0 && this.recorded.observed) this.recorded.next({ name, kind: 'counter', value, tags, at: Date.now() });

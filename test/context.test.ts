@@ -1,3 +1,4 @@
+import { defer } from 'rxjs';
 import { describe, expect, it } from 'vitest';
 import type { DelayedEventService, EventContext } from '../src';
 import { PaymentCheck, WorkItem } from './support/events';
@@ -37,6 +38,38 @@ describe('event context', () => {
     await service.runWithContext({ traceId: 'from-caller' }, () => service.enqueue(new PaymentCheck('origin'), 0));
     await waitFor(() => contexts['follow-up-of-origin'], 'the follow-up event');
     expect(contexts['follow-up-of-origin']).toEqual({ traceId: 'from-caller' });
+  });
+
+  it('an event without context sees none, even in a handler registered inside a context or after events that had one', async () => {
+    const service = redis.service();
+    const seen: Record<string, EventContext | undefined> = {};
+    service.runWithContext({ traceId: 'around-registration' }, () =>
+      service.addHandler(PaymentCheck, async (e) => {
+        seen[e.id] = await deepInside(service);
+        return true;
+      }, 1),
+    );
+    service.addHandler(WorkItem, (e) => {
+      seen[e.id] = service.currentContext();
+      return true;
+    }, 1);
+    await service.enqueue(new WorkItem('plain-first'), 0);
+    await waitFor(() => 'plain-first' in seen, 'the first plain event');
+    await service.enqueue(new WorkItem('with-context'), 0, { context: { traceId: 'own' } });
+    await waitFor(() => 'with-context' in seen, 'the event with context');
+    await service.enqueue(new WorkItem('plain-after'), 0);
+    await service.enqueue(new PaymentCheck('plain-async'), 0);
+    await waitFor(() => 'plain-after' in seen && 'plain-async' in seen, 'the later plain events');
+    expect(seen).toEqual({ 'plain-first': undefined, 'with-context': { traceId: 'own' }, 'plain-after': undefined, 'plain-async': undefined });
+  });
+
+  it('a handler answering with an Observable runs it inside the event context', async () => {
+    const service = redis.service();
+    const seen: Array<EventContext | undefined> = [];
+    service.addHandler(PaymentCheck, () => defer(async () => (seen.push(await deepInside(service)), true)), 1);
+    await service.enqueue(new PaymentCheck('observable'), 0, { context: { traceId: 'obs' } });
+    await waitFor(() => seen.length === 1, 'the Observable handler');
+    expect(seen).toEqual([{ traceId: 'obs' }]);
   });
 
   it('a contextProvider supplies context when the call gives none', async () => {

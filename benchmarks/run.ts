@@ -11,7 +11,7 @@ import { beeQueue } from './adapters/bee-queue';
 import { bullmq } from './adapters/bullmq';
 import { ours } from './adapters/ours';
 import { type Row, renderChart, renderResults, renderTable } from './report';
-import { type EnqueueMode, atScale, commandsPerEvent, endToEnd, enqueueRate, lateness, memoryPerEvent, withQueue } from './scenarios';
+import { type AtScale, type EnqueueMode, atScale, commandsPerEvent, endToEnd, enqueueRate, lateness, memoryPerEvent, withQueue } from './scenarios';
 
 const quick = process.argv.includes('--quick');
 /** --scenarios=1,3 runs only those (for profiling); RESULTS.md is then not written. */
@@ -87,11 +87,11 @@ async function main(): Promise<void> {
     for (const backlog of !wanted(5) ? [] : quick ? [10_000, 1_000_000] : [10_000, 1_000_000, 5_000_000]) {
       // The peers at 5,000,000 would take most of the time budget to fill; the promise is about ours.
       const only = backlog > 1_000_000 ? [ours] : libraries;
-      const results: Record<string, Array<{ enqueue: number; endToEnd: number; memory: number }>> = {};
+      const results: Record<string, AtScale[]> = {};
       for (const f of only) {
-        const s = await withQueue(f, server.port, (q, redis) => atScale(q, redis, backlog));
-        (results[f.library] ??= []).push(s);
-        log(`5. backlog ${backlog} / ${f.library}: enqueue ${s.enqueue.toFixed(0)}/s, end-to-end ${s.endToEnd.toFixed(0)}/s, used_memory ${(s.memory / 1e6).toFixed(0)} MB`);
+        const runs = await withQueue(f, server.port, (q, redis) => atScale(q, redis, backlog, repeats));
+        results[f.library] = runs;
+        for (const s of runs) log(`5. backlog ${backlog} / ${f.library}: enqueue ${s.enqueue.toFixed(0)}/s, end-to-end ${s.endToEnd.toFixed(0)}/s, used_memory ${(s.memory / 1e6).toFixed(0)} MB`);
       }
       const pick = (key: 'enqueue' | 'endToEnd' | 'memory', scale = 1) => Object.fromEntries(Object.entries(results).map(([lib, list]) => [lib, list.map((s) => s[key] / scale)]));
       const scenario = `5. backlog of ${backlog.toLocaleString('en')} pending`;

@@ -1,4 +1,4 @@
-import { Subscription, from, merge, mergeMap } from 'rxjs';
+import { Subscription, merge } from 'rxjs';
 import type { DelayedEventInstance, EventClass } from './delayed-event.decorator';
 import { type DecodedEvent, type EventCodec, DecodeError } from './event-codec';
 import type { EventContextStore } from './event-context';
@@ -66,9 +66,29 @@ export class Consumer<T extends DelayedEventInstance> {
 
   start(): void {
     this.finished = new Promise<void>((resolve) => {
-      this.subscription = merge(...this.parts.queues.map((queue, i) => queue.reader.claimed$(this.slots, this.stopping[i]!.signal)))
-        .pipe(mergeMap((claimed) => from(this.handle(claimed)), this.parts.parallelism))
-        .subscribe({ complete: resolve, error: resolve });
+      let claiming = true;
+      let handling = 0;
+      const resolveWhenIdle = () => {
+        if (!claiming && handling === 0) resolve();
+      };
+      const handled = () => {
+        handling--;
+        resolveWhenIdle();
+      };
+      const stopped = () => {
+        claiming = false;
+        resolveWhenIdle();
+      };
+      // The readers never hand on more events than there are free slots, so every
+      // claimed event starts at once: no operator needs to queue or limit them.
+      this.subscription = merge(...this.parts.queues.map((queue, i) => queue.reader.claimed$(this.slots, this.stopping[i]!.signal))).subscribe({
+        next: (claimed) => {
+          handling++;
+          this.handle(claimed).then(handled, handled);
+        },
+        complete: stopped,
+        error: stopped,
+      });
     });
   }
 

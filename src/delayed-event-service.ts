@@ -220,6 +220,8 @@ export class DelayedEventService {
    */
   close(): Promise<void> {
     this.closing ??= (async () => {
+      // Enqueues accepted before close are sent before the connections are released.
+      this.batcher.flush();
       const registrations = [...this.registrations.values()];
       this.registrations.clear();
       await Promise.all(registrations.map((r) => this.unregister(r)));

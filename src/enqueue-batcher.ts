@@ -75,7 +75,8 @@ export class EnqueueBatcher {
     return replace ? `r${keys.tag}` : `k${keys.tag}`;
   }
 
-  private flush(): void {
+  /** Sends every gathered call now; close() calls it before the connections go. */
+  flush(): void {
     this.flushScheduled = false;
     for (const key of [...this.pending.keys()]) this.send(key);
   }

@@ -47,6 +47,18 @@ describe('close', () => {
     await waitFor(() => completed.size === total, 'the rest handled by a new instance', 20_000);
   });
 
+  it('stores enqueues made just before close, even ones not yet sent when close was called', async () => {
+    const prefix = redis.prefix();
+    const client = redis.client();
+    const service = redis.service({ prefix });
+    await service.enqueue(new WorkItem('warm-up'), 60_000);
+    // After an await, inside a promise job: the enqueues wait for the end of the tick to be sent.
+    const pending = Array.from({ length: 40 }, (_, i) => service.enqueue(new WorkItem(`last-${i}`), 60_000));
+    await service.close();
+    expect(await Promise.all(pending)).toEqual(pending.map(() => 'scheduled'));
+    expect(await client.hlen(`${prefix}:{test.work}:m`)).toBe(41);
+  });
+
   it('a handler that outlives the close timeout keeps its event in Redis, redelivered later', async () => {
     const prefix = redis.prefix();
     const service = redis.service({ prefix, closeTimeoutMs: 200, handlerTimeoutMs: 1_000, leaseGraceMs: 200 });

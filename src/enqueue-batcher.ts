@@ -26,12 +26,13 @@ interface PendingCall {
 }
 
 /**
- * Coalesces the enqueues of one queue made in the same tick into one script
- * call. Callers that each await their own enqueue (64 requests in flight, say)
- * then cost Redis one script run per tick instead of one per event, which is
+ * Coalesces the enqueues of one queue made in the same tick into few script
+ * calls. Callers that each await their own enqueue (64 requests in flight, say)
+ * then cost Redis a script run per 32 events instead of one per event, which is
  * where a script's time goes: its calls, not the work they do. Nothing waits
- * on a timer: the call leaves at the end of the tick it was asked for, so a
- * lone enqueue is not delayed.
+ * on a timer: a call leaves when EARLY_FLUSH events have gathered or at the end
+ * of the tick, so a lone enqueue is not delayed. Calls go out in the order they
+ * were opened, on one connection, so Redis sees the enqueues in call order.
  */
 export class EnqueueBatcher {
   private readonly pending = new Map<string, PendingCall>();

@@ -45,39 +45,17 @@ export interface Invocation<T> {
   readonly contextHandler: ContextHandler;
 }
 
-/** The delivery a handler sees; its AbortSignal is made only when a handler asks for it. */
-class HandlerDelivery implements Delivery {
-  readonly id: string;
-  readonly type: string;
-  readonly attempt: number;
-  readonly maxAttempts: number;
-  readonly dueAt: number;
-  readonly enqueuedAt: number;
-  #controller: AbortController | undefined;
-
-  constructor(facts: Omit<Delivery, 'signal'>) {
-    this.id = facts.id;
-    this.type = facts.type;
-    this.attempt = facts.attempt;
-    this.maxAttempts = facts.maxAttempts;
-    this.dueAt = facts.dueAt;
-    this.enqueuedAt = facts.enqueuedAt;
-  }
-
-  get signal(): AbortSignal {
-    return (this.#controller ??= new AbortController()).signal;
-  }
-
-  /** Fires the signal, if a handler ever looked at it. */
-  abort(): void {
-    this.#controller?.abort();
-  }
-}
-
 /** Runs one handler call to an Outcome; never rejects. */
 export function invokeHandler<T>(invocation: Invocation<T>): Promise<Outcome> {
   const { handler, event, context, timeouts, contextStore, contextHandler } = invocation;
-  const delivery = new HandlerDelivery(invocation.delivery);
+  // The AbortController is made only when a handler asks for the signal: most never do.
+  let controller: AbortController | undefined;
+  const delivery: Delivery = {
+    ...invocation.delivery,
+    get signal() {
+      return (controller ??= new AbortController()).signal;
+    },
+  };
   let result: unknown;
   try {
     result =
@@ -98,7 +76,7 @@ export function invokeHandler<T>(invocation: Invocation<T>): Promise<Outcome> {
     const cancelTimeout = timeouts.start(() => {
       if (done) return;
       done = true;
-      delivery.abort();
+      controller?.abort();
       resolve({ ok: false, timedOut: true, error: `handler did not finish within ${timeouts.ms} ms (attempt ${delivery.attempt})` });
     });
     (result as Promise<unknown>)

@@ -77,15 +77,11 @@ export class ReadyReader {
     });
   }
 
-  /**
-   * Woken once the promise jobs now queued have run (nextTick runs after them):
-   * the successes of all handlers finishing in this tick share a call, and no
-   * event-loop turn is spent waiting.
-   */
+  /** Woken on the next turn, so the successes of one tick share a call. */
   private wakeSoon(): void {
     if (this.wakeScheduled) return;
     this.wakeScheduled = true;
-    process.nextTick(() => {
+    setImmediate(() => {
       this.wakeScheduled = false;
       this.wakeup.wake();
     });
@@ -154,11 +150,11 @@ export class ReadyReader {
     while (this.successes.length === 0 && slots.free <= 0 && !stop.aborted) await this.wakeup.wait();
   }
 
-  /** Sends waiting successes on their own (no claim), once this tick's handlers are done. */
+  /** Sends waiting successes on their own (no claim), on the next turn. */
   private flushSoon(): void {
     if (this.flushScheduled) return;
     this.flushScheduled = true;
-    process.nextTick(() => {
+    setImmediate(() => {
       this.flushScheduled = false;
       if (this.collecting) return; // the loop took over meanwhile
       const succeeded = this.successes.splice(0, MAX_COMPLETIONS);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { METRIC } from '../src';
+import { METRIC, RedisCallTimeoutError } from '../src';
 import { WorkItem } from './support/events';
 import { counter, recordMetrics, useRedis } from './support/harness';
 import { TcpProxy } from './support/tcp-proxy';
@@ -52,6 +52,24 @@ describe('Redis outages', () => {
       await service.enqueue(new WorkItem('second'), 0);
       await waitFor(() => handled.length === 2, 'the second event, read on a fresh connection', 10_000);
       expect(counter(metrics, METRIC.watchdogResets)).toBeGreaterThanOrEqual(1);
+    } finally {
+      await proxy.stop();
+    }
+  });
+
+  it('a call on a connection that went silent fails with RedisCallTimeoutError near its deadline, and the next call works', async () => {
+    const proxy = await TcpProxy.start(redis.server.port);
+    try {
+      const service = redis.service({ redis: proxy.url, prefix: redis.prefix(), commandTimeoutMs: 400 });
+      expect(await service.enqueue(new WorkItem('before'), 60_000)).toBe('scheduled');
+      // The command connection has sent a script call; from now on nothing it sends is answered.
+      expect(proxy.blackholeConnectionsThatSent('EVAL')).toBe(1);
+      const started = Date.now();
+      await expect(service.enqueue(new WorkItem('into-the-void'), 60_000)).rejects.toBeInstanceOf(RedisCallTimeoutError);
+      // The deadline is checked every quarter of it: the call fails within 1.25 times the deadline, plus slack.
+      expect(Date.now() - started).toBeLessThan(1_500);
+      // The stuck connection was reset: the next call goes out on a fresh one.
+      await waitFor(async () => (await service.enqueue(new WorkItem('after'), 60_000).catch(() => 'failed')) !== 'failed', 'an enqueue on a fresh connection', 10_000);
     } finally {
       await proxy.stop();
     }

@@ -1,17 +1,19 @@
 -- Transition: (nothing) -> SCHEDULED, or any state -> SCHEDULED when replacing;
 -- for one event or a batch of events of one type.
 -- KEYS[1] meta hash      (id -> envelope)
--- KEYS[2] schedule zset  (id -> due ms)
+-- KEYS[2] schedule index (bucket -> earliest due ms; see includes/schedule.lua)
 -- KEYS[3] ready list
 -- KEYS[4] in-flight zset (id -> lease expiry ms)
 -- KEYS[5] dead zset      (id -> dead-lettered at ms)
 -- KEYS[6] errors hash    (id -> last error)
+-- KEYS[7] legacy schedule zset (id -> due ms), written by 0.1; only emptied
 -- ARGV[1] '1' to replace stored events, '0' to leave them as they are
 -- ARGV[2] wake channel
 -- ARGV[3] wake message (the type's key tag)
 -- ARGV[4..] per event: id, body json, due ('+<ms from Redis now>' or '<absolute ms>')
 -- Returns one status per event: 1 stored, 0 already stored (untouched), 2 replaced.
 -- @include envelope
+-- @include schedule
 
 local replace = ARGV[1] == '1'
 local now
@@ -26,8 +28,7 @@ end
 -- Dispatchers sleep until the earliest due time they know; when an event
 -- became the head of the schedule, tell them.
 local function announce_if_head(due)
-  local head = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-  if tonumber(head[2]) == due then
+  if schedule_head(KEYS[2]) == due then
     redis.call('PUBLISH', ARGV[2], ARGV[3] .. '|' .. due)
   end
 end
@@ -36,7 +37,7 @@ end
 if #ARGV == 6 and not replace then
   local id, due = ARGV[4], due_of(ARGV[6])
   if redis.call('HSETNX', KEYS[1], id, envelope_make(0, due, ARGV[5])) == 0 then return { 0 } end
-  redis.call('ZADD', KEYS[2], due, id)
+  schedule_add(KEYS[2], { { due, id } })
   announce_if_head(due)
   return { 1 }
 end
@@ -48,37 +49,44 @@ for i = 4, #ARGV, 3 do ids[#ids + 1] = ARGV[i] end
 local stored = redis.call('HMGET', KEYS[1], unpack(ids))
 
 local statuses, envelopes, schedule = {}, {}, {}
-local taken = {}
+local taken = {} -- id -> its place in schedule
 local earliest_new = -1
 for k, id in ipairs(ids) do
   local body, due_spec = ARGV[2 + 3 * k], ARGV[3 + 3 * k]
-  local exists = stored[k] ~= false or taken[id]
+  local exists = stored[k] ~= false or taken[id] ~= nil
   if exists and not replace then
     statuses[k] = 0
   else
     local due = due_of(due_spec)
     statuses[k] = 1
-    if exists then
+    if exists then statuses[k] = 2 end
+    if stored[k] and not taken[id] then
       -- An event lives in exactly one of schedule, ready, in-flight or dead.
-      statuses[k] = 2
-      if redis.call('ZREM', KEYS[4], id) == 0 and redis.call('ZREM', KEYS[5], id) == 0 then
+      local _, stored_due = envelope_parse(stored[k])
+      if not schedule_remove(KEYS[2], id, stored_due)
+        and redis.call('ZREM', KEYS[7], id) == 0
+        and redis.call('ZREM', KEYS[4], id) == 0
+        and redis.call('ZREM', KEYS[5], id) == 0 then
         redis.call('LREM', KEYS[3], 1, id)
       end
       redis.call('HDEL', KEYS[6], id)
     end
-    taken[id] = true
     -- Attempt 0 also fences off the result of a handler still running an old payload.
     envelopes[#envelopes + 1] = id
     envelopes[#envelopes + 1] = envelope_make(0, due, body)
-    schedule[#schedule + 1] = due
-    schedule[#schedule + 1] = id
+    if taken[id] then
+      schedule[taken[id]][1] = due -- the same id twice in one call: the last one counts
+    else
+      schedule[#schedule + 1] = { due, id }
+      taken[id] = #schedule
+    end
     if earliest_new < 0 or due < earliest_new then earliest_new = due end
   end
 end
 
 if earliest_new >= 0 then
   redis.call('HSET', KEYS[1], unpack(envelopes))
-  redis.call('ZADD', KEYS[2], unpack(schedule))
+  schedule_add(KEYS[2], schedule)
   announce_if_head(earliest_new)
 end
 return statuses

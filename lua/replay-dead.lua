@@ -1,6 +1,6 @@
 -- Transition: DEAD -> SCHEDULED (due now, attempts reset).
 -- KEYS[1] dead zset
--- KEYS[2] schedule zset
+-- KEYS[2] schedule index (bucket -> earliest due ms; see includes/schedule.lua)
 -- KEYS[3] meta hash
 -- KEYS[4] errors hash
 -- ARGV[1] wake channel
@@ -9,6 +9,7 @@
 -- ARGV[4..] ids to replay; none means the oldest ARGV[3] dead letters
 -- Returns how many events were replayed.
 -- @include envelope
+-- @include schedule
 
 local ids = {}
 if #ARGV > 3 then
@@ -19,14 +20,18 @@ end
 
 local now = now_ms()
 local replayed = 0
+local schedule = {}
 for _, id in ipairs(ids) do
   if redis.call('ZREM', KEYS[1], id) == 1 then
     local _, _, body = envelope_parse(redis.call('HGET', KEYS[3], id))
     redis.call('HSET', KEYS[3], id, envelope_make(0, now, body))
-    redis.call('ZADD', KEYS[2], now, id)
+    schedule[#schedule + 1] = { now, id }
     redis.call('HDEL', KEYS[4], id)
     replayed = replayed + 1
   end
 end
-if replayed > 0 then redis.call('PUBLISH', ARGV[1], ARGV[2] .. '|' .. now) end
+if replayed > 0 then
+  schedule_add(KEYS[2], schedule)
+  redis.call('PUBLISH', ARGV[1], ARGV[2] .. '|' .. now)
+end
 return replayed

@@ -2,7 +2,7 @@
 -- Fenced by attempt, like complete-and-claim.lua.
 -- KEYS[1] meta hash
 -- KEYS[2] in-flight zset
--- KEYS[3] schedule zset
+-- KEYS[3] schedule index (bucket -> earliest due ms; see includes/schedule.lua)
 -- KEYS[4] errors hash
 -- ARGV[1] id
 -- ARGV[2] attempt that failed
@@ -10,6 +10,7 @@
 -- ARGV[4] error text
 -- Returns the new due ms, or -1 when the attempt was stale.
 -- @include envelope
+-- @include schedule
 
 local id = ARGV[1]
 local value = redis.call('HGET', KEYS[1], id)
@@ -19,6 +20,6 @@ if attempt ~= tonumber(ARGV[2]) or redis.call('ZREM', KEYS[2], id) == 0 then ret
 
 local due = now_ms() + tonumber(ARGV[3])
 redis.call('HSET', KEYS[1], id, envelope_make(attempt, due, body))
-redis.call('ZADD', KEYS[3], due, id)
+schedule_add(KEYS[3], { { due, id } })
 redis.call('HSET', KEYS[4], id, ARGV[4])
 return due

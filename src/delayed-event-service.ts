@@ -328,8 +328,11 @@ export class DelayedEventService {
         // One slot per queue, so one pipeline per queue works on a Cluster; partitions are summed.
         const perQueue = await Promise.all(
           this.layout.partitionsOf(route).map(async (keys) => {
-            const replies = (await this.connections.command.pipeline().zcard(keys.schedule).llen(keys.ready).zcard(keys.inFlight).zcard(keys.dead).exec()) ?? [];
-            return [0, 1, 2, 3].map((i) => Number(replies[i]?.[1] ?? 0));
+            const replies = (await this.connections.command.pipeline().hlen(keys.meta).llen(keys.ready).zcard(keys.inFlight).zcard(keys.dead).exec()) ?? [];
+            const [stored = 0, ready = 0, inFlight = 0, dead = 0] = [0, 1, 2, 3].map((i) => Number(replies[i]?.[1] ?? 0));
+            // Every stored event is in exactly one state, and the schedule is
+            // spread over buckets: what is in no other state is scheduled.
+            return [Math.max(0, stored - ready - inFlight - dead), ready, inFlight, dead];
           }),
         );
         const total = (i: number) => perQueue.reduce((sum, counts) => sum + counts[i]!, 0);

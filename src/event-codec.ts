@@ -8,7 +8,7 @@ export interface EncodedEvent {
   readonly route: EventRoute;
   readonly type: string;
   readonly id: string;
-  /** JSON `{t: enqueued at ms, c?: context, p: payload}`; the Lua scripts never parse it. */
+  /** JSON `[enqueued at ms, payload without its id, context?]`; the Lua scripts never parse it. */
   readonly body: string;
 }
 
@@ -45,10 +45,11 @@ function findLossyKey(root: object): string | undefined {
 /** A stored body that cannot become an event again; the consumer dead-letters it with this reason. */
 export class DecodeError extends Error {}
 
-interface StoredBody {
-  t: number;
-  c?: EventContext;
-  p: unknown;
+/** The body 0.1 wrote: `{t: enqueued at ms, c?: context, p: payload with its id}`; still read. */
+interface ObjectBody {
+  t?: unknown;
+  c?: unknown;
+  p?: unknown;
 }
 
 export class EventCodec {
@@ -69,12 +70,12 @@ export class EventCodec {
     }
     const lossy = findLossyKey(event);
     if (lossy) throw new SerializationError(type, new Error(`key ${lossy} would be dropped by class-transformer when stored or read back; rename it`));
-    const stored: StoredBody = { t: enqueuedAt, p: undefined };
-    if (context !== undefined && Object.keys(context).length > 0) stored.c = context;
     let body: string;
     try {
-      stored.p = this.flat.toPlain(event) ?? instanceToPlain(event);
-      body = JSON.stringify(stored);
+      const payload: Record<string, unknown> = this.flat.toPlain(event) ?? instanceToPlain(event);
+      // The hash field is the id already; a second copy in every body is memory for nothing.
+      if (payload.id === id) delete payload.id;
+      body = JSON.stringify(context !== undefined && Object.keys(context).length > 0 ? [enqueuedAt, payload, context] : [enqueuedAt, payload]);
     } catch (error) {
       // BigInt throws a TypeError; a circular graph overflows the stack in class-transformer.
       throw new SerializationError(type, error);
@@ -85,26 +86,30 @@ export class EventCodec {
   }
 
   decode<T extends DelayedEventInstance>(eventClass: EventClass<T>, id: string, body: string): DecodedEvent<T> {
-    let stored: Partial<StoredBody>;
+    let parsed: unknown;
     try {
-      stored = JSON.parse(body) as Partial<StoredBody>;
+      parsed = JSON.parse(body);
     } catch (error) {
       throw new DecodeError(`stored body is not JSON (${describe(error)})`);
     }
-    if (stored === null || typeof stored !== 'object' || stored.p === null || typeof stored.p !== 'object') {
+    let [enqueuedAt, payload, context]: unknown[] = [];
+    if (Array.isArray(parsed)) [enqueuedAt, payload, context] = parsed as unknown[];
+    else if (parsed !== null && typeof parsed === 'object') ({ t: enqueuedAt, p: payload, c: context } = parsed as ObjectBody);
+    if (payload === null || typeof payload !== 'object' || Array.isArray(payload)) {
       throw new DecodeError('stored body has no event payload object');
     }
+    const plain = payload as Record<string, unknown>;
+    if (!Object.hasOwn(plain, 'id')) plain.id = id;
     let event: T;
     try {
       // class-transformer types constructors with any[] arguments; ours take never[], the same in practice.
-      event = this.flat.toInstance(eventClass as unknown as new () => T, stored.p as Record<string, unknown>) ?? plainToInstance(eventClass as unknown as ClassConstructor<T>, stored.p as object);
+      event = this.flat.toInstance(eventClass as unknown as new () => T, plain) ?? plainToInstance(eventClass as unknown as ClassConstructor<T>, plain);
     } catch (error) {
       throw new DecodeError(`class-transformer could not build ${eventClass.name} (${describe(error)})`);
     }
     if (!(event instanceof eventClass) || event.id !== id) {
       throw new DecodeError(`payload id ${JSON.stringify(event?.id)} does not match stored id ${JSON.stringify(id)}`);
     }
-    const context = isEventContext(stored.c) ? stored.c : {};
-    return { event, context, enqueuedAt: typeof stored.t === 'number' ? stored.t : 0 };
+    return { event, context: isEventContext(context) ? context : {}, enqueuedAt: typeof enqueuedAt === 'number' ? enqueuedAt : 0 };
   }
 }

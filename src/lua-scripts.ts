@@ -108,7 +108,18 @@ export class LuaScripts {
    * reaches the node that took the write) and too few replicas is an error.
    */
   async enqueue(keys: TypeKeys, events: ReadonlyArray<ScheduledBody>, replace: boolean, durability?: Durability): Promise<EnqueueStatus[]> {
-    const args: Array<string | number> = [keys.meta, keys.schedule, keys.ready, keys.inFlight, keys.dead, keys.errors, replace ? '1' : '0', this.wakeChannel, keys.tag];
+    const args: Array<string | number> = [
+      keys.meta,
+      keys.schedule,
+      keys.ready,
+      keys.inFlight,
+      keys.dead,
+      keys.errors,
+      keys.legacySchedule,
+      replace ? '1' : '0',
+      this.wakeChannel,
+      keys.tag,
+    ];
     for (const e of events) args.push(e.id, e.body, 'delayMs' in e.due ? `+${e.due.delayMs}` : e.due.atMs);
     let statuses: number[];
     if (!durability) {
@@ -128,7 +139,7 @@ export class LuaScripts {
   }
 
   async dispatchDue(keys: TypeKeys, limit: number): Promise<DispatchResult> {
-    const [movedDue, movedExpired, nextDue, now] = (await this.calls['dispatch-due'](keys.schedule, keys.inFlight, keys.ready, limit)) as number[];
+    const [movedDue, movedExpired, nextDue, now] = (await this.calls['dispatch-due'](keys.schedule, keys.inFlight, keys.ready, keys.legacySchedule, limit)) as number[];
     return { movedDue: movedDue ?? 0, movedExpired: movedExpired ?? 0, nextDue: nextDue ?? -1, now: now ?? Date.now() };
   }
 
@@ -171,7 +182,7 @@ export class LuaScripts {
   }
 
   async cancel(keys: TypeKeys, id: string): Promise<boolean> {
-    return (await this.calls.cancel(keys.meta, keys.schedule, keys.ready, keys.inFlight, keys.dead, keys.errors, id)) === 1;
+    return (await this.calls.cancel(keys.meta, keys.schedule, keys.ready, keys.inFlight, keys.dead, keys.errors, keys.legacySchedule, id)) === 1;
   }
 
   async replayDead(keys: TypeKeys, ids: readonly string[], limit: number): Promise<number> {

@@ -15,8 +15,14 @@ export interface TypeKeys {
   readonly tag: string;
   /** Hash: id -> envelope `attempt|due|body`. */
   readonly meta: string;
-  /** Sorted set: id -> due ms. State SCHEDULED. */
+  /**
+   * Sorted set: bucket number -> earliest due ms in that bucket; the buckets,
+   * `${schedule}:<number>`, are small sorted sets id -> due ms. State SCHEDULED.
+   * Buckets keep Redis's compact encoding: lua/includes/schedule.lua explains.
+   */
   readonly schedule: string;
+  /** Sorted set: id -> due ms, as 0.1 scheduled events; only emptied now. */
+  readonly legacySchedule: string;
   /** List of ids due now, oldest first. State READY. */
   readonly ready: string;
   /** Sorted set: id -> lease expiry ms. State IN_FLIGHT. */
@@ -54,7 +60,8 @@ export class RedisLayout {
       type,
       tag,
       meta: `${base}:m`,
-      schedule: `${base}:s`,
+      schedule: `${base}:b`,
+      legacySchedule: `${base}:s`,
       ready: `${base}:r`,
       inFlight: `${base}:f`,
       dead: `${base}:d`,

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { WorkItem } from './support/events';
 import { useRedis, waitForDeadLetters } from './support/harness';
+import { ScheduleView } from './support/schedule';
 import { waitFor } from './support/wait-for';
 import { Worker } from './support/worker';
 
@@ -37,7 +38,7 @@ describe('at least once across crashes', () => {
     const keys = `${prefix}:{test.work}`;
     const envelope = (await client.hget(`${keys}:m`, 'last'))!;
     await client.hset(`${keys}:m`, 'last', envelope.replace(/^\d+\|/, '10|'));
-    await client.zrem(`${keys}:s`, 'last');
+    await new ScheduleView(client, keys).remove('last');
     await client.zadd(`${keys}:f`, Date.now() - 1, 'last');
     let called = false;
     service.addHandler(WorkItem, () => (called = true), 1);

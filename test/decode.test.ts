@@ -11,6 +11,7 @@ describe('stored events that cannot be decoded', () => {
     ['no header at all', () => 'garbage without header', /not JSON/],
     ['a body that is not JSON', (due: number) => `0|${due}|{"t":1,"p":{"id":`, /not JSON/],
     ['a body without a payload', (due: number) => `0|${due}|{"t":1}`, /no event payload object/],
+    ['a body array without a payload', (due: number) => `0|${due}|[1]`, /no event payload object/],
     ['a payload whose id is not the stored id', (due: number) => `0|${due}|{"t":1,"p":{"id":"other"}}`, /does not match stored id/],
   ])('with %s go to the dead-letter set with the reason, and the reader goes on', async (_name, corrupt, reason) => {
     const prefix = redis.prefix();
@@ -31,5 +32,31 @@ describe('stored events that cannot be decoded', () => {
     expect(letter!.error).toMatch(reason);
     expect(handled.sort()).toEqual(['good-1', 'good-2']);
     expect(counter(metrics, METRIC.deadLettered, { reason: 'decode' })).toBe(1);
+  });
+
+  it('keeps the id once, as the hash field, and hands it back in the event', async () => {
+    const prefix = redis.prefix();
+    const service = redis.service({ prefix });
+    const id = 'payment-7f3a9c';
+    await service.enqueue(new PaymentCheck(id, 42), 0, { context: { tenant: 't9' } });
+    expect(await redis.client().hget(`${prefix}:{test.payment-check}:m`, id)).not.toContain(id);
+    const seen: Array<[string, number, string | undefined]> = [];
+    service.addHandler(PaymentCheck, (e) => (seen.push([e.id, e.amount, service.currentContext()?.tenant]), true), 1);
+    await waitFor(() => seen.length === 1, 'the event handled');
+    expect(seen).toEqual([[id, 42, 't9']]);
+  });
+
+  it('reads bodies as 0.1 wrote them: an object with the id inside its payload', async () => {
+    const prefix = redis.prefix();
+    const client = redis.client();
+    const service = redis.service({ prefix });
+    await service.enqueue(new PaymentCheck('old', 1), 300);
+    const envelope = (await client.hget(`${prefix}:{test.payment-check}:m`, 'old'))!;
+    const header = /^\d+\|\d+\|/.exec(envelope)![0];
+    await client.hset(`${prefix}:{test.payment-check}:m`, 'old', `${header}{"t":5,"c":{"tenant":"t1"},"p":{"id":"old","amount":13}}`);
+    const seen: Array<[string, number, string | undefined]> = [];
+    service.addHandler(PaymentCheck, (e) => (seen.push([e.id, e.amount, service.currentContext()?.tenant]), true), 1);
+    await waitFor(() => seen.length === 1, 'the event handled');
+    expect(seen).toEqual([['old', 13, 't1']]);
   });
 });

@@ -4,6 +4,7 @@ import { InvalidEventError, NotReplicatedError } from '../src';
 import { EARLY_FLUSH } from '../src/enqueue-batcher';
 import { PaymentCheck, WorkItem } from './support/events';
 import { TOPOLOGY, useRedis } from './support/harness';
+import { ScheduleView } from './support/schedule';
 import { waitFor } from './support/wait-for';
 
 describe('enqueueBatch', () => {
@@ -24,7 +25,7 @@ describe('enqueueBatch', () => {
     expect(await redis.keys(`${prefix}:{test.payment-check}:*`)).toEqual([]);
     expect(await firstValueFrom(batch$)).toEqual(['scheduled', 'duplicate', 'scheduled', 'scheduled']);
     expect(await client.hlen(`${prefix}:{test.payment-check}:m`)).toBe(2);
-    expect(Number(await client.zscore(`${prefix}:{test.work}:s`, 'w-2'))).toBe(at.getTime());
+    expect(await new ScheduleView(client, `${prefix}:{test.work}`).dueOf('w-2')).toBe(at.getTime());
   });
 
   it('handles a batch larger than one script call', async () => {

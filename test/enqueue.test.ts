@@ -3,13 +3,15 @@ import { describe, expect, it } from 'vitest';
 import { METRIC } from '../src';
 import { PaymentCheck } from './support/events';
 import { counter, recordMetrics, useRedis } from './support/harness';
+import { ScheduleView } from './support/schedule';
 import { waitFor } from './support/wait-for';
 
 const TYPE = 'test.payment-check';
 
 describe('enqueue', () => {
   const redis = useRedis();
-  const keysOf = (prefix: string) => ({ meta: `${prefix}:{${TYPE}}:m`, schedule: `${prefix}:{${TYPE}}:s` });
+  const keysOf = (prefix: string) => ({ meta: `${prefix}:{${TYPE}}:m` });
+  const scheduleOf = (prefix: string) => new ScheduleView(redis.client(), `${prefix}:{${TYPE}}`);
 
   it('is cold: nothing reaches Redis until the Observable is subscribed', async () => {
     const prefix = redis.prefix();
@@ -29,7 +31,7 @@ describe('enqueue', () => {
     const before = Date.now();
     await firstValueFrom(service.enqueueWithDelay(new PaymentCheck('p', 7), { hours: 3 }));
     const after = Date.now();
-    const due = Number(await client.zscore(keysOf(prefix).schedule, 'p'));
+    const due = await scheduleOf(prefix).dueOf('p');
     expect(due).toBeGreaterThanOrEqual(before + 3 * 3_600_000 - 50);
     expect(due).toBeLessThanOrEqual(after + 3 * 3_600_000 + 50);
     expect(await client.hlen(keysOf(prefix).meta)).toBe(1);
@@ -41,7 +43,7 @@ describe('enqueue', () => {
     const service = redis.service({ prefix });
     const at = new Date(Date.now() + 86_400_000);
     await firstValueFrom(service.enqueueAt(new PaymentCheck('at'), at));
-    expect(Number(await redis.client().zscore(keysOf(prefix).schedule, 'at'))).toBe(at.getTime());
+    expect(await scheduleOf(prefix).dueOf('at')).toBe(at.getTime());
   });
 
   it('leaves an already stored event as it is and counts the duplicate', async () => {
@@ -50,9 +52,9 @@ describe('enqueue', () => {
     const metrics = recordMetrics(service);
     const client = redis.client();
     expect(await service.enqueue(new PaymentCheck('d', 1), 60_000)).toBe('scheduled');
-    const dueBefore = await client.zscore(keysOf(prefix).schedule, 'd');
+    const dueBefore = await scheduleOf(prefix).dueOf('d');
     expect(await service.enqueue(new PaymentCheck('d', 2), 1_000)).toBe('duplicate');
-    expect(await client.zscore(keysOf(prefix).schedule, 'd')).toBe(dueBefore);
+    expect(await scheduleOf(prefix).dueOf('d')).toBe(dueBefore);
     expect(await client.hget(keysOf(prefix).meta, 'd')).toContain('"amount":1');
     expect(counter(metrics, METRIC.duplicatesIgnored, { type: TYPE })).toBe(1);
   });
@@ -64,7 +66,7 @@ describe('enqueue', () => {
     await service.enqueue(new PaymentCheck('r', 1), 60_000);
     expect(await service.enqueue(new PaymentCheck('r', 2), 120_000, { replace: true })).toBe('replaced');
     expect(await client.hget(keysOf(prefix).meta, 'r')).toContain('"amount":2');
-    expect(Number(await client.zscore(keysOf(prefix).schedule, 'r'))).toBeGreaterThan(Date.now() + 100_000);
+    expect((await scheduleOf(prefix).dueOf('r')) ?? 0).toBeGreaterThan(Date.now() + 100_000);
   });
 
   it('replaced payloads are what the handler gets', async () => {
@@ -100,7 +102,7 @@ describe('enqueue', () => {
     await service.enqueue(new PaymentCheck('waiting'), 0);
     // No handler runs here; put the event where a dispatcher would, into the ready list.
     const client = redis.client();
-    await client.zrem(`${prefix}:{${TYPE}}:s`, 'waiting');
+    await scheduleOf(prefix).remove('waiting');
     await client.rpush(`${prefix}:{${TYPE}}:r`, 'waiting');
     expect(await service.cancel(PaymentCheck, 'waiting')).toBe(true);
     expect(await client.llen(`${prefix}:{${TYPE}}:r`)).toBe(0);

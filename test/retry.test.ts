@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { type HandlerResult, METRIC, customBackoff, exponentialBackoff, fixedBackoff } from '../src';
 import { PaymentCheck } from './support/events';
 import { counter, recordMetrics, useRedis, waitForDeadLetters } from './support/harness';
+import { ScheduleView } from './support/schedule';
 import { waitFor } from './support/wait-for';
 
 describe('retries and dead letters', () => {
@@ -77,7 +78,7 @@ describe('retries and dead letters', () => {
     expect(counter(metrics, METRIC.deadLettered, { type: 'test.payment-check', reason: 'attempts-exhausted' })).toBe(1);
     expect(counter(metrics, METRIC.handled, { outcome: 'failure' })).toBe(3);
     // Nothing left scheduled or in flight: it is parked, not retried forever.
-    expect(await redis.client().zcard(`${prefix}:{test.payment-check}:s`)).toBe(0);
+    expect((await new ScheduleView(redis.client(), `${prefix}:{test.payment-check}`).entries()).size).toBe(0);
     expect(await redis.client().zcard(`${prefix}:{test.payment-check}:f`)).toBe(0);
   });
 

@@ -26,8 +26,10 @@ end
 
 -- Earliest moment the type's dispatcher must look again: head of the schedule
 -- or the first lease to expire; -1 when neither holds anything.
-local function next_due(schedule_key, in_flight_key)
-  local s = redis.call('ZRANGE', schedule_key, 0, 0, 'WITHSCORES')
+-- The schedule index's scores are its buckets' earliest due times, so its
+-- head is the schedule's.
+local function next_due(schedule_index, in_flight_key)
+  local s = redis.call('ZRANGE', schedule_index, 0, 0, 'WITHSCORES')
   local l = redis.call('ZRANGE', in_flight_key, 0, 0, 'WITHSCORES')
   local best = -1
   if s[2] then best = tonumber(s[2]) end

@@ -1,0 +1,131 @@
+import fc from 'fast-check';
+import { firstValueFrom } from 'rxjs';
+import { describe, expect, it } from 'vitest';
+import { WorkItem } from './support/events';
+import { useRedis } from './support/harness';
+import { ScheduleView } from './support/schedule';
+import { waitFor } from './support/wait-for';
+
+const TYPE = 'test.work';
+
+describe('the schedule, kept in small buckets', () => {
+  const redis = useRedis();
+  const scheduleOf = (prefix: string) => new ScheduleView(redis.client(), `${prefix}:{${TYPE}}`);
+
+  it('keeps thousands of events, many due in the same millisecond, in compact buckets indexed by earliest due', async () => {
+    const prefix = redis.prefix();
+    const service = redis.service({ prefix });
+    const hourAhead = Date.now() + 3_600_000;
+    const sameDue = new Date(hourAhead);
+    // One batch all due at once, one batch spread at random, and one event at a time with growing delays.
+    await firstValueFrom(service.enqueueBatch(Array.from({ length: 1_500 }, (_, i) => ({ event: new WorkItem(`same-${i}`), at: sameDue }))));
+    const spread = Array.from({ length: 1_500 }, (_, i) => ({ event: new WorkItem(`spread-${i}`), at: new Date(hourAhead + Math.floor(Math.random() * 600_000)) }));
+    await firstValueFrom(service.enqueueBatch(spread));
+    for (let i = 0; i < 300; i++) await service.enqueue(new WorkItem(`growing-${i}`), 60_000 + i * 10);
+
+    const schedule = scheduleOf(prefix);
+    expect(await schedule.violations()).toEqual([]);
+    const entries = await schedule.entries();
+    expect(entries.size).toBe(3_300);
+    expect(entries.get('same-1499')).toBe(sameDue.getTime());
+    for (const { event, at } of spread) expect(entries.get(event.id)).toBe(at.getTime());
+  });
+
+  it('agrees with a model under random batches, replaces and cancels (property)', async () => {
+    const ids = fc.integer({ min: 0, max: 299 }).map((n) => `e${n}`);
+    // Few distinct due times, so many events share one and buckets split inside a millisecond.
+    const dueSlot = fc.integer({ min: 0, max: 7 });
+    const operation = fc.oneof(
+      fc.record({ kind: fc.constant('batch' as const), entries: fc.array(fc.tuple(ids, dueSlot), { minLength: 1, maxLength: 150 }), replace: fc.boolean() }),
+      fc.record({ kind: fc.constant('one' as const), id: ids, slot: dueSlot, replace: fc.boolean() }),
+      fc.record({ kind: fc.constant('cancel' as const), id: ids }),
+    );
+    await fc.assert(
+      fc.asyncProperty(fc.array(operation, { minLength: 1, maxLength: 12 }), async (operations) => {
+        const prefix = redis.prefix();
+        const service = redis.service({ prefix });
+        const base = Date.now() + 3_600_000;
+        const dueAt = (slot: number) => base + slot * 1_000;
+        const model = new Map<string, number>();
+        const store = (id: string, due: number, replace: boolean) => {
+          if (replace || !model.has(id)) model.set(id, due);
+        };
+        for (const op of operations) {
+          if (op.kind === 'batch') {
+            const entries = op.entries.map(([id, slot]) => ({ event: new WorkItem(id), at: new Date(dueAt(slot)) }));
+            await firstValueFrom(service.enqueueBatch(entries, { replace: op.replace }));
+            for (const [id, slot] of op.entries) store(id, dueAt(slot), op.replace);
+          } else if (op.kind === 'one') {
+            await firstValueFrom(service.enqueueAt(new WorkItem(op.id), new Date(dueAt(op.slot)), { replace: op.replace }));
+            store(op.id, dueAt(op.slot), op.replace);
+          } else {
+            expect(await service.cancel(WorkItem, op.id)).toBe(model.delete(op.id));
+          }
+        }
+        const schedule = scheduleOf(prefix);
+        expect(await schedule.violations()).toEqual([]);
+        expect(await schedule.entries()).toEqual(model);
+        expect((await redis.client().hkeys(`${prefix}:{${TYPE}}:m`)).sort()).toEqual([...model.keys()].sort());
+      }),
+      { numRuns: 25 },
+    );
+  }, 120_000);
+
+  it('hands every event to its handler once, not before it is due, when due times spread over many buckets', async () => {
+    const prefix = redis.prefix();
+    const service = redis.service({ prefix });
+    const now = Date.now();
+    const dues = new Map<string, number>();
+    const entries = Array.from({ length: 3_000 }, (_, i) => {
+      // A third overdue, a third due over the next 1.5 s, a third due together in 0.5 s.
+      const at = i % 3 === 0 ? now - Math.floor(Math.random() * 5_000) : i % 3 === 1 ? now + Math.floor(Math.random() * 1_500) : now + 500;
+      dues.set(`w${i}`, at);
+      return { event: new WorkItem(`w${i}`), at: new Date(at) };
+    });
+    await firstValueFrom(service.enqueueBatch(entries));
+    const handled = new Map<string, number>();
+    const early: string[] = [];
+    service.addHandler(
+      WorkItem,
+      (e) => {
+        handled.set(e.id, (handled.get(e.id) ?? 0) + 1);
+        // Both clocks are this host's: Redis's TIME fixed the due time, Date.now() reads it here.
+        if (Date.now() < dues.get(e.id)!) early.push(e.id);
+        return true;
+      },
+      32,
+    );
+    await waitFor(() => handled.size === 3_000, 'every event handled');
+    await waitFor(async () => (await redis.keys(`${prefix}:{${TYPE}}:b*`)).length === 0, 'no schedule key left');
+    expect([...handled.values()].every((n) => n === 1)).toBe(true);
+    expect(early).toEqual([]);
+  });
+
+  it('still hands out, cancels and replaces events that 0.1 scheduled in its single sorted set', async () => {
+    const prefix = redis.prefix();
+    const service = redis.service({ prefix });
+    const client = redis.client();
+    const queue = `${prefix}:{${TYPE}}`;
+    // 0.1 stored the same envelope in the meta hash and scheduled the id in `<queue>:s`.
+    const legacy = async (id: string, due: number) => {
+      await service.enqueue(new WorkItem(id, 1), 3_600_000);
+      await scheduleOf(prefix).remove(id);
+      await client.zadd(`${queue}:s`, due, id);
+    };
+    await legacy('old-due', Date.now() - 1_000);
+    await legacy('old-cancelled', Date.now() + 3_600_000);
+    await legacy('old-replaced', Date.now() + 3_600_000);
+
+    expect(await service.cancel(WorkItem, 'old-cancelled')).toBe(true);
+    expect(await service.enqueue(new WorkItem('old-replaced', 2), 0, { replace: true })).toBe('replaced');
+    const handled: Array<[string, number]> = [];
+    service.addHandler(WorkItem, (e) => (handled.push([e.id, e.n]), true), 4);
+    await waitFor(() => handled.length === 2, 'both remaining events handled');
+    expect(handled.sort()).toEqual([
+      ['old-due', 1],
+      ['old-replaced', 2],
+    ]);
+    expect(await client.exists(`${queue}:s`)).toBe(0);
+    expect(await client.hlen(`${queue}:m`)).toBe(0);
+  });
+});

@@ -1,0 +1,73 @@
+import type { Cluster, Redis } from 'ioredis';
+
+/**
+ * The schedule of one queue as lua/includes/schedule.lua keeps it: an index
+ * `<queue>:b` of bucket -> earliest due, and buckets `<queue>:b:<n>` of id -> due.
+ * `queue` is the key base, e.g. `${prefix}:{test.work}`.
+ */
+export class ScheduleView {
+  constructor(
+    private readonly client: Redis | Cluster,
+    private readonly queue: string,
+  ) {}
+
+  /** id -> due ms of every scheduled event. */
+  async entries(): Promise<Map<string, number>> {
+    const entries = new Map<string, number>();
+    for (const bucket of await this.client.zrange(`${this.queue}:b`, '0', '-1')) {
+      const flat = await this.client.zrange(`${this.queue}:b:${bucket}`, '0', '-1', 'WITHSCORES');
+      for (let i = 0; i < flat.length; i += 2) entries.set(flat[i]!, Number(flat[i + 1]));
+    }
+    return entries;
+  }
+
+  async dueOf(id: string): Promise<number | undefined> {
+    return (await this.entries()).get(id);
+  }
+
+  /**
+   * What lua/includes/schedule.lua promises of its buckets, as a list of
+   * violations (empty when all hold): each bucket is listpack-encoded and
+   * indexed by its earliest due, and ordered by (earliest, latest) due the
+   * buckets hold disjoint ranges.
+   */
+  async violations(): Promise<string[]> {
+    const found: string[] = [];
+    const index = await this.client.zrange(`${this.queue}:b`, '0', '-1', 'WITHSCORES');
+    const ranges: Array<{ bucket: string; lo: number; hi: number }> = [];
+    for (let i = 0; i < index.length; i += 2) {
+      const bucket = index[i]!;
+      const key = `${this.queue}:b:${bucket}`;
+      const flat = await this.client.zrange(key, '0', '-1', 'WITHSCORES');
+      if (flat.length === 0) {
+        found.push(`bucket ${bucket} is indexed but empty`);
+        continue;
+      }
+      const encoding = await this.client.object('ENCODING', key);
+      if (encoding !== 'listpack') found.push(`bucket ${bucket} is ${encoding} with ${flat.length / 2} entries`);
+      const lo = Number(flat[1]);
+      const hi = Number(flat[flat.length - 1]);
+      if (Number(index[i + 1]) !== lo) found.push(`bucket ${bucket} is indexed at ${index[i + 1]} but starts at ${lo}`);
+      ranges.push({ bucket, lo, hi });
+    }
+    ranges.sort((a, b) => a.lo - b.lo || a.hi - b.hi);
+    for (let i = 1; i < ranges.length; i++) {
+      const [before, after] = [ranges[i - 1]!, ranges[i]!];
+      if (before.hi > after.lo) found.push(`buckets ${before.bucket} [${before.lo}, ${before.hi}] and ${after.bucket} [${after.lo}, ${after.hi}] overlap`);
+    }
+    return found;
+  }
+
+  /** Takes an event out of the schedule by hand, as a dispatcher would before moving it elsewhere. */
+  async remove(id: string): Promise<void> {
+    for (const bucket of await this.client.zrange(`${this.queue}:b`, '0', '-1')) {
+      const key = `${this.queue}:b:${bucket}`;
+      if ((await this.client.zrem(key, id)) === 0) continue;
+      const head = await this.client.zrange(key, '0', '0', 'WITHSCORES');
+      if (head.length > 0) await this.client.zadd(`${this.queue}:b`, head[1]!, bucket);
+      else await this.client.zrem(`${this.queue}:b`, bucket);
+      return;
+    }
+    throw new Error(`${id} is not scheduled in ${this.queue}`);
+  }
+}

@@ -26,19 +26,16 @@ local function due_of(due_spec)
 end
 
 -- Dispatchers sleep until the earliest due time they know; when an event
--- became the head of the schedule, tell them.
-local function announce_if_head(due)
-  if schedule_head(KEYS[2]) == due then
-    redis.call('PUBLISH', ARGV[2], ARGV[3] .. '|' .. due)
-  end
+-- moved the schedule's earliest due time earlier, tell them.
+local function announce(due)
+  redis.call('PUBLISH', ARGV[2], ARGV[3] .. '|' .. due)
 end
 
 -- One new event, the common call: HSETNX tests and stores in one call.
 if #ARGV == 6 and not replace then
   local id, due = ARGV[4], due_of(ARGV[6])
   if redis.call('HSETNX', KEYS[1], id, envelope_make(0, due, ARGV[5])) == 0 then return { 0 } end
-  schedule_add(KEYS[2], { { due, id } })
-  announce_if_head(due)
+  if schedule_add(KEYS[2], { { due, id } }) then announce(due) end
   return { 1 }
 end
 
@@ -86,7 +83,6 @@ end
 
 if earliest_new >= 0 then
   redis.call('HSET', KEYS[1], unpack(envelopes))
-  schedule_add(KEYS[2], schedule)
-  announce_if_head(earliest_new)
+  if schedule_add(KEYS[2], schedule) then announce(earliest_new) end
 end
 return statuses

@@ -47,97 +47,113 @@ local function among_ties(index, lo, want_pure)
   return ties[#ties]
 end
 
--- The bucket that takes due time `due`, its earliest due, and the due time
--- from which on entries belong to a later bucket (nil: none).
-local function schedule_target(index, due)
+-- The bucket that takes due time `due` (nil: a new one), its earliest due,
+-- when `want_limit` the due time from which on entries belong to a later
+-- bucket (nil: none), and whether `due` is earlier than the whole schedule.
+local function schedule_target(index, due, want_limit)
   local below = redis.call('ZRANGE', index, due, '-inf', 'BYSCORE', 'REV', 'LIMIT', 0, 2, 'WITHSCORES')
-  local above = redis.call('ZRANGE', index, '(' .. due, '+inf', 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
   if below[1] then
     local lo = tonumber(below[2])
     local bucket = below[1]
     if below[4] and tonumber(below[4]) == lo then bucket = among_ties(index, lo, false) end
+    if not want_limit then return bucket, lo, nil end
+    local above = redis.call('ZRANGE', index, '(' .. due, '+inf', 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
     return bucket, lo, tonumber(above[2])
   end
-  if not above[1] then return nil, nil, nil end
   -- Earlier than every bucket: the first takes it if that keeps ranges
   -- disjoint, that is when it is the only one starting there or holds only its start.
-  local first = tonumber(above[2])
-  local next_two = redis.call('ZRANGE', index, 0, 1, 'WITHSCORES')
-  if not next_two[3] or tonumber(next_two[4]) ~= first then return above[1], first, first end
-  local pure = among_ties(index, first, true)
-  if pure then return pure, first, first end
-  return nil, nil, first
+  local first_two = redis.call('ZRANGE', index, 0, 1, 'WITHSCORES')
+  if not first_two[1] then return nil, nil, nil, true end
+  local first = tonumber(first_two[2])
+  if not first_two[3] or tonumber(first_two[4]) ~= first then return first_two[1], first, first, true end
+  return among_ties(index, first, true), first, first, true
 end
 
--- Stores entries[from..to] ({due, id}, ascending by due) in `bucket`
--- (nil: a new bucket), splitting it when it would outgrow the listpack encoding.
+-- Adds list[from..to] to a bucket. Redis finds a listpack entry's place by
+-- scanning from the front, so the latest go first: into a new bucket, each
+-- insertion then stops at once.
+local function put(index, bucket, list, from, to)
+  local args = {}
+  for k = to, from, -1 do
+    args[#args + 1] = list[k][1]
+    args[#args + 1] = list[k][2]
+  end
+  redis.call('ZADD', bucket_key(index, bucket), unpack(args))
+end
+
+-- Stores list[from..to] in new buckets of at most `size` entries; with
+-- `keep`, the first of them is bucket `keep`, emptied by the caller.
+local function put_in_new_buckets(index, list, from, to, size, keep)
+  local parts = math.ceil((to - from + 1) / size)
+  size = math.ceil((to - from + 1) / parts)
+  for p = 0, parts - 1 do
+    local first = from + p * size
+    local name = (p == 0 and keep) or new_bucket(index, list[first][1], p)
+    put(index, name, list, first, math.min(to, first + size - 1))
+    redis.call('ZADD', index, list[first][1], name)
+  end
+end
+
+-- Stores entries[from..to] ({due, id}, ascending by due) in `bucket` (nil: a
+-- new bucket), whose earliest due is `lo`. A sorted set that grew past the
+-- listpack limit would stay a skiplist even after shrinking, so a bucket
+-- never grows past it: what does not fit goes to new buckets.
 local function schedule_fill(index, bucket, lo, entries, from, to)
-  local count = to - from + 1
-  local key = bucket and bucket_key(index, bucket)
-  local held = key and redis.call('ZCARD', key) or 0
-  if held + count <= BUCKET_MAX then
-    if not bucket then
-      bucket = new_bucket(index, entries[from][1], 0)
-      key = bucket_key(index, bucket)
-    end
-    local args = {}
-    for k = from, to do
-      args[#args + 1] = entries[k][1]
-      args[#args + 1] = entries[k][2]
-    end
-    redis.call('ZADD', key, unpack(args))
+  local held = bucket and redis.call('ZCARD', bucket_key(index, bucket)) or 0
+  if held + to - from + 1 <= BUCKET_MAX then
+    bucket = bucket or new_bucket(index, entries[from][1], 0)
+    put(index, bucket, entries, from, to)
     if not lo or entries[from][1] < lo then redis.call('ZADD', index, entries[from][1], bucket) end
     return
   end
-  -- Rewrite the bucket as several: a sorted set that grew past the limit
-  -- would stay a skiplist even after shrinking, so it must never grow past it.
-  local merged = {}
-  if held > 0 then
-    local old = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
-    redis.call('ZREMRANGEBYRANK', key, 0, -1)
-    local k = from
-    for o = 1, #old, 2 do
-      local old_due = tonumber(old[o + 1])
-      while k <= to and entries[k][1] < old_due do
-        merged[#merged + 1] = entries[k]
-        k = k + 1
-      end
-      merged[#merged + 1] = { old_due, old[o] }
+  if held == 0 or entries[from][1] >= latest_due(index, bucket) then
+    -- Appending, the usual case (one delay for many events): fill the bucket
+    -- up and open new full ones after it; nothing is rewritten.
+    local room = BUCKET_MAX - held
+    if room > 0 and bucket then
+      put(index, bucket, entries, from, from + room - 1)
+      if not lo or entries[from][1] < lo then redis.call('ZADD', index, entries[from][1], bucket) end
+      from = from + room
     end
-    for r = k, to do merged[#merged + 1] = entries[r] end
-  else
-    for k = from, to do merged[#merged + 1] = entries[k] end
+    put_in_new_buckets(index, entries, from, to, BUCKET_MAX)
+    return
   end
-  local parts = math.ceil(#merged / BUCKET_FILL)
-  local size = math.ceil(#merged / parts)
-  for p = 0, parts - 1 do
-    local name = (p == 0 and bucket) or new_bucket(index, merged[p * size + 1][1], p)
-    local args = {}
-    for k = p * size + 1, math.min(#merged, (p + 1) * size) do
-      args[#args + 1] = merged[k][1]
-      args[#args + 1] = merged[k][2]
+  -- Inserting among its entries: rewrite the bucket as several, with room to grow.
+  local key = bucket_key(index, bucket)
+  local old = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
+  redis.call('ZREMRANGEBYRANK', key, 0, -1)
+  local merged, k = {}, from
+  for o = 1, #old, 2 do
+    local old_due = tonumber(old[o + 1])
+    while k <= to and entries[k][1] < old_due do
+      merged[#merged + 1] = entries[k]
+      k = k + 1
     end
-    redis.call('ZADD', bucket_key(index, name), unpack(args))
-    redis.call('ZADD', index, args[1], name)
+    merged[#merged + 1] = { old_due, old[o] }
   end
+  for r = k, to do merged[#merged + 1] = entries[r] end
+  put_in_new_buckets(index, merged, 1, #merged, BUCKET_FILL, bucket)
 end
 
 -- Schedules entries (a list of {due, id} of ids not scheduled yet), in as few
 -- calls as their due times allow: entries bound for one bucket go in one ZADD.
+-- Returns true when the schedule's earliest due time moved earlier.
 local function schedule_add(index, entries)
   local sorted = true
   for k = 2, #entries do
     if entries[k][1] < entries[k - 1][1] then sorted = false break end
   end
   if not sorted then table.sort(entries, function(a, b) return a[1] < b[1] end) end
-  local from = 1
+  local from, earlier = 1, false
   while from <= #entries do
-    local bucket, lo, limit = schedule_target(index, entries[from][1])
+    local bucket, lo, limit, earliest = schedule_target(index, entries[from][1], from < #entries)
+    earlier = earlier or earliest
     local to = from
     while to < #entries and (not limit or entries[to + 1][1] < limit) do to = to + 1 end
     schedule_fill(index, bucket, lo, entries, from, to)
     from = to + 1
   end
+  return earlier
 end
 
 -- Buckets whose range may hold due time `due`: those starting at it, and
@@ -174,9 +190,4 @@ local function schedule_take_due(index, now, limit)
     end
   end
   return taken
-end
-
--- Earliest due in the schedule, or nil.
-local function schedule_head(index)
-  return tonumber(redis.call('ZRANGE', index, 0, 0, 'WITHSCORES')[2])
 end

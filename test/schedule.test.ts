@@ -101,6 +101,25 @@ describe('the schedule, kept in small buckets', () => {
     expect(early).toEqual([]);
   });
 
+  it('replaces or cancels an event whose envelope was corrupted by hand without leaving it scheduled twice', async () => {
+    const prefix = redis.prefix();
+    const service = redis.service({ prefix });
+    const client = redis.client();
+    // Enough events around it that its bucket is not the only one.
+    await firstValueFrom(service.enqueueBatch(Array.from({ length: 400 }, (_, i) => ({ event: new WorkItem(`n${i}`), delay: 3_600_000 + i * 1_000 }))));
+    for (const id of ['broken-replaced', 'broken-cancelled']) {
+      await service.enqueue(new WorkItem(id, 1), 3_600_000 + 200_000);
+      await client.hset(`${prefix}:{${TYPE}}:m`, id, 'not an envelope');
+    }
+    expect(await service.enqueue(new WorkItem('broken-replaced', 2), 7_200_000, { replace: true })).toBe('replaced');
+    expect(await service.cancel(WorkItem, 'broken-cancelled')).toBe(true);
+    const schedule = scheduleOf(prefix);
+    expect(await schedule.violations()).toEqual([]);
+    const entries = await schedule.entries();
+    expect(entries.has('broken-cancelled')).toBe(false);
+    expect(entries.get('broken-replaced')).toBeGreaterThan(Date.now() + 7_000_000);
+  });
+
   it('still hands out, cancels and replaces events that 0.1 scheduled in its single sorted set', async () => {
     const prefix = redis.prefix();
     const service = redis.service({ prefix });

@@ -156,11 +156,8 @@ local function schedule_add(index, entries)
   return earlier
 end
 
--- Buckets whose range may hold due time `due`: those starting at it, and
--- those starting at the latest earliest-due below it.
-local function schedule_remove(index, id, due)
-  local below = redis.call('ZRANGE', index, '(' .. due, '-inf', 'BYSCORE', 'REV', 'LIMIT', 0, 1, 'WITHSCORES')
-  for _, bucket in ipairs(redis.call('ZRANGE', index, below[2] or due, due, 'BYSCORE')) do
+local function remove_from(index, buckets, id)
+  for _, bucket in ipairs(buckets) do
     local key = bucket_key(index, bucket)
     if redis.call('ZREM', key, id) == 1 then
       local head = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
@@ -169,6 +166,16 @@ local function schedule_remove(index, id, due)
     end
   end
   return false
+end
+
+-- Unschedules `id`, due at `due` (from its envelope). Only buckets whose range
+-- may hold that time are looked at: those starting at it, and those starting
+-- at the latest earliest-due below it. Returns false when it was not scheduled.
+local function schedule_remove(index, id, due)
+  local below = redis.call('ZRANGE', index, '(' .. due, '-inf', 'BYSCORE', 'REV', 'LIMIT', 0, 1, 'WITHSCORES')
+  if remove_from(index, redis.call('ZRANGE', index, below[2] or due, due, 'BYSCORE'), id) then return true end
+  -- An envelope corrupted by hand reads as due 0: its entry may be anywhere.
+  return tonumber(due) == 0 and remove_from(index, redis.call('ZRANGE', index, 0, -1), id)
 end
 
 -- Removes and returns up to `limit` ids due at `now`, earliest buckets first.

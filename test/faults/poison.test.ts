@@ -71,7 +71,8 @@ describe('fault injection: poison input', () => {
     const events = shapes.map((data, i) => new PoisonEvent(`p${i}`, BEHAVIOURS[i % BEHAVIOURS.length]!, data));
     // Exactly at the limit, and one byte over it.
     const padding = (extra: number) => {
-      const base = Buffer.byteLength(JSON.stringify({ t: Date.now(), p: { id: 'edge-x', behaviour: 'ok', data: '' } }));
+      // The stored body: [enqueued at, payload without its id] (docs/redis-layout.md).
+      const base = Buffer.byteLength(JSON.stringify([Date.now(), { behaviour: 'ok', data: '' }]));
       return 'x'.repeat(LIMIT - base + extra);
     };
     events.push(new PoisonEvent('edge-0', 'ok', padding(0)), new PoisonEvent('edge-1', 'ok', padding(1)));

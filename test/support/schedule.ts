@@ -27,14 +27,15 @@ export class ScheduleView {
 
   /**
    * What lua/includes/schedule.lua promises of its buckets, as a list of
-   * violations (empty when all hold): each bucket is listpack-encoded and
-   * indexed by its earliest due, and ordered by (earliest, latest) due the
-   * buckets hold disjoint ranges.
+   * violations (empty when all hold): each id is in one bucket, each bucket is
+   * listpack-encoded and indexed by its earliest due, and ordered by
+   * (earliest, latest) due the buckets hold disjoint ranges.
    */
   async violations(): Promise<string[]> {
     const found: string[] = [];
     const index = await this.client.zrange(`${this.queue}:b`, '0', '-1', 'WITHSCORES');
     const ranges: Array<{ bucket: string; lo: number; hi: number }> = [];
+    const bucketOf = new Map<string, string>();
     for (let i = 0; i < index.length; i += 2) {
       const bucket = index[i]!;
       const key = `${this.queue}:b:${bucket}`;
@@ -42,6 +43,11 @@ export class ScheduleView {
       if (flat.length === 0) {
         found.push(`bucket ${bucket} is indexed but empty`);
         continue;
+      }
+      for (let j = 0; j < flat.length; j += 2) {
+        const other = bucketOf.get(flat[j]!);
+        if (other !== undefined) found.push(`${flat[j]} is in buckets ${other} and ${bucket}`);
+        bucketOf.set(flat[j]!, bucket);
       }
       const encoding = await this.client.object('ENCODING', key);
       if (encoding !== 'listpack') found.push(`bucket ${bucket} is ${encoding} with ${flat.length / 2} entries`);

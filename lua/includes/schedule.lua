@@ -2,18 +2,19 @@
 -- id -> due small enough for Redis's compact listpack encoding (about 20 bytes
 -- an entry, against about 110 in a skiplist), and an index sorted set
 -- bucket name -> earliest due in that bucket. Bucket keys are the index key
--- plus ':<name>', in the index's hash slot. A name is the due time the bucket
--- started with, suffixed '.<k>' when taken: no counter key outlives the schedule.
+-- plus ':<name>', in the index's hash slot; no counter key outlives the schedule.
 --
 -- Invariants, kept by the functions below:
 --   * an index score is exactly the earliest due of its bucket, so the index
 --     head is the next due time and only buckets holding something due are read;
---   * ordered by (earliest, latest due), each bucket's latest due is at most
---     the next bucket's earliest: buckets hold disjoint ranges of due times, so
---     the index alone says which bucket holds or takes a due time. Buckets may
---     share an earliest due (many events due in one millisecond); all but one
---     of them then hold nothing but that due time.
--- Nothing relies on the order of buckets that share an earliest due.
+--   * a bucket holds nothing later than the next greater earliest due in the
+--     index: buckets hold disjoint ranges of due times, except that buckets
+--     sharing an earliest due (more events due in one millisecond than a
+--     bucket holds) may overlap each other. So an event due at t is in a bucket
+--     starting at t or in one starting at the greatest earliest due below t,
+--     and finding it needs the index alone.
+-- Of buckets sharing an earliest due, the newest sorts last by name, so adding
+-- to such a group goes to the bucket with room without looking at the others.
 
 local BUCKET_MAX = 128 -- Redis's default zset-max-listpack-entries
 local BUCKET_FILL = 96 -- most entries a bucket keeps after a split: room to grow
@@ -22,12 +23,17 @@ local function bucket_key(index, bucket)
   return index .. ':' .. bucket
 end
 
-local function new_bucket(index, due, k)
-  local name = k == 0 and tostring(due) or (due .. '.' .. k)
-  while redis.call('ZSCORE', index, name) do
-    k = k + 1
-    name = due .. '.' .. k
+-- A free name for a new bucket starting at `lo`, sorting after every bucket
+-- that starts there.
+local function new_bucket(index, lo)
+  local last = redis.call('ZRANGE', index, lo, lo, 'BYSCORE', 'REV', 'LIMIT', 0, 1)[1]
+  local name = tostring(lo)
+  if last then
+    local base, n = string.match(last, '^(.*)~(%d+)$')
+    name = base and (base .. '~' .. string.format('%09d', tonumber(n) + 1)) or (last .. '~000000001')
   end
+  -- Taken by a bucket whose earliest due has changed since it was named.
+  while redis.call('ZSCORE', index, name) do name = name .. '~000000001' end
   return name
 end
 
@@ -35,38 +41,23 @@ local function latest_due(index, bucket)
   return tonumber(redis.call('ZRANGE', bucket_key(index, bucket), -1, -1, 'WITHSCORES')[2])
 end
 
--- Of buckets that share the earliest due `lo`, the one holding later due
--- times too, else any (want_pure: one holding only `lo`, else nil).
-local function among_ties(index, lo, want_pure)
-  local ties = redis.call('ZRANGE', index, lo, lo, 'BYSCORE')
-  for _, bucket in ipairs(ties) do
-    local pure = latest_due(index, bucket) == lo
-    if pure == want_pure then return bucket end
-  end
-  if want_pure then return nil end
-  return ties[#ties]
-end
-
 -- The bucket that takes due time `due` (nil: a new one), its earliest due,
 -- when `want_limit` the due time from which on entries belong to a later
 -- bucket (nil: none), and whether `due` is earlier than the whole schedule.
 local function schedule_target(index, due, want_limit)
-  local below = redis.call('ZRANGE', index, due, '-inf', 'BYSCORE', 'REV', 'LIMIT', 0, 2, 'WITHSCORES')
+  local below = redis.call('ZRANGE', index, due, '-inf', 'BYSCORE', 'REV', 'LIMIT', 0, 1, 'WITHSCORES')
   if below[1] then
-    local lo = tonumber(below[2])
-    local bucket = below[1]
-    if below[4] and tonumber(below[4]) == lo then bucket = among_ties(index, lo, false) end
-    if not want_limit then return bucket, lo, nil end
+    if not want_limit then return below[1], tonumber(below[2]), nil end
     local above = redis.call('ZRANGE', index, '(' .. due, '+inf', 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
-    return bucket, lo, tonumber(above[2])
+    return below[1], tonumber(below[2]), tonumber(above[2])
   end
-  -- Earlier than every bucket: the first takes it if that keeps ranges
-  -- disjoint, that is when it is the only one starting there or holds only its start.
+  -- Earlier than every bucket: the first takes it, unless it shares its
+  -- earliest due with others (moving its start would leave it overlapping them).
   local first_two = redis.call('ZRANGE', index, 0, 1, 'WITHSCORES')
   if not first_two[1] then return nil, nil, nil, true end
   local first = tonumber(first_two[2])
-  if not first_two[3] or tonumber(first_two[4]) ~= first then return first_two[1], first, first, true end
-  return among_ties(index, first, true), first, first, true
+  if first_two[3] and tonumber(first_two[4]) == first then return nil, nil, first, true end
+  return first_two[1], first, first, true
 end
 
 -- Adds list[from..to] to a bucket. Redis finds a listpack entry's place by
@@ -88,7 +79,7 @@ local function put_in_new_buckets(index, list, from, to, size, keep)
   size = math.ceil((to - from + 1) / parts)
   for p = 0, parts - 1 do
     local first = from + p * size
-    local name = (p == 0 and keep) or new_bucket(index, list[first][1], p)
+    local name = (p == 0 and keep) or new_bucket(index, list[first][1])
     put(index, name, list, first, math.min(to, first + size - 1))
     redis.call('ZADD', index, list[first][1], name)
   end
@@ -101,7 +92,7 @@ end
 local function schedule_fill(index, bucket, lo, entries, from, to)
   local held = bucket and redis.call('ZCARD', bucket_key(index, bucket)) or 0
   if held + to - from + 1 <= BUCKET_MAX then
-    bucket = bucket or new_bucket(index, entries[from][1], 0)
+    bucket = bucket or new_bucket(index, entries[from][1])
     put(index, bucket, entries, from, to)
     if not lo or entries[from][1] < lo then redis.call('ZADD', index, entries[from][1], bucket) end
     return
@@ -168,12 +159,13 @@ local function remove_from(index, buckets, id)
   return false
 end
 
--- Unschedules `id`, due at `due` (from its envelope). Only buckets whose range
--- may hold that time are looked at: those starting at it, and those starting
--- at the latest earliest-due below it. Returns false when it was not scheduled.
+-- Unschedules `id`, due at `due` (from its envelope): it is in a bucket
+-- starting at `due` or at the greatest earliest due below it, newest first
+-- being likelier. Returns false when it was not scheduled.
 local function schedule_remove(index, id, due)
+  if remove_from(index, redis.call('ZRANGE', index, due, due, 'BYSCORE', 'REV'), id) then return true end
   local below = redis.call('ZRANGE', index, '(' .. due, '-inf', 'BYSCORE', 'REV', 'LIMIT', 0, 1, 'WITHSCORES')
-  if remove_from(index, redis.call('ZRANGE', index, below[2] or due, due, 'BYSCORE'), id) then return true end
+  if below[1] and remove_from(index, redis.call('ZRANGE', index, below[2], below[2], 'BYSCORE', 'REV'), id) then return true end
   -- An envelope corrupted by hand reads as due 0: its entry may be anywhere.
   return tonumber(due) == 0 and remove_from(index, redis.call('ZRANGE', index, 0, -1), id)
 end

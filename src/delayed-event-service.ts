@@ -253,7 +253,8 @@ export class DelayedEventService {
   private prepare(event: DelayedEventInstance, due: () => DueSpec, context: EventContext | undefined): PreparedEvent {
     this.assertOpen();
     const captured = context ?? (this.options.contextProvider ?? (() => this.contextStore.current()))();
-    return { ...this.codec.encode(event, captured, Date.now()), due: due() };
+    const encoded = this.codec.encode(event, captured, Date.now());
+    return { route: encoded.route, type: encoded.type, id: encoded.id, body: encoded.body, due: due() };
   }
 
   /** Cold: one script call per queue and thousand events, statuses back in the order given. */

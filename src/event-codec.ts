@@ -42,6 +42,12 @@ function findLossyKey(root: object): string | undefined {
   return undefined;
 }
 
+/** findLossyKey for an object without nested objects: its own keys are all there is. */
+function lossyOwnKey(value: object): string | undefined {
+  for (const key of Object.keys(value)) if (LOSSY_KEYS.has(key)) return `event.${key}`;
+  return undefined;
+}
+
 /** A stored body that cannot become an event again; the consumer dead-letters it with this reason. */
 export class DecodeError extends Error {}
 
@@ -68,15 +74,17 @@ export class EventCodec {
     if (context !== undefined && !isEventContext(context)) {
       throw new InvalidEventError('context must be an object whose values are all strings');
     }
-    const lossy = findLossyKey(event);
-    if (lossy) throw new SerializationError(type, new Error(`key ${lossy} would be dropped by class-transformer when stored or read back; rename it`));
     let body: string;
     try {
-      const payload: Record<string, unknown> = this.flat.toPlain(event) ?? instanceToPlain(event);
       // The hash field is the id already; a second copy in every body is memory for nothing.
-      if (payload.id === id) delete payload.id;
+      const flat = this.flat.toPlain(event, 'id');
+      const lossy = flat ? lossyOwnKey(event) : findLossyKey(event);
+      if (lossy) throw new SerializationError(type, new Error(`key ${lossy} would be dropped by class-transformer when stored or read back; rename it`));
+      const payload: Record<string, unknown> = flat ?? instanceToPlain(event);
+      if (!flat && payload.id === id) delete payload.id;
       body = JSON.stringify(context !== undefined && Object.keys(context).length > 0 ? [enqueuedAt, payload, context] : [enqueuedAt, payload]);
     } catch (error) {
+      if (error instanceof SerializationError) throw error;
       // BigInt throws a TypeError; a circular graph overflows the stack in class-transformer.
       throw new SerializationError(type, error);
     }

@@ -15,14 +15,17 @@ export class FlatPayloads {
   /** Per class: true when neither it nor an ancestor has a class-transformer decorator. */
   private readonly undecorated = new WeakMap<Function, boolean>();
 
-  /** The plain form of `event`, as instanceToPlain would give it; undefined when not flat. */
-  toPlain(event: object): Record<string, unknown> | undefined {
+  /**
+   * The plain form of `event`, as instanceToPlain would give it, without the
+   * key `leaveOut` if given; undefined when not flat.
+   */
+  toPlain(event: object, leaveOut?: string): Record<string, unknown> | undefined {
     if (!this.isUndecorated(event.constructor)) return undefined;
     const plain: Record<string, unknown> = {};
     const source = event as Record<string, unknown>;
     for (const key of Object.keys(source)) {
       // class-transformer skips these two keys in both directions.
-      if (key === '__proto__' || key === 'constructor') continue;
+      if (key === '__proto__' || key === 'constructor' || key === leaveOut) continue;
       const value = source[key];
       if (!isPrimitive(value)) return undefined;
       plain[key] = value;

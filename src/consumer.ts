@@ -2,7 +2,7 @@ import { Subscription, merge } from 'rxjs';
 import type { DelayedEventInstance, EventClass } from './delayed-event.decorator';
 import { type DecodedEvent, type EventCodec, DecodeError } from './event-codec';
 import type { EventContextStore } from './event-context';
-import { type ContextHandler, type EventHandler, invokeHandler } from './handler-invocation';
+import { type ContextHandler, type EventHandler, HandlerDelivery, invokeHandler } from './handler-invocation';
 import { FifoTimeouts } from './fifo-timeouts';
 import { HandlerSlots } from './handler-slots';
 import type { LuaScripts } from './lua-scripts';
@@ -124,14 +124,7 @@ export class Consumer<T extends DelayedEventInstance> {
         handler: this.parts.handler,
         event: decoded.event,
         context: decoded.context,
-        delivery: {
-          id: claimed.id,
-          type: this.parts.type,
-          attempt: claimed.attempt,
-          maxAttempts: this.parts.retry.maxAttempts,
-          dueAt: claimed.dueAt,
-          enqueuedAt: decoded.enqueuedAt,
-        },
+        delivery: new HandlerDelivery(claimed.id, this.parts.type, claimed.attempt, this.parts.retry.maxAttempts, claimed.dueAt, decoded.enqueuedAt),
         timeouts: this.timeouts,
         contextStore: this.parts.contextStore,
         contextHandler: this.parts.contextHandler,

@@ -34,11 +34,37 @@ export type Outcome = { readonly ok: true } | { readonly ok: false; readonly err
 
 const NO_VALUE = Symbol('no value');
 
+/**
+ * The Delivery a handler gets. The AbortController behind `signal` is made
+ * only when a handler asks for it: most never do.
+ */
+export class HandlerDelivery implements Delivery {
+  #controller: AbortController | undefined;
+
+  constructor(
+    readonly id: string,
+    readonly type: string,
+    readonly attempt: number,
+    readonly maxAttempts: number,
+    readonly dueAt: number,
+    readonly enqueuedAt: number,
+  ) {}
+
+  get signal(): AbortSignal {
+    return (this.#controller ??= new AbortController()).signal;
+  }
+
+  /** Aborts `signal`, if a handler ever asked for it. */
+  abort(): void {
+    this.#controller?.abort();
+  }
+}
+
 export interface Invocation<T> {
   readonly handler: EventHandler<T>;
   readonly event: T;
   readonly context: EventContext;
-  readonly delivery: Omit<Delivery, 'signal'>;
+  readonly delivery: HandlerDelivery;
   /** The handler timeout; shared by all calls of one handler. */
   readonly timeouts: FifoTimeouts;
   readonly contextStore: EventContextStore;
@@ -47,15 +73,7 @@ export interface Invocation<T> {
 
 /** Runs one handler call to an Outcome; never rejects. */
 export function invokeHandler<T>(invocation: Invocation<T>): Promise<Outcome> {
-  const { handler, event, context, timeouts, contextStore, contextHandler } = invocation;
-  // The AbortController is made only when a handler asks for the signal: most never do.
-  let controller: AbortController | undefined;
-  const delivery: Delivery = {
-    ...invocation.delivery,
-    get signal() {
-      return (controller ??= new AbortController()).signal;
-    },
-  };
+  const { handler, event, context, delivery, timeouts, contextStore, contextHandler } = invocation;
   let result: unknown;
   try {
     result =
@@ -76,7 +94,7 @@ export function invokeHandler<T>(invocation: Invocation<T>): Promise<Outcome> {
     const cancelTimeout = timeouts.start(() => {
       if (done) return;
       done = true;
-      controller?.abort();
+      delivery.abort();
       resolve({ ok: false, timedOut: true, error: `handler did not finish within ${timeouts.ms} ms (attempt ${delivery.attempt})` });
     });
     (result as Promise<unknown>)

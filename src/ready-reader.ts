@@ -121,7 +121,8 @@ export class ReadyReader {
             if (claimed > 0) {
               this.metrics.count(METRIC.events, { ...tags, direction: 'dequeue' }, claimed);
               // Events already claimed are handed on even if stop aborted meanwhile: their leases are ours.
-              for (const record of result.claimed) subscriber.next({ ...record, claimedAt: result.now, keys: this.keys, reader: this });
+              // A literal, not a spread: this runs once per event, and spreading costs more than the copy.
+              for (const r of result.claimed) subscriber.next({ id: r.id, attempt: r.attempt, dueAt: r.dueAt, body: r.body, claimedAt: result.now, keys: this.keys, reader: this });
             } else if (result.deadLettered.length === 0 && succeeded.length === 0) {
               await this.waitForReady(stop);
             }

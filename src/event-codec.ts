@@ -100,9 +100,15 @@ export class EventCodec {
     } catch (error) {
       throw new DecodeError(`stored body is not JSON (${describe(error)})`);
     }
-    let [enqueuedAt, payload, context]: unknown[] = [];
-    if (Array.isArray(parsed)) [enqueuedAt, payload, context] = parsed as unknown[];
-    else if (parsed !== null && typeof parsed === 'object') ({ t: enqueuedAt, p: payload, c: context } = parsed as ObjectBody);
+    let enqueuedAt: unknown, payload: unknown, context: unknown;
+    if (Array.isArray(parsed)) {
+      // Indexes, not array destructuring: that goes through the iterator protocol, once per event.
+      enqueuedAt = parsed[0];
+      payload = parsed[1];
+      context = parsed[2];
+    } else if (parsed !== null && typeof parsed === 'object') {
+      ({ t: enqueuedAt, p: payload, c: context } = parsed as ObjectBody);
+    }
     if (payload === null || typeof payload !== 'object' || Array.isArray(payload)) {
       throw new DecodeError('stored body has no event payload object');
     }

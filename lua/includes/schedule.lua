@@ -65,8 +65,14 @@ end
 -- insertion then stops at once.
 local function put(index, bucket, list, from, to)
   local args = {}
+  local due, printed
   for k = to, from, -1 do
-    args[#args + 1] = list[k][1]
+    -- Redis would print each number; entries mostly share a due time.
+    if list[k][1] ~= due then
+      due = list[k][1]
+      printed = tostring(due)
+    end
+    args[#args + 1] = printed
     args[#args + 1] = list[k][2]
   end
   redis.call('ZADD', bucket_key(index, bucket), unpack(args))

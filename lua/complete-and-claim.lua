@@ -53,6 +53,8 @@ if not ids then return {now, completed, claimed, dead} end
 
 local lease_until = now + tonumber(ARGV[2])
 local max_attempts = tonumber(ARGV[3])
+-- Envelope headers by attempt: a batch shares its lease, and mostly its attempt.
+local headers = {}
 local values = redis.call('HMGET', KEYS[3], unpack(ids))
 local leases, envelopes = {}, {}
 for k, id in ipairs(ids) do
@@ -69,7 +71,12 @@ for k, id in ipairs(ids) do
     else
       attempt = attempt + 1
       envelopes[#envelopes + 1] = id
-      envelopes[#envelopes + 1] = envelope_make(attempt, lease_until, body)
+      local header = headers[attempt]
+      if not header then
+        header = envelope_make(attempt, lease_until, '')
+        headers[attempt] = header
+      end
+      envelopes[#envelopes + 1] = header .. body
       leases[#leases + 1] = lease_until
       leases[#leases + 1] = id
       claimed[#claimed + 1] = id

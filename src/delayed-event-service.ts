@@ -109,7 +109,7 @@ export class DelayedEventService {
   }
 
   /**
-   * Schedules many events with one script call per type and thousand events.
+   * Schedules many events in script calls of up to ENQUEUE_CHUNK events of one type.
    * Cold; emits one status per entry, in order. Every entry is validated first:
    * one bad entry rejects the batch and nothing is written.
    */
@@ -257,7 +257,7 @@ export class DelayedEventService {
     return { route: encoded.route, type: encoded.type, id: encoded.id, body: encoded.body, due: due() };
   }
 
-  /** Cold: one script call per queue and thousand events, statuses back in the order given. */
+  /** Cold: script calls of up to ENQUEUE_CHUNK events of one queue, statuses back in the order given. */
   private store(events: readonly PreparedEvent[], replace: boolean): Observable<EnqueueStatus[]> {
     if (events.length === 0) return of([]);
     return defer(async () => {

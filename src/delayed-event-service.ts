@@ -252,7 +252,7 @@ export class DelayedEventService {
   /** Validates and serializes at the call: errors name the caller's mistake, and the event is captured as it is now. */
   private prepare(event: DelayedEventInstance, due: () => DueSpec, context: EventContext | undefined): PreparedEvent {
     this.assertOpen();
-    const captured = context ?? (this.options.contextProvider ?? (() => this.contextStore.current()))();
+    const captured = context ?? (this.options.contextProvider ? this.options.contextProvider() : this.contextStore.current());
     const encoded = this.codec.encode(event, captured, Date.now());
     return { route: encoded.route, type: encoded.type, id: encoded.id, body: encoded.body, due: due() };
   }

@@ -120,7 +120,20 @@ export class LuaScripts {
       this.wakeChannel,
       keys.tag,
     ];
-    for (const e of events) args.push(e.id, e.body, 'delayMs' in e.due ? `+${e.due.delayMs}` : e.due.atMs);
+    // Events of one call mostly share a delay: its argument is built once.
+    let lastDelay = -1;
+    let delayArg = '';
+    for (const e of events) {
+      if ('delayMs' in e.due) {
+        if (e.due.delayMs !== lastDelay) {
+          lastDelay = e.due.delayMs;
+          delayArg = `+${lastDelay}`;
+        }
+        args.push(e.id, e.body, delayArg);
+      } else {
+        args.push(e.id, e.body, e.due.atMs);
+      }
+    }
     let statuses: number[];
     if (!durability) {
       statuses = (await this.calls.enqueue(...args)) as number[];

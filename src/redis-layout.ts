@@ -16,8 +16,8 @@ export interface TypeKeys {
   /** Hash: id -> envelope `attempt|due|body`. */
   readonly meta: string;
   /**
-   * Sorted set: bucket number -> earliest due ms in that bucket; the buckets,
-   * `${schedule}:<number>`, are small sorted sets id -> due ms. State SCHEDULED.
+   * Sorted set: bucket name -> earliest due ms in that bucket; the buckets,
+   * `${schedule}:<name>`, are small sorted sets id -> due ms. State SCHEDULED.
    * Buckets keep Redis's compact encoding: lua/includes/schedule.lua explains.
    */
   readonly schedule: string;

@@ -28,6 +28,24 @@ describe('enqueueBatch', () => {
     expect(await new ScheduleView(client, `${prefix}:{test.work}`).dueOf('w-2')).toBe(at.getTime());
   });
 
+  it('gives each entry of a batch its own delay, however the delays alternate', async () => {
+    const prefix = redis.prefix();
+    const service = redis.service({ prefix });
+    const delays = [60_000, 120_000, 60_000, 180_000, 180_000, 60_000];
+    const before = Date.now();
+    await firstValueFrom(service.enqueueBatch(delays.map((delay, i) => ({ event: new WorkItem(`d${i}`), delay }))));
+    const after = Date.now();
+    const client = redis.client();
+    const schedule = await new ScheduleView(client, `${prefix}:{test.work}`).entries();
+    for (const [i, delay] of delays.entries()) {
+      const due = schedule.get(`d${i}`)!;
+      expect(due).toBeGreaterThanOrEqual(before + delay - 50);
+      expect(due).toBeLessThanOrEqual(after + delay + 50);
+      // The envelope's header carries the same due time: cancel and replace find the event by it.
+      expect(await client.hget(`${prefix}:{test.work}:m`, `d${i}`)).toMatch(new RegExp(`^0\\|${due}\\|`));
+    }
+  });
+
   it('handles a batch larger than one script call', async () => {
     const prefix = redis.prefix();
     const service = redis.service({ prefix });

@@ -86,6 +86,18 @@ describe('bad input is rejected at the call with a typed error, and nothing is w
     await rejects((s) => s.enqueue(event, 10), SerializationError, new RegExp(`key event\\.nested\\.${key} would be dropped .*rename it`));
   });
 
+  it.each([['toString'], ['valueOf']])('an event with a top-level key class-transformer would drop: %s', async (key) => {
+    const event = new Loose('lossy-top');
+    event[key] = 'lost';
+    await rejects((s) => s.enqueue(event, 10), SerializationError, new RegExp(`key event\\.${key} would be dropped .*rename it`));
+  });
+
+  it('a payload over the size limit in bytes, though under it in characters', async () => {
+    const event = new Loose('wide');
+    event.blob = 'é'.repeat(600);
+    await rejects((s) => s.enqueue(event, 10), PayloadTooLargeError, /over the limit of 1024 .*maxPayloadBytes/);
+  });
+
   it('a payload over the size limit', async () => {
     const event = new Loose('big');
     event.blob = 'x'.repeat(2_000);

@@ -11,6 +11,11 @@ export interface Row {
   readonly targetAbsolute?: number;
   /** Per library, one value per repetition. */
   readonly values: Readonly<Record<string, number[]>>;
+  /**
+   * For rows where every operation waits for one round trip (events/s rows):
+   * µs per bare round trip, measured next to each library's run (round-trip-floor.ts).
+   */
+  readonly floorMicros?: readonly number[];
 }
 
 const PEERS = ['bullmq', 'bee-queue'] as const;
@@ -89,9 +94,46 @@ The run took ${run.minutes.toFixed(1)} minutes; the host stole ${run.stealPercen
 measures too). How each scenario is measured: [README.md](README.md).
 
 ${renderTable(rows)}
-
+${renderFloor(rows)}
 ![lateness and throughput](chart.svg)
 `;
+}
+
+/**
+ * What one round trip per operation allows, per row bound by it: a target that
+ * needs less time per operation than a bare round trip takes cannot be met by
+ * any client or script that waits for Redis once per operation.
+ */
+export function renderFloor(rows: readonly Row[]): string {
+  const bound = rows.filter((r) => r.floorMicros && r.floorMicros.length > 0 && r.higherIsBetter && r.targetRatio !== undefined);
+  if (bound.length === 0) return '';
+  const lines = [
+    '',
+    '### The round-trip floor',
+    '',
+    'In these rows every operation waits for one round trip: an awaited enqueue must be confirmed by Redis, and at',
+    'parallelism 1 the next event can only be claimed once the handler has given its slot back. "Bare round trip" is',
+    'an awaited `PING` over a plain socket, no client library, measured next to each library\'s run (median, min–max):',
+    'no client and no script can take less per operation. On this VM it is bimodal, ~15–30 µs while the scheduler',
+    'keeps Node and Redis on one core and ~50–60 µs while they run on two, so compare a row only with the floor',
+    'measured next to it. "Left" is what the target leaves per operation beyond the bare round trip, for the',
+    'client, the script and the handler; "best possible" is the better peer\'s time divided by the bare round trip.',
+    '',
+    '| scenario | measure | bare round trip, µs | ours, µs per op | better peer, µs per op | target, µs per op | left, µs | best possible |',
+    '|---|---|---|---|---|---|---|---|',
+  ];
+  for (const row of bound) {
+    const floor = median(row.floorMicros!);
+    const perOp = (values: readonly number[] | undefined) => (values && values.length > 0 ? 1e6 / median(values) : undefined);
+    const ours = perOp(row.values.ours);
+    const peer = Math.min(...PEERS.map((p) => perOp(row.values[p]) ?? Infinity));
+    const needed = peer / row.targetRatio!;
+    const left = needed - floor;
+    lines.push(
+      `| ${row.scenario} | ${row.metric} | ${cell(row.floorMicros)} | ${ours === undefined ? '–' : format(ours)} | ${format(peer)} | ${format(needed)} (${row.targetRatio}×) | ${left < 0 ? `**${format(left)}: below one bare round trip**` : format(left)} | ${(peer / floor).toFixed(2)}× |`,
+    );
+  }
+  return lines.join('\n') + '\n';
 }
 
 /** Bar chart: one group per throughput or lateness row, bars scaled to the group's largest value. */

@@ -10,7 +10,8 @@ import type { BenchQueueFactory } from './adapters/bench-queue';
 import { beeQueue } from './adapters/bee-queue';
 import { bullmq } from './adapters/bullmq';
 import { ours } from './adapters/ours';
-import { type Row, renderChart, renderResults, renderTable } from './report';
+import { type Row, median, renderChart, renderFloor, renderResults, renderTable } from './report';
+import { roundTripFloorMicros } from './round-trip-floor';
 import { type AtScale, type EnqueueMode, atScale, commandsPerEvent, endToEnd, enqueueRate, lateness, memoryPerEvent, withQueue } from './scenarios';
 
 const quick = process.argv.includes('--quick');
@@ -33,22 +34,34 @@ async function main(): Promise<void> {
   const server = await RedisServer.start();
   const startedAt = Date.now();
   const rows: Row[] = [];
-  const measure = async (row: Omit<Row, 'values'>, run: (factory: BenchQueueFactory) => Promise<number>, only = libraries) => {
+  /** `roundTripBound`: every operation waits for one round trip; the floor is measured next to each run. */
+  const measure = async (row: Omit<Row, 'values' | 'floorMicros'> & { roundTripBound?: true }, run: (factory: BenchQueueFactory) => Promise<number>, only = libraries) => {
+    const { roundTripBound, ...described } = row;
     const values: Record<string, number[]> = {};
+    const floorMicros: number[] = [];
     for (let r = 0; r < repeats; r++) {
       for (const factory of only) {
+        if (roundTripBound) floorMicros.push(await roundTripFloorMicros(server.port));
         const value = await run(factory);
         (values[factory.library] ??= []).push(value);
         log(`${row.scenario} / ${row.metric} / ${factory.library}: ${value.toFixed(2)} ${row.unit}`);
       }
     }
-    rows.push({ ...row, values });
+    rows.push(roundTripBound ? { ...described, values, floorMicros } : { ...described, values });
   };
   try {
     const modes: EnqueueMode[] = ['one at a time', '64 in flight', 'bulk 1,000 per call'];
     for (const mode of wanted(1) ? modes : []) {
       await measure(
-        { scenario: '1. enqueue 20,000 delayed', metric: mode, unit: 'events/s', higherIsBetter: true, targetRatio: 1.2, targetAbsolute: mode.startsWith('bulk') ? 200_000 : undefined },
+        {
+          scenario: '1. enqueue 20,000 delayed',
+          metric: mode,
+          unit: 'events/s',
+          higherIsBetter: true,
+          targetRatio: 1.2,
+          targetAbsolute: mode.startsWith('bulk') ? 200_000 : undefined,
+          ...(mode === 'one at a time' ? { roundTripBound: true as const } : {}),
+        },
         (f) => withQueue(f, server.port, (q) => enqueueRate(q, mode, 20_000)),
       );
     }
@@ -61,7 +74,7 @@ async function main(): Promise<void> {
       (f) => withQueue(f, server.port, (q) => endToEnd(q, 20_000, 32)),
     );
     if (wanted(3)) await measure(
-      { scenario: '3. end-to-end, all due', metric: '5,000 at parallelism 1', unit: 'events/s', higherIsBetter: true, targetRatio: 2 },
+      { scenario: '3. end-to-end, all due', metric: '5,000 at parallelism 1', unit: 'events/s', higherIsBetter: true, targetRatio: 2, roundTripBound: true },
       (f) => withQueue(f, server.port, (q) => endToEnd(q, 5_000, 1)),
     );
     for (const [rate, count] of wanted(4) ? ([[200, quick ? 600 : 2_000], [5_000, 5_000]] as const) : []) {
@@ -84,6 +97,7 @@ async function main(): Promise<void> {
         });
       }
     }
+    const ourScale = new Map<number, AtScale[]>();
     for (const backlog of !wanted(5) ? [] : quick ? [10_000, 1_000_000] : [10_000, 1_000_000, 5_000_000]) {
       // The peers at 5,000,000 would take most of the time budget to fill; the promise is about ours.
       const only = backlog > 1_000_000 ? [ours] : libraries;
@@ -93,11 +107,20 @@ async function main(): Promise<void> {
         results[f.library] = runs;
         for (const s of runs) log(`5. backlog ${backlog} / ${f.library}: enqueue ${s.enqueue.toFixed(0)}/s, end-to-end ${s.endToEnd.toFixed(0)}/s, used_memory ${(s.memory / 1e6).toFixed(0)} MB`);
       }
+      if (results.ours) ourScale.set(backlog, results.ours);
       const pick = (key: 'enqueue' | 'endToEnd' | 'memory', scale = 1) => Object.fromEntries(Object.entries(results).map(([lib, list]) => [lib, list.map((s) => s[key] / scale)]));
       const scenario = `5. backlog of ${backlog.toLocaleString('en')} pending`;
       rows.push({ scenario, metric: 'enqueue, 64 in flight', unit: 'events/s', higherIsBetter: true, values: pick('enqueue') });
       rows.push({ scenario, metric: 'end-to-end, 2,000 due at parallelism 32', unit: 'events/s', higherIsBetter: true, values: pick('endToEnd') });
       rows.push({ scenario, metric: 'Redis used_memory', unit: 'MB', higherIsBetter: false, values: pick('memory', 1e6) });
+    }
+    // The promise of scenario 5: an operation costs no more with the largest backlog (within 20%).
+    const [smallest, largest] = [ourScale.get(10_000), ourScale.get(5_000_000)];
+    if (smallest && largest) {
+      const ratios = (key: 'enqueue' | 'endToEnd') => largest.map((s) => s[key] / median(smallest.map((t) => t[key])));
+      for (const [key, metric] of [['enqueue', 'enqueue, 64 in flight'], ['endToEnd', 'end-to-end, 2,000 due at parallelism 32']] as const) {
+        rows.push({ scenario: '5. backlog of 5,000,000 against 10,000', metric, unit: '× of 10,000', higherIsBetter: true, targetAbsolute: 0.8, values: { ours: ratios(key) } });
+      }
     }
     if (wanted(6)) await measure(
       { scenario: '6. Redis commands per handled event', metric: '5,000 events, enqueue to success', unit: 'commands', higherIsBetter: false },
@@ -112,6 +135,7 @@ async function main(): Promise<void> {
   const versions = Object.fromEntries(['bullmq', 'bee-queue', 'ioredis'].map((name) => [name, (require(`${name}/package.json`) as { version: string }).version]));
   if (onlyArg) {
     console.log(renderTable(rows));
+    console.log(renderFloor(rows));
     return;
   }
   writeFileSync(join(__dirname, 'RESULTS.md'), renderResults(rows, { quick, repeats, minutes, versions, stealPercent }));

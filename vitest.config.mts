@@ -7,7 +7,7 @@ import { defineConfig } from 'vitest/config';
  * or replicate one server; failover is their cluster counterpart, in cluster.test.ts),
  * cluster.test.ts itself, and retry-policy (no Redis).
  */
-const onClusterToo = ['delivery', 'enqueue', 'enqueue-batch', 'validation', 'retry', 'decode', 'context', 'concurrency', 'metrics', 'close', 'partitions', 'crash', 'timeout', 'isolation', 'schedule'].map(
+const onClusterToo = ['delivery', 'enqueue', 'enqueue-batch', 'validation', 'retry', 'decode', 'context', 'concurrency', 'metrics', 'close', 'partitions', 'crash', 'timeout', 'isolation', 'schedule', 'lease'].map(
   (name) => `test/${name}.test.ts`,
 );
 

@@ -4,8 +4,10 @@
 -- READY -> DEAD for an event whose lease already expired on its last attempt.
 -- Completion is fenced by attempt: a result from an attempt that is no longer
 -- the one in flight (lease expired, re-claimed, replaced, cancelled) changes nothing.
+-- The attempt in flight lives in the lease's score (includes/envelope.lua), so
+-- completing reads only the in-flight zset and claiming writes no envelope.
 -- KEYS[1] ready list
--- KEYS[2] in-flight zset
+-- KEYS[2] in-flight zset (id -> lease expiry ms * 1000 + attempt % 1000)
 -- KEYS[3] meta hash
 -- KEYS[4] dead zset
 -- KEYS[5] errors hash
@@ -24,13 +26,11 @@ local removed, had_errors = {}, {}
 if #ARGV >= 4 then
   local ids = {}
   for i = 4, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
-  local values = redis.call('HMGET', KEYS[3], unpack(ids))
   local leased = redis.call('ZMSCORE', KEYS[2], unpack(ids))
   for k, id in ipairs(ids) do
     local attempt = tonumber(ARGV[3 + 2 * k])
-    local value = values[k]
     local done = 0
-    if value and leased[k] and envelope_attempt(value) == attempt then
+    if leased[k] and lease_fences(tonumber(leased[k]), attempt) then
       removed[#removed + 1] = id
       -- Only an event that failed before can have an error recorded.
       if attempt > 1 then had_errors[#had_errors + 1] = id end
@@ -53,10 +53,8 @@ if not ids then return {now, completed, claimed, dead} end
 
 local lease_until = now + tonumber(ARGV[2])
 local max_attempts = tonumber(ARGV[3])
--- Envelope headers by attempt: a batch shares its lease, and mostly its attempt.
-local headers = {}
 local values = redis.call('HMGET', KEYS[3], unpack(ids))
-local leases, envelopes = {}, {}
+local leases = {}
 for k, id in ipairs(ids) do
   local value = values[k]
   -- A missing envelope means the event was cancelled or purged meanwhile.
@@ -70,14 +68,7 @@ for k, id in ipairs(ids) do
       dead[#dead + 1] = attempt
     else
       attempt = attempt + 1
-      envelopes[#envelopes + 1] = id
-      local header = headers[attempt]
-      if not header then
-        header = envelope_make(attempt, lease_until, '')
-        headers[attempt] = header
-      end
-      envelopes[#envelopes + 1] = header .. body
-      leases[#leases + 1] = lease_until
+      leases[#leases + 1] = lease_score(lease_until, attempt)
       leases[#leases + 1] = id
       claimed[#claimed + 1] = id
       claimed[#claimed + 1] = attempt
@@ -86,8 +77,5 @@ for k, id in ipairs(ids) do
     end
   end
 end
-if #leases > 0 then
-  redis.call('HSET', KEYS[3], unpack(envelopes))
-  redis.call('ZADD', KEYS[2], unpack(leases))
-end
+if #leases > 0 then redis.call('ZADD', KEYS[2], unpack(leases)) end
 return {now, completed, claimed, dead}

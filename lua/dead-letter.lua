@@ -1,7 +1,8 @@
 -- Transition: IN_FLIGHT -> DEAD with its reason (attempts used up, or the
--- stored envelope cannot be decoded). Fenced by attempt, like complete-and-claim.lua.
+-- stored envelope cannot be decoded). Fenced by attempt, like complete-and-claim.lua;
+-- the envelope gets the attempt that ended, which the dead-letter listing shows.
 -- KEYS[1] meta hash
--- KEYS[2] in-flight zset
+-- KEYS[2] in-flight zset (id -> lease expiry ms * 1000 + attempt % 1000)
 -- KEYS[3] dead zset
 -- KEYS[4] errors hash
 -- ARGV[1] id
@@ -11,9 +12,16 @@
 -- @include envelope
 
 local id = ARGV[1]
+local score = redis.call('ZSCORE', KEYS[2], id)
+if not score or not lease_fences(tonumber(score), tonumber(ARGV[2])) then return 0 end
 local value = redis.call('HGET', KEYS[1], id)
-if not value or envelope_attempt(value) ~= tonumber(ARGV[2]) then return 0 end
-if redis.call('ZREM', KEYS[2], id) == 0 then return 0 end
+if not value then return 0 end
+redis.call('ZREM', KEYS[2], id)
+-- A value without a header (corrupted by hand) is kept as it is: it is the evidence.
+if string.match(value, '^%d+|%d+|') then
+  local _, due, body = envelope_parse(value)
+  redis.call('HSET', KEYS[1], id, envelope_make(tonumber(ARGV[2]), due, body))
+end
 redis.call('ZADD', KEYS[3], now_ms(), id)
 redis.call('HSET', KEYS[4], id, ARGV[3])
 return 1

@@ -1,9 +1,11 @@
--- Transition: SCHEDULED (due) -> READY, and IN_FLIGHT (lease expired) -> READY.
+-- Transition: SCHEDULED (due) -> READY, and IN_FLIGHT (lease expired) -> READY,
+-- writing the attempt that expired into the envelope (see includes/envelope.lua).
 -- Atomic, so any number of dispatchers may run it at once without a lock.
 -- KEYS[1] schedule index (bucket -> earliest due ms; see includes/schedule.lua)
--- KEYS[2] in-flight zset
+-- KEYS[2] in-flight zset (id -> lease expiry ms * 1000 + attempt % 1000)
 -- KEYS[3] ready list
 -- KEYS[4] legacy schedule zset (id -> due ms), written by 0.1; only emptied
+-- KEYS[5] meta hash
 -- ARGV[1] most events to move in this call
 -- Returns {moved due, moved with expired lease, next due ms or -1, Redis now ms}.
 -- @include envelope
@@ -26,9 +28,36 @@ local function take_from_zset(from)
   return ids
 end
 
+-- Leases that expired. 0.2 scored a lease by its expiry alone and kept the
+-- attempt in the envelope; a scaled lease's attempt goes into the envelope now.
+local function take_expired()
+  if limit <= 0 then return {} end
+  local unscaled = redis.call('ZRANGE', KEYS[2], '-inf', math.min(now, SCALED_LEASE_FROM - 1), 'BYSCORE', 'LIMIT', 0, limit)
+  local scaled = {}
+  if #unscaled < limit then
+    scaled = redis.call('ZRANGE', KEYS[2], SCALED_LEASE_FROM, lease_score(now, LEASE_SCALE - 1), 'BYSCORE', 'LIMIT', 0, limit - #unscaled)
+  end
+  if #scaled > 0 then
+    local values = redis.call('HMGET', KEYS[5], unpack(scaled))
+    local envelopes = {}
+    for k, id in ipairs(scaled) do
+      -- A missing envelope (cancelled meanwhile) stays missing; the claim skips it.
+      if values[k] then
+        local attempt, due, body = envelope_parse(values[k])
+        envelopes[#envelopes + 1] = id
+        envelopes[#envelopes + 1] = envelope_make(attempt + 1, due, body)
+      end
+    end
+    if #envelopes > 0 then redis.call('HSET', KEYS[5], unpack(envelopes)) end
+    for _, id in ipairs(scaled) do unscaled[#unscaled + 1] = id end
+  end
+  if #unscaled > 0 then redis.call('ZREM', KEYS[2], unpack(unscaled)) end
+  return unscaled
+end
+
 local due = move(take_from_zset(KEYS[4]))
 due = due + move(schedule_take_due(KEYS[1], now, limit))
-local expired = move(take_from_zset(KEYS[2]))
+local expired = move(take_expired())
 
 local next_at = next_due(KEYS[1], KEYS[2])
 local legacy = tonumber(redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')[2])

@@ -1,7 +1,7 @@
 -- Transition: IN_FLIGHT -> SCHEDULED at now + backoff, keeping the error.
--- Fenced by attempt, like complete-and-claim.lua.
+-- Fenced by attempt, like complete-and-claim.lua; the envelope gets the attempt that failed.
 -- KEYS[1] meta hash
--- KEYS[2] in-flight zset
+-- KEYS[2] in-flight zset (id -> lease expiry ms * 1000 + attempt % 1000)
 -- KEYS[3] schedule index (bucket -> earliest due ms; see includes/schedule.lua)
 -- KEYS[4] errors hash
 -- ARGV[1] id
@@ -13,10 +13,13 @@
 -- @include schedule
 
 local id = ARGV[1]
+local score = redis.call('ZSCORE', KEYS[2], id)
+if not score or not lease_fences(tonumber(score), tonumber(ARGV[2])) then return -1 end
 local value = redis.call('HGET', KEYS[1], id)
 if not value then return -1 end
-local attempt, _, body = envelope_parse(value)
-if attempt ~= tonumber(ARGV[2]) or redis.call('ZREM', KEYS[2], id) == 0 then return -1 end
+local _, _, body = envelope_parse(value)
+local attempt = tonumber(ARGV[2])
+redis.call('ZREM', KEYS[2], id)
 
 local due = now_ms() + tonumber(ARGV[3])
 redis.call('HSET', KEYS[1], id, envelope_make(attempt, due, body))

@@ -152,7 +152,7 @@ export class LuaScripts {
   }
 
   async dispatchDue(keys: TypeKeys, limit: number): Promise<DispatchResult> {
-    const [movedDue, movedExpired, nextDue, now] = (await this.calls['dispatch-due'](keys.schedule, keys.inFlight, keys.ready, keys.legacySchedule, limit)) as number[];
+    const [movedDue, movedExpired, nextDue, now] = (await this.calls['dispatch-due'](keys.schedule, keys.inFlight, keys.ready, keys.legacySchedule, keys.meta, limit)) as number[];
     return { movedDue: movedDue ?? 0, movedExpired: movedExpired ?? 0, nextDue: nextDue ?? -1, now: now ?? Date.now() };
   }
 

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { WorkItem } from './support/events';
 import { useRedis, waitForDeadLetters } from './support/harness';
+import { leaseScore } from './support/leases';
 import { ScheduleView } from './support/schedule';
 import { waitFor } from './support/wait-for';
 import { Worker } from './support/worker';
@@ -33,13 +34,14 @@ describe('at least once across crashes', () => {
     const prefix = redis.prefix();
     const client = redis.client();
     const service = redis.service({ prefix, handlerTimeoutMs: 100, leaseGraceMs: 100 });
-    // As a process would leave it after dying on attempt 10 of 10: in flight, lease expired.
+    // As a process would leave it after dying on attempt 10 of 10: in flight, lease expired
+    // (the envelope keeps the 9 attempts before; the lease holds expiry and attempt).
     await service.enqueue(new WorkItem('last', 1), 60_000);
     const keys = `${prefix}:{test.work}`;
     const envelope = (await client.hget(`${keys}:m`, 'last'))!;
-    await client.hset(`${keys}:m`, 'last', envelope.replace(/^\d+\|/, '10|'));
+    await client.hset(`${keys}:m`, 'last', envelope.replace(/^\d+\|/, '9|'));
     await new ScheduleView(client, keys).remove('last');
-    await client.zadd(`${keys}:f`, Date.now() - 1, 'last');
+    await client.zadd(`${keys}:f`, leaseScore(Date.now() - 1, 10), 'last');
     let called = false;
     service.addHandler(WorkItem, () => (called = true), 1);
     const [letter] = await waitForDeadLetters(service, WorkItem);

@@ -1,0 +1,73 @@
+import { describe, expect, it } from 'vitest';
+import { WorkItem } from './support/events';
+import { useRedis } from './support/harness';
+import { leaseScore } from './support/leases';
+import { ScheduleView } from './support/schedule';
+import { waitFor } from './support/wait-for';
+
+/** The lease of an in-flight event holds its attempt; see lua/includes/envelope.lua and docs/redis-layout.md. */
+describe('leases', () => {
+  const redis = useRedis();
+
+  it('a claim writes only the lease: the stored envelope stays as enqueued while the handler runs', async () => {
+    const prefix = redis.prefix();
+    const client = redis.client();
+    const keys = `${prefix}:{test.work}`;
+    const service = redis.service({ prefix, handlerTimeoutMs: 10_000, leaseGraceMs: 1_000 });
+    await service.enqueue(new WorkItem('held', 1), 0);
+    const stored = await client.hget(`${keys}:m`, 'held');
+    let release!: () => void;
+    const started = new Promise<void>((resolve) => {
+      service.addHandler(WorkItem, () => (resolve(), new Promise<boolean>((done) => (release = () => done(true)))), 1);
+    });
+    await started;
+    const claimedAt = Date.now();
+    expect(await client.hget(`${keys}:m`, 'held')).toBe(stored);
+    const score = Number(await client.zscore(`${keys}:f`, 'held'));
+    expect(score % 1_000).toBe(1);
+    // Leased for the handler timeout plus the grace, on Redis's clock (the same host here).
+    expect(Math.floor(score / 1_000)).toBeGreaterThan(claimedAt + 10_000);
+    expect(Math.floor(score / 1_000)).toBeLessThanOrEqual(claimedAt + 11_000);
+    release();
+    await waitFor(async () => (await client.hlen(`${keys}:m`)) === 0, 'the event completed');
+  });
+
+  it('a lease left by 0.2 (its expiry alone, the attempt in the envelope) expires and is redelivered as the next attempt', async () => {
+    const prefix = redis.prefix();
+    const client = redis.client();
+    const keys = `${prefix}:{test.work}`;
+    const service = redis.service({ prefix });
+    await service.enqueue(new WorkItem('upgraded', 4), 60_000);
+    // 0.2's claim wrote the attempt it started into the envelope, and the lease expiry as the score.
+    const envelope = (await client.hget(`${keys}:m`, 'upgraded'))!;
+    await client.hset(`${keys}:m`, 'upgraded', envelope.replace(/^\d+\|/, '1|'));
+    await new ScheduleView(client, keys).remove('upgraded');
+    await client.zadd(`${keys}:f`, Date.now() - 1, 'upgraded');
+    const attempts: number[] = [];
+    service.addHandler(WorkItem, (e, _c, d) => (attempts.push(d.attempt), e.n === 4), 1);
+    await waitFor(async () => (await client.hlen(`${keys}:m`)) === 0, 'the event redelivered and completed');
+    expect(attempts).toEqual([2]);
+  });
+
+  it('an unexpired lease left by 0.2 is not redelivered early, and a newer lease behind it still expires on time', async () => {
+    const prefix = redis.prefix();
+    const client = redis.client();
+    const keys = `${prefix}:{test.work}`;
+    // A poll interval longer than the test: the dispatcher must wake for the lease expiry it was told of.
+    const service = redis.service({ prefix, pollIntervalMs: 60_000 });
+    await service.enqueue(new WorkItem('old', 1), 60_000);
+    await service.enqueue(new WorkItem('new', 2), 60_000);
+    const view = new ScheduleView(client, keys);
+    await view.remove('old');
+    await view.remove('new');
+    const envelope = (await client.hget(`${keys}:m`, 'old'))!;
+    await client.hset(`${keys}:m`, 'old', envelope.replace(/^\d+\|/, '1|'));
+    const now = Number((await client.time())[0]) * 1_000;
+    await client.zadd(`${keys}:f`, now + 60_000, 'old', leaseScore(now + 1_500, 1), 'new');
+    const handled: string[] = [];
+    service.addHandler(WorkItem, (e) => (handled.push(e.id), true), 1);
+    await waitFor(() => handled.length === 1, 'the newer lease expired and was redelivered', 10_000);
+    expect(handled).toEqual(['new']);
+    expect(await client.zscore(`${keys}:f`, 'old')).toBe(String(now + 60_000));
+  });
+});

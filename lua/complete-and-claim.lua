@@ -4,7 +4,7 @@
 -- READY -> DEAD for an event whose lease already expired on its last attempt.
 -- Completion is fenced by attempt: a result from an attempt that is no longer
 -- the one in flight (lease expired, re-claimed, replaced, cancelled) changes nothing.
--- The attempt in flight lives in the lease's score (includes/envelope.lua), so
+-- The attempt in flight lives in the lease's score (includes/lease.lua), so
 -- completing reads only the in-flight zset and claiming writes no envelope.
 -- KEYS[1] ready list
 -- KEYS[2] in-flight zset (id -> lease expiry ms * 1000 + attempt % 1000)
@@ -18,6 +18,7 @@
 -- Returns {Redis now ms, {1|0 completed per succeeded event},
 --          {id, attempt, due, body, ...} claimed, {id, attempt, ...} dead-lettered}.
 -- @include envelope
+-- @include lease
 
 -- Each batch costs a fixed number of calls, whatever its size: in a script,
 -- the calls, not the work they do, are most of the cost.

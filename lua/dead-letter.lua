@@ -10,6 +10,7 @@
 -- ARGV[3] reason
 -- Returns 1 when dead-lettered, 0 when the attempt was stale.
 -- @include envelope
+-- @include lease
 
 local id = ARGV[1]
 local score = redis.call('ZSCORE', KEYS[2], id)

@@ -1,5 +1,5 @@
 -- Transition: SCHEDULED (due) -> READY, and IN_FLIGHT (lease expired) -> READY,
--- writing the attempt that expired into the envelope (see includes/envelope.lua).
+-- writing the attempt that expired into the envelope (see includes/lease.lua).
 -- Atomic, so any number of dispatchers may run it at once without a lock.
 -- KEYS[1] schedule index (bucket -> earliest due ms; see includes/schedule.lua)
 -- KEYS[2] in-flight zset (id -> lease expiry ms * 1000 + attempt % 1000)
@@ -9,6 +9,7 @@
 -- ARGV[1] most events to move in this call
 -- Returns {moved due, moved with expired lease, next due ms or -1, Redis now ms}.
 -- @include envelope
+-- @include lease
 -- @include schedule
 
 local limit = tonumber(ARGV[1])

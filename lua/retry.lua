@@ -10,6 +10,7 @@
 -- ARGV[4] error text
 -- Returns the new due ms, or -1 when the attempt was stale.
 -- @include envelope
+-- @include lease
 -- @include schedule
 
 local id = ARGV[1]

@@ -5,7 +5,7 @@ import { leaseScore } from './support/leases';
 import { ScheduleView } from './support/schedule';
 import { waitFor } from './support/wait-for';
 
-/** The lease of an in-flight event holds its attempt; see lua/includes/envelope.lua and docs/redis-layout.md. */
+/** The lease of an in-flight event holds its attempt; see lua/includes/lease.lua and docs/redis-layout.md. */
 describe('leases', () => {
   const redis = useRedis();
 

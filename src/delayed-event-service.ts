@@ -35,6 +35,8 @@ export interface BatchEntry<T extends DelayedEventInstance = DelayedEventInstanc
 
 interface PreparedEvent extends EncodedEvent {
   readonly due: DueSpec;
+  /** When the store was asked for (see ScheduledBody): at the call, or at each subscription of the cold form. */
+  requestedAt: number;
 }
 
 export interface HandlerOptions {
@@ -99,13 +101,14 @@ export class DelayedEventService {
   /** Promise form of enqueueWithDelay; tells whether the event was scheduled, replaced, or already stored. */
   enqueue<T extends DelayedEventInstance>(event: T, delay: Delay, options: EnqueueOptions = {}): Promise<EnqueueStatus> {
     // The same path as the Observable form, without building one: this is the hot call.
+    const requestedAt = performance.now();
     let prepared: PreparedEvent;
     try {
       prepared = this.prepare(event, () => ({ delayMs: delayToMillis(delay) }), options.context);
     } catch (error) {
       return Promise.reject(error);
     }
-    return this.storeOne(prepared, options.replace === true);
+    return this.storeOne(prepared, options.replace === true, requestedAt);
   }
 
   /**
@@ -238,11 +241,12 @@ export class DelayedEventService {
     } catch (error) {
       return throwError(() => error);
     }
-    return defer(() => this.storeOne(prepared, options.replace === true));
+    return defer(() => this.storeOne(prepared, options.replace === true, performance.now()));
   }
 
-  private storeOne(prepared: PreparedEvent, replace: boolean): Promise<EnqueueStatus> {
+  private storeOne(prepared: PreparedEvent, replace: boolean, requestedAt: number): Promise<EnqueueStatus> {
     const keys = this.layout.forEvent(prepared.route, prepared.id);
+    prepared.requestedAt = requestedAt;
     return this.batcher.submit(keys, [prepared], replace).then((statuses) => {
       this.countStored([prepared], statuses);
       return statuses[0]!;
@@ -254,16 +258,18 @@ export class DelayedEventService {
     this.assertOpen();
     const captured = context ?? (this.options.contextProvider ? this.options.contextProvider() : this.contextStore.current());
     const encoded = this.codec.encode(event, captured, Date.now());
-    return { route: encoded.route, type: encoded.type, id: encoded.id, body: encoded.body, due: due() };
+    return { route: encoded.route, type: encoded.type, id: encoded.id, body: encoded.body, due: due(), requestedAt: 0 };
   }
 
   /** Cold: script calls of up to ENQUEUE_CHUNK events of one queue, statuses back in the order given. */
   private store(events: readonly PreparedEvent[], replace: boolean): Observable<EnqueueStatus[]> {
     if (events.length === 0) return of([]);
     return defer(async () => {
+      const requestedAt = performance.now();
       // One call per queue (type, or partition of a type): each call stays in one slot.
       const byQueue = new Map<string, { keys: TypeKeys; indexes: number[] }>();
       events.forEach((e, i) => {
+        e.requestedAt = requestedAt;
         const keys = this.layout.forEvent(e.route, e.id);
         const queue = byQueue.get(keys.tag);
         if (queue) queue.indexes.push(i);

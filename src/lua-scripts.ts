@@ -74,6 +74,13 @@ export interface ScheduledBody {
   readonly id: string;
   readonly body: string;
   readonly due: DueSpec;
+  /**
+   * performance.now() when the store was asked for: a delay counts from then,
+   * not from when Redis runs the script, so time spent in this process before
+   * the call leaves (a batch gathering, a stalled event loop) does not make the
+   * event late.
+   */
+  requestedAt: number;
 }
 
 /** Typed calls of the Lua state transitions in lua/; one method per script. */
@@ -123,11 +130,13 @@ export class LuaScripts {
     // Events of one call mostly share a delay: its argument is built once.
     let lastDelay = -1;
     let delayArg = '';
+    const sentAt = performance.now();
     for (const e of events) {
       if ('delayMs' in e.due) {
-        if (e.due.delayMs !== lastDelay) {
-          lastDelay = e.due.delayMs;
-          delayArg = `+${lastDelay}`;
+        const delay = Math.max(0, Math.round(e.due.delayMs - (sentAt - e.requestedAt)));
+        if (delay !== lastDelay) {
+          lastDelay = delay;
+          delayArg = `+${delay}`;
         }
         args.push(e.id, e.body, delayArg);
       } else {

@@ -38,6 +38,32 @@ describe('enqueue', () => {
     expect(await client.hget(keysOf(prefix).meta, 'p')).toContain('"amount":7');
   });
 
+  it('counts a delay from the call: a stalled event loop before the call leaves does not make the event late', async () => {
+    const prefix = redis.prefix();
+    const service = redis.service({ prefix });
+    const calledAt = Date.now();
+    const stored = service.enqueue(new PaymentCheck('prompt'), 60_000);
+    // The event loop is busy for 300 ms before the gathered enqueues can leave.
+    const busyUntil = performance.now() + 300;
+    while (performance.now() < busyUntil);
+    await stored;
+    const due = await scheduleOf(prefix).dueOf('prompt');
+    expect(due).toBeGreaterThanOrEqual(calledAt + 60_000 - 50);
+    expect(due).toBeLessThan(calledAt + 60_000 + 150);
+  });
+
+  it('counts the delay of the cold form from its subscription', async () => {
+    const prefix = redis.prefix();
+    const service = redis.service({ prefix });
+    const enqueue$ = service.enqueueWithDelay(new PaymentCheck('later'), 60_000);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const subscribedAt = Date.now();
+    await firstValueFrom(enqueue$);
+    const due = await scheduleOf(prefix).dueOf('later');
+    expect(due).toBeGreaterThanOrEqual(subscribedAt + 60_000 - 50);
+    expect(due).toBeLessThan(subscribedAt + 60_000 + 150);
+  });
+
   it('schedules at an absolute date with enqueueAt', async () => {
     const prefix = redis.prefix();
     const service = redis.service({ prefix });

@@ -104,7 +104,7 @@ export class DelayedEventService {
     const requestedAt = performance.now();
     let prepared: PreparedEvent;
     try {
-      prepared = this.prepare(event, () => ({ delayMs: delayToMillis(delay) }), options.context);
+      prepared = this.prepare(event, () => ({ delayMs: delayToMillis(delay) }), options.context, requestedAt);
     } catch (error) {
       return Promise.reject(error);
     }
@@ -118,9 +118,10 @@ export class DelayedEventService {
    */
   enqueueBatch(entries: ReadonlyArray<BatchEntry>, options: Pick<EnqueueOptions, 'replace'> = {}): Observable<EnqueueStatus[]> {
     let prepared: PreparedEvent[];
+    const calledAt = performance.now();
     try {
       prepared = entries.map((entry) =>
-        this.prepare(entry.event, () => (entry.at !== undefined ? { atMs: dateToMillis(entry.at) } : { delayMs: delayToMillis(entry.delay ?? 0) }), entry.context),
+        this.prepare(entry.event, () => (entry.at !== undefined ? { atMs: dateToMillis(entry.at) } : { delayMs: delayToMillis(entry.delay ?? 0) }), entry.context, calledAt),
       );
     } catch (error) {
       return throwError(() => error);
@@ -237,7 +238,7 @@ export class DelayedEventService {
   private scheduleOne<T extends DelayedEventInstance>(event: T, due: () => DueSpec, options: EnqueueOptions = {}): Observable<EnqueueStatus> {
     let prepared: PreparedEvent;
     try {
-      prepared = this.prepare(event, due, options.context);
+      prepared = this.prepare(event, due, options.context, performance.now());
     } catch (error) {
       return throwError(() => error);
     }
@@ -254,11 +255,11 @@ export class DelayedEventService {
   }
 
   /** Validates and serializes at the call: errors name the caller's mistake, and the event is captured as it is now. */
-  private prepare(event: DelayedEventInstance, due: () => DueSpec, context: EventContext | undefined): PreparedEvent {
+  private prepare(event: DelayedEventInstance, due: () => DueSpec, context: EventContext | undefined, requestedAt: number): PreparedEvent {
     this.assertOpen();
     const captured = context ?? (this.options.contextProvider ? this.options.contextProvider() : this.contextStore.current());
     const encoded = this.codec.encode(event, captured, Date.now());
-    return { route: encoded.route, type: encoded.type, id: encoded.id, body: encoded.body, due: due(), requestedAt: 0 };
+    return { route: encoded.route, type: encoded.type, id: encoded.id, body: encoded.body, due: due(), requestedAt };
   }
 
   /** Cold: script calls of up to ENQUEUE_CHUNK events of one queue, statuses back in the order given. */

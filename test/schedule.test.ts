@@ -49,7 +49,7 @@ describe('the schedule, kept in small buckets', () => {
     const perEnqueue: number[] = [];
     for (let i = 0; i < 300; i++) perEnqueue.push(await commandsFor(() => firstValueFrom(service.enqueueAt(new WorkItem(`late-${i}`), at))));
     // One at a time, 300 more events fill the open bucket and open new ones: the
-    // script call plus its commands, never a look at each of the ~40 buckets.
+    // script call plus its commands, never a look at each of the ~80 buckets.
     expect(Math.max(...perEnqueue)).toBeLessThanOrEqual(12);
     expect(await service.cancel(WorkItem, 'same-2-500')).toBe(true);
     expect(await service.cancel(WorkItem, 'late-150')).toBe(true);
@@ -153,6 +153,38 @@ describe('the schedule, kept in small buckets', () => {
     const entries = await schedule.entries();
     expect(entries.has('broken-cancelled')).toBe(false);
     expect(entries.get('broken-replaced')).toBeGreaterThan(Date.now() + 7_000_000);
+  });
+
+  it('appends to, inserts into, cancels and replaces in a full bucket of 128 as 0.3.0 wrote them', async () => {
+    const prefix = redis.prefix();
+    const service = redis.service({ prefix });
+    const client = redis.client();
+    const queue = `${prefix}:{${TYPE}}`;
+    const start = Date.now() + 3_600_000;
+    const dueOf = (i: number) => start + i * 10;
+    // 0.3.0 filled buckets up to 128 entries; 0.3.1 opens buckets of at most 64.
+    const ids = Array.from({ length: 128 }, (_, i) => `old-${i}`);
+    await firstValueFrom(service.enqueueBatch(ids.map((id, i) => ({ event: new WorkItem(id), at: new Date(dueOf(i)) }))));
+    for (const id of ids) await scheduleOf(prefix).remove(id);
+    await client.zadd(`${queue}:b:${start}`, ...ids.flatMap((id, i) => [dueOf(i), id]));
+    await client.zadd(`${queue}:b`, start, `${start}`);
+    expect(await client.object('ENCODING', `${queue}:b:${start}`)).toBe('listpack');
+
+    await firstValueFrom(service.enqueueAt(new WorkItem('after-last'), new Date(dueOf(200))));
+    await firstValueFrom(service.enqueueAt(new WorkItem('in-between'), new Date(dueOf(64) + 5)));
+    expect(await service.cancel(WorkItem, 'old-10')).toBe(true);
+    await firstValueFrom(service.enqueueAt(new WorkItem('old-100', 2), new Date(dueOf(300)), { replace: true }));
+
+    const schedule = scheduleOf(prefix);
+    expect(await schedule.violations()).toEqual([]);
+    const entries = await schedule.entries();
+    expect(entries.size).toBe(129);
+    expect(entries.has('old-10')).toBe(false);
+    expect(entries.get('old-0')).toBe(dueOf(0));
+    expect(entries.get('old-127')).toBe(dueOf(127));
+    expect(entries.get('in-between')).toBe(dueOf(64) + 5);
+    expect(entries.get('after-last')).toBe(dueOf(200));
+    expect(entries.get('old-100')).toBe(dueOf(300));
   });
 
   it('still hands out, cancels and replaces events that 0.1 scheduled in its single sorted set', async () => {

@@ -16,8 +16,12 @@
 -- Of buckets sharing an earliest due, the newest sorts last by name, so adding
 -- to such a group goes to the bucket with room without looking at the others.
 
-local BUCKET_MAX = 128 -- Redis's default zset-max-listpack-entries
-local BUCKET_FILL = 96 -- most entries a bucket keeps after a split: room to grow
+-- Half of Redis's default zset-max-listpack-entries (128): adding a member
+-- scans the listpack for it first, so smaller buckets cost less per event,
+-- and their memory is the same. A bucket filled by 0.3.0 may hold up to 128;
+-- nothing here needs a bucket to be at most BUCKET_MAX.
+local BUCKET_MAX = 64
+local BUCKET_FILL = 48 -- most entries a bucket keeps after a split: room to grow
 
 local function bucket_key(index, bucket)
   return index .. ':' .. bucket

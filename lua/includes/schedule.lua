@@ -18,8 +18,9 @@
 
 -- Half of Redis's default zset-max-listpack-entries (128): adding a member
 -- scans the listpack for it first, so smaller buckets cost less per event,
--- for ~2 more bytes an event (a bucket key per 64 events, not per 128). A bucket filled by 0.3.0 may hold up to 128;
--- nothing here needs a bucket to be at most BUCKET_MAX.
+-- for ~2 more bytes an event (a bucket key per 64 events, not per 128).
+-- A bucket filled by 0.3.0 may hold up to 128; nothing here needs a bucket
+-- to be at most BUCKET_MAX.
 local BUCKET_MAX = 64
 local BUCKET_FILL = 48 -- most entries a bucket keeps after a split: room to grow
 

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { firstValueFrom } from 'rxjs';
 import { describe, expect, it } from 'vitest';
+import type { DelayedEventService } from '../src';
 import { WorkItem } from './support/events';
 import { useRedis } from './support/harness';
 import { ScheduleView } from './support/schedule';
@@ -74,6 +75,8 @@ describe('the schedule, kept in small buckets', () => {
       }),
       fc.record({ kind: fc.constant('one' as const), id: ids, slot: dueSlot, replace: fc.boolean() }),
       fc.record({ kind: fc.constant('cancel' as const), id: ids }),
+      // A dispatch at the moment of a due slot, taking at most `limit`.
+      fc.record({ kind: fc.constant('take' as const), slot: dueSlot, limit: fc.integer({ min: 1, max: 200 }) }),
     );
     await fc.assert(
       fc.asyncProperty(fc.array(operation, { minLength: 1, maxLength: 12 }), async (operations) => {
@@ -93,8 +96,18 @@ describe('the schedule, kept in small buckets', () => {
           } else if (op.kind === 'one') {
             await firstValueFrom(service.enqueueAt(new WorkItem(op.id), new Date(dueAt(op.slot)), { replace: op.replace }));
             store(op.id, dueAt(op.slot), op.replace);
-          } else {
+          } else if (op.kind === 'cancel') {
             expect(await service.cancel(WorkItem, op.id)).toBe(model.delete(op.id));
+          } else {
+            // Earliest first: the ids taken are the earliest due, ties in any order.
+            const now = dueAt(op.slot);
+            const taken = await scheduleOf(prefix).takeDue(now, op.limit);
+            const dues = [...model.values()].filter((due) => due <= now).sort((a, b) => a - b);
+            expect(taken.length).toBe(Math.min(op.limit, dues.length));
+            expect(taken.map((id) => model.get(id)!).sort((a, b) => a - b)).toEqual(dues.slice(0, taken.length));
+            for (const id of taken) model.delete(id);
+            // Taken events leave the schedule but keep their envelope until handled.
+            for (const id of taken) await redis.client().hdel(`${prefix}:{${TYPE}}:m`, id);
           }
         }
         const schedule = scheduleOf(prefix);
@@ -102,9 +115,52 @@ describe('the schedule, kept in small buckets', () => {
         expect(await schedule.entries()).toEqual(model);
         expect((await redis.client().hkeys(`${prefix}:{${TYPE}}:m`)).sort()).toEqual([...model.keys()].sort());
       }),
-      { numRuns: 25 },
+      { numRuns: 100 },
     );
   }, 120_000);
+
+  // A bucket's entries may reach the next bucket's earliest due, inclusive. When
+  // such a bucket comes to start there too, it joins that bucket's group, and
+  // only the group's last bucket by name may hold later entries: otherwise a
+  // bucket starting between them later leaves those entries where no cancel or
+  // replace looks. Three ways a bucket comes to start where another does:
+  const joinings: Array<[string, (at: (slot: number) => Date, schedule: ScheduleView, service: DelayedEventService) => Promise<unknown>]> = [
+    // the one below is split by an insert, and its part due at the next start gets a bucket of its own;
+    ['an insert splits the bucket below it', (at, _, service) => firstValueFrom(service.enqueueBatch(Array.from({ length: 10 }, (_, i) => ({ event: new WorkItem(`inserted-${i}`), at: at(5) }))))],
+    // the one below loses its earliest entries, by a cancel or by a dispatch.
+    ['the bucket below loses its earliest entries to a cancel', (_, __, service) => Promise.all([service.cancel(WorkItem, 'first-0'), service.cancel(WorkItem, 'first-1')])],
+    ['the bucket below loses its earliest entries to a dispatch', (at, schedule) => schedule.takeDue(at(0).getTime(), 2)],
+  ];
+  it.each(joinings)('finds every event after a bucket joins the buckets starting at the same time when %s', async (_, join) => {
+    const prefix = redis.prefix();
+    const service = redis.service({ prefix });
+    const schedule = scheduleOf(prefix);
+    const base = Date.now() + 3_600_000;
+    const at = (slot: number) => new Date(base + slot * 1_000);
+    const batch = (name: string, count: number, slot: number) => Array.from({ length: count }, (_, i) => ({ event: new WorkItem(`${name}-${i}`), at: at(slot) }));
+    // One bucket named for slot 20 ends up starting at slot 0, holding two
+    // events due then and 62 due at slot 10: its name sorts after those of
+    // buckets that start at slot 10.
+    await firstValueFrom(service.enqueueBatch(batch('named-late', 30, 20)));
+    await firstValueFrom(service.enqueueBatch([...batch('first', 2, 0), ...batch('ten', 30, 10)]));
+    for (let i = 0; i < 30; i++) await service.cancel(WorkItem, `named-late-${i}`);
+    // It fills up with events due at slot 10; the rest, and events due at
+    // slot 15, open a bucket starting at slot 10.
+    await firstValueFrom(service.enqueueBatch([...batch('more-ten', 40, 10), ...batch('fifteen', 10, 15)]));
+    expect(await schedule.violations()).toEqual([]);
+
+    await join(at, schedule, service);
+    expect(await schedule.violations()).toEqual([]);
+    // Buckets starting between slot 10 and slot 15 leave the events due at 15 findable.
+    await firstValueFrom(service.enqueueBatch(batch('twelve', 70, 12)));
+    expect(await service.cancel(WorkItem, 'fifteen-0')).toBe(true);
+    await service.enqueue(new WorkItem('fifteen-1'), 7_200_000, { replace: true });
+    expect(await schedule.violations()).toEqual([]);
+    const entries = await schedule.entries();
+    expect(entries.has('fifteen-0')).toBe(false);
+    expect(entries.get('fifteen-1')).toBeGreaterThan(at(15).getTime());
+    expect(entries.get('fifteen-2')).toBe(at(15).getTime());
+  });
 
   it('hands every event to its handler once, not before it is due, when due times spread over many buckets', async () => {
     const prefix = redis.prefix();

@@ -12,9 +12,11 @@
 --     sharing an earliest due (more events due in one millisecond than a
 --     bucket holds) may overlap each other. So an event due at t is in a bucket
 --     starting at t or in one starting at the greatest earliest due below t,
---     and finding it needs the index alone.
--- Of buckets sharing an earliest due, the newest sorts last by name, so adding
--- to such a group goes to the bucket with room without looking at the others.
+--     and finding it needs the index alone;
+--   * of buckets sharing an earliest due, only the last by name holds anything
+--     due later than that. Adding to such a group goes to that bucket without
+--     looking at the others, and when a bucket starts between its entries, the
+--     others hold nothing past that start.
 
 -- Half of Redis's default zset-max-listpack-entries (128): adding a member
 -- scans the listpack for it first, so smaller buckets cost less per event,
@@ -39,7 +41,7 @@ local function new_bucket(index, lo)
   end
   -- Taken by a bucket whose earliest due has changed since it was named.
   while redis.call('ZSCORE', index, name) do name = name .. '~000000001' end
-  return name
+  return name, last
 end
 
 local function latest_due(index, bucket)
@@ -83,15 +85,44 @@ local function put(index, bucket, list, from, to)
   redis.call('ZADD', bucket_key(index, bucket), unpack(args))
 end
 
+-- The entries of bucket `from`, moved to bucket `to` (empty).
+local function move_entries(index, from, to)
+  local from_key = bucket_key(index, from)
+  local flat = redis.call('ZRANGE', from_key, 0, -1, 'WITHSCORES')
+  local args = {}
+  for i = #flat - 1, 1, -2 do -- latest first, as put() does
+    args[#args + 1] = flat[i + 1]
+    args[#args + 1] = flat[i]
+  end
+  redis.call('ZREMRANGEBYRANK', from_key, 0, -1)
+  redis.call('ZADD', bucket_key(index, to), unpack(args))
+end
+
+-- A name for a new bucket that will hold list[first..last]. Splitting a
+-- bucket can leave a part due only at the next bucket's earliest due, joining
+-- the group that starts there. A new name sorts last, and only the last of a
+-- group may hold later entries: when the group's last one does, its entries
+-- move to the new name, and the part takes the old one, emptied.
+local function name_for_part(index, list, first, last)
+  local lo = list[first][1]
+  local name, newest = new_bucket(index, lo)
+  if list[last][1] ~= lo or not newest or latest_due(index, newest) == lo then return name end
+  move_entries(index, newest, name)
+  redis.call('ZADD', index, lo, name)
+  return newest
+end
+
 -- Stores list[from..to] in new buckets of at most `size` entries; with
--- `keep`, the first of them is bucket `keep`, emptied by the caller.
+-- `keep` (a split), the first of them is bucket `keep`, emptied by the caller.
+-- Appends need no name_for_part: they go to the last bucket of a group.
 local function put_in_new_buckets(index, list, from, to, size, keep)
   local parts = math.ceil((to - from + 1) / size)
   size = math.ceil((to - from + 1) / parts)
   for p = 0, parts - 1 do
     local first = from + p * size
-    local name = (p == 0 and keep) or new_bucket(index, list[first][1])
-    put(index, name, list, first, math.min(to, first + size - 1))
+    local last = math.min(to, first + size - 1)
+    local name = (p == 0 and keep) or (keep and name_for_part(index, list, first, last)) or new_bucket(index, list[first][1])
+    put(index, name, list, first, last)
     redis.call('ZADD', index, list[first][1], name)
   end
 end
@@ -158,12 +189,35 @@ local function schedule_add(index, entries)
   return earlier
 end
 
+-- After `bucket`, indexed at `was`, lost entries: indexes it at its new
+-- earliest due, or drops it when empty. A bucket whose earliest due moved
+-- onto another bucket's holds only entries due then (it held nothing later
+-- than that start). If it now sorts last there while the bucket that was last
+-- holds later entries, the two swap entries: only the last may hold those.
+local function reindex(index, bucket, was)
+  local head = redis.call('ZRANGE', bucket_key(index, bucket), 0, 0, 'WITHSCORES')
+  if not head[1] then
+    redis.call('ZREM', index, bucket)
+    return
+  end
+  local lo = tonumber(head[2])
+  if lo == tonumber(was) then return end
+  local last = redis.call('ZRANGE', index, lo, lo, 'BYSCORE', 'REV', 'LIMIT', 0, 1)[1]
+  redis.call('ZADD', index, lo, bucket)
+  if not last or latest_due(index, last) == lo then return end
+  if redis.call('ZRANGE', index, lo, lo, 'BYSCORE', 'REV', 'LIMIT', 0, 1)[1] ~= bucket then return end
+  local parked = new_bucket(index, lo)
+  move_entries(index, bucket, parked)
+  move_entries(index, last, bucket)
+  move_entries(index, parked, last)
+end
+
+-- Removes `id` from the first of `buckets` (names, each followed by its index score) holding it.
 local function remove_from(index, buckets, id)
-  for _, bucket in ipairs(buckets) do
-    local key = bucket_key(index, bucket)
-    if redis.call('ZREM', key, id) == 1 then
-      local head = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-      if head[1] then redis.call('ZADD', index, head[2], bucket) else redis.call('ZREM', index, bucket) end
+  for i = 1, #buckets, 2 do
+    local bucket = buckets[i]
+    if redis.call('ZREM', bucket_key(index, bucket), id) == 1 then
+      reindex(index, bucket, buckets[i + 1])
       return true
     end
   end
@@ -174,26 +228,26 @@ end
 -- starting at `due` or at the greatest earliest due below it, newest first
 -- being likelier. Returns false when it was not scheduled.
 local function schedule_remove(index, id, due)
-  if remove_from(index, redis.call('ZRANGE', index, due, due, 'BYSCORE', 'REV'), id) then return true end
+  if remove_from(index, redis.call('ZRANGE', index, due, due, 'BYSCORE', 'REV', 'WITHSCORES'), id) then return true end
   local below = redis.call('ZRANGE', index, '(' .. due, '-inf', 'BYSCORE', 'REV', 'LIMIT', 0, 1, 'WITHSCORES')
-  if below[1] and remove_from(index, redis.call('ZRANGE', index, below[2], below[2], 'BYSCORE', 'REV'), id) then return true end
+  if below[1] and remove_from(index, redis.call('ZRANGE', index, below[2], below[2], 'BYSCORE', 'REV', 'WITHSCORES'), id) then return true end
   -- An envelope corrupted by hand reads as due 0: its entry may be anywhere.
-  return tonumber(due) == 0 and remove_from(index, redis.call('ZRANGE', index, 0, -1), id)
+  return tonumber(due) == 0 and remove_from(index, redis.call('ZRANGE', index, 0, -1, 'WITHSCORES'), id)
 end
 
 -- Removes and returns up to `limit` ids due at `now`, earliest buckets first.
 local function schedule_take_due(index, now, limit)
   local taken = {}
   while limit > 0 do
-    local buckets = redis.call('ZRANGE', index, '-inf', now, 'BYSCORE', 'LIMIT', 0, 16)
+    local buckets = redis.call('ZRANGE', index, '-inf', now, 'BYSCORE', 'LIMIT', 0, 16, 'WITHSCORES')
     if #buckets == 0 then break end
-    for _, bucket in ipairs(buckets) do
+    for i = 1, #buckets, 2 do
+      local bucket = buckets[i]
       local key = bucket_key(index, bucket)
       local ids = redis.call('ZRANGE', key, '-inf', now, 'BYSCORE', 'LIMIT', 0, limit)
       -- Due entries are the bucket's first ones.
       if #ids > 0 then redis.call('ZREMRANGEBYRANK', key, 0, #ids - 1) end
-      local head = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-      if head[1] then redis.call('ZADD', index, head[2], bucket) else redis.call('ZREM', index, bucket) end
+      reindex(index, bucket, buckets[i + 1])
       for _, id in ipairs(ids) do taken[#taken + 1] = id end
       limit = limit - #ids
       if limit <= 0 then break end

@@ -1,4 +1,10 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { Cluster, Redis } from 'ioredis';
+
+/** lua/includes/schedule.lua's schedule_take_due, with the clock given: a dispatch at any moment. */
+const TAKE_DUE = `${readFileSync(join(__dirname, '..', '..', 'lua', 'includes', 'schedule.lua'), 'utf8')}
+return schedule_take_due(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]))`;
 
 /**
  * The schedule of one queue as lua/includes/schedule.lua keeps it: an index
@@ -29,7 +35,8 @@ export class ScheduleView {
    * What lua/includes/schedule.lua promises of its buckets, as a list of
    * violations (empty when all hold): each id is in one bucket, each bucket is
    * listpack-encoded and indexed by its earliest due, and holds nothing later
-   * than the next greater earliest due in the index.
+   * than the next greater earliest due in the index; of buckets sharing an
+   * earliest due, only the last by name holds anything later than that.
    */
   async violations(): Promise<string[]> {
     const found: string[] = [];
@@ -55,12 +62,23 @@ export class ScheduleView {
       if (Number(index[i + 1]) !== lo) found.push(`bucket ${bucket} is indexed at ${index[i + 1]} but starts at ${lo}`);
       ranges.push({ bucket, lo, hi: Number(flat[flat.length - 1]) });
     }
+    // The index orders buckets sharing a score by name, bytewise: ASCII names compare alike here.
+    const lastOfGroup = new Map<number, string>();
+    for (const { bucket, lo } of ranges) if ((lastOfGroup.get(lo) ?? '') < bucket) lastOfGroup.set(lo, bucket);
+    for (const { bucket, lo, hi } of ranges) {
+      if (hi > lo && lastOfGroup.get(lo) !== bucket) found.push(`bucket ${bucket} [${lo}, ${hi}] holds later entries than its start but is not the last of the buckets starting there`);
+    }
     const starts = [...new Set(ranges.map((r) => r.lo))].sort((a, b) => a - b);
     for (const { bucket, lo, hi } of ranges) {
       const next = starts.find((start) => start > lo);
       if (next !== undefined && hi > next) found.push(`bucket ${bucket} [${lo}, ${hi}] reaches past the next start ${next}`);
     }
     return found;
+  }
+
+  /** Takes up to `limit` events due at `now` out of the schedule, as dispatch-due.lua does; their ids. */
+  async takeDue(now: number, limit: number): Promise<string[]> {
+    return (await this.client.eval(TAKE_DUE, 1, `${this.queue}:b`, now, limit)) as string[];
   }
 
   /** Takes an event out of the schedule by hand, as a dispatcher would before moving it elsewhere. */

@@ -10,6 +10,7 @@
 -- ARGV[1] id
 -- Returns 1 when the event existed, 0 otherwise.
 -- @include envelope
+-- @include lease-pin
 -- @include schedule
 
 local id = ARGV[1]
@@ -19,7 +20,7 @@ redis.call('HDEL', KEYS[1], id)
 local _, due = envelope_parse(value)
 if not schedule_remove(KEYS[2], id, due)
   and redis.call('ZREM', KEYS[7], id) == 0
-  and redis.call('ZREM', KEYS[4], id) == 0
+  and not lease_remove(KEYS[4], id)
   and redis.call('ZREM', KEYS[5], id) == 0 then
   redis.call('LREM', KEYS[3], 1, id)
 end

@@ -18,6 +18,7 @@
 -- Returns {Redis now ms, {1|0 completed per succeeded event},
 --          {id, attempt, due, body, ...} claimed, {id, attempt, ...} dead-lettered}.
 -- @include envelope
+-- @include lease-pin
 -- @include lease
 
 -- Each batch costs a fixed number of calls, whatever its size: in a script,
@@ -50,7 +51,10 @@ local now = now_ms()
 local claimed, dead = {}, {}
 local count = tonumber(ARGV[1])
 local ids = count > 0 and redis.call('LPOP', KEYS[1], count)
-if not ids then return {now, completed, claimed, dead} end
+if not ids then
+  if #removed > 0 then lease_unpin_if_idle(KEYS[2]) end
+  return {now, completed, claimed, dead}
+end
 
 local lease_until = now + tonumber(ARGV[2])
 local max_attempts = tonumber(ARGV[3])
@@ -78,5 +82,10 @@ for k, id in ipairs(ids) do
     end
   end
 end
-if #leases > 0 then redis.call('ZADD', KEYS[2], unpack(leases)) end
+-- The pin goes first: a new set is then created as a skiplist, not converted.
+if #leases > 0 then
+  redis.call('ZADD', KEYS[2], LEASE_PIN_SCORE, LEASE_PIN, unpack(leases))
+elseif #removed > 0 then
+  lease_unpin_if_idle(KEYS[2])
+end
 return {now, completed, claimed, dead}

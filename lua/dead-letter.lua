@@ -10,6 +10,7 @@
 -- ARGV[3] reason
 -- Returns 1 when dead-lettered, 0 when the attempt was stale.
 -- @include envelope
+-- @include lease-pin
 -- @include lease
 
 local id = ARGV[1]
@@ -17,7 +18,7 @@ local score = redis.call('ZSCORE', KEYS[2], id)
 if not score or not lease_fences(tonumber(score), tonumber(ARGV[2])) then return 0 end
 local value = redis.call('HGET', KEYS[1], id)
 if not value then return 0 end
-redis.call('ZREM', KEYS[2], id)
+lease_remove(KEYS[2], id)
 -- A value without a header (corrupted by hand) is kept as it is: it is the evidence.
 if string.match(value, '^%d+|%d+|') then
   local _, due, body = envelope_parse(value)

@@ -9,6 +9,7 @@
 -- ARGV[1] most events to move in this call
 -- Returns {moved due, moved with expired lease, next due ms or -1, Redis now ms}.
 -- @include envelope
+-- @include lease-pin
 -- @include lease
 -- @include schedule
 
@@ -52,7 +53,10 @@ local function take_expired()
     if #envelopes > 0 then redis.call('HSET', KEYS[5], unpack(envelopes)) end
     for _, id in ipairs(scaled) do unscaled[#unscaled + 1] = id end
   end
-  if #unscaled > 0 then redis.call('ZREM', KEYS[2], unpack(unscaled)) end
+  if #unscaled > 0 then
+    redis.call('ZREM', KEYS[2], unpack(unscaled))
+    lease_unpin_if_idle(KEYS[2])
+  end
   return unscaled
 end
 

@@ -38,6 +38,7 @@ if #ARGV == 6 and ARGV[1] ~= '1' then
 end
 
 -- @include envelope
+-- @include lease-pin
 -- @include schedule
 
 local replace = ARGV[1] == '1'
@@ -104,7 +105,7 @@ for k = 1, n do
       local _, stored_due = envelope_parse(stored[k])
       if not schedule_remove(KEYS[2], id, stored_due)
         and redis.call('ZREM', KEYS[7], id) == 0
-        and redis.call('ZREM', KEYS[4], id) == 0
+        and not lease_remove(KEYS[4], id)
         and redis.call('ZREM', KEYS[5], id) == 0 then
         redis.call('LREM', KEYS[3], 1, id)
       end

@@ -10,6 +10,7 @@
 -- ARGV[4] error text
 -- Returns the new due ms, or -1 when the attempt was stale.
 -- @include envelope
+-- @include lease-pin
 -- @include lease
 -- @include schedule
 
@@ -20,7 +21,7 @@ local value = redis.call('HGET', KEYS[1], id)
 if not value then return -1 end
 local _, _, body = envelope_parse(value)
 local attempt = tonumber(ARGV[2])
-redis.call('ZREM', KEYS[2], id)
+lease_remove(KEYS[2], id)
 
 local due = now_ms() + tonumber(ARGV[3])
 redis.call('HSET', KEYS[1], id, envelope_make(attempt, due, body))

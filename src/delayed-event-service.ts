@@ -13,7 +13,7 @@ import { type DueSpec, type EnqueueStatus, LuaScripts } from './lua-scripts';
 import { type GaugeSample, METRIC, type Metric, Metrics } from './metrics';
 import { ReadyReader } from './ready-reader';
 import { RedisConnections } from './redis-connections';
-import { RedisLayout, type TypeKeys } from './redis-layout';
+import { LEASE_PIN, RedisLayout, type TypeKeys } from './redis-layout';
 import { type RetryPolicy, checkRetryPolicy } from './retry-policy';
 import { type DelayedEventServiceOptions, type ResolvedOptions, integer, positive, resolveOptions } from './service-options';
 import { type Wake, wakeListener } from './wake-listener';
@@ -336,8 +336,10 @@ export class DelayedEventService {
         // One slot per queue, so one pipeline per queue works on a Cluster; partitions are summed.
         const perQueue = await Promise.all(
           this.layout.partitionsOf(route).map(async (keys) => {
-            const replies = (await this.connections.command.pipeline().hlen(keys.meta).llen(keys.ready).zcard(keys.inFlight).zcard(keys.dead).exec()) ?? [];
-            const [stored = 0, ready = 0, inFlight = 0, dead = 0] = [0, 1, 2, 3].map((i) => Number(replies[i]?.[1] ?? 0));
+            const pipeline = this.connections.command.pipeline().hlen(keys.meta).llen(keys.ready).zcard(keys.inFlight).zscore(keys.inFlight, LEASE_PIN).zcard(keys.dead);
+            const replies = (await pipeline.exec()) ?? [];
+            const [stored = 0, ready = 0, inFlightMembers = 0, pinScore = 0, dead = 0] = [0, 1, 2, 3, 4].map((i) => Number(replies[i]?.[1] ?? 0));
+            const inFlight = inFlightMembers - (pinScore > 0 ? 1 : 0);
             // Every stored event is in exactly one state, and the schedule is
             // spread over buckets: what is in no other state is scheduled.
             return [Math.max(0, stored - ready - inFlight - dead), ready, inFlight, dead];

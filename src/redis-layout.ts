@@ -25,13 +25,23 @@ export interface TypeKeys {
   readonly legacySchedule: string;
   /** List of ids due now, oldest first. State READY. */
   readonly ready: string;
-  /** Sorted set: id -> lease expiry ms. State IN_FLIGHT. */
+  /**
+   * Sorted set: id -> lease expiry ms * 1000 + attempt % 1000. State IN_FLIGHT.
+   * While it holds a lease it also holds LEASE_PIN, which is no event.
+   */
   readonly inFlight: string;
   /** Sorted set: id -> dead-lettered at ms. State DEAD. */
   readonly dead: string;
   /** Hash: id -> last error, for events that failed at least once. */
   readonly errors: string;
 }
+
+/**
+ * The in-flight set's one member that is not a lease (lua/includes/lease-pin.lua):
+ * longer than a listpack-encoded sorted set may hold, it keeps the set a
+ * skiplist. Its first byte, 0xFF, never occurs in UTF-8, so no id can be it.
+ */
+export const LEASE_PIN = Buffer.concat([Buffer.from([0xff]), Buffer.from('pin: keeps this in-flight set a skiplist, not a listpack (docs/redis-layout.md)')]);
 
 export class RedisLayout {
   /** Keys by tag: every enqueue and claim asks, and building seven strings each time shows in profiles. */

@@ -1,7 +1,9 @@
 import { describe, expect, it } from 'vitest';
+import { type DelayedEventService, fixedBackoff } from '../src';
+import { loadLua } from '../src/lua-scripts';
 import { WorkItem } from './support/events';
 import { useRedis } from './support/harness';
-import { leaseScore } from './support/leases';
+import { leaseScore, leasedIds } from './support/leases';
 import { ScheduleView } from './support/schedule';
 import { waitFor } from './support/wait-for';
 
@@ -69,5 +71,71 @@ describe('leases', () => {
     await waitFor(() => handled.length === 1, 'the newer lease expired and was redelivered', 10_000);
     expect(handled).toEqual(['new']);
     expect(await client.zscore(`${keys}:f`, 'old')).toBe(String(now + 60_000));
+  });
+
+  it('keeps the leases of events in flight in a skiplist-encoded set, and removes the set with the last lease', async () => {
+    const prefix = redis.prefix();
+    const client = redis.client();
+    const inFlight = `${prefix}:{test.work}:f`;
+    const service = redis.service({ prefix });
+    const releases: Array<() => void> = [];
+    service.addHandler(WorkItem, () => new Promise<boolean>((done) => releases.push(() => done(true))), 3);
+    for (const id of ['a', 'b', 'c']) await service.enqueue(new WorkItem(id), 0);
+    await waitFor(() => releases.length === 3, 'three handlers running');
+    expect((await leasedIds(client, inFlight)).sort()).toEqual(['a', 'b', 'c']);
+    // A listpack would be scanned for every lease a claim adds or a completion removes.
+    expect(await client.object('ENCODING', inFlight)).toBe('skiplist');
+    releases.forEach((release) => release());
+    await waitFor(async () => (await client.hlen(`${prefix}:{test.work}:m`)) === 0, 'all three completed');
+    expect(await client.exists(inFlight)).toBe(0);
+  });
+
+  const leaseEndings: Array<[string, (service: DelayedEventService) => Promise<unknown>]> = [
+    ['the event is cancelled', (service) => service.cancel(WorkItem, 'held')],
+    ['the event is replaced', (service) => service.enqueue(new WorkItem('held', 2), 60_000, { replace: true })],
+  ];
+  it.each(leaseEndings)('removes the in-flight set with its last lease when %s while its handler runs', async (_, end) => {
+    const prefix = redis.prefix();
+    const client = redis.client();
+    const inFlight = `${prefix}:{test.work}:f`;
+    const service = redis.service({ prefix });
+    let release: (() => void) | undefined;
+    service.addHandler(WorkItem, () => new Promise<boolean>((done) => (release = () => done(true))), 1);
+    await service.enqueue(new WorkItem('held', 1), 0);
+    await waitFor(() => release !== undefined, 'the handler running');
+    expect(await leasedIds(client, inFlight)).toEqual(['held']);
+    await end(service);
+    expect(await client.exists(inFlight)).toBe(0);
+    release!();
+  });
+
+  it.each([
+    ['retried', 3, async (service: DelayedEventService, client: ReturnType<typeof redis.client>, keys: string) => (await client.hget(`${keys}:e`, 'failing')) !== null],
+    ['dead-lettered', 1, async (service: DelayedEventService) => (await service.deadLetters(WorkItem)).length === 1],
+  ] as const)('removes the in-flight set with its last lease when a failed event is %s', async (_, attempts, settled) => {
+    const prefix = redis.prefix();
+    const client = redis.client();
+    const keys = `${prefix}:{test.work}`;
+    const service = redis.service({ prefix, retry: fixedBackoff(attempts, 60_000) });
+    service.addHandler(WorkItem, () => false, 1);
+    await service.enqueue(new WorkItem('failing'), 0);
+    await waitFor(() => settled(service, client, keys), 'the failure recorded');
+    expect(await client.exists(`${keys}:f`)).toBe(0);
+  });
+
+  it('removes the in-flight set when its last lease expires and goes back to ready', async () => {
+    const client = redis.client();
+    const keys = `${redis.prefix()}:{test.work}`;
+    const now = Number((await client.time())[0]) * 1_000;
+    await client.hset(`${keys}:m`, 'stalled', `0|${now}|[0,{"n":0}]`);
+    // As a claim leaves it: the pin first, then a lease that has expired since.
+    const { lua, numberOfKeys } = loadLua('complete-and-claim');
+    await client.rpush(`${keys}:r`, 'stalled');
+    await client.eval(lua, numberOfKeys, `${keys}:r`, `${keys}:f`, `${keys}:m`, `${keys}:d`, `${keys}:e`, 1, -1_000, 5);
+    expect(await leasedIds(client, `${keys}:f`)).toEqual(['stalled']);
+    const dispatch = loadLua('dispatch-due');
+    await client.eval(dispatch.lua, dispatch.numberOfKeys, `${keys}:b`, `${keys}:f`, `${keys}:r`, `${keys}:s`, `${keys}:m`, 100);
+    expect(await client.lrange(`${keys}:r`, 0, -1)).toEqual(['stalled']);
+    expect(await client.exists(`${keys}:f`)).toBe(0);
   });
 });

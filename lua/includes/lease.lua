@@ -8,7 +8,8 @@
 -- pass for a newer attempt. 0.2 scored a lease by its expiry alone, with the
 -- attempt in the envelope: such scores are below SCALED_LEASE_FROM (ms stay
 -- below 1e14 until the year 5138; scaled ones are above 1e15). Scaled scores
--- stay exact in a double until the year 2255.
+-- stay exact in a double until the year 2255. The in-flight set's pin
+-- (includes/lease-pin.lua, included before this file) is no lease.
 local LEASE_SCALE = 1000
 local SCALED_LEASE_FROM = 1e14
 
@@ -45,7 +46,7 @@ local function next_due(schedule_index, in_flight_key)
   local function consider(at)
     if best < 0 or at < best then best = at end
   end
-  if l[2] then
+  if l[2] and l[1] ~= LEASE_PIN then
     local head = tonumber(l[2])
     consider(lease_expiry(head))
     if not lease_is_scaled(head) then

@@ -1,13 +1,13 @@
 import { defineConfig } from 'vitest/config';
 
 /**
- * Behaviour that must hold on a Redis Cluster too (schedule: scripts reach bucket keys
- * they derive, in their slot): these files run a second time
+ * Behaviour that must hold on a Redis Cluster too (schedule and state machine: scripts
+ * reach bucket keys they derive, in their slot): these files run a second time
  * against a real 3-master cluster. Not here: outage and durability (they restart
  * or replicate one server; failover is their cluster counterpart, in cluster.test.ts),
  * cluster.test.ts itself, and retry-policy (no Redis).
  */
-const onClusterToo = ['delivery', 'enqueue', 'enqueue-batch', 'validation', 'retry', 'decode', 'context', 'concurrency', 'metrics', 'close', 'partitions', 'crash', 'timeout', 'isolation', 'schedule', 'lease'].map(
+const onClusterToo = ['delivery', 'enqueue', 'enqueue-batch', 'validation', 'retry', 'decode', 'context', 'concurrency', 'metrics', 'close', 'partitions', 'crash', 'timeout', 'isolation', 'schedule', 'lease', 'state-machine'].map(
   (name) => `test/${name}.test.ts`,
 );
 

@@ -97,17 +97,19 @@ async function main(): Promise<void> {
         });
       }
     }
-    const ourScale = new Map<number, AtScale[]>();
+    const ourScale = new Map<number, { settled: AtScale[]; afterFill: AtScale }>();
     for (const backlog of !wanted(5) ? [] : quick ? [10_000, 1_000_000] : [10_000, 1_000_000, 5_000_000]) {
       // The peers at 5,000,000 would take most of the time budget to fill; the promise is about ours.
       const only = backlog > 1_000_000 ? [ours] : libraries;
       const results: Record<string, AtScale[]> = {};
       for (const f of only) {
-        const runs = await withQueue(f, server.port, (q, redis) => atScale(q, redis, backlog, repeats));
-        results[f.library] = runs;
-        for (const s of runs) log(`5. backlog ${backlog} / ${f.library}: enqueue ${s.enqueue.toFixed(0)}/s, end-to-end ${s.endToEnd.toFixed(0)}/s, used_memory ${(s.memory / 1e6).toFixed(0)} MB`);
+        const { settled, afterFill } = await withQueue(f, server.port, (q, redis) => atScale(q, redis, backlog, repeats));
+        results[f.library] = settled;
+        if (f === ours) ourScale.set(backlog, { settled, afterFill });
+        const describe = (s: AtScale) => `enqueue ${s.enqueue.toFixed(0)}/s, end-to-end ${s.endToEnd.toFixed(0)}/s, used_memory ${(s.memory / 1e6).toFixed(0)} MB`;
+        log(`5. backlog ${backlog} / ${f.library}, first round after the fill: ${describe(afterFill)}`);
+        for (const s of settled) log(`5. backlog ${backlog} / ${f.library}: ${describe(s)}`);
       }
-      if (results.ours) ourScale.set(backlog, results.ours);
       const pick = (key: 'enqueue' | 'endToEnd' | 'memory', scale = 1) => Object.fromEntries(Object.entries(results).map(([lib, list]) => [lib, list.map((s) => s[key] / scale)]));
       const scenario = `5. backlog of ${backlog.toLocaleString('en')} pending`;
       rows.push({ scenario, metric: 'enqueue, 64 in flight', unit: 'events/s', higherIsBetter: true, values: pick('enqueue') });
@@ -115,11 +117,13 @@ async function main(): Promise<void> {
       rows.push({ scenario, metric: 'Redis used_memory', unit: 'MB', higherIsBetter: false, values: pick('memory', 1e6) });
     }
     // The promise of scenario 5: an operation costs no more with the largest backlog (within 20%).
+    // The first round after the fill is shown beside it: what the growth itself costs, once.
     const [smallest, largest] = [ourScale.get(10_000), ourScale.get(5_000_000)];
     if (smallest && largest) {
-      const ratios = (key: 'enqueue' | 'endToEnd') => largest.map((s) => s[key] / median(smallest.map((t) => t[key])));
+      const against = (key: 'enqueue' | 'endToEnd', rounds: readonly AtScale[]) => rounds.map((s) => s[key] / median(smallest.settled.map((t) => t[key])));
       for (const [key, metric] of [['enqueue', 'enqueue, 64 in flight'], ['endToEnd', 'end-to-end, 2,000 due at parallelism 32']] as const) {
-        rows.push({ scenario: '5. backlog of 5,000,000 against 10,000', metric, unit: '× of 10,000', higherIsBetter: true, targetAbsolute: 0.8, values: { ours: ratios(key) } });
+        rows.push({ scenario: '5. backlog of 5,000,000 against 10,000', metric, unit: '× of 10,000', higherIsBetter: true, targetAbsolute: 0.8, values: { ours: against(key, largest.settled) } });
+        rows.push({ scenario: '5. backlog of 5,000,000 against 10,000', metric: `${metric}, first round after the fill`, unit: '× of 10,000', higherIsBetter: true, values: { ours: against(key, [largest.afterFill]) } });
       }
     }
     if (wanted(6)) await measure(

@@ -131,7 +131,7 @@ export interface AtScale {
  * Filling to a backlog grows Redis's hash tables past a power of two, and a
  * hash object (unlike the keyspace) is only rehashed one bucket per operation
  * on it: right after a fill of 5,000,000 our meta hash is mid-rehash, and every
- * lookup looks in both tables until some 70,000 operations later
+ * lookup looks in both tables for three or four rounds more here
  * (benchmarks/README.md, item 15). That one-off cost of the growth is
  * reported apart, as the first round after the fill; the promise is about
  * what an operation costs with the backlog in place.

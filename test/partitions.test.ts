@@ -66,12 +66,12 @@ describe('a type split over partitions', () => {
     service.addHandler(HotEvent, (e) => (order.push(partitionOf(e.id, PARTITIONS)), true), 1);
     await waitFor(() => order.length === 40, 'all events handled');
     // With one slot and four loaded partitions the readers take turns. Draining one partition
-    // after another would switch three times and leave two partitions waiting for the whole
-    // first half. Alone the readers switch 17-37 times in 40 events; two test files running
-    // beside it on two cores made it 14 once, so the bound leaves room for timing.
+    // after another would switch three times. Alone the readers switch 17-37 times in 40
+    // events; under load a reader whose connection comes up late misses the first turns
+    // (one partition served 7 times before the others joined) and the last partition left
+    // runs alone, so the bound leaves room: 14 was measured once with two test files beside it.
     const switches = order.filter((p, i) => i > 0 && p !== order[i - 1]).length;
-    expect(switches).toBeGreaterThanOrEqual(10);
-    expect(new Set(order.slice(0, 20)).size).toBe(PARTITIONS);
+    expect(switches, order.join('')).toBeGreaterThanOrEqual(10);
   });
 
   it('finds an event’s partition for duplicates, replace and cancel', async () => {

@@ -12,6 +12,7 @@ import { bullmq } from './adapters/bullmq';
 import { ours } from './adapters/ours';
 import { type Row, median, renderChart, renderFloor, renderResults, renderTable } from './report';
 import { roundTripFloorMicros } from './round-trip-floor';
+import { type ScriptFloorRow, scriptFloorMicros } from './script-floor';
 import { type AtScale, type EnqueueMode, atScale, commandsPerEvent, endToEnd, enqueueRate, lateness, memoryPerEvent, withQueue } from './scenarios';
 
 const quick = process.argv.includes('--quick');
@@ -34,20 +35,36 @@ async function main(): Promise<void> {
   const server = await RedisServer.start();
   const startedAt = Date.now();
   const rows: Row[] = [];
-  /** `roundTripBound`: every operation waits for one round trip; the floor is measured next to each run. */
-  const measure = async (row: Omit<Row, 'values' | 'floorMicros'> & { roundTripBound?: true }, run: (factory: BenchQueueFactory) => Promise<number>, only = libraries) => {
+  /**
+   * `roundTripBound`: every operation waits for one round trip. The bare round trip is
+   * measured next to each library's run, and an empty script and our scripts alone (script-floor.ts) next to ours.
+   */
+  const measure = async (
+    row: Omit<Row, 'values' | 'floorMicros' | 'emptyScriptMicros' | 'scriptFloorMicros'> & { roundTripBound?: { script: ScriptFloorRow; count: number } },
+    run: (factory: BenchQueueFactory) => Promise<number>,
+    only = libraries,
+  ) => {
     const { roundTripBound, ...described } = row;
     const values: Record<string, number[]> = {};
     const floorMicros: number[] = [];
+    const emptyScript: number[] = [];
+    const ourScripts: number[] = [];
     for (let r = 0; r < repeats; r++) {
       for (const factory of only) {
-        if (roundTripBound) floorMicros.push(await roundTripFloorMicros(server.port));
+        if (roundTripBound) {
+          floorMicros.push(await roundTripFloorMicros(server.port));
+          if (factory === ours) {
+            const floor = await scriptFloorMicros(server.port, roundTripBound.script, roundTripBound.count);
+            emptyScript.push(floor.emptyScript);
+            ourScripts.push(floor.ourScripts);
+          }
+        }
         const value = await run(factory);
         (values[factory.library] ??= []).push(value);
         log(`${row.scenario} / ${row.metric} / ${factory.library}: ${value.toFixed(2)} ${row.unit}`);
       }
     }
-    rows.push(roundTripBound ? { ...described, values, floorMicros } : { ...described, values });
+    rows.push(roundTripBound ? { ...described, values, floorMicros, emptyScriptMicros: emptyScript, scriptFloorMicros: ourScripts } : { ...described, values });
   };
   try {
     const modes: EnqueueMode[] = ['one at a time', '64 in flight', 'bulk 1,000 per call'];
@@ -60,7 +77,7 @@ async function main(): Promise<void> {
           higherIsBetter: true,
           targetRatio: 1.2,
           targetAbsolute: mode.startsWith('bulk') ? 200_000 : undefined,
-          ...(mode === 'one at a time' ? { roundTripBound: true as const } : {}),
+          ...(mode === 'one at a time' ? { roundTripBound: { script: 'one enqueue at a time' as const, count: 20_000 } } : {}),
         },
         (f) => withQueue(f, server.port, (q) => enqueueRate(q, mode, 20_000)),
       );
@@ -74,7 +91,7 @@ async function main(): Promise<void> {
       (f) => withQueue(f, server.port, (q) => endToEnd(q, 20_000, 32)),
     );
     if (wanted(3)) await measure(
-      { scenario: '3. end-to-end, all due', metric: '5,000 at parallelism 1', unit: 'events/s', higherIsBetter: true, targetRatio: 2, roundTripBound: true },
+      { scenario: '3. end-to-end, all due', metric: '5,000 at parallelism 1', unit: 'events/s', higherIsBetter: true, targetRatio: 2, roundTripBound: { script: 'claims at parallelism 1', count: 5_000 } },
       (f) => withQueue(f, server.port, (q) => endToEnd(q, 5_000, 1)),
     );
     for (const [rate, count] of wanted(4) ? ([[200, quick ? 600 : 2_000], [5_000, 5_000]] as const) : []) {

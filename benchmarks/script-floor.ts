@@ -1,0 +1,86 @@
+import { Redis } from 'ioredis';
+import { loadLua } from '../src/lua-scripts';
+import { RedisLayout } from '../src/redis-layout';
+import { PAYLOAD_S } from './adapters/bench-queue';
+
+/**
+ * What one operation of a round-trip-bound row costs below the service, in
+ * bare loops of awaited ioredis calls, measured next to our run like the bare
+ * round trip (round-trip-floor.ts):
+ * - `emptyScript`: a script that only returns, given the arguments our script
+ *   gets: the least any script-based design costs per operation with ioredis;
+ * - `ourScripts`: our own Lua script for the operation, with none of the
+ *   service around it (no codec, batcher, call deadline, reader loop or
+ *   handler): the least the service can take without changing its scripts or
+ *   its client library.
+ * A target below `ourScripts` cannot be met by work on the service's own code.
+ */
+export type ScriptFloorRow = 'one enqueue at a time' | 'claims at parallelism 1';
+
+export interface ScriptFloor {
+  readonly emptyScript: number;
+  readonly ourScripts: number;
+}
+
+const body = (n: number) => JSON.stringify([Date.now(), { n, s: PAYLOAD_S }]);
+
+async function microsPerCall(count: number, call: () => Promise<unknown>): Promise<number> {
+  const started = performance.now();
+  for (let i = 0; i < count; i++) await call();
+  return ((performance.now() - started) * 1_000) / count;
+}
+
+export async function scriptFloorMicros(port: number, row: ScriptFloorRow, count: number): Promise<ScriptFloor> {
+  const redis = new Redis(port, '127.0.0.1');
+  // A prefix of its own: nothing the libraries' runs read or write.
+  const prefix = `script-floor-${Date.now()}`;
+  const keys = new RedisLayout(prefix).forType('bench.event');
+  const sha = async (lua: string) => (await redis.script('LOAD', lua)) as string;
+  const emptySha = await sha('return 1');
+  const enqueueSha = await sha(loadLua('enqueue').lua);
+  const enqueueKeys = [keys.meta, keys.schedule, keys.ready, keys.inFlight, keys.dead, keys.errors, keys.legacySchedule];
+  const enqueueArgs = (ids: readonly number[], due: string) => [...enqueueKeys, '0', `${keys.tag}:nobody-listens`, keys.tag, ...ids.flatMap((n) => [`${n}`, body(n), due])];
+  const claimKeys = [keys.ready, keys.inFlight, keys.meta, keys.dead, keys.errors];
+  try {
+    if (row === 'one enqueue at a time') {
+      let n = 0;
+      const emptyScript = await microsPerCall(count, () => redis.evalsha(emptySha, enqueueKeys.length, ...enqueueArgs([n++], '+60000')));
+      n = 0;
+      const ourScripts = await microsPerCall(count, () => redis.evalsha(enqueueSha, enqueueKeys.length, ...enqueueArgs([n++], '+60000')));
+      return { emptyScript, ourScripts };
+    }
+    // As the reader calls it with one slot: complete the event handled before, claim the next.
+    const emptyScript = await microsPerCall(count, () => redis.evalsha(emptySha, claimKeys.length, ...claimKeys, 1, 60_000, 10, 'some-id', 1));
+    // Ready events, moved there by our own scripts: enqueued due now, then dispatched.
+    for (let from = 0; from < count; from += 250) {
+      await redis.evalsha(enqueueSha, enqueueKeys.length, ...enqueueArgs(Array.from({ length: Math.min(250, count - from) }, (_, i) => from + i), '+0'));
+    }
+    const dispatchSha = await sha(loadLua('dispatch-due').lua);
+    for (let moved = 0; moved < count; ) {
+      const [due] = (await redis.evalsha(dispatchSha, 5, keys.schedule, keys.inFlight, keys.ready, keys.legacySchedule, keys.meta, 1_000)) as number[];
+      if (!due) throw new Error(`script floor: only ${moved} of ${count} events became ready`);
+      moved += due;
+    }
+    const claimSha = await sha(loadLua('complete-and-claim').lua);
+    let previous: [string, number] | undefined;
+    let claimed = 0;
+    const ourScripts = await microsPerCall(count + 1, async () => {
+      const [, , flat] = (await redis.evalsha(claimSha, claimKeys.length, ...claimKeys, 1, 60_000, 10, ...(previous ?? []))) as [number, number[], string[]];
+      if (flat.length > 0) {
+        previous = [flat[0]!, Number(flat[1])];
+        claimed++;
+      }
+    });
+    if (claimed !== count) throw new Error(`script floor: claimed ${claimed} of ${count} events`);
+    return { emptyScript, ourScripts };
+  } finally {
+    // The schedule's buckets are keys of their own: remove everything under the prefix.
+    for (let cursor = '0'; ; ) {
+      const [next, found] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1_000);
+      if (found.length > 0) await redis.unlink(...found);
+      cursor = next;
+      if (cursor === '0') break;
+    }
+    redis.disconnect();
+  }
+}

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Cluster, Redis } from 'ioredis';
@@ -21,10 +22,10 @@ const SCRIPT_NAMES = [
 ] as const;
 type ScriptName = (typeof SCRIPT_NAMES)[number];
 
-type ScriptCall = (...args: Array<string | number>) => Promise<unknown>;
-
-function commandName(script: ScriptName): string {
-  return `rde_${script.replace(/-/g, '_')}`;
+interface LoadedScript {
+  readonly lua: string;
+  readonly sha: string;
+  readonly numberOfKeys: number;
 }
 
 /** Reads a script, inlining `-- @include name` lines from lua/includes. */
@@ -34,6 +35,29 @@ export function loadLua(name: string): { lua: string; numberOfKeys: number } {
   // The header is the contract: KEYS[n] lines declare how many keys the script takes.
   const numberOfKeys = Math.max(0, ...[...source.matchAll(/^-- KEYS\[(\d+)\]/gm)].map((m) => Number(m[1])));
   return { lua, numberOfKeys };
+}
+
+function loadScript(name: ScriptName): LoadedScript {
+  const { lua, numberOfKeys } = loadLua(name);
+  return { lua, numberOfKeys, sha: createHash('sha1').update(lua).digest('hex') };
+}
+
+/** NOSCRIPT: Redis does not hold the script (it restarted, or a replica that never ran it took over). */
+function isMissingScript(error: unknown): boolean {
+  return error instanceof Error && error.message.startsWith('NOSCRIPT');
+}
+
+/**
+ * EVALSHA, and EVAL (which caches the script again) only when Redis answers
+ * NOSCRIPT: a call that got NOSCRIPT ran nothing, so sending it again is safe.
+ * ioredis's defineCommand does the same but cost ~4 µs more a call, a few
+ * percent of an event at parallelism 1 (benchmarks/README.md, item 16).
+ */
+function evalScript(client: RedisClient, script: LoadedScript, args: ReadonlyArray<string | number>): Promise<unknown> {
+  return client.evalsha(script.sha, script.numberOfKeys, ...args).catch((error: unknown) => {
+    if (!isMissingScript(error)) throw error;
+    return client.eval(script.lua, script.numberOfKeys, ...args);
+  });
 }
 
 export interface ClaimedRecord {
@@ -85,7 +109,7 @@ export interface ScheduledBody {
 
 /** Typed calls of the Lua state transitions in lua/; one method per script. */
 export class LuaScripts {
-  private readonly calls: Record<ScriptName, ScriptCall>;
+  private readonly scripts: Record<ScriptName, LoadedScript>;
   private readonly deadlines: CallDeadlines;
 
   /**
@@ -98,15 +122,11 @@ export class LuaScripts {
     deadline: { readonly ms: number; readonly onStuck: () => void },
   ) {
     this.deadlines = new CallDeadlines(deadline.ms, deadline.onStuck);
-    const calls: Partial<Record<ScriptName, ScriptCall>> = {};
-    for (const name of SCRIPT_NAMES) {
-      const command = commandName(name);
-      client.defineCommand(command, loadLua(name));
-      const method = (client as unknown as Record<string, ScriptCall>)[command];
-      if (typeof method !== 'function') throw new Error(`ioredis did not define ${command}`);
-      calls[name] = (...args) => this.deadlines.bound(method.apply(client, args), name);
-    }
-    this.calls = calls as Record<ScriptName, ScriptCall>;
+    this.scripts = Object.fromEntries(SCRIPT_NAMES.map((name) => [name, loadScript(name)])) as Record<ScriptName, LoadedScript>;
+  }
+
+  private run(name: ScriptName, ...args: Array<string | number>): Promise<unknown> {
+    return this.deadlines.bound(evalScript(this.client, this.scripts[name], args), name);
   }
 
   /**
@@ -145,12 +165,19 @@ export class LuaScripts {
     }
     let statuses: number[];
     if (!durability) {
-      statuses = (await this.calls.enqueue(...args)) as number[];
+      statuses = (await this.run('enqueue', ...args)) as number[];
     } else {
-      const pipeline = this.client.pipeline();
-      (pipeline as unknown as Record<string, ScriptCall>)[commandName('enqueue')]!(...args);
-      pipeline.wait(durability.replicas, durability.timeoutMs);
-      const [stored, waited] = (await this.deadlines.bound(pipeline.exec(), 'enqueue+wait', this.deadlines.defaultMs + durability.timeoutMs)) ?? [];
+      const enqueue = this.scripts.enqueue;
+      const storeAndWait = (loaded: boolean) => {
+        const pipeline = this.client.pipeline();
+        if (loaded) pipeline.evalsha(enqueue.sha, enqueue.numberOfKeys, ...args);
+        else pipeline.eval(enqueue.lua, enqueue.numberOfKeys, ...args);
+        pipeline.wait(durability.replicas, durability.timeoutMs);
+        return this.deadlines.bound(pipeline.exec(), 'enqueue+wait', this.deadlines.defaultMs + durability.timeoutMs);
+      };
+      let [stored, waited] = (await storeAndWait(true)) ?? [];
+      // A script Redis did not hold stored nothing: sending it whole again is safe.
+      if (stored && isMissingScript(stored[0])) [stored, waited] = (await storeAndWait(false)) ?? [];
       if (!stored || stored[0]) throw stored?.[0] ?? new Error('enqueue got no reply');
       if (!waited || waited[0]) throw waited?.[0] ?? new Error('WAIT got no reply');
       statuses = stored[1] as number[];
@@ -161,7 +188,7 @@ export class LuaScripts {
   }
 
   async dispatchDue(keys: TypeKeys, limit: number): Promise<DispatchResult> {
-    const [movedDue, movedExpired, nextDue, now] = (await this.calls['dispatch-due'](keys.schedule, keys.inFlight, keys.ready, keys.legacySchedule, keys.meta, limit)) as number[];
+    const [movedDue, movedExpired, nextDue, now] = (await this.run('dispatch-due', keys.schedule, keys.inFlight, keys.ready, keys.legacySchedule, keys.meta, limit)) as number[];
     return { movedDue: movedDue ?? 0, movedExpired: movedExpired ?? 0, nextDue: nextDue ?? -1, now: now ?? Date.now() };
   }
 
@@ -178,7 +205,7 @@ export class LuaScripts {
   ): Promise<ClaimResult> {
     const args: Array<string | number> = [count, leaseMs, maxAttempts];
     for (const s of succeeded) args.push(s.id, s.attempt);
-    const [now, flags, flat, dead] = (await this.calls['complete-and-claim'](keys.ready, keys.inFlight, keys.meta, keys.dead, keys.errors, ...args)) as [
+    const [now, flags, flat, dead] = (await this.run('complete-and-claim', keys.ready, keys.inFlight, keys.meta, keys.dead, keys.errors, ...args)) as [
       number,
       number[],
       string[],
@@ -195,23 +222,23 @@ export class LuaScripts {
 
   /** Returns the new due time, or undefined when the attempt was stale. */
   async retry(keys: TypeKeys, id: string, attempt: number, backoffMs: number, error: string): Promise<number | undefined> {
-    const due = (await this.calls.retry(keys.meta, keys.inFlight, keys.schedule, keys.errors, id, attempt, backoffMs, error)) as number;
+    const due = (await this.run('retry', keys.meta, keys.inFlight, keys.schedule, keys.errors, id, attempt, backoffMs, error)) as number;
     return due < 0 ? undefined : due;
   }
 
   async deadLetter(keys: TypeKeys, id: string, attempt: number, reason: string): Promise<boolean> {
-    return (await this.calls['dead-letter'](keys.meta, keys.inFlight, keys.dead, keys.errors, id, attempt, reason)) === 1;
+    return (await this.run('dead-letter', keys.meta, keys.inFlight, keys.dead, keys.errors, id, attempt, reason)) === 1;
   }
 
   async cancel(keys: TypeKeys, id: string): Promise<boolean> {
-    return (await this.calls.cancel(keys.meta, keys.schedule, keys.ready, keys.inFlight, keys.dead, keys.errors, keys.legacySchedule, id)) === 1;
+    return (await this.run('cancel', keys.meta, keys.schedule, keys.ready, keys.inFlight, keys.dead, keys.errors, keys.legacySchedule, id)) === 1;
   }
 
   async replayDead(keys: TypeKeys, ids: readonly string[], limit: number): Promise<number> {
-    return (await this.calls['replay-dead'](keys.dead, keys.schedule, keys.meta, keys.errors, this.wakeChannel, keys.tag, limit, ...ids)) as number;
+    return (await this.run('replay-dead', keys.dead, keys.schedule, keys.meta, keys.errors, this.wakeChannel, keys.tag, limit, ...ids)) as number;
   }
 
   async purgeDead(keys: TypeKeys, ids: readonly string[], limit: number): Promise<number> {
-    return (await this.calls['purge-dead'](keys.dead, keys.meta, keys.errors, limit, ...ids)) as number;
+    return (await this.run('purge-dead', keys.dead, keys.meta, keys.errors, limit, ...ids)) as number;
   }
 }

@@ -36,6 +36,22 @@ describe('delivery', () => {
     expect(got.tags).toEqual(['a', 'ü']);
   });
 
+  it('goes on after Redis lost its scripts (a restart, a failover to a replica that never ran them)', async () => {
+    const service = redis.service();
+    const seen: string[] = [];
+    service.addHandler(PaymentCheck, (event) => (seen.push(event.id), true), 4);
+    await service.enqueue(new PaymentCheck('before'), 0);
+    await waitFor(() => seen.includes('before'), 'the event enqueued before the flush');
+    await redis.flushScripts();
+    // Every script runs again from scratch: enqueue, dispatch, claim and complete, and cancel.
+    expect(await service.enqueue(new PaymentCheck('after'), 50)).toBe('scheduled');
+    expect(await service.enqueue(new PaymentCheck('cancelled'), 60_000)).toBe('scheduled');
+    await redis.flushScripts();
+    expect(await service.cancel(PaymentCheck, 'cancelled')).toBe(true);
+    await waitFor(() => seen.includes('after'), 'the event enqueued after the flush');
+    expect(seen).toEqual(['before', 'after']);
+  });
+
   it('does not hand an event over before its delay is up', async () => {
     const service = redis.service();
     const handledAt: number[] = [];

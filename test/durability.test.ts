@@ -31,6 +31,15 @@ describe('durable enqueue (Redis WAIT)', () => {
     }
   });
 
+  it('stores and waits again after Redis lost its scripts', async () => {
+    const prefix = redis.prefix();
+    const service = redis.service({ prefix, durableEnqueue: { replicas: 1, timeoutMs: 2_000 } });
+    await service.enqueue(new PaymentCheck('first'), 60_000);
+    await redis.flushScripts();
+    expect(await service.enqueue(new PaymentCheck('after-flush'), 60_000)).toBe('scheduled');
+    expect(await replicaClient.hexists(`${prefix}:{test.payment-check}:m`, 'after-flush')).toBe(1);
+  });
+
   it('fails with NotReplicatedError when too few replicas confirm, and says the event is stored', async () => {
     const prefix = redis.prefix();
     const service = redis.service({ prefix, durableEnqueue: { replicas: 2, timeoutMs: 200 } });

@@ -19,7 +19,7 @@ export interface Row {
   /** For the same rows, next to our run: µs per awaited ioredis call of a script that only returns (script-floor.ts). */
   readonly emptyScriptMicros?: readonly number[];
   /** Likewise, of our own Lua script for the operation, with none of the service around it. */
-  readonly scriptFloorMicros?: readonly number[];
+  readonly ourScriptsMicros?: readonly number[];
 }
 
 const PEERS = ['bullmq', 'bee-queue'] as const;
@@ -143,7 +143,7 @@ export function renderFloor(rows: readonly Row[]): string {
     const needed = peer / row.targetRatio!;
     const beyond = (values: readonly number[] | undefined, what: string) => (values && values.length > 0 ? leftCell(needed - median(values), what) : '–');
     lines.push(
-      `| ${row.scenario} | ${row.metric} | ${cell(row.floorMicros)} | ${cell(row.emptyScriptMicros)} | ${cell(row.scriptFloorMicros)} | ${ours === undefined ? '–' : format(ours)} | ${format(peer)} | ${format(needed)} (${row.targetRatio}×) | ${beyond(row.floorMicros, 'one bare round trip')} | ${beyond(row.emptyScriptMicros, 'an empty script')} | ${beyond(row.scriptFloorMicros, 'our scripts alone')} | ${(peer / floor).toFixed(2)}× |`,
+      `| ${row.scenario} | ${row.metric} | ${cell(row.floorMicros)} | ${cell(row.emptyScriptMicros)} | ${cell(row.ourScriptsMicros)} | ${ours === undefined ? '–' : format(ours)} | ${format(peer)} | ${format(needed)} (${row.targetRatio}×) | ${beyond(row.floorMicros, 'one bare round trip')} | ${beyond(row.emptyScriptMicros, 'an empty script')} | ${beyond(row.ourScriptsMicros, 'our scripts alone')} | ${(peer / floor).toFixed(2)}× |`,
     );
   }
   return lines.join('\n') + '\n';

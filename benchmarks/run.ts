@@ -40,7 +40,7 @@ async function main(): Promise<void> {
    * measured next to each library's run, and an empty script and our scripts alone (script-floor.ts) next to ours.
    */
   const measure = async (
-    row: Omit<Row, 'values' | 'floorMicros' | 'emptyScriptMicros' | 'scriptFloorMicros'> & { roundTripBound?: { script: ScriptFloorRow; count: number } },
+    row: Omit<Row, 'values' | 'floorMicros' | 'emptyScriptMicros' | 'ourScriptsMicros'> & { roundTripBound?: { script: ScriptFloorRow; count: number } },
     run: (factory: BenchQueueFactory) => Promise<number>,
     only = libraries,
   ) => {
@@ -64,7 +64,7 @@ async function main(): Promise<void> {
         log(`${row.scenario} / ${row.metric} / ${factory.library}: ${value.toFixed(2)} ${row.unit}`);
       }
     }
-    rows.push(roundTripBound ? { ...described, values, floorMicros, emptyScriptMicros: emptyScript, scriptFloorMicros: ourScripts } : { ...described, values });
+    rows.push(roundTripBound ? { ...described, values, floorMicros, emptyScriptMicros: emptyScript, ourScriptsMicros: ourScripts } : { ...described, values });
   };
   try {
     const modes: EnqueueMode[] = ['one at a time', '64 in flight', 'bulk 1,000 per call'];

@@ -95,7 +95,10 @@ export class Consumer<T extends DelayedEventInstance> {
   /** Stops claiming, waits up to `timeoutMs` for running handlers; resolves true when all finished. */
   async stop(timeoutMs: number): Promise<boolean> {
     for (const controller of this.stopping) controller.abort();
-    const drained = await Promise.race([this.finished.then(() => true), sleep(timeoutMs).then(() => false)]);
+    // The wait is cut short when the handlers finish: its timer must not keep the process alive after close().
+    const waiting = new AbortController();
+    const drained = await Promise.race([this.finished.then(() => true), sleep(timeoutMs, waiting.signal).then(() => false)]);
+    waiting.abort();
     if (!drained) {
       this.abandoned.abort();
       this.subscription?.unsubscribe();

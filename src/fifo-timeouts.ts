@@ -28,6 +28,9 @@ export class FifoTimeouts {
 
   private arm(inMs: number): void {
     this.timer = setTimeout(() => this.expire(), Math.max(0, Math.ceil(inMs)));
+    // A cancelled call leaves the timer armed until its deadline (cheaper than
+    // re-arming on every cancel); it must not keep the process alive after close().
+    this.timer.unref();
   }
 
   private expire(): void {

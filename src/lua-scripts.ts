@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Cluster, Redis } from 'ioredis';
 import { CallDeadlines } from './call-deadlines';
@@ -8,7 +8,17 @@ import type { TypeKeys } from './redis-layout';
 
 export type RedisClient = Redis | Cluster;
 
-const LUA_DIR = join(__dirname, '..', 'lua');
+/**
+ * lua/ sits at the package root: one level above src/ when run from source,
+ * two above dist/src/ in the built package.
+ */
+const LUA_DIR_CANDIDATES = [join(__dirname, '..', 'lua'), join(__dirname, '..', '..', 'lua')];
+
+function luaDir(): string {
+  const found = LUA_DIR_CANDIDATES.find((dir) => existsSync(join(dir, 'enqueue.lua')));
+  if (!found) throw new Error(`reactive-delayed-events: its Lua scripts are missing (looked in ${LUA_DIR_CANDIDATES.join(' and ')}); reinstall the package`);
+  return found;
+}
 
 const SCRIPT_NAMES = [
   'enqueue',
@@ -30,8 +40,9 @@ interface LoadedScript {
 
 /** Reads a script, inlining `-- @include name` lines from lua/includes. */
 export function loadLua(name: string): { lua: string; numberOfKeys: number } {
-  const source = readFileSync(join(LUA_DIR, `${name}.lua`), 'utf8');
-  const lua = source.replace(/^-- @include (\S+)$/gm, (_, include: string) => readFileSync(join(LUA_DIR, 'includes', `${include}.lua`), 'utf8'));
+  const dir = luaDir();
+  const source = readFileSync(join(dir, `${name}.lua`), 'utf8');
+  const lua = source.replace(/^-- @include (\S+)$/gm, (_, include: string) => readFileSync(join(dir, 'includes', `${include}.lua`), 'utf8'));
   // The header is the contract: KEYS[n] lines declare how many keys the script takes.
   const numberOfKeys = Math.max(0, ...[...source.matchAll(/^-- KEYS\[(\d+)\]/gm)].map((m) => Number(m[1])));
   return { lua, numberOfKeys };

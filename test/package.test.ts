@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -11,33 +11,37 @@ const ROOT = join(__dirname, '..');
 
 /**
  * What a user's plain CommonJS program does with the installed package: no
- * tsx, no decorator syntax. Its handler is async and it watches the metrics,
- * as a real service would; the timeouts are ten minutes, so a timer of theirs
- * left armed after close() would hold the process far longer than the test waits.
+ * tsx, no decorator syntax, its own class-transformer for a nested Date. Its
+ * handler is async and it watches the metrics, as a real service would; the
+ * timeouts are ten minutes, so a timer of theirs left armed after close()
+ * would hold the process far longer than the test waits.
  */
-const CONSUMER = `
-const { DelayedEvent, DelayedEventService } = require(process.argv[2]);
-class Ping { constructor(id = '', note = '') { this.id = id; this.note = note; } }
+const APP = `
+const { Type } = require('class-transformer');
+const { DelayedEvent, DelayedEventService } = require('reactive-delayed-events');
+class Ping { constructor(id = '', at = new Date(0)) { this.id = id; this.at = at; } }
+Type(() => Date)(Ping.prototype, 'at');
 DelayedEvent('package.ping')(Ping);
 (async () => {
   const tenMinutes = 600000;
-  const service = new DelayedEventService({ redis: process.argv[3], prefix: 'pkg', closeTimeoutMs: tenMinutes, handlerTimeoutMs: tenMinutes });
+  const service = new DelayedEventService({ redis: process.argv[2], prefix: 'pkg', closeTimeoutMs: tenMinutes, handlerTimeoutMs: tenMinutes });
   service.metrics$.subscribe();
   const handled = new Promise((resolve) => service.addHandler(Ping, async (event) => (resolve(event), true), 1));
-  const status = await service.enqueue(new Ping('p-1', 'from the tarball'), 50);
+  const status = await service.enqueue(new Ping('p-1', new Date('2026-01-02T03:04:05Z')), 50);
   const event = await handled;
   await service.close();
-  console.log(JSON.stringify({ status, id: event.id, note: event.note, isPing: event instanceof Ping }));
+  console.log(JSON.stringify({ status, id: event.id, isPing: event instanceof Ping, at: event.at instanceof Date ? event.at.toISOString() : typeof event.at }));
 })().catch((error) => { console.error(error); process.exit(1); });
 `;
-
-/** Runs the consumer to its end; rejects when the process fails or has not exited on its own within 20 s. */
-const runConsumer = (dir: string, url: string) => run(process.execPath, [join(dir, 'consumer.js'), join(dir, 'package'), url], { timeout: 20_000 });
 
 describe('the published package', () => {
   let dir: string;
   let server: RedisServer;
   let packed: string[];
+  let manifest: { dependencies?: Record<string, string>; peerDependencies?: Record<string, string> };
+
+  /** Runs the app to its end; rejects when it fails or has not exited on its own within 20 s. */
+  const runApp = () => run(process.execPath, [join(dir, 'app', 'app.js'), server.url], { timeout: 20_000 });
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'rde-package-'));
@@ -47,9 +51,16 @@ describe('the published package', () => {
     const [report] = JSON.parse(stdout) as Array<{ filename: string; files: Array<{ path: string }> }>;
     packed = report!.files.map((f) => f.path);
     await run('tar', ['xzf', join(dir, report!.filename), '-C', dir]);
-    // The package's dependencies, as npm would have installed them beside it.
-    symlinkSync(join(ROOT, 'node_modules'), join(dir, 'package', 'node_modules'), 'dir');
-    writeFileSync(join(dir, 'consumer.js'), CONSUMER);
+    manifest = JSON.parse(readFileSync(join(dir, 'package', 'package.json'), 'utf8')) as typeof manifest;
+    // An app laid out as npm installs one: the package and, beside it, its
+    // dependencies and the app's own (one class-transformer, the peer).
+    const modules = join(dir, 'app', 'node_modules');
+    mkdirSync(modules, { recursive: true });
+    renameSync(join(dir, 'package'), join(modules, 'reactive-delayed-events'));
+    for (const name of readdirSync(join(ROOT, 'node_modules'))) {
+      if (!name.startsWith('.')) symlinkSync(join(ROOT, 'node_modules', name), join(modules, name), 'dir');
+    }
+    writeFileSync(join(dir, 'app', 'app.js'), APP);
   }, 120_000);
 
   afterAll(async () => {
@@ -60,17 +71,26 @@ describe('the published package', () => {
   it('holds every Lua script the service loads, and the built code with its types', () => {
     const scripts = (sub: string) => readdirSync(join(ROOT, sub)).filter((f) => f.endsWith('.lua')).map((f) => `${sub}/${f}`);
     expect(packed).toEqual(expect.arrayContaining([...scripts('lua'), ...scripts('lua/includes'), 'dist/src/index.js', 'dist/src/index.d.ts']));
-    expect(packed.filter((path) => path.startsWith('test/') || path.startsWith('dist/test/') || path.endsWith('.ts') && !path.endsWith('.d.ts'))).toEqual([]);
+    expect(packed.filter((path) => path.startsWith('test/') || path.startsWith('dist/test/') || (path.endsWith('.ts') && !path.endsWith('.d.ts')))).toEqual([]);
   });
 
-  it('schedules and handles an event when required from plain JavaScript', async () => {
-    const { stdout } = await runConsumer(dir, server.url);
-    expect(JSON.parse(stdout)).toEqual({ status: 'scheduled', id: 'p-1', note: 'from the tarball', isPing: true });
+  // class-transformer keeps what @Type and the other decorators declare in its
+  // module, not globally: had npm installed the package a copy of its own, the
+  // service would read none of the app's declarations, and nested classes and
+  // Dates would reach handlers as plain objects and strings.
+  it('uses the app’s class-transformer: a peer dependency, never a copy of its own', () => {
+    expect(manifest.peerDependencies?.['class-transformer']).toBeDefined();
+    expect(manifest.dependencies?.['class-transformer']).toBeUndefined();
+  });
+
+  it('schedules and handles an event, its nested Date restored, when required from plain JavaScript', async () => {
+    const { stdout } = await runApp();
+    expect(JSON.parse(stdout)).toEqual({ status: 'scheduled', id: 'p-1', isPing: true, at: '2026-01-02T03:04:05.000Z' });
   });
 
   it('lets the program exit once close() resolved, though its handler and close timeouts are far off', async () => {
     const started = performance.now();
-    const outcome = await runConsumer(dir, server.url).then(
+    const outcome = await runApp().then(
       () => 'exited',
       (error: { killed?: boolean }) => (error.killed ? `still running after ${Math.round(performance.now() - started)} ms: killed` : `failed: ${String(error)}`),
     );

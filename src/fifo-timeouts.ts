@@ -16,8 +16,18 @@ export class FifoTimeouts {
 
   constructor(readonly ms: number) {}
 
+  /** Calls still held: every one from the oldest still running on, ended or not. */
+  get held(): number {
+    return this.entries.length - this.head;
+  }
+
   /** Calls `onTimeout` after `ms` unless the returned cancel is called first. */
   start(onTimeout: () => void): () => void {
+    // Calls mostly end in the order they started: the cancelled ones at the
+    // head go now, not when the timer next fires, or a long timeout would keep
+    // every call of its window (~67 bytes each: 10 minutes at 5,000 calls a second, 200 MB).
+    while (this.head < this.entries.length && !this.entries[this.head]!.onTimeout) this.head++;
+    this.compact();
     const entry: Entry = { deadline: performance.now() + this.ms, onTimeout };
     this.entries.push(entry);
     if (!this.timer) this.arm(this.ms);
@@ -44,14 +54,17 @@ export class FifoTimeouts {
       entry.onTimeout = undefined;
       onTimeout?.();
     }
-    // Drop what was consumed once it is most of the array.
-    if (this.head > 1_024 && this.head * 2 > this.entries.length) {
-      this.entries = this.entries.slice(this.head);
-      this.head = 0;
-    }
+    this.compact();
     if (this.head < this.entries.length) this.arm(this.entries[this.head]!.deadline - now);
-    else {
+  }
+
+  /** Drops what was consumed: all of it, or once it is most of the array. */
+  private compact(): void {
+    if (this.head === this.entries.length) {
       this.entries = [];
+      this.head = 0;
+    } else if (this.head > 1_024 && this.head * 2 > this.entries.length) {
+      this.entries = this.entries.slice(this.head);
       this.head = 0;
     }
   }

@@ -33,6 +33,20 @@ describe('handler timeouts sharing one timer', () => {
     expect(fired).toEqual(['b']);
   });
 
+  it('lets go of calls that ended before the oldest one still running, long before the timeout', () => {
+    const timeouts = new FifoTimeouts(600_000);
+    const running: Array<() => void> = [];
+    let fired = 0;
+    for (let i = 0; i < 100_000; i++) {
+      running.push(timeouts.start(() => fired++));
+      if (running.length > 32) running.shift()!();
+    }
+    expect(timeouts.held).toBeLessThanOrEqual(33);
+    vi.advanceTimersByTime(600_000);
+    expect(fired).toBe(32);
+    expect(timeouts.held).toBe(0);
+  });
+
   it('keeps working after going idle and across many starts', () => {
     const timeouts = new FifoTimeouts(5);
     let fired = 0;

@@ -142,6 +142,7 @@ export class DelayedEventService {
     this.assertOpen();
     const route = eventRouteOf(eventClass);
     const type = route.type;
+    this.codec.assertBuildable(eventClass);
     if (typeof handler !== 'function') throw new TypeError(`handler for '${type}' must be a function`);
     integer('parallelism', parallelism, 1, 1, 10_000);
     if (this.registrations.has(type)) throw new HandlerAlreadyRegisteredError(type);

@@ -60,12 +60,34 @@ interface ObjectBody {
 
 export class EventCodec {
   private readonly flat = new FlatPayloads();
+  /** Event classes seen to build without arguments. */
+  private readonly buildable = new WeakSet<Function>();
 
   constructor(private readonly maxPayloadBytes: number) {}
+
+  /**
+   * Events are read back with `new EventClass()`, no arguments, then filled in
+   * (class-transformer's way). A class whose constructor throws without them
+   * could never be handled: every event of it would be dead-lettered. Refused
+   * at the call instead; checked once per class.
+   */
+  assertBuildable(eventClass: Function): void {
+    if (this.buildable.has(eventClass)) return;
+    try {
+      new (eventClass as new () => unknown)();
+    } catch (error) {
+      const name = eventClass.name || '(anonymous class)';
+      throw new InvalidEventError(
+        `${name} cannot be built without arguments (${describe(error)}); events are read back with new ${name}() and then filled in, so give every constructor parameter a default`,
+      );
+    }
+    this.buildable.add(eventClass);
+  }
 
   encode(event: DelayedEventInstance, context: EventContext | undefined, enqueuedAt: number): EncodedEvent {
     if (event === null || typeof event !== 'object') throw new InvalidEventError(`expected an instance of a @DelayedEvent class, got ${event === null ? 'null' : typeof event}`);
     const route = eventRouteOf(event.constructor);
+    this.assertBuildable(event.constructor);
     const type = route.type;
     const id: unknown = event.id;
     if (typeof id !== 'string' || id.length === 0) {

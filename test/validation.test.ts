@@ -23,6 +23,18 @@ class Loose {
   constructor(readonly id: string) {}
 }
 
+/** Reads its argument in the constructor: `new Priced()`, as events are read back, throws. */
+@DelayedEvent('test.priced')
+class Priced {
+  readonly cents: number;
+  constructor(
+    readonly id: string,
+    price: { cents: number },
+  ) {
+    this.cents = price.cents;
+  }
+}
+
 describe('bad input is rejected at the call with a typed error, and nothing is written', () => {
   const redis = useRedis();
 
@@ -106,6 +118,12 @@ describe('bad input is rejected at the call with a typed error, and nothing is w
 
   it('a context that is not a string map', async () => {
     await rejects((s) => s.enqueue(new PaymentCheck('x'), 10, { context: { n: 1 } as never }), InvalidEventError, /context/);
+  });
+
+  it('an event class that cannot be built without arguments, as events are read back', async () => {
+    await rejects((s) => s.enqueue(new Priced('x', { cents: 5 }), 10), InvalidEventError, /Priced cannot be built without arguments .*give every constructor parameter a default/);
+    const service = redis.service();
+    expect(() => service.addHandler(Priced, () => true, 1)).toThrow(/Priced cannot be built without arguments/);
   });
 
   it('bad handler registrations', () => {

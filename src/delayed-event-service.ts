@@ -8,6 +8,7 @@ import { type Delay, dateToMillis, delayToMillis } from './duration';
 import { HandlerAlreadyRegisteredError, ServiceClosedError } from './errors';
 import { type EncodedEvent, EventCodec } from './event-codec';
 import { type EventContext, EventContextStore } from './event-context';
+import { evictsKeysWithoutTtl, maxmemoryPolicies } from './eviction-policy';
 import { type EventHandler, passThroughContextHandler } from './handler-invocation';
 import { type DueSpec, type EnqueueStatus, LuaScripts } from './lua-scripts';
 import { type GaugeSample, METRIC, type Metric, Metrics } from './metrics';
@@ -332,6 +333,22 @@ export class DelayedEventService {
   }
 
   private async sampleGauges(): Promise<GaugeSample[]> {
+    const [queues, eviction] = await Promise.all([this.sampleQueueGauges(), this.sampleEviction()]);
+    return [...queues, ...eviction];
+  }
+
+  /** How many masters may evict this service's keys, and under which policies; none when INFO is refused. */
+  private async sampleEviction(): Promise<GaugeSample[]> {
+    try {
+      const policies = await maxmemoryPolicies(this.connections.command);
+      const tags = { policy: [...new Set(policies)].sort().join(',') };
+      return [{ name: METRIC.evictingMasters, value: policies.filter(evictsKeysWithoutTtl).length, tags }];
+    } catch {
+      return [];
+    }
+  }
+
+  private async sampleQueueGauges(): Promise<GaugeSample[]> {
     const samples = await Promise.all(
       [...this.knownTypes.values()].map(async (route) => {
         // One slot per queue, so one pipeline per queue works on a Cluster; partitions are summed.

@@ -30,6 +30,7 @@ export const METRIC = {
   redisErrors: 'delayed.queue.redis.errors',
   watchdogResets: 'delayed.queue.reader.watchdog.resets',
   cancelled: 'delayed.queue.cancelled',
+  evictingMasters: 'delayed.queue.redis.evicting.masters',
 } as const;
 export type MetricName = (typeof METRIC)[keyof typeof METRIC];
 

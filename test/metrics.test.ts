@@ -50,4 +50,26 @@ describe('metrics$', () => {
     }, 'gauges matching the queue');
     release();
   });
+
+  it('samples how many masters may evict its keys, which would lose events without a trace', async () => {
+    const service = redis.service({ gaugeIntervalMs: 100 });
+    const masters = await redis.masters();
+    const evicting = () => firstValueFrom(service.metrics$.pipe(filter((m) => m.name === METRIC.evictingMasters)));
+    await waitFor(async () => {
+      const gauge = await evicting();
+      return gauge.value === 0 && gauge.tags.policy === 'noeviction';
+    }, 'no master evicting under the default policy');
+    try {
+      await Promise.all(masters.map((master) => master.config('SET', 'maxmemory-policy', 'allkeys-lru')));
+      await waitFor(async () => {
+        const gauge = await evicting();
+        return gauge.value === masters.length && gauge.tags.policy === 'allkeys-lru';
+      }, 'every master counted once its policy may evict keys without a TTL');
+      // volatile-* policies only evict keys with a TTL, and the service sets none.
+      await Promise.all(masters.map((master) => master.config('SET', 'maxmemory-policy', 'volatile-lru')));
+      await waitFor(async () => (await evicting()).value === 0, 'volatile-lru is safe');
+    } finally {
+      await Promise.all(masters.map((master) => master.config('SET', 'maxmemory-policy', 'noeviction')));
+    }
+  });
 });

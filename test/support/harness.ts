@@ -78,24 +78,22 @@ export function useRedis(serverArgs: string[] = []) {
       // Both expose the same key commands; the tests only use commands on keys of one slot.
       return (cluster ? track(cluster.client()) : track(new Redis(harness.server.url))) as Redis;
     },
-    /** Empties Redis's script cache on every master, as a restart or a failover to a fresh replica does. */
-    async flushScripts(): Promise<void> {
-      if (!cluster) {
-        await track(new Redis(harness.server.url)).script('FLUSH');
-        return;
-      }
-      const client = track(cluster.client());
-      if (client.status !== 'ready') await new Promise((resolve) => client.once('ready', resolve));
-      await Promise.all(client.nodes('master').map((node) => node.script('FLUSH')));
-    },
-    /** Every key matching `pattern`, from every master on a cluster. */
-    async keys(pattern: string): Promise<string[]> {
-      if (!cluster) return track(new Redis(harness.server.url)).keys(pattern);
+    /** A client on each master: the single server, or every master of the cluster. */
+    async masters(): Promise<Redis[]> {
+      if (!cluster) return [track(new Redis(harness.server.url))];
       const client = track(cluster.client());
       // Before 'ready' the node list still holds startup connections the slot refresh replaces.
       if (client.status !== 'ready') await new Promise((resolve) => client.once('ready', resolve));
-      const perNode = await Promise.all(client.nodes('master').map((node) => node.keys(pattern)));
-      return perNode.flat().sort();
+      return client.nodes('master');
+    },
+    /** Empties Redis's script cache on every master, as a restart or a failover to a fresh replica does. */
+    async flushScripts(): Promise<void> {
+      await Promise.all((await harness.masters()).map((master) => master.script('FLUSH')));
+    },
+    /** Every key matching `pattern`, from every master on a cluster. */
+    async keys(pattern: string): Promise<string[]> {
+      const perMaster = await Promise.all((await harness.masters()).map((master) => master.keys(pattern)));
+      return perMaster.flat().sort();
     },
   };
   return harness;

@@ -7,7 +7,9 @@
 -- ARGV[2] wake message (the type's key tag)
 -- ARGV[3] most events to replay when no ids are given
 -- ARGV[4..] ids to replay; none means the oldest ARGV[3] dead letters
--- Returns how many events were replayed.
+-- Returns {how many events were replayed, how many dead letters were taken}:
+-- a dead letter whose envelope is gone (deleted by hand) is taken and dropped,
+-- as there is nothing to replay.
 -- @include envelope
 -- @include schedule
 
@@ -19,19 +21,23 @@ else
 end
 
 local now = now_ms()
-local replayed = 0
+local replayed, taken = 0, 0
 local schedule = {}
 for _, id in ipairs(ids) do
   if redis.call('ZREM', KEYS[1], id) == 1 then
-    local _, _, body = envelope_parse(redis.call('HGET', KEYS[3], id))
-    redis.call('HSET', KEYS[3], id, envelope_make(0, now, body))
-    schedule[#schedule + 1] = { now, id }
+    taken = taken + 1
     redis.call('HDEL', KEYS[4], id)
-    replayed = replayed + 1
+    local value = redis.call('HGET', KEYS[3], id)
+    if value then
+      local _, _, body = envelope_parse(value)
+      redis.call('HSET', KEYS[3], id, envelope_make(0, now, body))
+      schedule[#schedule + 1] = { now, id }
+      replayed = replayed + 1
+    end
   end
 end
 if replayed > 0 then
   schedule_add(KEYS[2], schedule)
   redis.call('PUBLISH', ARGV[1], ARGV[2] .. '|' .. now)
 end
-return replayed
+return {replayed, taken}

@@ -1,7 +1,7 @@
 import type { DelayedEventInstance, EventClass } from './delayed-event.decorator';
 import type { EventCodec } from './event-codec';
 import type { EventContext } from './event-context';
-import type { LuaScripts, RedisClient } from './lua-scripts';
+import type { DeadLetterStep, LuaScripts, RedisClient } from './lua-scripts';
 import type { TypeKeys } from './redis-layout';
 
 export interface DeadLetter<T> {
@@ -74,23 +74,22 @@ export class DeadLetters {
 
   /** Back to scheduled, due now, attempts reset. No ids: every dead letter of the queue. */
   async replay(keys: TypeKeys, ids?: readonly string[]): Promise<number> {
-    if (ids) return ids.length === 0 ? 0 : this.scripts.replayDead(keys, ids, ids.length);
-    return this.drain((limit) => this.scripts.replayDead(keys, [], limit));
+    return this.apply(ids, (someIds, limit) => this.scripts.replayDead(keys, someIds, limit));
   }
 
   /** Removes dead letters for good. No ids: every dead letter of the queue. */
   async purge(keys: TypeKeys, ids?: readonly string[]): Promise<number> {
-    if (ids) return ids.length === 0 ? 0 : this.scripts.purgeDead(keys, ids, ids.length);
-    return this.drain((limit) => this.scripts.purgeDead(keys, [], limit));
+    return this.apply(ids, (someIds, limit) => this.scripts.purgeDead(keys, someIds, limit));
   }
 
-  /** In chunks, so a huge dead-letter set never blocks Redis in one script. */
-  private async drain(step: (limit: number) => Promise<number>): Promise<number> {
+  /** On the given ids, or on all (oldest first) in chunks, so a huge dead-letter set never blocks Redis in one script. */
+  private async apply(ids: readonly string[] | undefined, step: (ids: readonly string[], limit: number) => Promise<DeadLetterStep>): Promise<number> {
+    if (ids) return ids.length === 0 ? 0 : (await step(ids, ids.length)).done;
     let total = 0;
     for (;;) {
-      const done = await step(REPLAY_CHUNK);
+      const { done, taken } = await step([], REPLAY_CHUNK);
       total += done;
-      if (done < REPLAY_CHUNK) return total;
+      if (taken < REPLAY_CHUNK) return total;
     }
   }
 }

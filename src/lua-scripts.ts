@@ -118,6 +118,12 @@ export interface ScheduledBody {
   requestedAt: number;
 }
 
+/** One call on a type's dead letters: how many it acted on, and how many it took from the dead-letter set. */
+export interface DeadLetterStep {
+  readonly done: number;
+  readonly taken: number;
+}
+
 /** Typed calls of the Lua state transitions in lua/; one method per script. */
 export class LuaScripts {
   private readonly scripts: Record<ScriptName, LoadedScript>;
@@ -245,11 +251,14 @@ export class LuaScripts {
     return (await this.run('cancel', keys.meta, keys.schedule, keys.ready, keys.inFlight, keys.dead, keys.errors, keys.legacySchedule, id)) === 1;
   }
 
-  async replayDead(keys: TypeKeys, ids: readonly string[], limit: number): Promise<number> {
-    return (await this.run('replay-dead', keys.dead, keys.schedule, keys.meta, keys.errors, this.wakeChannel, keys.tag, limit, ...ids)) as number;
+  /** How many were replayed, and how many dead letters were taken (those without an envelope are dropped). */
+  async replayDead(keys: TypeKeys, ids: readonly string[], limit: number): Promise<DeadLetterStep> {
+    const [done, taken] = (await this.run('replay-dead', keys.dead, keys.schedule, keys.meta, keys.errors, this.wakeChannel, keys.tag, limit, ...ids)) as [number, number];
+    return { done, taken };
   }
 
-  async purgeDead(keys: TypeKeys, ids: readonly string[], limit: number): Promise<number> {
-    return (await this.run('purge-dead', keys.dead, keys.meta, keys.errors, limit, ...ids)) as number;
+  async purgeDead(keys: TypeKeys, ids: readonly string[], limit: number): Promise<DeadLetterStep> {
+    const purged = (await this.run('purge-dead', keys.dead, keys.meta, keys.errors, limit, ...ids)) as number;
+    return { done: purged, taken: purged };
   }
 }

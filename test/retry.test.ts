@@ -103,6 +103,24 @@ describe('retries and dead letters', () => {
     expect(await service.deadLetters(PaymentCheck)).toEqual([]);
   });
 
+  it('replays the other dead letters when one lost its envelope (deleted by hand), and drops that one', async () => {
+    const prefix = redis.prefix();
+    const service = redis.service({ prefix, retry: fixedBackoff(1, 10) });
+    let healthy = false;
+    const succeeded: string[] = [];
+    service.addHandler(PaymentCheck, (e) => healthy && (succeeded.push(e.id), true), 2);
+    for (const id of ['a', 'b', 'c']) await service.enqueue(new PaymentCheck(id), 0);
+    await waitForDeadLetters(service, PaymentCheck, 3);
+    const queue = `${prefix}:{test.payment-check}`;
+    await redis.client().hdel(`${queue}:m`, 'b');
+    healthy = true;
+    expect(await service.replayDeadLetters(PaymentCheck)).toBe(2);
+    await waitFor(() => succeeded.length === 2, 'a and c handled after replay');
+    expect(succeeded.sort()).toEqual(['a', 'c']);
+    expect(await redis.client().zcard(`${queue}:d`)).toBe(0);
+    expect(await redis.client().hlen(`${queue}:e`)).toBe(0);
+  });
+
   it('purges dead letters for good', async () => {
     const prefix = redis.prefix();
     const service = redis.service({ prefix, retry: fixedBackoff(1, 10) });

@@ -116,11 +116,11 @@ describe('the event state machine', () => {
             ready = ready.filter((r) => r !== op.id);
           } else if (op.kind === 'replay') {
             const dead = inState('dead');
-            expect(await scripts.replayDead(keys, [], 100)).toBe(dead.length);
+            expect(await scripts.replayDead(keys, [], 100)).toEqual({ done: dead.length, taken: dead.length });
             for (const [, m] of dead) Object.assign(m, { state: 'scheduled', attempt: 0, due: true });
           } else {
             const isDead = model.get(op.id)?.state === 'dead';
-            expect(await scripts.purgeDead(keys, [op.id], 100)).toBe(isDead ? 1 : 0);
+            expect((await scripts.purgeDead(keys, [op.id], 100)).done).toBe(isDead ? 1 : 0);
             if (isDead) model.delete(op.id);
           }
           await expectRedisToHold(keys, model, ready);

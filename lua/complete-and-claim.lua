@@ -16,7 +16,9 @@
 -- ARGV[3] max attempts
 -- ARGV[4..] id, attempt of each succeeded event
 -- Returns {Redis now ms, {1|0 completed per succeeded event},
---          {id, attempt, due, body, ...} claimed, {id, attempt, ...} dead-lettered}.
+--          {id, envelope, ...} claimed, {id, attempt, ...} dead-lettered}.
+-- A claimed event's envelope is returned as stored: its attempt is the one
+-- before this claim (the claim's is one more), and the caller splits it.
 -- @include envelope
 -- @include lease-pin
 -- @include lease
@@ -64,7 +66,7 @@ for k, id in ipairs(ids) do
   local value = values[k]
   -- A missing envelope means the event was cancelled or purged meanwhile.
   if value then
-    local attempt, due, body = envelope_parse(value)
+    local attempt = envelope_attempt(value)
     if attempt >= max_attempts then
       redis.call('ZADD', KEYS[4], now, id)
       redis.call('HSET', KEYS[5], id,
@@ -76,9 +78,7 @@ for k, id in ipairs(ids) do
       leases[#leases + 1] = lease_score(lease_until, attempt)
       leases[#leases + 1] = id
       claimed[#claimed + 1] = id
-      claimed[#claimed + 1] = attempt
-      claimed[#claimed + 1] = due
-      claimed[#claimed + 1] = body
+      claimed[#claimed + 1] = value
     end
   end
 end

@@ -1,4 +1,5 @@
 import type { DelayedEventInstance, EventClass } from './delayed-event.decorator';
+import { parseEnvelope } from './envelope';
 import type { EventCodec } from './event-codec';
 import type { EventContext } from './event-context';
 import type { DeadLetterStep, LuaScripts, RedisClient } from './lua-scripts';
@@ -55,9 +56,7 @@ export class DeadLetters {
     return ids.flatMap((id, i) => {
       const envelope = envelopes[i];
       if (!envelope) return [];
-      const header = /^(\d+)\|\d+\|/.exec(envelope);
-      const attempt = header ? Number(header[1]) : 0;
-      const body = header ? envelope.slice(header[0].length) : envelope;
+      const { attempt, body } = parseEnvelope(envelope);
       let event: T | undefined;
       let context: EventContext = {};
       let error = errors[i] ?? '';
@@ -68,7 +67,7 @@ export class DeadLetters {
       } catch (decodeError) {
         if (!error) error = `undecodable: ${(decodeError as Error).message}`;
       }
-      return [{ id, event, context, error, attempts: Number(attempt), deadLetteredAt: new Date(deadAt[i]!), body }];
+      return [{ id, event, context, error, attempts: attempt, deadLetteredAt: new Date(deadAt[i]!), body }];
     });
   }
 

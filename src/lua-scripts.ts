@@ -3,6 +3,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Cluster, Redis } from 'ioredis';
 import { CallDeadlines } from './call-deadlines';
+import { parseEnvelope } from './envelope';
 import { NotReplicatedError } from './errors';
 import type { TypeKeys } from './redis-layout';
 
@@ -229,8 +230,10 @@ export class LuaScripts {
       string[],
     ];
     const claimed: ClaimedRecord[] = [];
-    for (let i = 0; i < flat.length; i += 4) {
-      claimed.push({ id: flat[i]!, attempt: Number(flat[i + 1]), dueAt: Number(flat[i + 2]), body: flat[i + 3]! });
+    for (let i = 0; i < flat.length; i += 2) {
+      const envelope = parseEnvelope(flat[i + 1]!);
+      // The envelope keeps the attempt before the claim; the claim's is the next.
+      claimed.push({ id: flat[i]!, attempt: envelope.attempt + 1, dueAt: envelope.dueAt, body: envelope.body });
     }
     const deadLettered: Array<{ id: string; attempt: number }> = [];
     for (let i = 0; i < dead.length; i += 2) deadLettered.push({ id: dead[i]!, attempt: Number(dead[i + 1]) });

@@ -1,5 +1,8 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { METRIC } from '../src';
+import { parseEnvelope } from '../src/envelope';
 import { PaymentCheck } from './support/events';
 import { counter, recordMetrics, useRedis, waitForDeadLetters } from './support/harness';
 import { waitFor } from './support/wait-for';
@@ -58,5 +61,24 @@ describe('stored events that cannot be decoded', () => {
     service.addHandler(PaymentCheck, (e) => (seen.push([e.id, e.amount, service.currentContext()?.tenant]), true), 1);
     await waitFor(() => seen.length === 1, 'the event handled');
     expect(seen).toEqual([['old', 13, 't1']]);
+  });
+});
+
+describe('envelopes read back by the service', () => {
+  const redis = useRedis();
+
+  // The scripts split envelopes with envelope_parse; the claim hands them to the
+  // service whole, which must read every value, well-formed or not, the same way.
+  it('are split as the scripts split them, headers missing or malformed included', async () => {
+    const values = ['0|123|{"a":1}', '12|0|', '3|45|x|y|z', '01|002|b', '5|6|line\nbreak', '|1|b', '1||b', 'a1|2|b', '5|6', '', 'plain', '7|8|ü€😀'];
+    const script = `${readFileSync(join(__dirname, '..', 'lua', 'includes', 'envelope.lua'), 'utf8')}
+      local out = {}
+      for i, value in ipairs(ARGV) do
+        local attempt, due, body = envelope_parse(value)
+        out[i] = {attempt, tonumber(due), body}
+      end
+      return out`;
+    const split = (await redis.client().eval(script, 0, ...values)) as Array<[number, number, string]>;
+    expect(values.map((v) => parseEnvelope(v))).toEqual(split.map(([attempt, dueAt, body]) => ({ attempt, dueAt, body })));
   });
 });

@@ -341,6 +341,8 @@ export class DelayedEventService {
   private async sampleEviction(): Promise<GaugeSample[]> {
     try {
       const policies = await maxmemoryPolicies(this.connections.command);
+      // A cluster client lists no masters until it has connected.
+      if (policies.length === 0) return [];
       const tags = { policy: [...new Set(policies)].sort().join(',') };
       return [{ name: METRIC.evictingMasters, value: policies.filter(evictsKeysWithoutTtl).length, tags }];
     } catch {

@@ -8,7 +8,7 @@ import { type Delay, dateToMillis, delayToMillis } from './duration';
 import { HandlerAlreadyRegisteredError, ServiceClosedError } from './errors';
 import { type EncodedEvent, EventCodec } from './event-codec';
 import { type EventContext, EventContextStore } from './event-context';
-import { evictsKeysWithoutTtl, maxmemoryPolicies } from './eviction-policy';
+import { evictionSettings, evictsKeysWithoutTtl } from './eviction-policy';
 import { type EventHandler, passThroughContextHandler } from './handler-invocation';
 import { type DueSpec, type EnqueueStatus, LuaScripts } from './lua-scripts';
 import { type GaugeSample, METRIC, type Metric, Metrics } from './metrics';
@@ -340,11 +340,11 @@ export class DelayedEventService {
   /** How many masters may evict this service's keys, and under which policies; none when INFO is refused. */
   private async sampleEviction(): Promise<GaugeSample[]> {
     try {
-      const policies = await maxmemoryPolicies(this.connections.command);
+      const masters = await evictionSettings(this.connections.command);
       // A cluster client lists no masters until it has connected.
-      if (policies.length === 0) return [];
-      const tags = { policy: [...new Set(policies)].sort().join(',') };
-      return [{ name: METRIC.evictingMasters, value: policies.filter(evictsKeysWithoutTtl).length, tags }];
+      if (masters.length === 0) return [];
+      const tags = { policy: [...new Set(masters.map((m) => m.policy))].sort().join(',') };
+      return [{ name: METRIC.evictingMasters, value: masters.filter(evictsKeysWithoutTtl).length, tags }];
     } catch {
       return [];
     }

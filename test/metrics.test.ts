@@ -59,17 +59,22 @@ describe('metrics$', () => {
       const gauge = await evicting();
       return gauge.value === 0 && gauge.tags.policy === 'noeviction';
     }, 'no master evicting under the default policy');
+    const set = (name: string, value: string) => Promise.all(masters.map((master) => master.config('SET', name, value)));
     try {
-      await Promise.all(masters.map((master) => master.config('SET', 'maxmemory-policy', 'allkeys-lru')));
+      // Without a memory limit nothing is evicted, whatever the policy.
+      await set('maxmemory-policy', 'allkeys-lru');
       await waitFor(async () => {
         const gauge = await evicting();
-        return gauge.value === masters.length && gauge.tags.policy === 'allkeys-lru';
-      }, 'every master counted once its policy may evict keys without a TTL');
+        return gauge.value === 0 && gauge.tags.policy === 'allkeys-lru';
+      }, 'no limit, no eviction');
+      await set('maxmemory', '1gb');
+      await waitFor(async () => (await evicting()).value === masters.length, 'every master counted once it may evict keys without a TTL');
       // volatile-* policies only evict keys with a TTL, and the service sets none.
-      await Promise.all(masters.map((master) => master.config('SET', 'maxmemory-policy', 'volatile-lru')));
+      await set('maxmemory-policy', 'volatile-lru');
       await waitFor(async () => (await evicting()).value === 0, 'volatile-lru is safe');
     } finally {
-      await Promise.all(masters.map((master) => master.config('SET', 'maxmemory-policy', 'noeviction')));
+      await set('maxmemory-policy', 'noeviction');
+      await set('maxmemory', '0');
     }
   });
 });

@@ -123,7 +123,7 @@ export class Consumer<T extends DelayedEventInstance> {
         metrics.timing(METRIC.lateness, this.tags, Math.max(0, claimed.claimedAt - claimed.dueAt));
         started = performance.now();
       }
-      const outcome = await invokeHandler({
+      const invoked = invokeHandler({
         handler: this.parts.handler,
         event: decoded.event,
         context: decoded.context,
@@ -132,6 +132,7 @@ export class Consumer<T extends DelayedEventInstance> {
         contextStore: this.parts.contextStore,
         contextHandler: this.parts.contextHandler,
       });
+      const outcome = invoked instanceof Promise ? await invoked : invoked;
       if (metrics.listening) {
         const tags = { ...this.tags, outcome: outcome.ok ? 'success' : 'failure' };
         if (started !== undefined) metrics.timing(METRIC.handlerDuration, tags, performance.now() - started);

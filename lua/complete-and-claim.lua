@@ -15,8 +15,10 @@
 -- ARGV[2] lease ms
 -- ARGV[3] max attempts
 -- ARGV[4..] id, attempt of each succeeded event
--- Returns {Redis now ms, {1|0 completed per succeeded event},
+-- Returns {Redis now ms, {position of each succeeded event not completed},
 --          {id, envelope, ...} claimed, {id, attempt, ...} dead-lettered}.
+-- Positions count the succeeded events from 1. Listing the stale ones, not a
+-- flag per event, keeps the usual reply (every success completed) short.
 -- A claimed event's envelope is returned as stored: its attempt is the one
 -- before this claim (the claim's is one more), and the caller splits it.
 -- @include envelope
@@ -25,7 +27,7 @@
 
 -- Each batch costs a fixed number of calls, whatever its size: in a script,
 -- the calls, not the work they do, are most of the cost.
-local completed = {}
+local stale = {}
 local removed, had_errors = {}, {}
 if #ARGV >= 4 then
   local ids = {}
@@ -33,14 +35,13 @@ if #ARGV >= 4 then
   local leased = redis.call('ZMSCORE', KEYS[2], unpack(ids))
   for k, id in ipairs(ids) do
     local attempt = tonumber(ARGV[3 + 2 * k])
-    local done = 0
     if leased[k] and lease_fences(tonumber(leased[k]), attempt) then
       removed[#removed + 1] = id
       -- Only an event that failed before can have an error recorded.
       if attempt > 1 then had_errors[#had_errors + 1] = id end
-      done = 1
+    else
+      stale[#stale + 1] = k
     end
-    completed[k] = done
   end
   if #removed > 0 then
     redis.call('ZREM', KEYS[2], unpack(removed))
@@ -55,7 +56,7 @@ local count = tonumber(ARGV[1])
 local ids = count > 0 and redis.call('LPOP', KEYS[1], count)
 if not ids then
   if #removed > 0 then lease_unpin_if_idle(KEYS[2]) end
-  return {now, completed, claimed, dead}
+  return {now, stale, claimed, dead}
 end
 
 local lease_until = now + tonumber(ARGV[2])
@@ -88,4 +89,4 @@ if #leases > 0 then
 elseif #removed > 0 then
   lease_unpin_if_idle(KEYS[2])
 end
-return {now, completed, claimed, dead}
+return {now, stale, claimed, dead}

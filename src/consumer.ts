@@ -160,20 +160,34 @@ export class Consumer<T extends DelayedEventInstance> {
    * Writes an outcome, retrying through a Redis outage until it lands or the
    * consumer is abandoned (then the lease brings the event back). Returns
    * whether the write changed the event; false means the attempt was stale.
+   * Not an async function: every success passes here, and the first write
+   * nearly always lands, so only a failed one enters the retry loop.
    */
-  private async record(write: () => Promise<boolean>, deadLetterReason?: string): Promise<boolean> {
-    let backoff: OutageBackoff | undefined;
-    while (!this.abandoned.signal.aborted) {
+  private record(write: () => Promise<boolean>, deadLetterReason?: string): Promise<boolean> {
+    if (this.abandoned.signal.aborted) return Promise.resolve(false);
+    return write().then(
+      (changed) => this.recorded(changed, deadLetterReason),
+      () => this.recordThroughOutage(write, deadLetterReason),
+    );
+  }
+
+  private async recordThroughOutage(write: () => Promise<boolean>, deadLetterReason: string | undefined): Promise<boolean> {
+    const backoff = new OutageBackoff();
+    for (;;) {
+      this.parts.metrics.count(METRIC.redisErrors, { loop: 'result', ...this.tags });
+      await sleep(backoff.next(), this.abandoned.signal);
+      if (this.abandoned.signal.aborted) return false;
       try {
-        const changed = await write();
-        if (!changed) this.parts.metrics.count(METRIC.staleResults, this.tags);
-        else if (deadLetterReason) this.parts.metrics.count(METRIC.deadLettered, { ...this.tags, reason: deadLetterReason });
-        return changed;
+        return this.recorded(await write(), deadLetterReason);
       } catch {
-        this.parts.metrics.count(METRIC.redisErrors, { loop: 'result', ...this.tags });
-        await sleep((backoff ??= new OutageBackoff()).next(), this.abandoned.signal);
+        // Counted and retried at the top of the loop.
       }
     }
-    return false;
+  }
+
+  private recorded(changed: boolean, deadLetterReason: string | undefined): boolean {
+    if (!changed) this.parts.metrics.count(METRIC.staleResults, this.tags);
+    else if (deadLetterReason) this.parts.metrics.count(METRIC.deadLettered, { ...this.tags, reason: deadLetterReason });
+    return changed;
   }
 }

@@ -81,8 +81,8 @@ export interface ClaimedRecord {
 
 export interface ClaimResult {
   readonly now: number;
-  /** One flag per succeeded event passed in: true completed, false stale (fenced off). */
-  readonly completed: boolean[];
+  /** Positions (from 0) of the succeeded events passed in that were stale (fenced off); the others completed. */
+  readonly stale: readonly number[];
   readonly claimed: ClaimedRecord[];
   readonly deadLettered: Array<{ id: string; attempt: number }>;
 }
@@ -223,7 +223,7 @@ export class LuaScripts {
   ): Promise<ClaimResult> {
     const args: Array<string | number> = [count, leaseMs, maxAttempts];
     for (const s of succeeded) args.push(s.id, s.attempt);
-    const [now, flags, flat, dead] = (await this.run('complete-and-claim', keys.ready, keys.inFlight, keys.meta, keys.dead, keys.errors, ...args)) as [
+    const [now, stalePositions, flat, dead] = (await this.run('complete-and-claim', keys.ready, keys.inFlight, keys.meta, keys.dead, keys.errors, ...args)) as [
       number,
       number[],
       string[],
@@ -237,7 +237,7 @@ export class LuaScripts {
     }
     const deadLettered: Array<{ id: string; attempt: number }> = [];
     for (let i = 0; i < dead.length; i += 2) deadLettered.push({ id: dead[i]!, attempt: Number(dead[i + 1]) });
-    return { now, completed: flags.map((f) => f === 1), claimed, deadLettered };
+    return { now, stale: stalePositions.map((position) => position - 1), claimed, deadLettered };
   }
 
   /** Returns the new due time, or undefined when the attempt was stale. */

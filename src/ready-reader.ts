@@ -203,5 +203,10 @@ export class ReadyReader {
 }
 
 function settle(succeeded: readonly PendingSuccess[], result: ClaimResult): void {
-  succeeded.forEach((s, i) => s.resolve(result.completed[i] === true));
+  if (result.stale.length === 0) {
+    for (const s of succeeded) s.resolve(true);
+    return;
+  }
+  const stale = new Set(result.stale);
+  succeeded.forEach((s, i) => s.resolve(!stale.has(i)));
 }

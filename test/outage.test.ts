@@ -36,6 +36,37 @@ describe('Redis outages', () => {
     }
   });
 
+  it('a success that finishes while Redis is down is recorded once it is back, and the event is not handled again', async () => {
+    const prefix = redis.prefix();
+    // Calls queued while Redis is down fail at their deadline: a short one makes the retries come quickly.
+    const service = redis.service({ prefix, commandTimeoutMs: 500 });
+    const metrics = recordMetrics(service);
+    const client = redis.client();
+    let release: () => void = () => {};
+    const released = new Promise<void>((resolve) => (release = resolve));
+    let calls = 0;
+    service.addHandler(
+      WorkItem,
+      async () => {
+        calls++;
+        await released;
+        return true;
+      },
+      1,
+    );
+    await service.enqueue(new WorkItem('finishes-in-outage'), 0);
+    await waitFor(() => calls === 1, 'the handler running');
+
+    await redis.server.kill();
+    release();
+    await waitFor(() => counter(metrics, METRIC.redisErrors, { loop: 'result' }) >= 2, 'the result write failing and being retried');
+    await redis.server.restart();
+
+    await waitFor(async () => (await client.hexists(`${prefix}:{test.work}:m`, 'finishes-in-outage').catch(() => 1)) === 0, 'the success recorded after the restart', 30_000);
+    expect(calls).toBe(1);
+    expect(await client.exists(`${prefix}:{test.work}:f`)).toBe(0);
+  });
+
   it('a blocking read stuck on a dead connection is replaced by the watchdog', async () => {
     const proxy = await TcpProxy.start(redis.server.port);
     try {

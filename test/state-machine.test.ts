@@ -25,6 +25,11 @@ const operation = fc.oneof(
   { weight: 3, arbitrary: fc.record({ kind: fc.constant('dispatch' as const), limit: fc.integer({ min: 1, max: 8 }) }) },
   { weight: 3, arbitrary: fc.record({ kind: fc.constant('claim' as const), count: fc.integer({ min: 1, max: 5 }), expired: fc.boolean() }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('complete' as const), id, stale: fc.boolean() }) },
+  // Successes recorded together, as a reader sends those of one tick: each is fenced on its own.
+  {
+    weight: 1,
+    arbitrary: fc.record({ kind: fc.constant('complete batch' as const), entries: fc.uniqueArray(fc.record({ id, stale: fc.boolean() }), { selector: (e) => e.id, minLength: 2, maxLength: 5 }) }),
+  },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('fail' as const), id, stale: fc.boolean(), then: fc.constantFrom('retry now', 'retry later', 'dead letter') }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('cancel' as const), id }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('replay' as const) }) },
@@ -94,13 +99,21 @@ describe('the event state machine', () => {
             }
             expect(result.claimed.map((c) => ({ id: c.id, attempt: c.attempt }))).toEqual(claimed);
             expect(result.deadLettered).toEqual(deadLettered);
+          } else if (op.kind === 'complete batch') {
+            const succeeded = op.entries.map((e) => ({ id: e.id, attempt: (model.get(e.id)?.attempt ?? 1) - (e.stale ? 1 : 0) }));
+            const expectedStale = op.entries.flatMap((e, i) => (model.get(e.id)?.state === 'inFlight' && !e.stale ? [] : [i]));
+            const result = await scripts.completeAndClaim(keys, succeeded, 0, 60_000, MAX_ATTEMPTS);
+            expect(result.stale).toEqual(expectedStale);
+            op.entries.forEach((e, i) => {
+              if (!expectedStale.includes(i)) model.delete(e.id);
+            });
           } else if (op.kind === 'complete' || op.kind === 'fail') {
             const m = model.get(op.id);
             const attempt = (m?.attempt ?? 1) - (op.stale ? 1 : 0);
             const current = m?.state === 'inFlight' && !op.stale;
             let done: boolean;
             if (op.kind === 'complete') {
-              done = (await scripts.completeAndClaim(keys, [{ id: op.id, attempt }], 0, 60_000, MAX_ATTEMPTS)).completed[0]!;
+              done = (await scripts.completeAndClaim(keys, [{ id: op.id, attempt }], 0, 60_000, MAX_ATTEMPTS)).stale.length === 0;
               if (current) model.delete(op.id);
             } else if (op.then === 'dead letter') {
               done = await scripts.deadLetter(keys, op.id, attempt, 'failed');

@@ -38,9 +38,9 @@ export async function scriptFloorMicros(port: number, row: ScriptFloorRow, count
   const sha = async (lua: string) => (await redis.script('LOAD', lua)) as string;
   const emptySha = await sha('return 1');
   const enqueueSha = await sha(loadLua('enqueue').lua);
-  const enqueueKeys = [keys.meta, keys.schedule, keys.ready, keys.inFlight, keys.dead, keys.errors, keys.legacySchedule];
+  const enqueueKeys = [keys.meta, keys.schedule, keys.ready, keys.inFlight, keys.dead, keys.errors, keys.legacySchedule, keys.slotGuard];
   const enqueueArgs = (ids: readonly number[], due: string) => [...enqueueKeys, '0', `${keys.tag}:nobody-listens`, keys.tag, ...ids.flatMap((n) => [`${n}`, body(n), due])];
-  const claimKeys = [keys.ready, keys.inFlight, keys.meta, keys.dead, keys.errors];
+  const claimKeys = [keys.ready, keys.inFlight, keys.meta, keys.dead, keys.errors, keys.slotGuard];
   try {
     if (row === 'one enqueue at a time') {
       let n = 0;
@@ -57,7 +57,7 @@ export async function scriptFloorMicros(port: number, row: ScriptFloorRow, count
     }
     const dispatchSha = await sha(loadLua('dispatch-due').lua);
     for (let moved = 0; moved < count; ) {
-      const [due] = (await redis.evalsha(dispatchSha, 5, keys.schedule, keys.inFlight, keys.ready, keys.legacySchedule, keys.meta, 1_000)) as number[];
+      const [due] = (await redis.evalsha(dispatchSha, 6, keys.schedule, keys.inFlight, keys.ready, keys.legacySchedule, keys.meta, keys.slotGuard, 1_000)) as number[];
       if (!due) throw new Error(`script floor: only ${moved} of ${count} events became ready`);
       moved += due;
     }

@@ -7,6 +7,8 @@
 -- KEYS[5] dead zset
 -- KEYS[6] errors hash
 -- KEYS[7] legacy schedule zset (id -> due ms), written by 0.1; only emptied
+-- KEYS[8] slot guard: never written; declared so that Redis refuses the script
+--         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
 -- ARGV[1] id
 -- Returns 1 when the event existed, 0 otherwise.
 -- @include envelope

@@ -11,6 +11,8 @@
 -- KEYS[3] meta hash
 -- KEYS[4] dead zset
 -- KEYS[5] errors hash
+-- KEYS[6] slot guard: never written; declared so that Redis refuses the script
+--         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
 -- ARGV[1] most events to claim (0: only complete)
 -- ARGV[2] lease ms
 -- ARGV[3] max attempts

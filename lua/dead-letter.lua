@@ -5,6 +5,8 @@
 -- KEYS[2] in-flight zset (id -> lease expiry ms * 1000 + attempt % 1000)
 -- KEYS[3] dead zset
 -- KEYS[4] errors hash
+-- KEYS[5] slot guard: never written; declared so that Redis refuses the script
+--         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
 -- ARGV[1] id
 -- ARGV[2] attempt
 -- ARGV[3] reason

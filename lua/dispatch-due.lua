@@ -6,6 +6,8 @@
 -- KEYS[3] ready list
 -- KEYS[4] legacy schedule zset (id -> due ms), written by 0.1; only emptied
 -- KEYS[5] meta hash
+-- KEYS[6] slot guard: never written; declared so that Redis refuses the script
+--         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
 -- ARGV[1] most events to move in this call
 -- Returns {moved due, moved with expired lease, next due ms or -1, Redis now ms}.
 -- @include envelope

@@ -7,6 +7,8 @@
 -- KEYS[5] dead zset      (id -> dead-lettered at ms)
 -- KEYS[6] errors hash    (id -> last error)
 -- KEYS[7] legacy schedule zset (id -> due ms), written by 0.1; only emptied
+-- KEYS[8] slot guard: never written; declared so that Redis refuses the script
+--         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
 -- ARGV[1] '1' to replace stored events, '0' to leave them as they are
 -- ARGV[2] wake channel
 -- ARGV[3] wake message (the type's key tag)

@@ -2,6 +2,8 @@
 -- KEYS[1] dead zset
 -- KEYS[2] meta hash
 -- KEYS[3] errors hash
+-- KEYS[4] slot guard: never written; declared so that Redis refuses the script
+--         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
 -- ARGV[1] most events to purge when no ids are given
 -- ARGV[2..] ids to purge; none means the oldest ARGV[1] dead letters
 -- Returns how many events were purged.

@@ -3,6 +3,8 @@
 -- KEYS[2] schedule index (bucket -> earliest due ms; see includes/schedule.lua)
 -- KEYS[3] meta hash
 -- KEYS[4] errors hash
+-- KEYS[5] slot guard: never written; declared so that Redis refuses the script
+--         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
 -- ARGV[1] wake channel
 -- ARGV[2] wake message (the type's key tag)
 -- ARGV[3] most events to replay when no ids are given

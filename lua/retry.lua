@@ -4,6 +4,8 @@
 -- KEYS[2] in-flight zset (id -> lease expiry ms * 1000 + attempt % 1000)
 -- KEYS[3] schedule index (bucket -> earliest due ms; see includes/schedule.lua)
 -- KEYS[4] errors hash
+-- KEYS[5] slot guard: never written; declared so that Redis refuses the script
+--         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
 -- ARGV[1] id
 -- ARGV[2] attempt that failed
 -- ARGV[3] backoff ms

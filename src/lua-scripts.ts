@@ -161,6 +161,7 @@ export class LuaScripts {
       keys.dead,
       keys.errors,
       keys.legacySchedule,
+      keys.slotGuard,
       replace ? '1' : '0',
       this.wakeChannel,
       keys.tag,
@@ -206,7 +207,7 @@ export class LuaScripts {
   }
 
   async dispatchDue(keys: TypeKeys, limit: number): Promise<DispatchResult> {
-    const [movedDue, movedExpired, nextDue, now] = (await this.run('dispatch-due', keys.schedule, keys.inFlight, keys.ready, keys.legacySchedule, keys.meta, limit)) as number[];
+    const [movedDue, movedExpired, nextDue, now] = (await this.run('dispatch-due', keys.schedule, keys.inFlight, keys.ready, keys.legacySchedule, keys.meta, keys.slotGuard, limit)) as number[];
     return { movedDue: movedDue ?? 0, movedExpired: movedExpired ?? 0, nextDue: nextDue ?? -1, now: now ?? Date.now() };
   }
 
@@ -223,7 +224,7 @@ export class LuaScripts {
   ): Promise<ClaimResult> {
     const args: Array<string | number> = [count, leaseMs, maxAttempts];
     for (const s of succeeded) args.push(s.id, s.attempt);
-    const [now, stalePositions, flat, dead] = (await this.run('complete-and-claim', keys.ready, keys.inFlight, keys.meta, keys.dead, keys.errors, ...args)) as [
+    const [now, stalePositions, flat, dead] = (await this.run('complete-and-claim', keys.ready, keys.inFlight, keys.meta, keys.dead, keys.errors, keys.slotGuard, ...args)) as [
       number,
       number[],
       string[],
@@ -242,26 +243,26 @@ export class LuaScripts {
 
   /** Returns the new due time, or undefined when the attempt was stale. */
   async retry(keys: TypeKeys, id: string, attempt: number, backoffMs: number, error: string): Promise<number | undefined> {
-    const due = (await this.run('retry', keys.meta, keys.inFlight, keys.schedule, keys.errors, id, attempt, backoffMs, error)) as number;
+    const due = (await this.run('retry', keys.meta, keys.inFlight, keys.schedule, keys.errors, keys.slotGuard, id, attempt, backoffMs, error)) as number;
     return due < 0 ? undefined : due;
   }
 
   async deadLetter(keys: TypeKeys, id: string, attempt: number, reason: string): Promise<boolean> {
-    return (await this.run('dead-letter', keys.meta, keys.inFlight, keys.dead, keys.errors, id, attempt, reason)) === 1;
+    return (await this.run('dead-letter', keys.meta, keys.inFlight, keys.dead, keys.errors, keys.slotGuard, id, attempt, reason)) === 1;
   }
 
   async cancel(keys: TypeKeys, id: string): Promise<boolean> {
-    return (await this.run('cancel', keys.meta, keys.schedule, keys.ready, keys.inFlight, keys.dead, keys.errors, keys.legacySchedule, id)) === 1;
+    return (await this.run('cancel', keys.meta, keys.schedule, keys.ready, keys.inFlight, keys.dead, keys.errors, keys.legacySchedule, keys.slotGuard, id)) === 1;
   }
 
   /** How many were replayed, and how many dead letters were taken (those without an envelope are dropped). */
   async replayDead(keys: TypeKeys, ids: readonly string[], limit: number): Promise<DeadLetterStep> {
-    const [done, taken] = (await this.run('replay-dead', keys.dead, keys.schedule, keys.meta, keys.errors, this.wakeChannel, keys.tag, limit, ...ids)) as [number, number];
+    const [done, taken] = (await this.run('replay-dead', keys.dead, keys.schedule, keys.meta, keys.errors, keys.slotGuard, this.wakeChannel, keys.tag, limit, ...ids)) as [number, number];
     return { done, taken };
   }
 
   async purgeDead(keys: TypeKeys, ids: readonly string[], limit: number): Promise<DeadLetterStep> {
-    const purged = (await this.run('purge-dead', keys.dead, keys.meta, keys.errors, limit, ...ids)) as number;
+    const purged = (await this.run('purge-dead', keys.dead, keys.meta, keys.errors, keys.slotGuard, limit, ...ids)) as number;
     return { done: purged, taken: purged };
   }
 }

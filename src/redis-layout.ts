@@ -34,6 +34,12 @@ export interface TypeKeys {
   readonly dead: string;
   /** Hash: id -> last error, for events that failed at least once. */
   readonly errors: string;
+  /**
+   * Never written. Every script declares it, so while a cluster moves this
+   * slot to another master (some keys here, some there) Redis refuses each
+   * script whole with TRYAGAIN instead of running it against half the keys.
+   */
+  readonly slotGuard: string;
 }
 
 /**
@@ -76,6 +82,7 @@ export class RedisLayout {
       inFlight: `${base}:f`,
       dead: `${base}:d`,
       errors: `${base}:e`,
+      slotGuard: `${base}:guard`,
     };
     this.byTag.set(tag, keys);
     return keys;

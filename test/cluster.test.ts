@@ -3,7 +3,10 @@ import type { Cluster } from 'ioredis';
 import { firstValueFrom } from 'rxjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DelayedEvent, DelayedEventService, type EventContext, fixedBackoff } from '../src';
+import { LuaScripts } from '../src/lua-scripts';
+import { RedisLayout } from '../src/redis-layout';
 import { RedisCluster } from './support/redis-cluster';
+import { SlotMigration } from './support/slot-migration';
 import { waitFor } from './support/wait-for';
 
 @DelayedEvent('cluster.alpha')
@@ -18,6 +21,11 @@ class Beta {
 
 @DelayedEvent('cluster.delta')
 class Delta {
+  constructor(readonly id: string = '') {}
+}
+
+@DelayedEvent('cluster.moving')
+class Moving {
   constructor(readonly id: string = '') {}
 }
 
@@ -48,7 +56,9 @@ describe('on a real Redis Cluster (3 masters, 3 replicas)', () => {
     }
     const masters = new Set<string>();
     for (const type of ['cluster.alpha', 'cluster.beta', 'cluster.delta']) {
-      const slots = new Set(await Promise.all(['m', 's', 'r', 'f', 'd', 'e'].map((k) => slotOf(`dq:{${type}}:${k}`))));
+      const keys = Object.values(new RedisLayout('dq').forType(type)).filter((key) => key.includes('{'));
+      expect(keys.length).toBeGreaterThan(6);
+      const slots = new Set(await Promise.all(keys.map(slotOf)));
       expect(slots.size).toBe(1);
       masters.add(owners.get([...slots][0]!)!);
     }
@@ -98,6 +108,98 @@ describe('on a real Redis Cluster (3 masters, 3 replicas)', () => {
       await Promise.all(instances.map((s) => s.close()));
     }
   });
+
+  it('while its slot moves to another master, a script is refused whole (TRYAGAIN), never run against half the keys', async () => {
+    const layout = new RedisLayout('c4');
+    const keys = layout.forType('cluster.moving-scripts');
+    const scripts = new LuaScripts(client(), layout.wakeChannel, { ms: 10_000, onStuck: () => {} });
+    // Far-future events fill buckets, keys no script names; x and y are claimed, and y's failure creates
+    // the errors hash, so every key the retry script names exists on the source.
+    const later = Date.now() + 3_600_000;
+    const far = Array.from({ length: 300 }, (_, i) => ({ id: `far${i}`, body: '[0,{}]', due: { atMs: later + i * 60_000 }, requestedAt: 0 }));
+    await scripts.enqueue(keys, [...far, ...['x', 'y'].map((id) => ({ id, body: '[0,{}]', due: { atMs: 1 }, requestedAt: 0 }))], false);
+    expect((await scripts.dispatchDue(keys, 10)).movedDue).toBe(2);
+    expect((await scripts.completeAndClaim(keys, [], 2, 60_000, 5)).claimed.map((c) => c.id)).toEqual(['x', 'y']);
+    expect(await scripts.retry(keys, 'y', 1, 3_600_000, 'first failure')).toBeDefined();
+
+    const migration = await SlotMigration.begin(cluster, keys.meta);
+    const buckets = (await migration.keysLeft()).filter((key) => key.startsWith(`${keys.schedule}:`));
+    expect(buckets.length).toBeGreaterThan(1);
+    await migration.move(buckets);
+    const source = migration.source;
+    const snapshot = () =>
+      Promise.all([source.hgetall(keys.meta), source.zrange(keys.inFlight, '0', '-1', 'WITHSCORES'), source.hgetall(keys.errors), source.zrange(keys.schedule, '0', '-1', 'WITHSCORES')]);
+    const before = await snapshot();
+
+    // Run against the source alone, the retry would take x's lease and rewrite its envelope, then fail at a moved bucket: x lost.
+    // ioredis gives up after its redirections (to the target and back) with Redis's TRYAGAIN or the redirection last followed.
+    const refused = /TRYAGAIN|Too many Cluster redirections/;
+    await expect(scripts.retry(keys, 'x', 1, 0, 'second failure')).rejects.toThrow(refused);
+    // Every other transition waits too.
+    const now = { id: 'z', body: '[0,{}]', due: { atMs: 1 }, requestedAt: 0 };
+    for (const transition of [
+      () => scripts.enqueue(keys, [now], false),
+      () => scripts.dispatchDue(keys, 10),
+      () => scripts.completeAndClaim(keys, [{ id: 'x', attempt: 1 }], 1, 60_000, 5),
+      () => scripts.deadLetter(keys, 'x', 1, 'gave up'),
+      () => scripts.cancel(keys, 'far1'),
+      () => scripts.replayDead(keys, [], 10),
+      () => scripts.purgeDead(keys, ['x'], 10),
+    ]) {
+      await expect(transition()).rejects.toThrow(refused);
+    }
+    expect(await snapshot()).toEqual(before);
+
+    await migration.finish();
+    expect(await scripts.retry(keys, 'x', 1, 0, 'second failure')).toBeDefined();
+    expect((await scripts.dispatchDue(keys, 10)).movedDue).toBe(1);
+    expect((await scripts.completeAndClaim(keys, [], 1, 60_000, 5)).claimed.map((c) => [c.id, c.attempt])).toEqual([['x', 2]]);
+  }, 60_000);
+
+  it("a type's slot moved to another master key by key while events are enqueued, retried and handled: nothing lost, nothing left behind", async () => {
+    const service = new DelayedEventService({ redis: client(), prefix: 'c5', pollIntervalMs: 200, retry: fixedBackoff(5, 50) });
+    const inspect = client();
+    try {
+      const handled = new Map<string, number>();
+      // Every other event fails its first attempt, so retries are scheduled while the slot moves.
+      service.addHandler(
+        Moving,
+        (e, _context, delivery) => {
+          if (delivery.attempt === 1 && Number(e.id.slice(1)) % 2 === 0) return false;
+          handled.set(e.id, (handled.get(e.id) ?? 0) + 1);
+          return true;
+        },
+        4,
+      );
+      await firstValueFrom(service.enqueueBatch(Array.from({ length: 500 }, (_, i) => ({ event: new Moving(`f${i}`), delay: 3_600_000 + i * 60_000 }))));
+      const accepted: string[] = [];
+      let producing = true;
+      const producer = (async () => {
+        for (let i = 0; producing; i++) {
+          // Refused while the slot is split between masters (TRYAGAIN): the caller sees the error, nothing is stored.
+          if (await service.enqueue(new Moving(`e${i}`), i % 400).then(() => true, () => false)) accepted.push(`e${i}`);
+          await new Promise((resolve) => setTimeout(resolve, 5));
+        }
+      })();
+      await waitFor(() => handled.size >= 50, 'events handled before the move', 20_000);
+      const migration = await SlotMigration.begin(cluster, 'c5:{cluster.moving}:m');
+      await migration.finish(20);
+      const acceptedBeforeEnd = accepted.length;
+      await waitFor(() => accepted.length > acceptedBeforeEnd + 50, 'enqueues accepted by the new master', 20_000);
+      producing = false;
+      await producer;
+
+      await waitFor(() => accepted.every((id) => handled.has(id)), 'every accepted event handled', 30_000);
+      expect([...handled.values()].every((n) => n === 1)).toBe(true);
+      // Every stored event is in exactly one state: the far-future ones still scheduled, none stranded outside.
+      await waitFor(async () => (await inspect.hlen('c5:{cluster.moving}:m')) === 500, 'only the far-future events stored');
+      const index = await inspect.zrange('c5:{cluster.moving}:b', '0', '-1');
+      const scheduled = (await Promise.all(index.map((bucket) => inspect.zrange(`c5:{cluster.moving}:b:${bucket}`, '0', '-1')))).flat();
+      expect(scheduled.sort()).toEqual((await inspect.hkeys('c5:{cluster.moving}:m')).sort());
+    } finally {
+      await service.close();
+    }
+  }, 90_000);
 
   it('carries on without a restart when a master dies and its replica takes over; durable enqueues survive it', async () => {
     const admin = client();

@@ -16,6 +16,7 @@ export class SlotMigration {
     readonly target: Redis,
     private readonly targetPort: number,
     private readonly targetId: string,
+    /** Every master's port, the target first and the source second: the order in which they learn the new owner. */
     private readonly masters: readonly number[],
   ) {}
 
@@ -35,7 +36,8 @@ export class SlotMigration {
       // Importing first: once the source says MIGRATING, clients are sent to the target, which must accept them.
       await target.cluster('SETSLOT', slot, 'IMPORTING', sourceId);
       await source.cluster('SETSLOT', slot, 'MIGRATING', targetId);
-      return new SlotMigration(slot, source, target, targetPort, targetId, masters);
+      const others = masters.filter((port) => port !== sourcePort && port !== targetPort);
+      return new SlotMigration(slot, source, target, targetPort, targetId, [targetPort, sourcePort, ...others]);
     } finally {
       any.disconnect();
     }
@@ -57,8 +59,6 @@ export class SlotMigration {
       if (pauseMs > 0) await new Promise((resolve) => setTimeout(resolve, pauseMs));
     }
     // The target first, as redis-cli does: the slot must never be without an owner that accepts it.
-    await this.target.cluster('SETSLOT', this.slot, 'NODE', this.targetId);
-    await this.source.cluster('SETSLOT', this.slot, 'NODE', this.targetId);
     for (const port of this.masters) {
       const master = new Redis(port, '127.0.0.1');
       try {

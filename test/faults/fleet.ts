@@ -48,7 +48,8 @@ export class Fleet {
     if (!child) return Promise.resolve();
     if (signal === 'SIGKILL') this.kills.push({ pid, at: Date.now() });
     return new Promise((resolve) => {
-      child.once('exit', () => resolve());
+      // 'close', not 'exit': only then has the parent read every line the child wrote before it ended.
+      child.once('close', () => resolve());
       process.kill(pid, signal);
     });
   }

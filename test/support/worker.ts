@@ -51,7 +51,8 @@ export class Worker {
   kill(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
     if (this.child.exitCode !== null || this.child.signalCode !== null) return Promise.resolve();
     return new Promise((resolve) => {
-      this.child.once('exit', () => resolve());
+      // 'close', not 'exit': only then has every line the child wrote been read.
+      this.child.once('close', () => resolve());
       process.kill(this.child.pid!, signal);
     });
   }

@@ -41,6 +41,15 @@ local function take_expired()
   if #unscaled < limit then
     scaled = redis.call('ZRANGE', KEYS[2], SCALED_LEASE_FROM, lease_score(now, LEASE_SCALE - 1), 'BYSCORE', 'LIMIT', 0, limit - #unscaled)
   end
+  local expired = {}
+  for _, id in ipairs(unscaled) do expired[#expired + 1] = id end
+  for _, id in ipairs(scaled) do expired[#expired + 1] = id end
+  if #expired == 0 then return expired end
+  -- The leases go first. At Redis's memory limit (noeviction) a script's first
+  -- write that may grow memory is refused, and later ones are not: removing
+  -- first lets the crashed workers' events come back when memory is short.
+  redis.call('ZREM', KEYS[2], unpack(expired))
+  lease_unpin_if_idle(KEYS[2])
   if #scaled > 0 then
     local values = redis.call('HMGET', KEYS[5], unpack(scaled))
     local envelopes = {}
@@ -53,13 +62,8 @@ local function take_expired()
       end
     end
     if #envelopes > 0 then redis.call('HSET', KEYS[5], unpack(envelopes)) end
-    for _, id in ipairs(scaled) do unscaled[#unscaled + 1] = id end
   end
-  if #unscaled > 0 then
-    redis.call('ZREM', KEYS[2], unpack(unscaled))
-    lease_unpin_if_idle(KEYS[2])
-  end
-  return unscaled
+  return expired
 end
 
 local due = move(take_from_zset(KEYS[4]))

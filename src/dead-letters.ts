@@ -19,7 +19,8 @@ export interface DeadLetter<T> {
   readonly body: string;
 }
 
-const REPLAY_CHUNK = 1_000;
+/** Dead letters per script call when replaying or purging. */
+export const DEAD_LETTER_CHUNK = 1_000;
 
 /** Reads and manages one type's dead-letter set. */
 export class DeadLetters {
@@ -81,14 +82,20 @@ export class DeadLetters {
     return this.apply(ids, (someIds, limit) => this.scripts.purgeDead(keys, someIds, limit));
   }
 
-  /** On the given ids, or on all (oldest first) in chunks, so a huge dead-letter set never blocks Redis in one script. */
+  /** On the given ids, or on all (oldest first), in chunks: a long list or a huge dead-letter set never holds Redis in one script. */
   private async apply(ids: readonly string[] | undefined, step: (ids: readonly string[], limit: number) => Promise<DeadLetterStep>): Promise<number> {
-    if (ids) return ids.length === 0 ? 0 : (await step(ids, ids.length)).done;
     let total = 0;
+    if (ids) {
+      for (let from = 0; from < ids.length; from += DEAD_LETTER_CHUNK) {
+        const chunk = ids.slice(from, from + DEAD_LETTER_CHUNK);
+        total += (await step(chunk, chunk.length)).done;
+      }
+      return total;
+    }
     for (;;) {
-      const { done, taken } = await step([], REPLAY_CHUNK);
+      const { done, taken } = await step([], DEAD_LETTER_CHUNK);
       total += done;
-      if (taken < REPLAY_CHUNK) return total;
+      if (taken < DEAD_LETTER_CHUNK) return total;
     }
   }
 }

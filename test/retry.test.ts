@@ -1,6 +1,7 @@
 import { EMPTY, throwError } from 'rxjs';
 import { describe, expect, it } from 'vitest';
 import { type HandlerResult, METRIC, customBackoff, exponentialBackoff, fixedBackoff } from '../src';
+import { DEAD_LETTER_CHUNK } from '../src/dead-letters';
 import { PaymentCheck } from './support/events';
 import { counter, recordMetrics, useRedis, waitForDeadLetters } from './support/harness';
 import { ScheduleView } from './support/schedule';
@@ -119,6 +120,29 @@ describe('retries and dead letters', () => {
     expect(succeeded.sort()).toEqual(['a', 'c']);
     expect(await redis.client().zcard(`${queue}:d`)).toBe(0);
     expect(await redis.client().hlen(`${queue}:e`)).toBe(0);
+  });
+
+  it('replays a long list of ids in several script calls, so Redis is never held by one long script', async () => {
+    const prefix = redis.prefix();
+    const failing = redis.service({ prefix, retry: fixedBackoff(1, 10) });
+    failing.addHandler(PaymentCheck, () => false, 2);
+    for (const id of ['x0', 'x1', 'x2']) await failing.enqueue(new PaymentCheck(id), 0);
+    await waitForDeadLetters(failing, PaymentCheck, 3);
+    await failing.close();
+    // No handler here: the only scripts while it replays are its own.
+    const service = redis.service({ prefix });
+    const ids = Array.from({ length: 2 * DEAD_LETTER_CHUNK + 500 }, (_, i) => `absent${i}`);
+    ids[0] = 'x0';
+    ids[DEAD_LETTER_CHUNK + 200] = 'x1';
+    ids[ids.length - 1] = 'x2';
+    const scriptCalls = async () => {
+      const stats = await Promise.all((await redis.masters()).map((master) => master.info('commandstats')));
+      return stats.reduce((sum, text) => sum + Number(/cmdstat_evalsha:calls=(\d+)/.exec(text)?.[1] ?? 0), 0);
+    };
+    const before = await scriptCalls();
+    expect(await service.replayDeadLetters(PaymentCheck, ids)).toBe(3);
+    expect(await scriptCalls()).toBe(before + 3);
+    expect(await service.deadLetters(PaymentCheck)).toEqual([]);
   });
 
   it('purges dead letters for good', async () => {

@@ -1,6 +1,6 @@
 import { EMPTY, throwError } from 'rxjs';
 import { describe, expect, it } from 'vitest';
-import { type HandlerResult, METRIC, customBackoff, exponentialBackoff, fixedBackoff } from '../src';
+import { type DelayedEventService, type HandlerResult, METRIC, customBackoff, exponentialBackoff, fixedBackoff } from '../src';
 import { DEAD_LETTER_CHUNK } from '../src/dead-letters';
 import { PaymentCheck } from './support/events';
 import { counter, recordMetrics, useRedis, waitForDeadLetters } from './support/harness';
@@ -9,6 +9,15 @@ import { waitFor } from './support/wait-for';
 
 describe('retries and dead letters', () => {
   const redis = useRedis();
+
+  /** A service whose handler fails the one attempt it has, once `ids` are its dead letters. */
+  async function serviceWithDeadLetters(prefix: string, ids: readonly string[]): Promise<DelayedEventService> {
+    const service = redis.service({ prefix, retry: fixedBackoff(1, 10) });
+    service.addHandler(PaymentCheck, () => false, 2);
+    for (const id of ids) await service.enqueue(new PaymentCheck(id), 0);
+    await waitForDeadLetters(service, PaymentCheck, ids.length);
+    return service;
+  }
 
   it.each<[string, () => HandlerResult, RegExp]>([
     ['returns false', () => false, /handler returned false/],
@@ -124,11 +133,7 @@ describe('retries and dead letters', () => {
 
   it('replays a long list of ids in several script calls, so Redis is never held by one long script', async () => {
     const prefix = redis.prefix();
-    const failing = redis.service({ prefix, retry: fixedBackoff(1, 10) });
-    failing.addHandler(PaymentCheck, () => false, 2);
-    for (const id of ['x0', 'x1', 'x2']) await failing.enqueue(new PaymentCheck(id), 0);
-    await waitForDeadLetters(failing, PaymentCheck, 3);
-    await failing.close();
+    await (await serviceWithDeadLetters(prefix, ['x0', 'x1', 'x2'])).close();
     // No handler here: the only scripts while it replays are its own.
     const service = redis.service({ prefix });
     const ids = Array.from({ length: 2 * DEAD_LETTER_CHUNK + 500 }, (_, i) => `absent${i}`);
@@ -147,10 +152,7 @@ describe('retries and dead letters', () => {
 
   it('purges dead letters for good', async () => {
     const prefix = redis.prefix();
-    const service = redis.service({ prefix, retry: fixedBackoff(1, 10) });
-    service.addHandler(PaymentCheck, () => false, 2);
-    for (const id of ['a', 'b', 'c']) await service.enqueue(new PaymentCheck(id), 0);
-    await waitForDeadLetters(service, PaymentCheck, 3);
+    const service = await serviceWithDeadLetters(prefix, ['a', 'b', 'c']);
     expect(await service.purgeDeadLetters(PaymentCheck, ['a'])).toBe(1);
     expect((await service.deadLetters(PaymentCheck)).map((l) => l.id).sort()).toEqual(['b', 'c']);
     expect(await service.purgeDeadLetters(PaymentCheck)).toBe(2);

@@ -5,7 +5,9 @@ import { defineConfig } from 'vitest/config';
  * reach bucket keys they derive, in their slot): these files run a second time
  * against a real 3-master cluster. Not here: outage and durability (they restart
  * or replicate one server; failover is their cluster counterpart, in cluster.test.ts),
- * cluster.test.ts itself, and retry-policy (no Redis).
+ * cluster.test.ts itself, tls and memory-limit (they set up one server: TLS, a
+ * memory limit), package (it packs and runs the package once), and retry-policy,
+ * fifo-timeouts and flat-payload (no Redis).
  */
 const onClusterToo = ['delivery', 'enqueue', 'enqueue-batch', 'validation', 'retry', 'decode', 'context', 'concurrency', 'metrics', 'close', 'partitions', 'crash', 'timeout', 'isolation', 'schedule', 'lease', 'state-machine'].map(
   (name) => `test/${name}.test.ts`,

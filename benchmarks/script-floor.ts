@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis';
-import { loadLua } from '../src/lua-scripts';
-import { RedisLayout } from '../src/redis-layout';
+import { loadLua } from '../src/redis/lua-scripts';
+import { RedisLayout } from '../src/redis/redis-layout';
 import { PAYLOAD_S } from './adapters/bench-queue';
 
 /**

@@ -1,15 +1,15 @@
 import 'reflect-metadata';
 
-export { type BatchEntry, DelayedEventService, type EnqueueOptions, type HandlerOptions } from './delayed-event-service';
-export type { DelayedEventServiceOptions } from './service-options';
-export { DelayedEvent, type DelayedEventInstance, type EventClass } from './delayed-event.decorator';
-export type { Delay, Duration } from './duration';
-export type { EventContext } from './event-context';
-export type { ContextHandler, Delivery, EventHandler, HandlerResult } from './handler-invocation';
-export type { Durability, EnqueueStatus } from './lua-scripts';
-export { METRIC, type Metric, type MetricKind, type MetricName } from './metrics';
-export type { DeadLetter } from './dead-letters';
-export { type ExponentialBackoffOptions, type RetryPolicy, customBackoff, exponentialBackoff, fixedBackoff } from './retry-policy';
+export { type BatchEntry, DelayedEventService, type EnqueueOptions, type HandlerOptions } from './service/delayed-event-service';
+export type { DelayedEventServiceOptions } from './service/service-options';
+export { DelayedEvent, type DelayedEventInstance, type EventClass } from './core/delayed-event.decorator';
+export type { Delay, Duration } from './core/duration';
+export type { EventContext } from './core/event-context';
+export type { ContextHandler, Delivery, EventHandler, HandlerResult } from './runtime/handler-invocation';
+export type { Durability, EnqueueStatus } from './redis/lua-scripts';
+export { METRIC, type Metric, type MetricKind, type MetricName } from './runtime/metrics';
+export type { DeadLetter } from './service/dead-letters';
+export { type ExponentialBackoffOptions, type RetryPolicy, customBackoff, exponentialBackoff, fixedBackoff } from './core/retry-policy';
 export {
   DelayedEventError,
   HandlerAlreadyRegisteredError,
@@ -22,4 +22,4 @@ export {
   SerializationError,
   ServiceClosedError,
   UnregisteredEventClassError,
-} from './errors';
+} from './core/errors';

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { METRIC } from '../src';
-import { parseEnvelope } from '../src/envelope';
+import { parseEnvelope } from '../src/core/envelope';
 import { PaymentCheck } from './support/events';
 import { counter, recordMetrics, useRedis, waitForDeadLetters } from './support/harness';
 import { waitFor } from './support/wait-for';

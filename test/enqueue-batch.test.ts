@@ -1,7 +1,7 @@
 import { firstValueFrom } from 'rxjs';
 import { describe, expect, it } from 'vitest';
 import { InvalidEventError, NotReplicatedError } from '../src';
-import { EARLY_FLUSH } from '../src/enqueue-batcher';
+import { EARLY_FLUSH } from '../src/service/enqueue-batcher';
 import { PaymentCheck, WorkItem } from './support/events';
 import { TOPOLOGY, useRedis } from './support/harness';
 import { ScheduleView } from './support/schedule';

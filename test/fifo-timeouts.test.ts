@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { FifoTimeouts } from '../src/fifo-timeouts';
+import { FifoTimeouts } from '../src/runtime/fifo-timeouts';
 
 describe('handler timeouts sharing one timer', () => {
   beforeEach(() => vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] }));

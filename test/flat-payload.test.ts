@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import { Exclude, Expose, Transform, instanceToPlain, plainToInstance } from 'class-transformer';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { FlatPayloads } from '../src/flat-payload';
+import { FlatPayloads } from '../src/core/flat-payload';
 
 class Plain {
   id = '';

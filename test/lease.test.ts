@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { type DelayedEventService, fixedBackoff } from '../src';
-import { loadLua } from '../src/lua-scripts';
+import { loadLua } from '../src/redis/lua-scripts';
 import { WorkItem } from './support/events';
 import { useRedis } from './support/harness';
 import { leaseScore, leasedIds } from './support/leases';

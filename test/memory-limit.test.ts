@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { fixedBackoff } from '../src';
-import { LuaScripts } from '../src/lua-scripts';
-import { RedisLayout } from '../src/redis-layout';
+import { LuaScripts } from '../src/redis/lua-scripts';
+import { RedisLayout } from '../src/redis/redis-layout';
 import { WorkItem } from './support/events';
 import { useRedis } from './support/harness';
 import { waitFor } from './support/wait-for';

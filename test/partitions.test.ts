@@ -1,7 +1,7 @@
 import 'reflect-metadata';
 import { describe, expect, it } from 'vitest';
 import { DelayedEvent, fixedBackoff } from '../src';
-import { partitionOf } from '../src/redis-layout';
+import { partitionOf } from '../src/redis/redis-layout';
 import { useRedis, waitForDeadLetters } from './support/harness';
 import { waitFor } from './support/wait-for';
 

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { type EnqueueStatus, LuaScripts } from '../src/lua-scripts';
-import { LEASE_PIN, RedisLayout, type TypeKeys } from '../src/redis-layout';
+import { type EnqueueStatus, LuaScripts } from '../src/redis/lua-scripts';
+import { LEASE_PIN, RedisLayout, type TypeKeys } from '../src/redis/redis-layout';
 import { useRedis } from './support/harness';
 import { leasedIds } from './support/leases';
 import { ScheduleView } from './support/schedule';

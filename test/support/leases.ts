@@ -1,5 +1,5 @@
 import type { Cluster, Redis } from 'ioredis';
-import { LEASE_PIN } from '../../src/redis-layout';
+import { LEASE_PIN } from '../../src/redis/redis-layout';
 
 /** An in-flight score as lua/includes/lease.lua writes it: lease expiry and the attempt it fences. */
 export function leaseScore(expiresAtMs: number, attempt: number): number {

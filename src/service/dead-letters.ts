@@ -1,9 +1,9 @@
-import type { DelayedEventInstance, EventClass } from './delayed-event.decorator';
-import { parseEnvelope } from './envelope';
-import type { EventCodec } from './event-codec';
-import type { EventContext } from './event-context';
-import type { DeadLetterStep, LuaScripts, RedisClient } from './lua-scripts';
-import type { TypeKeys } from './redis-layout';
+import type { DelayedEventInstance, EventClass } from '../core/delayed-event.decorator';
+import { parseEnvelope } from '../core/envelope';
+import type { EventCodec } from '../core/event-codec';
+import type { EventContext } from '../core/event-context';
+import type { DeadLetterStep, LuaScripts, RedisClient } from '../redis/lua-scripts';
+import type { TypeKeys } from '../redis/redis-layout';
 
 export interface DeadLetter<T> {
   readonly id: string;

@@ -1,4 +1,4 @@
-import type { EventRoute } from './delayed-event.decorator';
+import type { EventRoute } from '../core/delayed-event.decorator';
 
 /**
  * The one place that knows the Redis key layout (docs/redis-layout.md explains it).

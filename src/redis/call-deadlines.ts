@@ -1,4 +1,4 @@
-import { RedisCallTimeoutError } from './errors';
+import { RedisCallTimeoutError } from '../core/errors';
 
 interface Pending {
   readonly deadline: number;

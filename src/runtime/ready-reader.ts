@@ -1,9 +1,9 @@
 import { Observable } from 'rxjs';
-import type { ClaimResult, ClaimedRecord, LuaScripts, RedisClient } from './lua-scripts';
+import type { ClaimResult, ClaimedRecord, LuaScripts, RedisClient } from '../redis/lua-scripts';
 import { METRIC, type Metrics } from './metrics';
 import { OutageBackoff, sleep } from './outage-backoff';
-import type { RedisConnections } from './redis-connections';
-import type { TypeKeys } from './redis-layout';
+import type { RedisConnections } from '../redis/redis-connections';
+import type { TypeKeys } from '../redis/redis-layout';
 import type { HandlerSlots } from './handler-slots';
 import { Wakeup } from './wakeup';
 

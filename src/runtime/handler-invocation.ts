@@ -1,6 +1,6 @@
 import { type Observable, firstValueFrom, isObservable } from 'rxjs';
-import { describe } from './errors';
-import type { EventContext, EventContextStore } from './event-context';
+import { describe } from '../core/errors';
+import type { EventContext, EventContextStore } from '../core/event-context';
 import type { FifoTimeouts } from './fifo-timeouts';
 
 /** `true` is success; `false`, a throw, a rejection, an error or an empty Observable is a failure. */

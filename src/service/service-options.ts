@@ -1,9 +1,9 @@
 import type { Cluster, Redis } from 'ioredis';
-import { InvalidOptionError } from './errors';
-import type { EventContext } from './event-context';
-import type { ContextHandler } from './handler-invocation';
-import type { Durability } from './lua-scripts';
-import { DEFAULT_RETRY_POLICY_OPTIONS, type RetryPolicy, checkRetryPolicy, exponentialBackoff } from './retry-policy';
+import { InvalidOptionError } from '../core/errors';
+import type { EventContext } from '../core/event-context';
+import type { ContextHandler } from '../runtime/handler-invocation';
+import type { Durability } from '../redis/lua-scripts';
+import { DEFAULT_RETRY_POLICY_OPTIONS, type RetryPolicy, checkRetryPolicy, exponentialBackoff } from '../core/retry-policy';
 
 export interface DelayedEventServiceOptions {
   /** A connection URL (`redis://`, `rediss://`), an ioredis Redis, or an ioredis Cluster. A client you pass stays yours: close() does not quit it. */

@@ -1,16 +1,16 @@
 import { Subscription, merge } from 'rxjs';
-import type { DelayedEventInstance, EventClass } from './delayed-event.decorator';
-import { type DecodedEvent, type EventCodec, DecodeError } from './event-codec';
-import type { EventContextStore } from './event-context';
+import type { DelayedEventInstance, EventClass } from '../core/delayed-event.decorator';
+import { type DecodedEvent, type EventCodec, DecodeError } from '../core/event-codec';
+import type { EventContextStore } from '../core/event-context';
 import { type ContextHandler, type EventHandler, HandlerDelivery, invokeHandler } from './handler-invocation';
 import { FifoTimeouts } from './fifo-timeouts';
 import { HandlerSlots } from './handler-slots';
-import type { LuaScripts } from './lua-scripts';
+import type { LuaScripts } from '../redis/lua-scripts';
 import { METRIC, type Metrics } from './metrics';
 import { OutageBackoff, sleep } from './outage-backoff';
 import type { ClaimedEvent, ReadyReader } from './ready-reader';
-import type { TypeKeys } from './redis-layout';
-import { type RetryPolicy, safeBackoff } from './retry-policy';
+import type { TypeKeys } from '../redis/redis-layout';
+import { type RetryPolicy, safeBackoff } from '../core/retry-policy';
 
 /** One queue of the handler's type: the whole type, or one of its partitions. */
 export interface ConsumerQueue {

@@ -3,17 +3,17 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Cluster, Redis } from 'ioredis';
 import { CallDeadlines } from './call-deadlines';
-import { parseEnvelope } from './envelope';
-import { NotReplicatedError } from './errors';
+import { parseEnvelope } from '../core/envelope';
+import { NotReplicatedError } from '../core/errors';
 import type { TypeKeys } from './redis-layout';
 
 export type RedisClient = Redis | Cluster;
 
 /**
- * lua/ sits at the package root: one level above src/ when run from source,
- * two above dist/src/ in the built package.
+ * lua/ sits at the package root: two levels above src/redis/ when run from source,
+ * three above dist/src/redis/ in the built package.
  */
-const LUA_DIR_CANDIDATES = [join(__dirname, '..', 'lua'), join(__dirname, '..', '..', 'lua')];
+const LUA_DIR_CANDIDATES = [join(__dirname, '..', '..', 'lua'), join(__dirname, '..', '..', '..', 'lua')];
 
 function luaDir(): string {
   const found = LUA_DIR_CANDIDATES.find((dir) => existsSync(join(dir, 'enqueue.lua')));

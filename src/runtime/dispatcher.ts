@@ -1,8 +1,8 @@
 import { Observable } from 'rxjs';
-import type { LuaScripts } from './lua-scripts';
+import type { LuaScripts } from '../redis/lua-scripts';
 import { METRIC, type Metrics } from './metrics';
 import { OutageBackoff, sleep } from './outage-backoff';
-import type { TypeKeys } from './redis-layout';
+import type { TypeKeys } from '../redis/redis-layout';
 import { WAKE_ALL, type Wake } from './wake-listener';
 import { Wakeup } from './wakeup';
 

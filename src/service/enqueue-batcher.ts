@@ -1,5 +1,5 @@
-import type { EnqueueStatus, ScheduledBody } from './lua-scripts';
-import type { TypeKeys } from './redis-layout';
+import type { EnqueueStatus, ScheduledBody } from '../redis/lua-scripts';
+import type { TypeKeys } from '../redis/redis-layout';
 
 /**
  * Events per script call: enough to amortise the call, few enough that Redis

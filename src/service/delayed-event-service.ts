@@ -1,23 +1,23 @@
 import { type Observable, defer, map, merge, of, throwError } from 'rxjs';
-import { Consumer, type ConsumerQueue } from './consumer';
+import { Consumer, type ConsumerQueue } from '../runtime/consumer';
 import { DeadLetters, type DeadLetter } from './dead-letters';
-import { type DelayedEventInstance, type EventClass, type EventRoute, eventRouteOf } from './delayed-event.decorator';
-import { Dispatcher } from './dispatcher';
+import { type DelayedEventInstance, type EventClass, type EventRoute, eventRouteOf } from '../core/delayed-event.decorator';
+import { Dispatcher } from '../runtime/dispatcher';
 import { EnqueueBatcher } from './enqueue-batcher';
-import { type Delay, dateToMillis, delayToMillis } from './duration';
-import { HandlerAlreadyRegisteredError, ServiceClosedError } from './errors';
-import { type EncodedEvent, EventCodec } from './event-codec';
-import { type EventContext, EventContextStore } from './event-context';
-import { evictionSettings, evictsKeysWithoutTtl } from './eviction-policy';
-import { type EventHandler, passThroughContextHandler } from './handler-invocation';
-import { type DueSpec, type EnqueueStatus, LuaScripts } from './lua-scripts';
-import { type GaugeSample, METRIC, type Metric, Metrics } from './metrics';
-import { ReadyReader } from './ready-reader';
-import { RedisConnections } from './redis-connections';
-import { LEASE_PIN, RedisLayout, type TypeKeys } from './redis-layout';
-import { type RetryPolicy, checkRetryPolicy } from './retry-policy';
+import { type Delay, dateToMillis, delayToMillis } from '../core/duration';
+import { HandlerAlreadyRegisteredError, ServiceClosedError } from '../core/errors';
+import { type EncodedEvent, EventCodec } from '../core/event-codec';
+import { type EventContext, EventContextStore } from '../core/event-context';
+import { evictionSettings, evictsKeysWithoutTtl } from '../redis/eviction-policy';
+import { type EventHandler, passThroughContextHandler } from '../runtime/handler-invocation';
+import { type DueSpec, type EnqueueStatus, LuaScripts } from '../redis/lua-scripts';
+import { type GaugeSample, METRIC, type Metric, Metrics } from '../runtime/metrics';
+import { ReadyReader } from '../runtime/ready-reader';
+import { RedisConnections } from '../redis/redis-connections';
+import { LEASE_PIN, RedisLayout, type TypeKeys } from '../redis/redis-layout';
+import { type RetryPolicy, checkRetryPolicy } from '../core/retry-policy';
 import { type DelayedEventServiceOptions, type ResolvedOptions, integer, positive, resolveOptions } from './service-options';
-import { type Wake, wakeListener } from './wake-listener';
+import { type Wake, wakeListener } from '../runtime/wake-listener';
 
 export interface EnqueueOptions {
   /** Context stored with the event; default: the service's contextProvider. */

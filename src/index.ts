@@ -19,6 +19,7 @@ export {
   NotReplicatedError,
   RedisCallTimeoutError,
   PayloadTooLargeError,
+  PermanentFailure,
   SerializationError,
   ServiceClosedError,
   UnregisteredEventClassError,

@@ -1,4 +1,4 @@
-import { EMPTY, throwError } from 'rxjs';
+import { throwError } from 'rxjs';
 import { describe, expect, it } from 'vitest';
 import { type DelayedEventService, type HandlerResult, METRIC, customBackoff, exponentialBackoff, fixedBackoff } from '../src';
 import { DEAD_LETTER_CHUNK } from '../src/service/dead-letters';
@@ -24,7 +24,7 @@ describe('retries and dead letters', () => {
     ['throws', () => { throw new Error('boom'); }, /Error: boom/],
     ['rejects', () => Promise.reject(new Error('async boom')), /async boom/],
     ['errors as an Observable', () => throwError(() => new Error('stream boom')), /stream boom/],
-    ['completes empty', () => EMPTY, /completed without a result/],
+    ['returns null', () => null as unknown as boolean, /returned null; expected true or false/],
     ['returns garbage', () => 'yes' as unknown as boolean, /returned yes; expected true or false/],
   ])('a handler that %s is retried, and succeeds on a later attempt', async (_name, fail, lastError) => {
     const prefix = redis.prefix();

@@ -2,6 +2,7 @@ import { firstValueFrom } from 'rxjs';
 import { describe, expect, it } from 'vitest';
 import {
   DelayedEvent,
+  DelayedEventService,
   InvalidDelayError,
   InvalidEventError,
   InvalidOptionError,
@@ -10,6 +11,7 @@ import {
   ServiceClosedError,
   UnregisteredEventClassError,
 } from '../src';
+import { resolveOptions } from '../src/service/service-options';
 import { PaymentCheck } from './support/events';
 import { useRedis } from './support/harness';
 
@@ -138,6 +140,51 @@ describe('bad input is rejected at the call with a typed error, and nothing is w
     expect(() => redis.service({ prefix: 'has{brace}' })).toThrow(/prefix/);
     expect(() => redis.service({ dispatchBatchSize: 100_000 })).toThrow(/dispatchBatchSize/);
   });
+
+  // Checked on resolveOptions, the constructor's first step: were one taken, the service must not
+  // go connecting to what ioredis makes of it (often 127.0.0.1:6379, which is not the tests' Redis).
+  it.each([
+    ['host:port without a scheme', '127.0.0.1:6390', /"127\.0\.0\.1:6390" is not a redis:\/\/ or rediss:\/\/ URL/],
+    ['an http URL', 'http://127.0.0.1:6390', /"http:\/\/127\.0\.0\.1:6390" is not a redis:\/\/ or rediss:\/\/ URL/],
+    ['a bare host name', 'localhost', /"localhost" is not a redis:\/\/ or rediss:\/\/ URL/],
+    ['empty', '', /"" is not a redis:\/\/ or rediss:\/\/ URL/],
+    ['a redis URL without a host', 'redis:///2', /"redis:\/\/\/2" names no host/],
+    ['a socket path', '/tmp/redis.sock', /"\/tmp\/redis\.sock" is not a redis:\/\/ .*an ioredis Redis made with \{ path \} for a Unix socket/],
+  ])('a redis option that is %s', (_name, url, message) => {
+    let error: unknown;
+    try {
+      resolveOptions({ redis: url });
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(InvalidOptionError);
+    expect((error as Error).message).toMatch(/^Invalid option redis: /);
+    expect((error as Error).message).toMatch(message);
+    expect((error as Error).message).toMatch(/write a URL such as redis:\/\/127\.0\.0\.1:6379/);
+  });
+
+  it('the service refuses a redis option without a scheme before it connects, and nothing is written', async () => {
+    const prefix = redis.prefix();
+    let error: unknown;
+    try {
+      // Port 1: were the URL taken, nothing answers there.
+      const service = new DelayedEventService({ redis: '127.0.0.1:1', prefix });
+      await service.close();
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(InvalidOptionError);
+    expect((error as InvalidOptionError).code).toBe('INVALID_OPTION');
+    expect((error as Error).message).toMatch(/"127\.0\.0\.1:1" is not a redis:\/\/ or rediss:\/\/ URL; write a URL such as redis:\/\/127\.0\.0\.1:6379/);
+    expect(await redis.keys(`${prefix}:*`)).toEqual([]);
+  });
+
+  it.each([['redis://127.0.0.1:6390'], ['redis://user:p%40ss@example.com:6380/2'], ['redis://:secret@example.com'], ['rediss://example.com:6390/0'], ['redis://[::1]:6390']])(
+    'a redis URL %s is taken',
+    (url) => {
+      expect(resolveOptions({ redis: url }).redis).toBe(url);
+    },
+  );
 
   it('a bad type name on the decorator', () => {
     expect(() => DelayedEvent('has{brace}')).toThrow(/type name/);

@@ -82,6 +82,31 @@ export class ServiceClosedError extends DelayedEventError {
   }
 }
 
+const PERMANENT = Symbol.for('reactive-delayed-events:permanent');
+
+/**
+ * Throw it from a handler (or reject with it, or error an Observable with it)
+ * to fail the event for good: it is dead-lettered at once, whatever attempts
+ * are left, with `permanent failure: <reason>` as its error. For failures a
+ * retry cannot fix, such as a declined card or an event that makes no sense.
+ *
+ * Recognised by a brand as well as by `instanceof`, so a copy of this class
+ * from another build of the package (ESM and CommonJS side by side) works too.
+ */
+export class PermanentFailure extends Error {
+  constructor(reason: string, options?: { readonly cause?: unknown }) {
+    super(reason, options);
+    this.name = 'PermanentFailure';
+  }
+
+  /** Whether `error` is a PermanentFailure, from this copy of the package or another. */
+  static is(error: unknown): error is PermanentFailure {
+    return error instanceof PermanentFailure || (typeof error === 'object' && error !== null && (error as { [PERMANENT]?: unknown })[PERMANENT] === true);
+  }
+}
+// On the prototype, not each instance: subclasses inherit it, and it stays out of logged errors.
+Object.defineProperty(PermanentFailure.prototype, PERMANENT, { value: true });
+
 export function describe(error: unknown): string {
   if (error instanceof Error) return `${error.name}: ${error.message}`;
   if (typeof error === 'string') return error;

@@ -4,8 +4,13 @@ import { InvalidOptionError } from './errors';
 export interface RetryPolicy {
   /** Total handler attempts, the first one included. */
   readonly maxAttempts: number;
-  /** Wait before the next attempt, given the attempt (1-based) that just failed. */
-  backoffMs(failedAttempt: number): number;
+  /**
+   * Wait in ms before the next attempt, given the attempt (1-based) that just
+   * failed, what it failed with (the value the handler threw or rejected with,
+   * or an Error saying it returned false or timed out) and the event it was
+   * handling. A result that is not a finite number > 0, or a throw, means no wait.
+   */
+  backoffMs(failedAttempt: number, error?: unknown, event?: unknown): number;
 }
 
 export function fixedBackoff(maxAttempts: number, delayMs: number): RetryPolicy {
@@ -41,18 +46,31 @@ export function exponentialBackoff(options: ExponentialBackoffOptions): RetryPol
   };
 }
 
-/** Any function of the failed attempt. */
-export function customBackoff(maxAttempts: number, backoffMs: (failedAttempt: number) => number): RetryPolicy {
+/**
+ * Any function of the failed attempt (1-based), the error it failed with and
+ * the event: `customBackoff(5, (attempt, error, event) => ...)`. A function of
+ * the attempt alone works as well. The error is what the handler threw or
+ * rejected with, or an Error saying it returned false or timed out; the event
+ * is the instance the handler got. Annotate `event` with your event class when
+ * the policy is a handler's own.
+ */
+export function customBackoff<E = unknown>(maxAttempts: number, backoffMs: (failedAttempt: number, error: unknown, event: E) => number): RetryPolicy {
   checkAttempts(maxAttempts);
-  return { maxAttempts, backoffMs };
+  return { maxAttempts, backoffMs: backoffMs as RetryPolicy['backoffMs'] };
 }
 
 /** 10 attempts over roughly 8.5 minutes: 1 s, 2 s, 4 s ... capped at 5 minutes. */
 export const DEFAULT_RETRY_POLICY_OPTIONS: ExponentialBackoffOptions = { maxAttempts: 10, initialMs: 1_000, maxMs: 300_000 };
 
-/** A policy's wait, made safe to send to Redis whatever a custom function returns. */
-export function safeBackoff(policy: RetryPolicy, failedAttempt: number): number {
-  const ms = policy.backoffMs(failedAttempt);
+/** A policy's wait, made safe to send to Redis whatever a custom function returns or throws. */
+export function safeBackoff(policy: RetryPolicy, failedAttempt: number, error?: unknown, event?: unknown): number {
+  let ms: number;
+  try {
+    ms = policy.backoffMs(failedAttempt, error, event);
+  } catch {
+    // A bug in a custom function must not leave the event in flight until its lease runs out.
+    return 0;
+  }
   return Number.isFinite(ms) && ms > 0 ? Math.ceil(ms) : 0;
 }
 

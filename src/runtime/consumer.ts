@@ -140,11 +140,11 @@ export class Consumer<T extends DelayedEventInstance> {
       }
       if (outcome.ok) {
         await this.record(() => claimed.reader.complete(claimed.id, claimed.attempt));
-      } else if (claimed.attempt >= this.parts.retry.maxAttempts) {
+      } else if (outcome.permanent || claimed.attempt >= this.parts.retry.maxAttempts) {
         const reason = `${outcome.error} (attempt ${claimed.attempt} of ${this.parts.retry.maxAttempts})`;
-        await this.record(() => this.parts.scripts.deadLetter(keys, claimed.id, claimed.attempt, reason), 'attempts-exhausted');
+        await this.record(() => this.parts.scripts.deadLetter(keys, claimed.id, claimed.attempt, reason), outcome.permanent ? 'permanent' : 'attempts-exhausted');
       } else {
-        const backoffMs = safeBackoff(this.parts.retry, claimed.attempt);
+        const backoffMs = safeBackoff(this.parts.retry, claimed.attempt, outcome.cause, decoded.event);
         const recorded = await this.record(async () => (await this.parts.scripts.retry(keys, claimed.id, claimed.attempt, backoffMs, outcome.error)) !== undefined);
         if (recorded) {
           this.parts.metrics.count(METRIC.retries, this.tags);

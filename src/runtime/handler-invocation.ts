@@ -1,10 +1,18 @@
 import { type Observable, firstValueFrom, isObservable } from 'rxjs';
-import { describe } from '../core/errors';
+import { PermanentFailure, describe } from '../core/errors';
 import type { EventContext, EventContextStore } from '../core/event-context';
 import type { FifoTimeouts } from './fifo-timeouts';
 
-/** `true` is success; `false`, a throw, a rejection, an error or an empty Observable is a failure. */
-export type HandlerResult = boolean | Promise<boolean> | Observable<boolean>;
+/**
+ * What a handler answers, at once, as a Promise or as an Observable (its first
+ * value counts). Success: `true` or nothing (`undefined`, a Promise that
+ * resolves to nothing, an Observable that completes without a value).
+ * Failure, retried by the retry policy: `false`, any other value, a throw, a
+ * rejection, an Observable error, or not finishing within the handler timeout.
+ * Failure for good, dead-lettered at once: throwing (or rejecting, or erroring
+ * the Observable with) a `PermanentFailure`.
+ */
+export type HandlerResult = boolean | void | Promise<boolean | void> | Observable<boolean | void>;
 
 /** Facts about this delivery of the event, for handlers that care. */
 export interface Delivery {
@@ -20,18 +28,40 @@ export interface Delivery {
   readonly signal: AbortSignal;
 }
 
+/**
+ * Handles one event. Answer `true` or nothing when done (a plain `async`
+ * function that returns nothing succeeds); `false` or throw to have it
+ * retried; throw `new PermanentFailure('reason')` to dead-letter it at once.
+ */
 export type EventHandler<T> = (event: T, context: EventContext, delivery: Delivery) => HandlerResult;
 
 /**
  * Wraps every handler call, inside the context's AsyncLocalStorage scope; for
- * example to set logging fields or open a tracing span. It must call `next`.
+ * example to set logging fields or open a tracing span. It must call `next`
+ * and return (or resolve to) what `next` resolves to: `true` when the handler
+ * succeeded (a handler that answered nothing resolves `true` here), `false`
+ * when it answered false; a handler's throw or rejection rejects `next`.
+ * Resolving `undefined` is a failure here, so a wrapper that forgets to return
+ * the result never turns failures into successes.
  */
 export type ContextHandler = (context: EventContext, delivery: Delivery, next: () => Promise<boolean>) => Promise<boolean>;
 
 export const passThroughContextHandler: ContextHandler = (_context, _delivery, next) => next();
 
-export type Outcome = { readonly ok: true } | { readonly ok: false; readonly error: string; readonly timedOut: boolean };
+export type Outcome =
+  | { readonly ok: true }
+  | {
+      readonly ok: false;
+      /** What is recorded as the event's error. */
+      readonly error: string;
+      /** What the handler failed with, for the retry policy: its throw or rejection, or an Error describing the failure. */
+      readonly cause: unknown;
+      readonly timedOut: boolean;
+      /** A PermanentFailure: dead-letter at once. */
+      readonly permanent: boolean;
+    };
 
+const SUCCESS: Outcome = Object.freeze({ ok: true });
 const NO_VALUE = Symbol('no value');
 
 /**
@@ -80,29 +110,32 @@ export function invokeHandler<T>(invocation: Invocation<T>): Outcome | Promise<O
   const { handler, event, context, delivery, timeouts, contextStore, contextHandler } = invocation;
   let result: unknown;
   try {
-    result =
-      contextHandler === passThroughContextHandler
-        ? contextStore.run(context, () => {
-            const answer = handler(event, context, delivery);
-            // An Observable is subscribed here, inside the context's scope.
-            return typeof answer === 'boolean' ? answer : settle(() => answer);
-          })
-        : contextStore.run(context, () => contextHandler(context, delivery, () => settle(() => handler(event, context, delivery))));
+    if (contextHandler === passThroughContextHandler) {
+      result = contextStore.run(context, () => {
+        const answer = handler(event, context, delivery);
+        // An Observable is subscribed here, inside the context's scope.
+        return answer === undefined || typeof answer === 'boolean' ? answer : settle(() => answer);
+      });
+      // A handler that answered at once has nothing left to time out.
+      if (result === undefined || typeof result === 'boolean') return interpret(result);
+    } else {
+      result = contextStore.run(context, () => contextHandler(context, delivery, () => settle(() => handler(event, context, delivery))));
+    }
   } catch (error) {
     return failed(error);
   }
-  // A handler that answered at once has nothing left to time out.
-  if (typeof result === 'boolean') return interpret(result);
+  const interpretResult = contextHandler === passThroughContextHandler ? interpret : interpretWrapped;
   return new Promise<Outcome>((resolve) => {
     let done = false;
     const cancelTimeout = timeouts.start(() => {
       if (done) return;
       done = true;
       delivery.abort();
-      resolve({ ok: false, timedOut: true, error: `handler did not finish within ${timeouts.ms} ms (attempt ${delivery.attempt})` });
+      const error = `handler did not finish within ${timeouts.ms} ms (attempt ${delivery.attempt})`;
+      resolve({ ok: false, timedOut: true, permanent: false, error, cause: new Error(error) });
     });
     (result as Promise<unknown>)
-      .then(interpret, failed)
+      .then(interpretResult, failed)
       .then((outcome) => {
         if (done) return;
         done = true;
@@ -113,21 +146,33 @@ export function invokeHandler<T>(invocation: Invocation<T>): Outcome | Promise<O
 }
 
 function failed(error: unknown): Outcome {
-  return { ok: false, timedOut: false, error: describe(error) };
+  if (PermanentFailure.is(error)) return { ok: false, timedOut: false, permanent: true, error: `permanent failure: ${error.message}`, cause: error };
+  return { ok: false, timedOut: false, permanent: false, error: describe(error), cause: error };
 }
 
+function failure(error: string): Outcome {
+  return { ok: false, timedOut: false, permanent: false, error, cause: new Error(error) };
+}
+
+/** The handler's answer, awaited; nothing (success) becomes `true`, as a context handler's `next` promises. */
 async function settle(call: () => HandlerResult): Promise<boolean> {
   const result: unknown = call();
   if (isObservable(result)) {
     const first = await firstValueFrom(result as Observable<unknown>, { defaultValue: NO_VALUE });
-    if (first === NO_VALUE) throw new Error('handler Observable completed without a result');
-    return first as boolean;
+    return first === NO_VALUE || first === undefined ? true : (first as boolean);
   }
-  return (await result) as boolean;
+  const answer = await result;
+  return answer === undefined ? true : (answer as boolean);
 }
 
 function interpret(result: unknown): Outcome {
-  if (result === true) return { ok: true };
-  if (result === false) return { ok: false, timedOut: false, error: 'handler returned false' };
-  return { ok: false, timedOut: false, error: `handler returned ${describe(result)}; expected true or false` };
+  if (result === true || result === undefined) return SUCCESS;
+  if (result === false) return failure('handler returned false');
+  return failure(`handler returned ${describe(result)}; expected true or false (or nothing, for success)`);
+}
+
+/** A context handler's answer: it must pass on what `next` resolved to, so nothing is not a success here. */
+function interpretWrapped(result: unknown): Outcome {
+  if (result === undefined) return failure('contextHandler resolved undefined; it must return (or resolve to) the result of next()');
+  return interpret(result);
 }

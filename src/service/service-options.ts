@@ -53,6 +53,7 @@ export type ResolvedOptions = Required<Omit<DelayedEventServiceOptions, 'context
 export function resolveOptions(options: DelayedEventServiceOptions): ResolvedOptions {
   if (options === null || typeof options !== 'object') throw new InvalidOptionError('options', 'expected an object with at least { redis }');
   if (options.redis === undefined || options.redis === null) throw new InvalidOptionError('redis', 'give a URL such as redis://127.0.0.1:6379, an ioredis Redis or an ioredis Cluster');
+  if (typeof options.redis === 'string') checkRedisUrl(options.redis);
   return {
     ...options,
     redis: options.redis,
@@ -73,6 +74,27 @@ export function resolveOptions(options: DelayedEventServiceOptions): ResolvedOpt
       timeoutMs: positive('durableEnqueue.timeoutMs', options.durableEnqueue.timeoutMs, 1_000),
     },
   };
+}
+
+/**
+ * ioredis guesses at any string (`http://host:1` connects to a host named
+ * `http`, `6379` is a port, `/x` a socket path); a mistake would surface only
+ * as a connection that never works. Only a redis: or rediss: URL with a host
+ * is taken.
+ */
+function checkRedisUrl(url: string): void {
+  let instead = 'write a URL such as redis://127.0.0.1:6379 (rediss:// for TLS, redis://user:password@host:6379/2 for a user and database 2)';
+  if (url.startsWith('/')) instead += ', or pass an ioredis Redis made with { path } for a Unix socket';
+  let parsed: URL | undefined;
+  try {
+    parsed = new URL(url);
+  } catch {
+    // Not a URL at all: reported below like any other scheme.
+  }
+  if (parsed?.protocol !== 'redis:' && parsed?.protocol !== 'rediss:') {
+    throw new InvalidOptionError('redis', `${JSON.stringify(url)} is not a redis:// or rediss:// URL; ${instead}`);
+  }
+  if (parsed.hostname === '') throw new InvalidOptionError('redis', `${JSON.stringify(url)} names no host; ${instead}`);
 }
 
 export function positive(name: string, value: number | undefined, fallback: number): number {

@@ -1,25 +1,12 @@
 import { createHash } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import type { Cluster, Redis } from 'ioredis';
 import { CallDeadlines } from './call-deadlines';
 import { parseEnvelope } from '../core/envelope';
 import { NotReplicatedError } from '../core/errors';
 import type { TypeKeys } from './redis-layout';
+import { LUA_SOURCES } from './lua-sources.generated';
 
 export type RedisClient = Redis | Cluster;
-
-/**
- * lua/ sits at the package root: two levels above src/redis/ when run from source,
- * three above dist/src/redis/ in the built package.
- */
-const LUA_DIR_CANDIDATES = [join(__dirname, '..', '..', 'lua'), join(__dirname, '..', '..', '..', 'lua')];
-
-function luaDir(): string {
-  const found = LUA_DIR_CANDIDATES.find((dir) => existsSync(join(dir, 'enqueue.lua')));
-  if (!found) throw new Error(`reactive-delayed-events: its Lua scripts are missing (looked in ${LUA_DIR_CANDIDATES.join(' and ')}); reinstall the package`);
-  return found;
-}
 
 const SCRIPT_NAMES = [
   'enqueue',
@@ -39,14 +26,16 @@ interface LoadedScript {
   readonly numberOfKeys: number;
 }
 
-/** Reads a script, inlining `-- @include name` lines from lua/includes. */
+/**
+ * A script of lua/, its `-- @include name` lines inlined from lua/includes, and
+ * the number of keys its header declares (its `-- KEYS[n]` lines). The scripts
+ * are compiled in (src/redis/lua-sources.generated.ts, written from lua/ by
+ * `npm run embed-lua`): nothing is read from disk, so bundles work too.
+ */
 export function loadLua(name: string): { lua: string; numberOfKeys: number } {
-  const dir = luaDir();
-  const source = readFileSync(join(dir, `${name}.lua`), 'utf8');
-  const lua = source.replace(/^-- @include (\S+)$/gm, (_, include: string) => readFileSync(join(dir, 'includes', `${include}.lua`), 'utf8'));
-  // The header is the contract: KEYS[n] lines declare how many keys the script takes.
-  const numberOfKeys = Math.max(0, ...[...source.matchAll(/^-- KEYS\[(\d+)\]/gm)].map((m) => Number(m[1])));
-  return { lua, numberOfKeys };
+  const script = Object.hasOwn(LUA_SOURCES, name) ? LUA_SOURCES[name as keyof typeof LUA_SOURCES] : undefined;
+  if (!script) throw new Error(`reactive-delayed-events: no Lua script '${name}' (lua/${name}.lua); after adding one, run npm run embed-lua`);
+  return { lua: script.lua, numberOfKeys: script.numberOfKeys };
 }
 
 function loadScript(name: ScriptName): LoadedScript {

@@ -1,0 +1,7 @@
+// Types of scripts/embed-lua.mjs, for test/embedded-lua.test.ts.
+export declare const ROOT: string;
+/** src/redis/lua-sources.generated.ts, relative to the root. */
+export declare const GENERATED: string;
+export declare function expandScript(luaDir: string, name: string): { lua: string; numberOfKeys: number };
+/** The text of src/redis/lua-sources.generated.ts for the scripts under `root`/lua. */
+export declare function embedLua(root?: string): string;

@@ -1,3 +1,4 @@
+import type { EventEmitter } from 'node:events';
 import type { Cluster, Redis } from 'ioredis';
 import { InvalidOptionError } from '../core/errors';
 import type { EventContext } from '../core/event-context';
@@ -5,9 +6,29 @@ import type { ContextHandler } from '../runtime/handler-invocation';
 import type { Durability } from '../redis/lua-scripts';
 import { DEFAULT_RETRY_POLICY_OPTIONS, type RetryPolicy, checkRetryPolicy, exponentialBackoff } from '../core/retry-policy';
 
+/**
+ * An ioredis client, Redis or Cluster, of ioredis 5 or 6 (the peer dependency's
+ * range). ioredis's classes have private members, so to TypeScript an ioredis 5
+ * client is no ioredis 6 `Redis`, though it takes the same commands: this shape,
+ * which the clients of both have, lets either in. The service drives it as an
+ * ioredis 6 client.
+ */
+export interface IORedisClient extends EventEmitter {
+  readonly isCluster: boolean;
+  readonly status: string;
+  duplicate(): IORedisClient;
+  pipeline(): unknown;
+  evalsha(sha1: string, numberOfKeys: number, ...args: Array<string | number>): Promise<unknown>;
+  quit(): Promise<unknown>;
+  disconnect(): void;
+}
+
 export interface DelayedEventServiceOptions {
-  /** A connection URL (`redis://`, `rediss://`), an ioredis Redis, or an ioredis Cluster. A client you pass stays yours: close() does not quit it. */
-  readonly redis: string | Redis | Cluster;
+  /**
+   * A connection URL (`redis://`, `rediss://`), or an ioredis Redis or Cluster
+   * (ioredis 5 or 6). A client you pass stays yours: close() does not quit it.
+   */
+  readonly redis: string | Redis | Cluster | IORedisClient;
   /** Namespace of every key; default `dq`. */
   readonly prefix?: string;
   /** Longest a dispatcher sleeps without looking at Redis, whatever wake-ups say; default 1000 ms. */
@@ -47,8 +68,8 @@ export interface DelayedEventServiceOptions {
   readonly contextHandler?: ContextHandler;
 }
 
-export type ResolvedOptions = Required<Omit<DelayedEventServiceOptions, 'contextProvider' | 'contextHandler' | 'durableEnqueue'>> &
-  Pick<DelayedEventServiceOptions, 'contextProvider' | 'contextHandler' | 'durableEnqueue'>;
+export type ResolvedOptions = Required<Omit<DelayedEventServiceOptions, 'contextProvider' | 'contextHandler' | 'durableEnqueue' | 'redis'>> &
+  Pick<DelayedEventServiceOptions, 'contextProvider' | 'contextHandler' | 'durableEnqueue'> & { readonly redis: string | Redis | Cluster };
 
 export function resolveOptions(options: DelayedEventServiceOptions): ResolvedOptions {
   if (options === null || typeof options !== 'object') throw new InvalidOptionError('options', 'expected an object with at least { redis }');
@@ -56,7 +77,8 @@ export function resolveOptions(options: DelayedEventServiceOptions): ResolvedOpt
   if (typeof options.redis === 'string') checkRedisUrl(options.redis);
   return {
     ...options,
-    redis: options.redis,
+    // An ioredis 5 client is driven as the ioredis 6 one it is to everything the service calls.
+    redis: options.redis as string | Redis | Cluster,
     prefix: options.prefix ?? 'dq',
     pollIntervalMs: positive('pollIntervalMs', options.pollIntervalMs, 1_000),
     dispatchBatchSize: integer('dispatchBatchSize', options.dispatchBatchSize, 1_000, 1, 5_000),

@@ -1,0 +1,155 @@
+#!/usr/bin/env node
+// Builds the package into dist/ (npm run build, which embeds lua/ first; npm
+// pack and publish run it through prepack):
+//
+//   dist/esm/<entry>.mjs      ES module, what `import` loads       (+ .map)
+//   dist/cjs/<entry>.cjs      CommonJS, what `require` loads       (+ .map)
+//   dist/types/**/*.d.ts      declarations, by tsc                 (+ .d.ts.map)
+//   dist/types/<entry>.d.mts  the same declarations, for `import`
+//
+// It writes to stderr only: `npm pack --json` prints the build's stdout into its JSON.
+//
+// esbuild bundles each entry's own code into one file per format and leaves
+// every package it imports external: rxjs, reflect-metadata, ioredis and
+// class-transformer come from the user's node_modules (class-transformer and
+// ioredis must: they are peers, and a copy of class-transformer would not see
+// the app's decorators).
+//
+// To add a subpath (say ./prometheus): add it to ENTRIES and to package.json's
+// `exports`, in the same shape as ".". An entry that imports src/index.ts (or
+// another entry's source) gets `import ... from 'reactive-delayed-events'`
+// there instead of a copy of it, so each class exists once at run time; an
+// entry that imports any other module another entry also holds fails the build
+// (a second copy would break instanceof and shared state).
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { basename, dirname, join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { build } from 'esbuild';
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
+const DIST = join(ROOT, 'dist');
+const manifest = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'));
+
+/** subpath: the key in package.json `exports`; source: its module under src/; name: its files' name in dist/. */
+const ENTRIES = [{ subpath: '.', source: 'src/index.ts', name: 'index' }];
+
+/**
+ * Bare require() calls in src/ and what the ES module build imports instead
+ * (an ES module has no require). class-transformer keeps its decorator
+ * registry in cjs/storage and exports it nowhere else; Node's ESM loader wants
+ * the file's extension.
+ */
+const ESM_IMPORT_FOR_REQUIRE = { 'class-transformer/cjs/storage': 'class-transformer/cjs/storage.js' };
+
+const sourcePath = (entry) => resolve(ROOT, entry.source);
+const packageSpecifier = (entry) => (entry.subpath === '.' ? manifest.name : `${manifest.name}/${entry.subpath.slice(2)}`);
+
+/** Imports of another entry's source become imports of the package itself (see the top of this file). */
+function otherEntriesAsPackage(current) {
+  const others = new Map(ENTRIES.filter((e) => e !== current).map((e) => [sourcePath(e), packageSpecifier(e)]));
+  return {
+    name: 'other-entries-as-package',
+    setup(b) {
+      if (others.size === 0) return;
+      b.onResolve({ filter: /^\./ }, async (args) => {
+        if (args.pluginData === 'inner') return undefined;
+        const found = await b.resolve(args.path, { kind: args.kind, importer: args.importer, resolveDir: args.resolveDir, pluginData: 'inner' });
+        if (found.errors.length > 0) return { errors: found.errors };
+        const specifier = others.get(found.path);
+        return specifier ? { path: specifier, external: true } : { path: found.path };
+      });
+    },
+  };
+}
+
+/** In the ES module build: require('x') of src/ becomes an import (ESM_IMPORT_FOR_REQUIRE). */
+const requireAsImport = {
+  name: 'require-as-import',
+  setup(b) {
+    b.onResolve({ filter: /.*/ }, (args) => {
+      if (args.kind !== 'require-call') return undefined;
+      const target = ESM_IMPORT_FOR_REQUIRE[args.path];
+      if (!target) return { errors: [{ text: `require('${args.path}') has no ES module counterpart: add one to ESM_IMPORT_FOR_REQUIRE in scripts/build.mjs, or import it` }] };
+      return { path: target, namespace: 'require-as-import' };
+    });
+    b.onLoad({ filter: /.*/, namespace: 'require-as-import' }, (args) => ({ contents: `export * from ${JSON.stringify(args.path)};`, loader: 'js', resolveDir: ROOT }));
+  },
+};
+
+async function bundle(entry, format) {
+  const esm = format === 'esm';
+  const result = await build({
+    absWorkingDir: ROOT,
+    entryPoints: { [entry.name]: entry.source },
+    outdir: join(DIST, format),
+    outExtension: { '.js': esm ? '.mjs' : '.cjs' },
+    format,
+    platform: 'node',
+    target: 'node20',
+    bundle: true,
+    packages: 'external',
+    tsconfig: 'tsconfig.build.json',
+    sourcemap: true,
+    // Without it, two classes of one name in the bundle would have one renamed, and errors take their name from their class.
+    keepNames: true,
+    metafile: true,
+    logLevel: 'warning',
+    plugins: [otherEntriesAsPackage(entry), ...(esm ? [requireAsImport] : [])],
+  });
+  return { entry, format, inputs: Object.keys(result.metafile.inputs).filter((input) => input.startsWith('src/')) };
+}
+
+/** Fails when one module of src/ went into two entries of one format. */
+function checkOneCopyEach(builds) {
+  for (const format of ['esm', 'cjs']) {
+    const owner = new Map();
+    for (const { entry, inputs } of builds.filter((b) => b.format === format)) {
+      for (const input of inputs) {
+        if (owner.has(input)) {
+          throw new Error(`${input} is bundled into both ${owner.get(input)} and ${entry.name}: import it through ${ENTRIES[0].source} (the package's root) so it exists once`);
+        }
+        owner.set(input, entry.name);
+      }
+    }
+  }
+}
+
+function declarations() {
+  const tsc = join(dirname(createRequire(import.meta.url).resolve('typescript/package.json')), 'bin', 'tsc');
+  const run = spawnSync(process.execPath, [tsc, '-p', join(ROOT, 'tsconfig.build.json')], { cwd: ROOT, stdio: [0, 2, 2] });
+  if (run.status !== 0) throw new Error(`tsc -p tsconfig.build.json failed (exit ${run.status})`);
+  // package.json has no "type", so TypeScript reads dist/types/*.d.ts as
+  // CommonJS; `import` gets a .d.mts (an ES module) that re-exports them, so
+  // both conditions share one set of types. (export * carries no default
+  // export: an entry with one would need it re-exported by name here.)
+  for (const entry of ENTRIES) {
+    const declaration = join(DIST, 'types', relative('src', entry.source)).replace(/\.ts$/, '.d.ts');
+    if (!existsSync(declaration)) throw new Error(`tsc wrote no ${relative(ROOT, declaration)}`);
+    const js = `./${basename(declaration, '.d.ts')}.js`;
+    writeFileSync(declaration.replace(/\.d\.ts$/, '.d.mts'), `export * from '${js}';\n`);
+  }
+}
+
+/** Every file package.json's exports, main, module and types name must now exist. */
+function checkManifestTargets() {
+  const targets = [];
+  const walk = (value) => {
+    if (typeof value === 'string') targets.push(value);
+    else if (value && typeof value === 'object') Object.values(value).forEach(walk);
+  };
+  walk(manifest.exports);
+  walk([manifest.main, manifest.module, manifest.types]);
+  const missing = targets.filter((target) => !existsSync(join(ROOT, target)));
+  if (missing.length > 0) throw new Error(`package.json names files the build did not write: ${missing.join(', ')}`);
+}
+
+const started = performance.now();
+rmSync(DIST, { recursive: true, force: true });
+mkdirSync(DIST);
+const builds = await Promise.all(ENTRIES.flatMap((entry) => [bundle(entry, 'esm'), bundle(entry, 'cjs')]));
+checkOneCopyEach(builds);
+declarations();
+checkManifestTargets();
+console.error(`built dist/ (${ENTRIES.map((e) => e.subpath).join(', ')}) in ${Math.round(performance.now() - started)} ms`);

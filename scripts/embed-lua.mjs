@@ -10,6 +10,8 @@
 //
 //   node scripts/embed-lua.mjs           writes the module (only when it changed)
 //   node scripts/embed-lua.mjs --check   exits 1 when the module is out of date
+//   EMBED_LUA=check (environment)         the same, wherever it runs: test/package.test.ts
+//                                         packs with it, so a test never rewrites src/
 //
 // test/embedded-lua.test.ts imports embedLua() and fails when the committed
 // module differs from what lua/ gives now. The output depends on the scripts'
@@ -87,7 +89,7 @@ function main(args) {
   } catch {
     current = undefined;
   }
-  if (args.includes('--check')) {
+  if (args.includes('--check') || process.env.EMBED_LUA === 'check') {
     if (current === wanted) return;
     console.error(`${GENERATED} is out of date with lua/: run \`npm run embed-lua\` and commit it`);
     process.exitCode = 1;

@@ -108,8 +108,10 @@ describe('the published package', () => {
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'rde-package-'));
     const starting = RedisServer.start();
-    // npm pack runs prepack (the build) and packs what `files` names, as publishing would.
-    const { stdout } = await run('npm', ['pack', '--json', '--pack-destination', dir], { cwd: ROOT });
+    // npm pack runs prepack (the build) and packs what `files` names, as publishing would;
+    // EMBED_LUA=check: the build fails on Lua sources out of date with lua/ rather than
+    // rewrite them, which would hide that from test/embedded-lua.test.ts.
+    const { stdout } = await run('npm', ['pack', '--json', '--pack-destination', dir], { cwd: ROOT, env: { ...process.env, EMBED_LUA: 'check' } });
     const [report] = JSON.parse(stdout) as Array<{ filename: string; files: Array<{ path: string }> }>;
     packed = report!.files.map((f) => f.path);
     const tarball = join(dir, report!.filename);

@@ -9,7 +9,10 @@
 -- KEYS[7] legacy schedule zset (id -> due ms), written by 0.1; only emptied
 -- KEYS[8] slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
+-- KEYS[9] recent zset    (id -> end of its idempotency window ms)
 -- ARGV[1] id
+-- ARGV[2] idempotency window ms: a cancelled id is marked for that long, so a
+--         late re-send of its enqueue does not bring it back (0: no mark)
 -- Returns 1 when the event existed, 0 otherwise.
 -- @include envelope
 -- @include lease-pin
@@ -27,4 +30,6 @@ if not schedule_remove(KEYS[2], id, due)
   redis.call('LREM', KEYS[3], 1, id)
 end
 redis.call('HDEL', KEYS[6], id)
+local window = tonumber(ARGV[2])
+if window > 0 then redis.call('ZADD', KEYS[9], now_ms() + window, id) end
 return 1

@@ -13,10 +13,16 @@
 -- KEYS[5] errors hash
 -- KEYS[6] slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
+-- KEYS[7] recent zset    (id -> end of its idempotency window ms)
+-- KEYS[8] claim log of the calling reader: what its last claim took, so that a
+--         claim whose reply was lost can be given back (release-claim.lua)
 -- ARGV[1] most events to claim (0: only complete)
 -- ARGV[2] lease ms
 -- ARGV[3] max attempts
--- ARGV[4..] id, attempt of each succeeded event
+-- ARGV[4] idempotency window ms: completed ids are marked in the recent zset
+--         for that long, so enqueueing one again is a duplicate (0: no marks)
+-- ARGV[5] token of this claim, kept in the claim log with what it took ('': no log)
+-- ARGV[6..] id, attempt of each succeeded event
 -- Returns {Redis now ms, {position of each succeeded event not completed},
 --          {id, envelope, ...} claimed, {id, attempt, ...} dead-lettered}.
 -- Positions count the succeeded events from 1. Listing the stale ones, not a
@@ -31,12 +37,13 @@
 -- the calls, not the work they do, are most of the cost.
 local stale = {}
 local removed, had_errors = {}, {}
-if #ARGV >= 4 then
+local now = now_ms()
+if #ARGV >= 6 then
   local ids = {}
-  for i = 4, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
+  for i = 6, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
   local leased = redis.call('ZMSCORE', KEYS[2], unpack(ids))
   for k, id in ipairs(ids) do
-    local attempt = tonumber(ARGV[3 + 2 * k])
+    local attempt = tonumber(ARGV[5 + 2 * k])
     if leased[k] and lease_fences(tonumber(leased[k]), attempt) then
       removed[#removed + 1] = id
       -- Only an event that failed before can have an error recorded.
@@ -48,16 +55,27 @@ if #ARGV >= 4 then
   if #removed > 0 then
     redis.call('ZREM', KEYS[2], unpack(removed))
     redis.call('HDEL', KEYS[3], unpack(removed))
+    local window = tonumber(ARGV[4])
+    if window > 0 then
+      local marks = {}
+      local until_ms = now + window
+      for i, id in ipairs(removed) do
+        marks[2 * i - 1] = until_ms
+        marks[2 * i] = id
+      end
+      redis.call('ZADD', KEYS[7], unpack(marks))
+    end
   end
   if #had_errors > 0 then redis.call('HDEL', KEYS[5], unpack(had_errors)) end
 end
 
-local now = now_ms()
 local claimed, dead = {}, {}
 local count = tonumber(ARGV[1])
 local ids = count > 0 and redis.call('LPOP', KEYS[1], count)
 if not ids then
   if #removed > 0 then lease_unpin_if_idle(KEYS[2]) end
+  -- The reader goes idle: its last claim was answered, so its log can go.
+  if count > 0 and ARGV[5] ~= '' then redis.call('DEL', KEYS[8]) end
   return {now, stale, claimed, dead}
 end
 
@@ -88,6 +106,8 @@ end
 -- The pin goes first: a new set is then created as a skiplist, not converted.
 if #leases > 0 then
   redis.call('ZADD', KEYS[2], LEASE_PIN_SCORE, LEASE_PIN, unpack(leases))
+  -- Overwrites the reader's previous log: a reader has one claim in flight at a time.
+  if ARGV[5] ~= '' then redis.call('SET', KEYS[8], ARGV[5] .. ':' .. cmsgpack.pack(leases), 'PX', ARGV[2]) end
 elseif #removed > 0 then
   lease_unpin_if_idle(KEYS[2])
 end

@@ -8,6 +8,8 @@
 -- KEYS[5] meta hash
 -- KEYS[6] slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
+-- KEYS[7] recent zset    (id -> end of its idempotency window ms); marks whose
+--         window ended are dropped here, at most ARGV[1] a call
 -- ARGV[1] most events to move in this call
 -- Returns {moved due, moved with expired lease, next due ms or -1, Redis now ms}.
 -- @include envelope
@@ -64,6 +66,14 @@ local function take_expired()
     if #envelopes > 0 then redis.call('HSET', KEYS[5], unpack(envelopes)) end
   end
   return expired
+end
+
+-- Idempotency marks whose window ended: the head is the oldest, so one look
+-- tells whether there is anything to drop.
+local oldest_mark = redis.call('ZRANGE', KEYS[7], 0, 0, 'WITHSCORES')[2]
+if oldest_mark and tonumber(oldest_mark) <= now then
+  local ended = redis.call('ZCOUNT', KEYS[7], '-inf', now)
+  redis.call('ZREMRANGEBYRANK', KEYS[7], 0, math.min(ended, limit) - 1)
 end
 
 local due = move(take_from_zset(KEYS[4]))

@@ -9,11 +9,14 @@
 -- KEYS[7] legacy schedule zset (id -> due ms), written by 0.1; only emptied
 -- KEYS[8] slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
+-- KEYS[9] recent zset    (id -> end of its idempotency window ms): ids handled or
+--         cancelled lately; enqueueing one again without replace is a duplicate
 -- ARGV[1] '1' to replace stored events, '0' to leave them as they are
 -- ARGV[2] wake channel
 -- ARGV[3] wake message (the type's key tag)
 -- ARGV[4..] per event: id, body json, due ('+<ms from Redis now>' or '<absolute ms>')
--- Returns one status per event: 1 stored, 0 already stored (untouched), 2 replaced.
+-- Returns one status per event: 1 stored, 0 already stored or handled within
+-- the idempotency window (untouched), 2 replaced.
 
 -- One new event into a bucket that starts at or before its due time and has
 -- room: the most common call, taken before any helper below is defined, as
@@ -29,7 +32,8 @@ if #ARGV == 6 and ARGV[1] ~= '1' then
     due = tonumber(spec)
   end
   local below = redis.call('ZRANGE', KEYS[2], due, '-inf', 'BYSCORE', 'REV', 'LIMIT', 0, 1)[1]
-  if below then
+  -- An id handled lately goes the general way, which knows idempotency windows.
+  if below and not redis.call('ZSCORE', KEYS[9], ARGV[4]) then
     local bucket = KEYS[2] .. ':' .. below
     if redis.call('ZCARD', bucket) < 64 then
       if redis.call('HSETNX', KEYS[1], ARGV[4], '0|' .. due .. '|' .. ARGV[5]) == 0 then return { 0 } end
@@ -72,9 +76,22 @@ local function announce(due)
   redis.call('PUBLISH', ARGV[2], ARGV[3] .. '|' .. due)
 end
 
+-- Whether `mark` (a recent zset score) still holds its id's idempotency window.
+local function within_window(mark)
+  if not mark then return false end
+  now = now or now_ms()
+  return tonumber(mark) > now
+end
+
 -- One new event that needs a new bucket or the index changed: HSETNX tests and stores in one call.
 if #ARGV == 6 and not replace then
-  local id, due = ARGV[4], due_of(ARGV[6])
+  local id = ARGV[4]
+  local mark = redis.call('ZSCORE', KEYS[9], id)
+  if mark then
+    if within_window(mark) then return { 0 } end
+    redis.call('ZREM', KEYS[9], id)
+  end
+  local due = due_of(ARGV[6])
   if redis.call('HSETNX', KEYS[1], id, envelope_make(0, due, ARGV[5])) == 0 then return { 0 } end
   if schedule_add(KEYS[2], { { due, id } }) then announce(due) end
   return { 1 }
@@ -87,6 +104,10 @@ end
 local ids, n = {}, 0
 for i = 4, #ARGV, 3 do n = n + 1 ids[n] = ARGV[i] end
 local stored = redis.call('HMGET', KEYS[1], unpack(ids))
+-- Marks of ids handled or cancelled lately: within its window a mark makes a
+-- plain enqueue a duplicate; an expired one, or a replace, clears it.
+local marks = redis.call('ZMSCORE', KEYS[9], unpack(ids))
+local cleared, n_cleared = {}, 0
 
 local statuses, envelopes, schedule = {}, {}, {}
 local n_env, n_sched = 0, 0
@@ -96,7 +117,14 @@ for k = 1, n do
   local id = ids[k]
   local body, due_spec = ARGV[2 + 3 * k], ARGV[3 + 3 * k]
   local exists = stored[k] ~= false or taken[id] ~= nil
-  if exists and not replace then
+  local recent = not exists and not replace and within_window(marks[k])
+  if marks[k] and not recent and not taken[id] then
+    n_cleared = n_cleared + 1
+    cleared[n_cleared] = id
+  end
+  if recent then
+    statuses[k] = 0
+  elseif exists and not replace then
     statuses[k] = 0
   else
     local due, header = due_and_header(due_spec)
@@ -129,6 +157,7 @@ for k = 1, n do
   end
 end
 
+if n_cleared > 0 then redis.call('ZREM', KEYS[9], unpack(cleared)) end
 if earliest_new >= 0 then
   redis.call('HSET', KEYS[1], unpack(envelopes))
   if schedule_add(KEYS[2], schedule) then announce(earliest_new) end

@@ -112,7 +112,7 @@ describe('on a real Redis Cluster (3 masters, 3 replicas)', () => {
   it('while its slot moves to another master, a script is refused whole (TRYAGAIN), never run against half the keys', async () => {
     const layout = new RedisLayout('c4');
     const keys = layout.forType('cluster.moving-scripts');
-    const scripts = new LuaScripts(client(), layout.wakeChannel, { ms: 10_000, onStuck: () => {} });
+    const scripts = new LuaScripts(client(), layout.wakeChannel, { ms: 10_000, onStuck: () => {} }, 0);
     // Far-future events fill buckets, keys no script names; x and y are claimed, and y's failure creates
     // the errors hash, so every key the retry script names exists on the source.
     const later = Date.now() + 3_600_000;
@@ -200,6 +200,74 @@ describe('on a real Redis Cluster (3 masters, 3 replicas)', () => {
       await service.close();
     }
   }, 90_000);
+
+  it('a producer that only enqueues durably carries on while a slot moves to another master: nothing acknowledged lost', async () => {
+    const service = new DelayedEventService({ redis: client(), prefix: 'c6', pollIntervalMs: 200 });
+    const durable = new DelayedEventService({ redis: client(), prefix: 'c6', durableEnqueue: { replicas: 1, timeoutMs: 1_000 } });
+    try {
+      const handled = new Map<string, number>();
+      service.addHandler(Moving, (e) => void handled.set(e.id, (handled.get(e.id) ?? 0) + 1), 4);
+      const acknowledged: string[] = [];
+      let producing = true;
+      const producer = (async () => {
+        for (let i = 0; producing; i++) {
+          if (await durable.enqueue(new Moving(`d${i}`), 50).then(() => true, () => false)) acknowledged.push(`d${i}`);
+          await new Promise((resolve) => setTimeout(resolve, 5));
+        }
+      })();
+      await waitFor(() => acknowledged.length >= 20, 'durable enqueues before the move', 20_000);
+      const migration = await SlotMigration.begin(cluster, 'c6:{cluster.moving}:m');
+      await migration.finish(20);
+      // The new master answers MOVED to the old route: the producer must follow it, not fail for good.
+      const before = acknowledged.length;
+      await waitFor(() => acknowledged.length >= before + 20, 'durable enqueues acknowledged by the new master', 20_000);
+      producing = false;
+      await producer;
+      await waitFor(() => acknowledged.every((id) => handled.has(id)), 'every acknowledged event handled', 30_000);
+      expect([...handled.values()].every((n) => n === 1)).toBe(true);
+    } finally {
+      await Promise.all([service.close(), durable.close()]);
+    }
+  }, 90_000);
+
+  it('a producer that only enqueues durably carries on after its master dies, a replica takes over and the old master returns as its replica', async () => {
+    const admin = client();
+    if (admin.status !== 'ready') await new Promise((resolve) => admin.once('ready', resolve));
+    const slot = Number(await admin.cluster('KEYSLOT', 'c7:{cluster.delta}:m'));
+    const ownerPort = async () => {
+      const slots = await admin.cluster('SLOTS').catch(() => []);
+      return slots.find(([from, to]) => slot >= from && slot <= to)?.[2]?.[1];
+    };
+    const victimPort = await ownerPort();
+    const master = cluster.nodes.find((node) => node.port === victimPort)!;
+
+    const service = new DelayedEventService({ redis: client(), prefix: 'c7', pollIntervalMs: 200 });
+    const durable = new DelayedEventService({ redis: client(), prefix: 'c7', durableEnqueue: { replicas: 1, timeoutMs: 500 } });
+    try {
+      const handled = new Set<string>();
+      service.addHandler(Delta, (e) => void handled.add(e.id), 8);
+      const acknowledged: string[] = [];
+      let producing = true;
+      const producer = (async () => {
+        for (let i = 0; producing; i++) {
+          if (await durable.enqueue(new Delta(`d${i}`), 100).then(() => true, () => false)) acknowledged.push(`d${i}`);
+          await new Promise((resolve) => setTimeout(resolve, 10));
+        }
+      })();
+      await waitFor(() => acknowledged.length >= 20, 'durable enqueues before the failover', 20_000);
+      await master.kill();
+      await waitFor(async () => (await ownerPort()) !== undefined && (await ownerPort()) !== victimPort, 'a replica promoted', 30_000, 200);
+      // Back as the new master's replica: durable enqueues can be confirmed again.
+      await master.restart();
+      const before = acknowledged.length;
+      await waitFor(() => acknowledged.length >= before + 20, 'durable enqueues acknowledged after the failover', 30_000);
+      producing = false;
+      await producer;
+      await waitFor(() => acknowledged.every((id) => handled.has(id)), 'every acknowledged event handled', 30_000);
+    } finally {
+      await Promise.all([service.close(), durable.close()]);
+    }
+  }, 120_000);
 
   it('carries on without a restart when a master dies and its replica takes over; durable enqueues survive it', async () => {
     const admin = client();

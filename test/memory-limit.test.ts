@@ -21,7 +21,7 @@ describe('at the Redis memory limit (noeviction)', () => {
     const layout = new RedisLayout(prefix);
     const keys = layout.forType('test.work');
     // A worker claimed the event and died: its lease has expired.
-    const scripts = new LuaScripts(client, layout.wakeChannel, { ms: 10_000, onStuck: () => {} });
+    const scripts = new LuaScripts(client, layout.wakeChannel, { ms: 10_000, onStuck: () => {} }, 0);
     await scripts.enqueue(keys, [{ id: 'orphan', body: '[0,{"n":7}]', due: { atMs: 1 }, requestedAt: 0 }], false);
     expect((await scripts.dispatchDue(keys, 10)).movedDue).toBe(1);
     expect((await scripts.completeAndClaim(keys, [], 1, -1_000, 5)).claimed.map((c) => c.id)).toEqual(['orphan']);

@@ -50,7 +50,7 @@ describe('the event state machine', () => {
       fc.asyncProperty(fc.array(operation, { minLength: 5, maxLength: 40, size: 'medium' }), async (operations) => {
         const layout = new RedisLayout(redis.prefix());
         const keys = layout.forType('test.life');
-        const scripts = new LuaScripts(client, layout.wakeChannel, { ms: 10_000, onStuck: () => {} });
+        const scripts = new LuaScripts(client, layout.wakeChannel, { ms: 10_000, onStuck: () => {} }, 0);
         const model = new Map<string, Modelled>();
         let ready: string[] = [];
         const inState = (state: State) => [...model].filter(([, m]) => m.state === state);

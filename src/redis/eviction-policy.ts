@@ -1,4 +1,4 @@
-import { Cluster } from 'ioredis';
+import type { Cluster } from 'ioredis';
 import type { RedisClient } from './lua-scripts';
 
 /** What decides whether a master may evict keys: its memory limit and its policy. */
@@ -20,7 +20,7 @@ export function evictsKeysWithoutTtl(settings: EvictionSettings): boolean {
 
 /** Each master's settings, from INFO (managed Redis often refuses CONFIG GET). */
 export async function evictionSettings(client: RedisClient): Promise<EvictionSettings[]> {
-  const masters = client instanceof Cluster ? client.nodes('master') : [client];
+  const masters = client.isCluster ? (client as Cluster).nodes('master') : [client];
   const infos = await Promise.all(masters.map((master) => master.info('memory')));
   return infos.map((info) => ({
     maxmemory: Number(/^maxmemory:(\d+)/m.exec(info)?.[1] ?? 0),

@@ -17,6 +17,7 @@ const SCRIPT_NAMES = [
   'cancel',
   'replay-dead',
   'purge-dead',
+  'release-claim',
 ] as const;
 type ScriptName = (typeof SCRIPT_NAMES)[number];
 
@@ -61,6 +62,27 @@ function evalScript(client: RedisClient, script: LoadedScript, args: ReadonlyArr
   });
 }
 
+/** By its flag, not instanceof: a Cluster of ioredis 5 is no instance of ioredis 6's class. */
+function isCluster(client: RedisClient): client is Cluster {
+  return client.isCluster;
+}
+
+/** A cluster's answer that the slot is elsewhere or moving: the command ran nowhere. */
+function isRedirection(error: unknown): error is Error {
+  return error instanceof Error && /^(MOVED|ASK|TRYAGAIN|CLUSTERDOWN) /.test(error.message);
+}
+
+/**
+ * After MOVED, waits for a fresh slot map, so the next call goes to the slot's
+ * new master; after ASK, TRYAGAIN or CLUSTERDOWN (a slot moving, a failover under
+ * way), waits as ioredis itself would before trying again.
+ */
+function followRedirection(cluster: Cluster, error: Error): Promise<void> {
+  if (error.message.startsWith('MOVED ')) return new Promise((resolve) => cluster.refreshSlotsCache(() => resolve()));
+  const delay = error.message.startsWith('CLUSTERDOWN ') ? cluster.options.retryDelayOnClusterDown : cluster.options.retryDelayOnTryAgain;
+  return new Promise((resolve) => setTimeout(resolve, delay ?? 100));
+}
+
 export interface ClaimedRecord {
   readonly id: string;
   readonly attempt: number;
@@ -85,6 +107,12 @@ export interface DispatchResult {
 }
 
 export type EnqueueStatus = 'scheduled' | 'duplicate' | 'replaced';
+
+/** Where a reader's claims are logged (a key in its queue's slot), and the token of the claim being made. */
+export interface ClaimLog {
+  readonly log: string;
+  readonly token: string;
+}
 
 /** Replicas that must confirm an enqueue (Redis WAIT) before it counts as done. */
 export interface Durability {
@@ -122,11 +150,14 @@ export class LuaScripts {
   /**
    * `deadline` bounds every call: a call that outlives it (a frozen Redis, a
    * half-open socket) fails like an outage, and `onStuck` may reset the connection.
+   * `idempotencyWindowMs`: how long an id handled or cancelled stays marked, so
+   * that enqueueing it again is a duplicate.
    */
   constructor(
     private readonly client: RedisClient,
     private readonly wakeChannel: string,
     deadline: { readonly ms: number; readonly onStuck: () => void },
+    private readonly idempotencyWindowMs: number,
   ) {
     this.deadlines = new CallDeadlines(deadline.ms, deadline.onStuck);
     this.scripts = Object.fromEntries(SCRIPT_NAMES.map((name) => [name, loadScript(name)])) as Record<ScriptName, LoadedScript>;
@@ -151,6 +182,7 @@ export class LuaScripts {
       keys.errors,
       keys.legacySchedule,
       keys.slotGuard,
+      keys.recent,
       replace ? '1' : '0',
       this.wakeChannel,
       keys.tag,
@@ -186,6 +218,15 @@ export class LuaScripts {
       let [stored, waited] = (await storeAndWait(true)) ?? [];
       // A script Redis did not hold stored nothing: sending it whole again is safe.
       if (stored && isMissingScript(stored[0])) [stored, waited] = (await storeAndWait(false)) ?? [];
+      // ioredis follows a redirection for a pipeline only when every command got
+      // it; WAIT, which names no key, does not. A redirected script ran nowhere,
+      // so it is sent again once the slot map says where its slot lives now.
+      for (let redirections = 0; stored && isRedirection(stored[0]) && isCluster(this.client); redirections++) {
+        if (redirections >= (this.client.options.maxRedirections ?? 16)) throw stored[0];
+        await followRedirection(this.client, stored[0]);
+        [stored, waited] = (await storeAndWait(true)) ?? [];
+        if (stored && isMissingScript(stored[0])) [stored, waited] = (await storeAndWait(false)) ?? [];
+      }
       if (!stored || stored[0]) throw stored?.[0] ?? new Error('enqueue got no reply');
       if (!waited || waited[0]) throw waited?.[0] ?? new Error('WAIT got no reply');
       statuses = stored[1] as number[];
@@ -196,13 +237,15 @@ export class LuaScripts {
   }
 
   async dispatchDue(keys: TypeKeys, limit: number): Promise<DispatchResult> {
-    const [movedDue, movedExpired, nextDue, now] = (await this.run('dispatch-due', keys.schedule, keys.inFlight, keys.ready, keys.legacySchedule, keys.meta, keys.slotGuard, limit)) as number[];
+    const [movedDue, movedExpired, nextDue, now] = (await this.run('dispatch-due', keys.schedule, keys.inFlight, keys.ready, keys.legacySchedule, keys.meta, keys.slotGuard, keys.recent, limit)) as number[];
     return { movedDue: movedDue ?? 0, movedExpired: movedExpired ?? 0, nextDue: nextDue ?? -1, now: now ?? Date.now() };
   }
 
   /**
    * Completes the succeeded events (fenced by attempt), then claims up to
-   * `count` ready events; one round trip for both.
+   * `count` ready events; one round trip for both. What the claim took is kept
+   * under `claim.log` with `claim.token` (none when the token is empty), so
+   * that if the reply is lost the reader can give it back (releaseClaim).
    */
   async completeAndClaim(
     keys: TypeKeys,
@@ -210,10 +253,11 @@ export class LuaScripts {
     count: number,
     leaseMs: number,
     maxAttempts: number,
+    claim: ClaimLog = { log: `${keys.claimLogPrefix}-`, token: '' },
   ): Promise<ClaimResult> {
-    const args: Array<string | number> = [count, leaseMs, maxAttempts];
+    const args: Array<string | number> = [count, leaseMs, maxAttempts, this.idempotencyWindowMs, claim.token];
     for (const s of succeeded) args.push(s.id, s.attempt);
-    const [now, stalePositions, flat, dead] = (await this.run('complete-and-claim', keys.ready, keys.inFlight, keys.meta, keys.dead, keys.errors, keys.slotGuard, ...args)) as [
+    const [now, stalePositions, flat, dead] = (await this.run('complete-and-claim', keys.ready, keys.inFlight, keys.meta, keys.dead, keys.errors, keys.slotGuard, keys.recent, claim.log, ...args)) as [
       number,
       number[],
       string[],
@@ -241,7 +285,12 @@ export class LuaScripts {
   }
 
   async cancel(keys: TypeKeys, id: string): Promise<boolean> {
-    return (await this.run('cancel', keys.meta, keys.schedule, keys.ready, keys.inFlight, keys.dead, keys.errors, keys.legacySchedule, keys.slotGuard, id)) === 1;
+    return (await this.run('cancel', keys.meta, keys.schedule, keys.ready, keys.inFlight, keys.dead, keys.errors, keys.legacySchedule, keys.slotGuard, keys.recent, id, this.idempotencyWindowMs)) === 1;
+  }
+
+  /** Gives back the events of the claim `token` whose reply was lost; resolves how many went back to READY. */
+  async releaseClaim(keys: TypeKeys, claim: ClaimLog): Promise<number> {
+    return (await this.run('release-claim', claim.log, keys.inFlight, keys.ready, keys.slotGuard, claim.token)) as number;
   }
 
   /** How many were replayed, and how many dead letters were taken (those without an envelope are dropped). */

@@ -7,11 +7,11 @@ export interface EmbeddedLua {
   readonly numberOfKeys: number;
 }
 
-export type LuaScriptName = 'cancel' | 'complete-and-claim' | 'dead-letter' | 'dispatch-due' | 'enqueue' | 'purge-dead' | 'replay-dead' | 'retry';
+export type LuaScriptName = 'cancel' | 'complete-and-claim' | 'dead-letter' | 'dispatch-due' | 'enqueue' | 'purge-dead' | 'release-claim' | 'replay-dead' | 'retry';
 
 export const LUA_SOURCES: Readonly<Record<LuaScriptName, EmbeddedLua>> = {
   'cancel': {
-    numberOfKeys: 8,
+    numberOfKeys: 9,
     lua: `-- Transition: SCHEDULED | READY | IN_FLIGHT | DEAD -> (removed).
 -- A handler still running a cancelled event finds its result fenced off.
 -- KEYS[1] meta hash
@@ -23,7 +23,10 @@ export const LUA_SOURCES: Readonly<Record<LuaScriptName, EmbeddedLua>> = {
 -- KEYS[7] legacy schedule zset (id -> due ms), written by 0.1; only emptied
 -- KEYS[8] slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
+-- KEYS[9] recent zset    (id -> end of its idempotency window ms)
 -- ARGV[1] id
+-- ARGV[2] idempotency window ms: a cancelled id is marked for that long, so a
+--         late re-send of its enqueue does not bring it back (0: no mark)
 -- Returns 1 when the event existed, 0 otherwise.
 -- A stored event is "<attempt>|<due ms>|<body json>": the two numbers that
 -- scripts change sit in front so a transition never has to parse the JSON.
@@ -350,11 +353,13 @@ if not schedule_remove(KEYS[2], id, due)
   redis.call('LREM', KEYS[3], 1, id)
 end
 redis.call('HDEL', KEYS[6], id)
+local window = tonumber(ARGV[2])
+if window > 0 then redis.call('ZADD', KEYS[9], now_ms() + window, id) end
 return 1
 `,
   },
   'complete-and-claim': {
-    numberOfKeys: 6,
+    numberOfKeys: 8,
     lua: `-- Transitions, in one round trip: IN_FLIGHT -> (removed) for the events whose
 -- handlers succeeded, then READY -> IN_FLIGHT (attempt + 1, leased until
 -- now + lease) for as many events as the caller has free handler slots, or
@@ -370,10 +375,16 @@ return 1
 -- KEYS[5] errors hash
 -- KEYS[6] slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
+-- KEYS[7] recent zset    (id -> end of its idempotency window ms)
+-- KEYS[8] claim log of the calling reader: what its last claim took, so that a
+--         claim whose reply was lost can be given back (release-claim.lua)
 -- ARGV[1] most events to claim (0: only complete)
 -- ARGV[2] lease ms
 -- ARGV[3] max attempts
--- ARGV[4..] id, attempt of each succeeded event
+-- ARGV[4] idempotency window ms: completed ids are marked in the recent zset
+--         for that long, so enqueueing one again is a duplicate (0: no marks)
+-- ARGV[5] token of this claim, kept in the claim log with what it took ('': no log)
+-- ARGV[6..] id, attempt of each succeeded event
 -- Returns {Redis now ms, {position of each succeeded event not completed},
 --          {id, envelope, ...} claimed, {id, attempt, ...} dead-lettered}.
 -- Positions count the succeeded events from 1. Listing the stale ones, not a
@@ -498,12 +509,13 @@ end
 -- the calls, not the work they do, are most of the cost.
 local stale = {}
 local removed, had_errors = {}, {}
-if #ARGV >= 4 then
+local now = now_ms()
+if #ARGV >= 6 then
   local ids = {}
-  for i = 4, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
+  for i = 6, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
   local leased = redis.call('ZMSCORE', KEYS[2], unpack(ids))
   for k, id in ipairs(ids) do
-    local attempt = tonumber(ARGV[3 + 2 * k])
+    local attempt = tonumber(ARGV[5 + 2 * k])
     if leased[k] and lease_fences(tonumber(leased[k]), attempt) then
       removed[#removed + 1] = id
       -- Only an event that failed before can have an error recorded.
@@ -515,16 +527,27 @@ if #ARGV >= 4 then
   if #removed > 0 then
     redis.call('ZREM', KEYS[2], unpack(removed))
     redis.call('HDEL', KEYS[3], unpack(removed))
+    local window = tonumber(ARGV[4])
+    if window > 0 then
+      local marks = {}
+      local until_ms = now + window
+      for i, id in ipairs(removed) do
+        marks[2 * i - 1] = until_ms
+        marks[2 * i] = id
+      end
+      redis.call('ZADD', KEYS[7], unpack(marks))
+    end
   end
   if #had_errors > 0 then redis.call('HDEL', KEYS[5], unpack(had_errors)) end
 end
 
-local now = now_ms()
 local claimed, dead = {}, {}
 local count = tonumber(ARGV[1])
 local ids = count > 0 and redis.call('LPOP', KEYS[1], count)
 if not ids then
   if #removed > 0 then lease_unpin_if_idle(KEYS[2]) end
+  -- The reader goes idle: its last claim was answered, so its log can go.
+  if count > 0 and ARGV[5] ~= '' then redis.call('DEL', KEYS[8]) end
   return {now, stale, claimed, dead}
 end
 
@@ -555,6 +578,8 @@ end
 -- The pin goes first: a new set is then created as a skiplist, not converted.
 if #leases > 0 then
   redis.call('ZADD', KEYS[2], LEASE_PIN_SCORE, LEASE_PIN, unpack(leases))
+  -- Overwrites the reader's previous log: a reader has one claim in flight at a time.
+  if ARGV[5] ~= '' then redis.call('SET', KEYS[8], ARGV[5] .. ':' .. cmsgpack.pack(leases), 'PX', ARGV[2]) end
 elseif #removed > 0 then
   lease_unpin_if_idle(KEYS[2])
 end
@@ -707,7 +732,7 @@ return 1
 `,
   },
   'dispatch-due': {
-    numberOfKeys: 6,
+    numberOfKeys: 7,
     lua: `-- Transition: SCHEDULED (due) -> READY, and IN_FLIGHT (lease expired) -> READY,
 -- writing the attempt that expired into the envelope (see includes/lease.lua).
 -- Atomic, so any number of dispatchers may run it at once without a lock.
@@ -718,6 +743,8 @@ return 1
 -- KEYS[5] meta hash
 -- KEYS[6] slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
+-- KEYS[7] recent zset    (id -> end of its idempotency window ms); marks whose
+--         window ended are dropped here, at most ARGV[1] a call
 -- ARGV[1] most events to move in this call
 -- Returns {moved due, moved with expired lease, next due ms or -1, Redis now ms}.
 -- A stored event is "<attempt>|<due ms>|<body json>": the two numbers that
@@ -1143,6 +1170,14 @@ local function take_expired()
   return expired
 end
 
+-- Idempotency marks whose window ended: the head is the oldest, so one look
+-- tells whether there is anything to drop.
+local oldest_mark = redis.call('ZRANGE', KEYS[7], 0, 0, 'WITHSCORES')[2]
+if oldest_mark and tonumber(oldest_mark) <= now then
+  local ended = redis.call('ZCOUNT', KEYS[7], '-inf', now)
+  redis.call('ZREMRANGEBYRANK', KEYS[7], 0, math.min(ended, limit) - 1)
+end
+
 local due = move(take_from_zset(KEYS[4]))
 due = due + move(schedule_take_due(KEYS[1], now, limit))
 local expired = move(take_expired())
@@ -1154,7 +1189,7 @@ return {due, expired, next_at, now}
 `,
   },
   'enqueue': {
-    numberOfKeys: 8,
+    numberOfKeys: 9,
     lua: `-- Transition: (nothing) -> SCHEDULED, or any state -> SCHEDULED when replacing;
 -- for one event or a batch of events of one type.
 -- KEYS[1] meta hash      (id -> envelope)
@@ -1166,11 +1201,14 @@ return {due, expired, next_at, now}
 -- KEYS[7] legacy schedule zset (id -> due ms), written by 0.1; only emptied
 -- KEYS[8] slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
+-- KEYS[9] recent zset    (id -> end of its idempotency window ms): ids handled or
+--         cancelled lately; enqueueing one again without replace is a duplicate
 -- ARGV[1] '1' to replace stored events, '0' to leave them as they are
 -- ARGV[2] wake channel
 -- ARGV[3] wake message (the type's key tag)
 -- ARGV[4..] per event: id, body json, due ('+<ms from Redis now>' or '<absolute ms>')
--- Returns one status per event: 1 stored, 0 already stored (untouched), 2 replaced.
+-- Returns one status per event: 1 stored, 0 already stored or handled within
+-- the idempotency window (untouched), 2 replaced.
 
 -- One new event into a bucket that starts at or before its due time and has
 -- room: the most common call, taken before any helper below is defined, as
@@ -1186,7 +1224,8 @@ if #ARGV == 6 and ARGV[1] ~= '1' then
     due = tonumber(spec)
   end
   local below = redis.call('ZRANGE', KEYS[2], due, '-inf', 'BYSCORE', 'REV', 'LIMIT', 0, 1)[1]
-  if below then
+  -- An id handled lately goes the general way, which knows idempotency windows.
+  if below and not redis.call('ZSCORE', KEYS[9], ARGV[4]) then
     local bucket = KEYS[2] .. ':' .. below
     if redis.call('ZCARD', bucket) < 64 then
       if redis.call('HSETNX', KEYS[1], ARGV[4], '0|' .. due .. '|' .. ARGV[5]) == 0 then return { 0 } end
@@ -1538,9 +1577,22 @@ local function announce(due)
   redis.call('PUBLISH', ARGV[2], ARGV[3] .. '|' .. due)
 end
 
+-- Whether \`mark\` (a recent zset score) still holds its id's idempotency window.
+local function within_window(mark)
+  if not mark then return false end
+  now = now or now_ms()
+  return tonumber(mark) > now
+end
+
 -- One new event that needs a new bucket or the index changed: HSETNX tests and stores in one call.
 if #ARGV == 6 and not replace then
-  local id, due = ARGV[4], due_of(ARGV[6])
+  local id = ARGV[4]
+  local mark = redis.call('ZSCORE', KEYS[9], id)
+  if mark then
+    if within_window(mark) then return { 0 } end
+    redis.call('ZREM', KEYS[9], id)
+  end
+  local due = due_of(ARGV[6])
   if redis.call('HSETNX', KEYS[1], id, envelope_make(0, due, ARGV[5])) == 0 then return { 0 } end
   if schedule_add(KEYS[2], { { due, id } }) then announce(due) end
   return { 1 }
@@ -1553,6 +1605,10 @@ end
 local ids, n = {}, 0
 for i = 4, #ARGV, 3 do n = n + 1 ids[n] = ARGV[i] end
 local stored = redis.call('HMGET', KEYS[1], unpack(ids))
+-- Marks of ids handled or cancelled lately: within its window a mark makes a
+-- plain enqueue a duplicate; an expired one, or a replace, clears it.
+local marks = redis.call('ZMSCORE', KEYS[9], unpack(ids))
+local cleared, n_cleared = {}, 0
 
 local statuses, envelopes, schedule = {}, {}, {}
 local n_env, n_sched = 0, 0
@@ -1562,7 +1618,14 @@ for k = 1, n do
   local id = ids[k]
   local body, due_spec = ARGV[2 + 3 * k], ARGV[3 + 3 * k]
   local exists = stored[k] ~= false or taken[id] ~= nil
-  if exists and not replace then
+  local recent = not exists and not replace and within_window(marks[k])
+  if marks[k] and not recent and not taken[id] then
+    n_cleared = n_cleared + 1
+    cleared[n_cleared] = id
+  end
+  if recent then
+    statuses[k] = 0
+  elseif exists and not replace then
     statuses[k] = 0
   else
     local due, header = due_and_header(due_spec)
@@ -1595,6 +1658,7 @@ for k = 1, n do
   end
 end
 
+if n_cleared > 0 then redis.call('ZREM', KEYS[9], unpack(cleared)) end
 if earliest_new >= 0 then
   redis.call('HSET', KEYS[1], unpack(envelopes))
   if schedule_add(KEYS[2], schedule) then announce(earliest_new) end
@@ -1630,6 +1694,81 @@ for _, id in ipairs(ids) do
   end
 end
 return purged
+`,
+  },
+  'release-claim': {
+    numberOfKeys: 4,
+    lua: `-- Transition: IN_FLIGHT -> READY for the events of one claim whose reply never
+-- reached its reader (the connection was reset, the call timed out): no
+-- handler runs them, and waiting out their leases would spend an attempt.
+-- The attempt in flight lives only in the lease (includes/lease.lua), so
+-- taking the lease back leaves the event's attempts as they were.
+-- KEYS[1] claim log of the reader (complete-and-claim.lua): token ':' msgpack
+--         {lease score, id, ...} of its last claim; expires with the leases
+-- KEYS[2] in-flight zset (id -> lease expiry ms * 1000 + attempt % 1000)
+-- KEYS[3] ready list
+-- KEYS[4] slot guard: never written; declared so that Redis refuses the script
+--         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
+-- ARGV[1] token of the claim whose reply was lost
+-- Returns how many events went back to the head of the ready list.
+-- The in-flight zset holds one member besides the leases while any lease is
+-- there: the pin. It is longer than the 64 bytes a listpack-encoded sorted set
+-- may hold in a member (zset-max-listpack-value), so the set is created as a
+-- skiplist and stays one. In a listpack, every ZADD, ZMSCORE and ZREM scans
+-- the set for each member it names: a claim of 32 leases spent ~17 µs in its
+-- ZADD against ~10 with the pin (benchmarks/README.md, item 14). Its first
+-- byte, 0xFF, never occurs in UTF-8, so no event id can be the pin; its score,
+-- 2^53, is above every lease's until the year 2255, so it is never due and
+-- never the first lease to expire.
+local LEASE_PIN = '\\255pin: keeps this in-flight set a skiplist, not a listpack (docs/redis-layout.md)'
+local LEASE_PIN_SCORE = '9007199254740992'
+
+-- After leases were removed: once only the pin is left, the set goes (no
+-- empty queue leaves a key behind). The pin sorts last, so it is first only
+-- when it is alone.
+local function lease_unpin_if_idle(in_flight_key)
+  if redis.call('ZRANGE', in_flight_key, 0, 0)[1] == LEASE_PIN then
+    redis.call('ZREM', in_flight_key, LEASE_PIN)
+  end
+end
+
+-- Removes \`id\`'s lease, if it has one; true when it had.
+local function lease_remove(in_flight_key, id)
+  if redis.call('ZREM', in_flight_key, id) == 0 then return false end
+  lease_unpin_if_idle(in_flight_key)
+  return true
+end
+
+
+local log = redis.call('GET', KEYS[1])
+if not log then return 0 end
+local cut = string.find(log, ':', 1, true)
+-- Another token: the lost call never ran, and the log is of a claim its reader got.
+if not cut or string.sub(log, 1, cut - 1) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+
+local leases = cmsgpack.unpack(string.sub(log, cut + 1))
+local ids, scores = {}, {}
+for i = 1, #leases, 2 do
+  scores[#scores + 1] = tonumber(leases[i])
+  ids[#ids + 1] = leases[i + 1]
+end
+if #ids == 0 then return 0 end
+-- Only leases still as the claim left them: a lease renewed, completed or
+-- cancelled since is no longer this claim's.
+local current = redis.call('ZMSCORE', KEYS[2], unpack(ids))
+local back = {}
+for k, id in ipairs(ids) do
+  if current[k] and tonumber(current[k]) == scores[k] then back[#back + 1] = id end
+end
+if #back == 0 then return 0 end
+redis.call('ZREM', KEYS[2], unpack(back))
+lease_unpin_if_idle(KEYS[2])
+-- Back at the head, in the order they were claimed: they keep their turn.
+local reversed = {}
+for i = #back, 1, -1 do reversed[#reversed + 1] = back[i] end
+redis.call('LPUSH', KEYS[3], unpack(reversed))
+return #back
 `,
   },
   'replay-dead': {

@@ -11,10 +11,17 @@ export class RedisConnections {
 
   constructor(source: string | RedisClient, private readonly onError: (error: Error) => void) {
     if (typeof source === 'string') {
-      this.command = this.own(new Redis(source));
+      // Never re-send a command after a reconnect: Redis may have run it and lost
+      // only the reply, and an enqueue or a claim must not take effect twice.
+      this.command = this.own(new Redis(source, { autoResendUnfulfilledCommands: false }));
     } else {
       this.command = source;
     }
+  }
+
+  /** Whether the command connection was opened by the service (from a URL), not handed in. */
+  get ownsCommandConnection(): boolean {
+    return this.owned.has(this.command);
   }
 
   /**

@@ -35,6 +35,13 @@ export interface TypeKeys {
   /** Hash: id -> last error, for events that failed at least once. */
   readonly errors: string;
   /**
+   * Sorted set: id -> end of its idempotency window (ms), for events handled or
+   * cancelled within the window: enqueueing such an id again is a duplicate.
+   */
+  readonly recent: string;
+  /** Prefix of each reader's claim log key (`<prefix><reader id>`): what its last claim took. */
+  readonly claimLogPrefix: string;
+  /**
    * Never written. Every script declares it, so while a cluster moves this
    * slot to another master (some keys here, some there) Redis refuses each
    * script whole with TRYAGAIN instead of running it against half the keys.
@@ -82,6 +89,8 @@ export class RedisLayout {
       inFlight: `${base}:f`,
       dead: `${base}:d`,
       errors: `${base}:e`,
+      recent: `${base}:i`,
+      claimLogPrefix: `${base}:c:`,
       slotGuard: `${base}:guard`,
     };
     this.byTag.set(tag, keys);

@@ -31,6 +31,9 @@ export const METRIC = {
   watchdogResets: 'delayed.queue.reader.watchdog.resets',
   cancelled: 'delayed.queue.cancelled',
   evictingMasters: 'delayed.queue.redis.evicting.masters',
+  claimsReleased: 'delayed.queue.claims.released',
+  redisCallTimeouts: 'delayed.queue.redis.call.timeouts',
+  wakeListenerResets: 'delayed.queue.wake.listener.resets',
 } as const;
 export type MetricName = (typeof METRIC)[keyof typeof METRIC];
 

@@ -1,5 +1,6 @@
+import { randomBytes } from 'node:crypto';
 import { Observable } from 'rxjs';
-import type { ClaimResult, ClaimedRecord, LuaScripts, RedisClient } from '../redis/lua-scripts';
+import type { ClaimLog, ClaimResult, ClaimedRecord, LuaScripts, RedisClient } from '../redis/lua-scripts';
 import { METRIC, type Metrics } from './metrics';
 import { OutageBackoff, sleep } from './outage-backoff';
 import type { RedisConnections } from '../redis/redis-connections';
@@ -59,6 +60,11 @@ export class ReadyReader {
   private readonly wakeup = new Wakeup();
   private wakeScheduled = false;
   private flushScheduled = false;
+  /** This reader's claim log key; each claim it makes is logged there under a new token. */
+  private readonly claimLogKey: string;
+  private claims = 0;
+  /** A claim whose reply never came: its events are given back before the next claim. */
+  private lostClaim: ClaimLog | undefined;
 
   constructor(
     private readonly keys: TypeKeys,
@@ -66,7 +72,9 @@ export class ReadyReader {
     private readonly connections: RedisConnections,
     private readonly metrics: Metrics,
     private readonly settings: ReaderSettings,
-  ) {}
+  ) {
+    this.claimLogKey = keys.claimLogPrefix + randomBytes(8).toString('hex');
+  }
 
   /** Records a handler's success; resolves true when completed, false when its attempt was stale. */
   complete(id: string, attempt: number): Promise<boolean> {
@@ -104,13 +112,19 @@ export class ReadyReader {
         while (!stop.aborted && !subscriber.closed) {
           await this.whenWork(slots, stop);
           if (stop.aborted) break;
+          if (this.lostClaim && !(await this.releaseLostClaim(stop))) {
+            await sleep(backoff.next(), stop);
+            continue;
+          }
           const succeeded = this.successes.splice(0, MAX_COMPLETIONS);
           // Alone, a reader reuses the slots its successes release in the same call. Sharing
           // slots with other partitions' readers, it lets them go back to the pool, whose turns are fair.
           const reuse = slots.readerCount === 1 ? succeeded.length : 0;
           const reserved = stop.aborted ? 0 : slots.reserve(MAX_CLAIMS - Math.min(MAX_CLAIMS, reuse));
+          const claim: ClaimLog = { log: this.claimLogKey, token: String(++this.claims) };
+          const count = stop.aborted ? 0 : reserved + reuse;
           try {
-            const result = await this.scripts.completeAndClaim(this.keys, succeeded, stop.aborted ? 0 : reserved + reuse, this.settings.leaseMs, this.settings.maxAttempts);
+            const result = await this.scripts.completeAndClaim(this.keys, succeeded, count, this.settings.leaseMs, this.settings.maxAttempts, claim);
             backoff.reset();
             settle(succeeded, result);
             // Claims beyond the reservation use the slots the successes give back.
@@ -128,6 +142,8 @@ export class ReadyReader {
             }
           } catch {
             if (reserved > 0) slots.give(reserved);
+            // Redis may have run the claim and lost only the reply: give back whatever it took.
+            if (count > 0) this.lostClaim = claim;
             for (const s of succeeded) s.reject(new Error('recording the result failed'));
             if (stop.aborted) break;
             this.metrics.count(METRIC.redisErrors, { loop: 'reader', ...tags });
@@ -146,6 +162,25 @@ export class ReadyReader {
     });
   }
 
+  /**
+   * Gives back the events of the claim whose reply was lost, so they are
+   * claimed again without waiting out their leases or spending an attempt.
+   * False while Redis cannot be reached.
+   */
+  private async releaseLostClaim(stop: AbortSignal): Promise<boolean> {
+    const lost = this.lostClaim;
+    if (!lost) return true;
+    try {
+      const released = await this.scripts.releaseClaim(this.keys, lost);
+      this.lostClaim = undefined;
+      this.metrics.count(METRIC.claimsReleased, { type: this.keys.type }, released);
+      return true;
+    } catch {
+      if (!stop.aborted) this.metrics.count(METRIC.redisErrors, { loop: 'reader', type: this.keys.type });
+      return false;
+    }
+  }
+
   /** Resolves when a slot is free or a success waits to be recorded. */
   private async whenWork(slots: HandlerSlots, stop: AbortSignal): Promise<void> {
     while (this.successes.length === 0 && slots.free <= 0 && !stop.aborted) await this.wakeup.wait();
@@ -161,7 +196,7 @@ export class ReadyReader {
       const succeeded = this.successes.splice(0, MAX_COMPLETIONS);
       if (this.successes.length > 0) this.flushSoon();
       if (succeeded.length === 0) return;
-      this.scripts.completeAndClaim(this.keys, succeeded, 0, this.settings.leaseMs, this.settings.maxAttempts).then(
+      this.scripts.completeAndClaim(this.keys, succeeded, 0, this.settings.leaseMs, this.settings.maxAttempts, { log: this.claimLogKey, token: '' }).then(
         (result) => settle(succeeded, result),
         (error: unknown) => succeeded.forEach((s) => s.reject(error)),
       );

@@ -1,4 +1,5 @@
 import { Observable, share } from 'rxjs';
+import type { RedisClient } from '../redis/lua-scripts';
 import type { RedisConnections } from '../redis/redis-connections';
 
 /** Tag of the wake-up sent when the subscription (re)starts: messages may have been missed, every dispatcher should look. */
@@ -11,25 +12,68 @@ export interface Wake {
   readonly due: number;
 }
 
+export interface WakeListenerSettings {
+  /** How often the subscriber connection is asked for a PING. */
+  readonly pingEveryMs: number;
+  /** How long a PING may go unanswered before the connection is presumed dead and replaced. */
+  readonly pingTimeoutMs: number;
+  /** Told each time a silent connection was replaced. */
+  readonly onReset: () => void;
+}
+
 /**
  * Wake-ups published by enqueue and replay when they schedule something earlier
  * than anything waiting. One subscriber connection serves every dispatcher and
  * exists only while one listens. A lost message only costs latency: dispatchers
- * also poll.
+ * also poll. A subscriber only listens, so a half-open connection (a network cut
+ * that sends no reset) would stay silent for good: a PING that goes unanswered
+ * replaces it.
  */
-export function wakeListener(connections: RedisConnections, channel: string): Observable<Wake> {
+export function wakeListener(connections: RedisConnections, channel: string, settings: WakeListenerSettings): Observable<Wake> {
   return new Observable<Wake>((subscriber) => {
-    const connection = connections.duplicate();
-    connection.on('message', (from: string, message: string) => {
-      if (from !== channel) return;
-      const cut = message.lastIndexOf('|');
-      subscriber.next({ tag: message.slice(0, cut), due: Number(message.slice(cut + 1)) });
-    });
     // ioredis re-subscribes by itself after a reconnect; whatever was published
     // while we were not subscribed is caught by a look at every type.
     const lookEverywhere = () => subscriber.next({ tag: WAKE_ALL, due: 0 });
-    connection.on('ready', lookEverywhere);
-    connection.subscribe(channel).then(lookEverywhere, () => undefined);
-    return () => connections.release(connection);
+    const listen = (): RedisClient => {
+      const connection = connections.duplicate();
+      connection.on('message', (from: string, message: string) => {
+        if (from !== channel) return;
+        const cut = message.lastIndexOf('|');
+        subscriber.next({ tag: message.slice(0, cut), due: Number(message.slice(cut + 1)) });
+      });
+      connection.on('ready', lookEverywhere);
+      connection.subscribe(channel).then(lookEverywhere, () => undefined);
+      return connection;
+    };
+    let connection = listen();
+    let probing = false;
+    const watchdog = setInterval(() => {
+      // Only a connection that says it is up is probed: one reconnecting is ioredis's to mend.
+      if (probing || connection.status !== 'ready') return;
+      probing = true;
+      const probed = connection;
+      let answered = false;
+      const timeout = setTimeout(() => {
+        probing = false;
+        if (answered || probed !== connection) return;
+        connections.release(probed);
+        connection = listen();
+        settings.onReset();
+      }, settings.pingTimeoutMs);
+      timeout.unref();
+      probed.ping().then(
+        () => {
+          answered = true;
+          probing = false;
+          clearTimeout(timeout);
+        },
+        () => undefined,
+      );
+    }, settings.pingEveryMs);
+    watchdog.unref();
+    return () => {
+      clearInterval(watchdog);
+      connections.release(connection);
+    };
   }).pipe(share());
 }

@@ -72,6 +72,8 @@ export class DelayedEventService {
   /** Types this instance enqueued or handles; their gauges are sampled. */
   private readonly knownTypes = new Map<string, EventRoute>();
   private closing: Promise<void> | undefined;
+  /** When the last warning about a stuck call on a client handed in was given; they come at most once a minute. */
+  private lastStuckWarning = Number.NEGATIVE_INFINITY;
 
   constructor(options: DelayedEventServiceOptions) {
     this.options = resolveOptions(options);
@@ -81,12 +83,16 @@ export class DelayedEventService {
     this.connections = new RedisConnections(this.options.redis, () => this.metrics.count(METRIC.redisErrors, { loop: 'connection' }));
     this.scripts = new LuaScripts(this.connections.command, this.layout.wakeChannel, {
       ms: this.options.commandTimeoutMs,
-      onStuck: () => this.connections.resetCommandConnection(),
-    });
+      onStuck: () => this.commandStuck(),
+    }, this.options.idempotencyWindowMs);
     this.codec = new EventCodec(this.options.maxPayloadBytes);
     this.batcher = new EnqueueBatcher((keys, events, replace) => this.scripts.enqueue(keys, events, replace, this.options.durableEnqueue));
     this.deadLetterSets = new DeadLetters(this.connections.command, this.scripts, this.codec);
-    this.wakes$ = wakeListener(this.connections, this.layout.wakeChannel);
+    this.wakes$ = wakeListener(this.connections, this.layout.wakeChannel, {
+      pingEveryMs: this.options.readerBlockMs,
+      pingTimeoutMs: this.options.watchdogGraceMs,
+      onReset: () => this.metrics.count(METRIC.wakeListenerResets, {}),
+    });
   }
 
   /** Schedules `event` to be handled after `delay`. Cold: nothing reaches Redis until subscribed; emits once stored. */
@@ -326,6 +332,25 @@ export class DelayedEventService {
     }
     const counts = await Promise.all([...byQueue.values()].map((queue) => action(queue.keys, queue.ids)));
     return counts.reduce((a, b) => a + b, 0);
+  }
+
+  /**
+   * A Redis call outlived commandTimeoutMs. The service's own connection is
+   * reset; a client handed in stays as it is, so its owner is told.
+   */
+  private commandStuck(): void {
+    const owned = this.connections.ownsCommandConnection;
+    this.metrics.count(METRIC.redisCallTimeouts, { connection: owned ? 'owned' : 'passed-in' });
+    if (owned) {
+      this.connections.resetCommandConnection();
+    } else if (performance.now() - this.lastStuckWarning > 60_000) {
+      this.lastStuckWarning = performance.now();
+      process.emitWarning(
+        `a Redis call on the client passed to DelayedEventService took longer than commandTimeoutMs (${this.options.commandTimeoutMs} ms); ` +
+          'the service does not reset a client it does not own: give it ioredis commandTimeout and keepAlive settings so a half-open connection is replaced',
+        { code: 'DELAYED_EVENTS_REDIS_CALL_TIMEOUT' },
+      );
+    }
   }
 
   private assertOpen(): void {

@@ -62,6 +62,13 @@ export interface DelayedEventServiceOptions {
    * asynchronously, so a master that fails right after an enqueue may lose it.
    */
   readonly durableEnqueue?: Durability;
+  /**
+   * How long after an event was handled or cancelled enqueueing its type and id
+   * again (without `replace`) answers 'duplicate' and stores nothing, so that
+   * re-sending an enqueue whose reply was lost is safe; default 5 minutes, 0 turns
+   * it off. Costs Redis memory for each id handled within the window (docs/reliability.md).
+   */
+  readonly idempotencyWindowMs?: number;
   /** Context captured at enqueue when the call gives none; default: the context of the handler running now, if any. */
   readonly contextProvider?: () => EventContext | undefined;
   /** Wraps every handler call (e.g. logging fields, tracing spans). */
@@ -91,6 +98,7 @@ export function resolveOptions(options: DelayedEventServiceOptions): ResolvedOpt
     readerBlockMs: positive('readerBlockMs', options.readerBlockMs, 5_000),
     watchdogGraceMs: positive('watchdogGraceMs', options.watchdogGraceMs, 3_000),
     gaugeIntervalMs: positive('gaugeIntervalMs', options.gaugeIntervalMs, 5_000),
+    idempotencyWindowMs: integer('idempotencyWindowMs', options.idempotencyWindowMs, 300_000, 0, 7 * 24 * 3_600_000),
     durableEnqueue: options.durableEnqueue && {
       replicas: integer('durableEnqueue.replicas', options.durableEnqueue.replicas, 1, 1, 100),
       timeoutMs: positive('durableEnqueue.timeoutMs', options.durableEnqueue.timeoutMs, 1_000),

@@ -6,6 +6,8 @@ interface Link {
   /** Every command this link has carried so far, as raw RESP text. */
   sent: string;
   blackholed: boolean;
+  /** Commands still reach Redis, but its replies are dropped: Redis runs them and the client never hears. */
+  repliesLost: boolean;
 }
 
 /**
@@ -18,21 +20,24 @@ export class TcpProxy {
     private readonly server: Server,
     readonly port: number,
     private readonly links: Set<Link>,
+    private readonly log: { sent: string },
   ) {}
 
   static async start(targetPort: number): Promise<TcpProxy> {
     const links = new Set<Link>();
+    const log = { sent: '' };
     const server = createServer((client) => {
       const upstream = connect(targetPort, '127.0.0.1');
-      const link: Link = { client, upstream, sent: '', blackholed: false };
+      const link: Link = { client, upstream, sent: '', blackholed: false, repliesLost: false };
       links.add(link);
       client.on('data', (chunk) => {
         if (link.blackholed) return;
         link.sent += chunk.toString('latin1');
+        log.sent += chunk.toString('latin1');
         upstream.write(chunk);
       });
       upstream.on('data', (chunk) => {
-        if (!link.blackholed) client.write(chunk);
+        if (!link.blackholed && !link.repliesLost) client.write(chunk);
       });
       const close = () => {
         links.delete(link);
@@ -45,7 +50,7 @@ export class TcpProxy {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const address = server.address();
     if (!address || typeof address !== 'object') throw new Error('proxy has no port');
-    return new TcpProxy(server, address.port, links);
+    return new TcpProxy(server, address.port, links, log);
   }
 
   get url(): string {
@@ -62,6 +67,23 @@ export class TcpProxy {
       }
     }
     return count;
+  }
+
+  /** From now on, drops Redis's replies on the open connections that have sent `command`; returns how many. */
+  loseRepliesOfConnectionsThatSent(command: string): number {
+    let count = 0;
+    for (const link of this.links) {
+      if (link.sent.toUpperCase().includes(command.toUpperCase())) {
+        link.repliesLost = true;
+        count++;
+      }
+    }
+    return count;
+  }
+
+  /** How often `text` (any case) was sent through the proxy, on any connection, open or closed. */
+  timesSent(text: string): number {
+    return this.log.sent.toUpperCase().split(text.toUpperCase()).length - 1;
   }
 
   /** Black-holes every open connection: bytes vanish, sockets stay open. New connections pass. */

@@ -1,0 +1,44 @@
+-- Transition: IN_FLIGHT -> READY for the events of one claim whose reply never
+-- reached its reader (the connection was reset, the call timed out): no
+-- handler runs them, and waiting out their leases would spend an attempt.
+-- The attempt in flight lives only in the lease (includes/lease.lua), so
+-- taking the lease back leaves the event's attempts as they were.
+-- KEYS[1] claim log of the reader (complete-and-claim.lua): token ':' msgpack
+--         {lease score, id, ...} of its last claim; expires with the leases
+-- KEYS[2] in-flight zset (id -> lease expiry ms * 1000 + attempt % 1000)
+-- KEYS[3] ready list
+-- KEYS[4] slot guard: never written; declared so that Redis refuses the script
+--         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
+-- ARGV[1] token of the claim whose reply was lost
+-- Returns how many events went back to the head of the ready list.
+-- @include lease-pin
+
+local log = redis.call('GET', KEYS[1])
+if not log then return 0 end
+local cut = string.find(log, ':', 1, true)
+-- Another token: the lost call never ran, and the log is of a claim its reader got.
+if not cut or string.sub(log, 1, cut - 1) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+
+local leases = cmsgpack.unpack(string.sub(log, cut + 1))
+local ids, scores = {}, {}
+for i = 1, #leases, 2 do
+  scores[#scores + 1] = tonumber(leases[i])
+  ids[#ids + 1] = leases[i + 1]
+end
+if #ids == 0 then return 0 end
+-- Only leases still as the claim left them: a lease renewed, completed or
+-- cancelled since is no longer this claim's.
+local current = redis.call('ZMSCORE', KEYS[2], unpack(ids))
+local back = {}
+for k, id in ipairs(ids) do
+  if current[k] and tonumber(current[k]) == scores[k] then back[#back + 1] = id end
+end
+if #back == 0 then return 0 end
+redis.call('ZREM', KEYS[2], unpack(back))
+lease_unpin_if_idle(KEYS[2])
+-- Back at the head, in the order they were claimed: they keep their turn.
+local reversed = {}
+for i = #back, 1, -1 do reversed[#reversed + 1] = back[i] end
+redis.call('LPUSH', KEYS[3], unpack(reversed))
+return #back

@@ -1,0 +1,95 @@
+import { describe, expect, it } from 'vitest';
+import { METRIC, RedisCallTimeoutError, fixedBackoff } from '../src';
+import { counter, recordMetrics, useRedis } from './support/harness';
+import { WorkItem } from './support/events';
+import { TcpProxy } from './support/tcp-proxy';
+import { waitFor } from './support/wait-for';
+
+/**
+ * Redis ran a call and its reply never came back (a connection reset at the
+ * wrong moment, a call that outlived its deadline): a loopback proxy lets the
+ * command through and drops the reply. Single server only: the proxy stands in
+ * front of one redis-server.
+ */
+describe('a call whose reply is lost', () => {
+  const redis = useRedis();
+
+  it('an enqueue is not sent again by the service, and re-sending it after its event was handled is a duplicate', async () => {
+    const proxy = await TcpProxy.start(redis.server.port);
+    try {
+      const prefix = redis.prefix();
+      const producer = redis.service({ redis: proxy.url, prefix, commandTimeoutMs: 400 });
+      const consumer = redis.service({ prefix });
+      const handled: string[] = [];
+      consumer.addHandler(WorkItem, (event, _context, delivery) => void handled.push(`${event.id}#${delivery.attempt}`), 1);
+      expect(await producer.enqueue(new WorkItem('warm-up'), 0)).toBe('scheduled');
+      expect(proxy.loseRepliesOfConnectionsThatSent('EVAL')).toBe(1);
+
+      // Redis stores it and the consumer handles it; the producer only sees its deadline pass.
+      await expect(producer.enqueue(new WorkItem('order-7'), 0)).rejects.toBeInstanceOf(RedisCallTimeoutError);
+      await waitFor(() => handled.includes('order-7#1'), 'the event handled');
+      // The application does what the error says may be done: send it again, on the reconnected connection.
+      expect(await producer.enqueue(new WorkItem('order-7'), 0)).toBe('duplicate');
+      await waitFor(() => handled.length === 2, 'the warm-up handled too');
+
+      // Once by the call that lost its reply, once by the application: the client itself never re-sent it.
+      expect(proxy.timesSent('order-7')).toBe(2);
+      expect(handled.filter((h) => h.startsWith('order-7'))).toEqual(['order-7#1']);
+    } finally {
+      await proxy.stop();
+    }
+  });
+
+  it('a claim gives its events back without spending an attempt, and they are handled at once', async () => {
+    const proxy = await TcpProxy.start(redis.server.port);
+    try {
+      const prefix = redis.prefix();
+      // One attempt only: an attempt spent without the handler running would dead-letter the event.
+      // A long lease: without the give-back the event would wait it out, far past this test's deadline.
+      const service = redis.service({ redis: proxy.url, prefix, commandTimeoutMs: 400, handlerTimeoutMs: 60_000, pollIntervalMs: 60_000, retry: fixedBackoff(1, 0) });
+      const metrics = recordMetrics(service);
+      const handled: string[] = [];
+      service.addHandler(WorkItem, (event, _context, delivery) => void handled.push(`${event.id}#${delivery.attempt}`), 1);
+      await service.enqueue(new WorkItem('warm-up'), 0);
+      await waitFor(() => handled.length === 1, 'the warm-up handled');
+      // The reader waits in BLMOVE on its own connection; replies to the command connection (claims) are lost from now on.
+      await waitFor(() => proxy.timesSent('BLMOVE') > 0, 'the reader waiting');
+      expect(proxy.loseRepliesOfConnectionsThatSent('EVAL')).toBe(1);
+
+      // Straight into the ready list, as a dispatcher would leave it: the blocked reader wakes and claims on the silent connection.
+      const client = redis.client();
+      const now = Number((await client.time())[0]) * 1_000;
+      await client.hset(`${prefix}:{test.work}:m`, 'claimed-in-the-dark', `0|${now}|${JSON.stringify([now, { id: 'claimed-in-the-dark', n: 0 }])}`);
+      await client.rpush(`${prefix}:{test.work}:r`, 'claimed-in-the-dark');
+
+      await waitFor(() => handled.length === 2, 'the event handled after its claim was given back', 10_000);
+      expect(handled[1]).toBe('claimed-in-the-dark#1');
+      expect(counter(metrics, METRIC.claimsReleased, { type: 'test.work' })).toBe(1);
+      expect(await service.deadLetters(WorkItem)).toEqual([]);
+      await waitFor(async () => (await redis.keys(`${prefix}:*`)).every((key) => key.endsWith(':i')), 'nothing but idempotency marks left');
+    } finally {
+      await proxy.stop();
+    }
+  });
+
+  it('the wake-up subscriber is replaced when its connection goes silent, so a new event is not left to the poll', async () => {
+    const proxy = await TcpProxy.start(redis.server.port);
+    try {
+      const prefix = redis.prefix();
+      // Polls once a minute: only a wake-up brings a new event in time.
+      const service = redis.service({ redis: proxy.url, prefix, pollIntervalMs: 60_000, readerBlockMs: 300, watchdogGraceMs: 300 });
+      const metrics = recordMetrics(service);
+      const handled: string[] = [];
+      service.addHandler(WorkItem, (event) => void handled.push(event.id), 1);
+      await service.enqueue(new WorkItem('before'), 200);
+      await waitFor(() => handled.length === 1, 'an event handled through a wake-up');
+      expect(proxy.blackholeConnectionsThatSent('SUBSCRIBE')).toBe(1);
+
+      await waitFor(() => counter(metrics, METRIC.wakeListenerResets) >= 1, 'the silent subscriber replaced', 5_000);
+      await service.enqueue(new WorkItem('after'), 200);
+      await waitFor(() => handled.length === 2, 'the next event woken in time', 5_000);
+    } finally {
+      await proxy.stop();
+    }
+  });
+});

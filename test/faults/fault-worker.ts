@@ -2,7 +2,8 @@
  * A service instance in its own process for the fault suite. Reports JSON
  * lines on stdout (synchronous on Linux pipes, so nothing is lost on SIGKILL).
  *   ROLE=consumer  handles FaultEvent: {start}, then {ok} when the handler returns true
- *   ROLE=producer  enqueues COUNT events spread over SPREAD_MS: {accepted} once Redis stored each
+ *   ROLE=producer  enqueues COUNT events spread over SPREAD_MS: {accepted, status, resent} once Redis
+ *                  answered for each; PACED=1 sends each at its due time with no delay, instead of all at once
  *   REDIS_URL, PREFIX; HANDLER_MS (consumer work per event), PARALLELISM, COMMAND_TIMEOUT_MS
  */
 import 'reflect-metadata';
@@ -35,18 +36,20 @@ async function produce(): Promise<void> {
   for (let n = 0; n < count; n++) {
     const id = `${process.env.ID_PREFIX ?? 'e'}${n}`;
     const dueAt = started + Math.floor((n / count) * spread);
-    // An enqueue that fails (Redis down) was never accepted; the producer retries it until it is.
+    // An enqueue that fails (Redis down, a reply lost) may or may not have been stored: the
+    // producer sends it again until Redis answers, as the README says an application may.
     const attempt = async (): Promise<void> => {
-      for (;;) {
+      for (let resent = false; ; resent = true) {
         try {
-          await service.enqueue(new FaultEvent(id), Math.max(0, dueAt - Date.now()));
-          say({ accepted: id });
+          const status = await service.enqueue(new FaultEvent(id), Math.max(0, dueAt - Date.now()));
+          say({ accepted: id, status, resent });
           return;
         } catch {
           await new Promise((resolve) => setTimeout(resolve, 100));
         }
       }
     };
+    if (process.env.PACED === '1' && dueAt > Date.now()) await new Promise((resolve) => setTimeout(resolve, dueAt - Date.now()));
     const p = attempt().finally(() => inFlight.delete(p));
     inFlight.add(p);
     if (inFlight.size >= 64) await Promise.race(inFlight);

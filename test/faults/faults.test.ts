@@ -19,6 +19,7 @@ function report(scenario: string, ledger: LedgerReport, extra: Record<string, nu
     afterKill: ledger.duplicatesAfterKill,
     afterOutage: ledger.duplicatesAfterOutage,
     afterStall: ledger.duplicatesAfterStall,
+    enqueuedTwice: ledger.enqueuedTwice.length,
     ...extra,
   };
   console.log(`FIGURES ${scenario}: ${JSON.stringify(figures)}`);
@@ -93,6 +94,7 @@ describe('fault injection: every accepted event is handled at least once or dead
     expect(ledger.accepted).toBe(count);
     expect(ledger.lost).toEqual([]);
     expect(ledger.sameAttemptTwice).toEqual([]);
+    expect(ledger.enqueuedTwice).toEqual([]);
   }, 600_000);
 
   it('2. Redis killed and restarted with AOF (appendfsync always) under producers and consumers', async () => {
@@ -122,6 +124,7 @@ describe('fault injection: every accepted event is handled at least once or dead
     expect(ledger.accepted).toBe(count);
     expect(ledger.lost).toEqual([]);
     expect(ledger.sameAttemptTwice).toEqual([]);
+    expect(ledger.enqueuedTwice).toEqual([]);
   }, 600_000);
 
   it('3. Redis frozen (SIGSTOP 20 s), then every connection reset, then every connection black-holed: handling resumes each time', async () => {
@@ -163,6 +166,43 @@ describe('fault injection: every accepted event is handled at least once or dead
     report('frozen and cut', ledger, figures);
     expect(consumers.every((pid) => fleet.alive.includes(pid))).toBe(true);
     expect(ledger.lost).toEqual([]);
+    expect(ledger.sameAttemptTwice).toEqual([]);
+    expect(ledger.enqueuedTwice).toEqual([]);
+  }, 600_000);
+
+  it('6. Redis runs enqueues whose replies are lost, hands their events out, and dies before answering: re-sent enqueues take effect once', async () => {
+    const { server, redis, fleet } = await scenario(['--appendonly', 'yes', '--appendfsync', 'always']);
+    const proxy = await TcpProxy.start(server.port);
+    cleanups.push(() => proxy.stop());
+    const prefix = 'lost';
+    // The producer reaches Redis through the proxy, the consumers directly; each event is due as it is sent.
+    const count = Math.round(6_000 * SCALE);
+    const spreadMs = Math.round(12_000 * SCALE);
+    const consumers = [0, 1].map(() => fleet.spawn({ REDIS_URL: server.url, PREFIX: prefix, ROLE: 'consumer', PARALLELISM: '16', HANDLER_MS: '1' }));
+    for (const pid of consumers) await fleet.ready(pid);
+    fleet.spawn({ REDIS_URL: proxy.url, PREFIX: prefix, ROLE: 'producer', COUNT: String(count), SPREAD_MS: String(spreadMs), PACED: '1', COMMAND_TIMEOUT_MS: '2000' });
+    await fleet.until(() => fleet.lines.filter((l) => l.accepted).length >= count / 4, 'a quarter enqueued', 60_000);
+
+    // From now on Redis runs what the producer sends and the producer hears nothing back,
+    // while the consumers handle those events. Then Redis dies before any reply got out.
+    proxy.loseRepliesOfConnectionsThatSent('EVAL');
+    const lostFrom = Date.now();
+    const okBefore = fleet.lines.filter((l) => l.ok).length;
+    await fleet.until(() => fleet.lines.filter((l) => l.ok).length > okBefore + 20, 'events handled whose enqueues got no reply', 10_000);
+    const down = Date.now();
+    await server.kill();
+    await server.restart();
+    const up = Date.now();
+
+    await drainAndSettle(fleet, redis, prefix, 120_000);
+    const ledger = checkLedger(fleet.lines, fleet.kills, await deadLettered(redis, prefix), [{ from: lostFrom, to: up }], LEASE_MS);
+    const resentDuplicates = fleet.lines.filter((l) => l.accepted && l.resent && l.status === 'duplicate').length;
+    report('replies lost, then Redis killed', ledger, { outageMs: up - down, resent: fleet.lines.filter((l) => l.resent).length, resentDuplicates });
+    expect(ledger.accepted).toBe(count);
+    expect(ledger.lost).toEqual([]);
+    // Re-sends of enqueues whose events were already handled found them marked, and stored nothing.
+    expect(resentDuplicates).toBeGreaterThan(0);
+    expect(ledger.enqueuedTwice).toEqual([]);
     expect(ledger.sameAttemptTwice).toEqual([]);
   }, 600_000);
 

@@ -6,6 +6,8 @@ export interface Line {
   readonly pid: number;
   readonly at: number;
   readonly accepted?: string;
+  readonly status?: string;
+  readonly resent?: boolean;
   readonly start?: string;
   readonly ok?: string;
   readonly attempt?: number;
@@ -81,11 +83,17 @@ export interface LedgerReport {
   readonly duplicatesAfterStall: number;
   /** Events that succeeded twice in the same attempt, which only a double claim could cause: must be 0. */
   readonly sameAttemptTwice: string[];
+  /**
+   * Events started afresh (attempt 1) after a success was recorded: one enqueue
+   * call (or its re-send) took effect twice. Must be 0; not counted in sameAttemptTwice.
+   */
+  readonly enqueuedTwice: string[];
 }
 
 /**
  * The invariant: every accepted event was handled successfully at least once
- * or dead-lettered, and a second success only ever comes from a later attempt,
+ * or dead-lettered, no enqueue took effect twice (its event started afresh
+ * after it succeeded), and a second success only ever comes from a later attempt,
  * handed out because the earlier one was interrupted (its process killed, Redis
  * unreachable, or its lease outrun). `outages` are windows in which Redis was
  * unreachable; `graceMs` is the lease.
@@ -99,6 +107,11 @@ export function checkLedger(lines: readonly Line[], kills: Fleet['kills'], deadL
   const cutOff = (ok: Line) => outages.some((o) => ok.at >= o.from - graceMs && ok.at <= o.to + graceMs);
   const duplicated = [...oks].filter(([, list]) => list.length > 1);
   const first = (list: Line[]) => list[0]!;
+  // A start of attempt 1 after the event's first success: the event was created again.
+  const enqueuedTwice = duplicated
+    .filter(([id, list]) => lines.some((l) => l.start === id && l.attempt === 1 && l.at > first(list).at))
+    .map(([id]) => id);
+  const recreated = new Set(enqueuedTwice);
   return {
     accepted: accepted.size,
     handled: oks.size,
@@ -108,6 +121,7 @@ export function checkLedger(lines: readonly Line[], kills: Fleet['kills'], deadL
     duplicatesAfterKill: duplicated.filter(([, list]) => killed(first(list))).length,
     duplicatesAfterOutage: duplicated.filter(([, list]) => !killed(first(list)) && cutOff(first(list))).length,
     duplicatesAfterStall: duplicated.filter(([, list]) => !killed(first(list)) && !cutOff(first(list))).length,
-    sameAttemptTwice: duplicated.filter(([, list]) => new Set(list.map((l) => l.attempt)).size < list.length).map(([id]) => id),
+    sameAttemptTwice: duplicated.filter(([id, list]) => !recreated.has(id) && new Set(list.map((l) => l.attempt)).size < list.length).map(([id]) => id),
+    enqueuedTwice,
   };
 }

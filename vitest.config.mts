@@ -6,10 +6,11 @@ import { defineConfig } from 'vitest/config';
  * against a real 3-master cluster. Not here: outage and durability (they restart
  * or replicate one server; failover is their cluster counterpart, in cluster.test.ts),
  * cluster.test.ts itself, tls and memory-limit (they set up one server: TLS, a
- * memory limit), package (it packs and runs the package once), and retry-policy,
- * fifo-timeouts and flat-payload (no Redis).
+ * memory limit), lost-reply (a TCP proxy in front of one server), package and
+ * examples (they pack or run programs once), and retry-policy, fifo-timeouts,
+ * flat-payload and embedded-lua (no Redis).
  */
-const onClusterToo = ['delivery', 'enqueue', 'enqueue-batch', 'validation', 'retry', 'decode', 'context', 'concurrency', 'metrics', 'close', 'partitions', 'crash', 'timeout', 'isolation', 'schedule', 'lease', 'state-machine'].map(
+const onClusterToo = ['delivery', 'enqueue', 'enqueue-batch', 'validation', 'retry', 'decode', 'context', 'concurrency', 'metrics', 'close', 'partitions', 'crash', 'timeout', 'isolation', 'schedule', 'lease', 'state-machine', 'idempotency', 'fan-out', 'handler-results'].map(
   (name) => `test/${name}.test.ts`,
 );
 

@@ -10,6 +10,8 @@
 -- KEYS[8] slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
 -- KEYS[9] recent zset    (id -> end of its idempotency window ms)
+-- KEYS[10] group registry (includes/groups.lua)
+-- KEYS[11] pending hash: an event delivered to named groups is removed from each
 -- ARGV[1] id
 -- ARGV[2] idempotency window ms: a cancelled id is marked for that long, so a
 --         late re-send of its enqueue does not bring it back (0: no mark)
@@ -17,6 +19,8 @@
 -- @include envelope
 -- @include lease-pin
 -- @include schedule
+-- @include groups
+-- @include groups-forget
 
 local id = ARGV[1]
 local value = redis.call('HGET', KEYS[1], id)
@@ -30,6 +34,7 @@ if not schedule_remove(KEYS[2], id, due)
   redis.call('LREM', KEYS[3], 1, id)
 end
 redis.call('HDEL', KEYS[6], id)
+groups_forget(KEYS[10], KEYS[11], KEYS[1], id)
 local window = tonumber(ARGV[2])
 if window > 0 then redis.call('ZADD', KEYS[9], now_ms() + window, id) end
 return 1

@@ -16,6 +16,10 @@
 -- KEYS[7] recent zset    (id -> end of its idempotency window ms)
 -- KEYS[8] claim log of the calling reader: what its last claim took, so that a
 --         claim whose reply was lost can be given back (release-claim.lua)
+-- KEYS[9] pending hash   (id -> how many groups still hold the event; includes/groups.lua)
+-- KEYS[10] the type's meta hash, where bodies live: KEYS[3] itself for the
+--         default group; a named group's KEYS[3] holds only headers 'attempt|due|'
+-- KEYS[11] paused flag: while it exists nothing is claimed
 -- ARGV[1] most events to claim (0: only complete)
 -- ARGV[2] lease ms
 -- ARGV[3] max attempts
@@ -24,7 +28,7 @@
 -- ARGV[5] token of this claim, kept in the claim log with what it took ('': no log)
 -- ARGV[6..] id, attempt of each succeeded event
 -- Returns {Redis now ms, {position of each succeeded event not completed},
---          {id, envelope, ...} claimed, {id, attempt, ...} dead-lettered}.
+--          {id, envelope, ...} claimed, {id, attempt, ...} dead-lettered, 1 if paused}.
 -- Positions count the succeeded events from 1. Listing the stale ones, not a
 -- flag per event, keeps the usual reply (every success completed) short.
 -- A claimed event's envelope is returned as stored: its attempt is the one
@@ -32,6 +36,9 @@
 -- @include envelope
 -- @include lease-pin
 -- @include lease
+-- @include groups
+
+local group_queue = KEYS[10] ~= KEYS[3]
 
 -- Each batch costs a fixed number of calls, whatever its size: in a script,
 -- the calls, not the work they do, are most of the cost.
@@ -54,16 +61,32 @@ if #ARGV >= 6 then
   end
   if #removed > 0 then
     redis.call('ZREM', KEYS[2], unpack(removed))
-    redis.call('HDEL', KEYS[3], unpack(removed))
-    local window = tonumber(ARGV[4])
-    if window > 0 then
-      local marks = {}
-      local until_ms = now + window
-      for i, id in ipairs(removed) do
-        marks[2 * i - 1] = until_ms
-        marks[2 * i] = id
+    -- The ids whose bodies go now: all of them, unless other groups still hold some.
+    local finished = removed
+    if group_queue then
+      redis.call('HDEL', KEYS[3], unpack(removed))
+      finished = groups_release(KEYS[9], removed)
+    elseif redis.call('EXISTS', KEYS[9]) == 1 then
+      local held = redis.call('HMGET', KEYS[9], unpack(removed))
+      local delivered = {}
+      finished = {}
+      for k, id in ipairs(removed) do
+        if held[k] then delivered[#delivered + 1] = id else finished[#finished + 1] = id end
       end
-      redis.call('ZADD', KEYS[7], unpack(marks))
+      for _, id in ipairs(groups_release(KEYS[9], delivered)) do finished[#finished + 1] = id end
+    end
+    local window = tonumber(ARGV[4])
+    if #finished > 0 then
+      redis.call('HDEL', KEYS[10], unpack(finished))
+      if window > 0 then
+        local marks = {}
+        local until_ms = now + window
+        for i, id in ipairs(finished) do
+          marks[2 * i - 1] = until_ms
+          marks[2 * i] = id
+        end
+        redis.call('ZADD', KEYS[7], unpack(marks))
+      end
     end
   end
   if #had_errors > 0 then redis.call('HDEL', KEYS[5], unpack(had_errors)) end
@@ -71,20 +94,34 @@ end
 
 local claimed, dead = {}, {}
 local count = tonumber(ARGV[1])
+if count > 0 and redis.call('EXISTS', KEYS[11]) == 1 then
+  if #removed > 0 then lease_unpin_if_idle(KEYS[2]) end
+  return {now, stale, claimed, dead, 1}
+end
 local ids = count > 0 and redis.call('LPOP', KEYS[1], count)
 if not ids then
   if #removed > 0 then lease_unpin_if_idle(KEYS[2]) end
   -- The reader goes idle: its last claim was answered, so its log can go.
   if count > 0 and ARGV[5] ~= '' then redis.call('DEL', KEYS[8]) end
-  return {now, stale, claimed, dead}
+  return {now, stale, claimed, dead, 0}
 end
 
 local lease_until = now + tonumber(ARGV[2])
 local max_attempts = tonumber(ARGV[3])
 local values = redis.call('HMGET', KEYS[3], unpack(ids))
+-- A named group's header carries its attempt and due time; the body is the type's.
+local bodies = group_queue and redis.call('HMGET', KEYS[10], unpack(ids))
 local leases = {}
 for k, id in ipairs(ids) do
   local value = values[k]
+  if bodies then
+    if value and bodies[k] then
+      local _, _, body = envelope_parse(bodies[k])
+      value = value .. body
+    else
+      value = nil
+    end
+  end
   -- A missing envelope means the event was cancelled or purged meanwhile.
   if value then
     local attempt = envelope_attempt(value)
@@ -111,4 +148,4 @@ if #leases > 0 then
 elseif #removed > 0 then
   lease_unpin_if_idle(KEYS[2])
 end
-return {now, stale, claimed, dead}
+return {now, stale, claimed, dead, 0}

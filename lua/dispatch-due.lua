@@ -10,19 +10,69 @@
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
 -- KEYS[7] recent zset    (id -> end of its idempotency window ms); marks whose
 --         window ended are dropped here, at most ARGV[1] a call
+-- KEYS[8] group registry (group -> registered at ms): a due event goes to every
+--         group in it; none, or only 'default': to the ready list alone. A named
+--         group's own keys name a registry never written: its retries are its own.
+-- KEYS[9] pending hash   (id -> how many groups still hold the event)
+-- KEYS[10] paused flag: while it exists nothing is moved
 -- ARGV[1] most events to move in this call
+-- ARGV[2] '1' when a handler of the default group runs here: once the type has
+--         named groups, the default group is registered too, so it keeps getting events
 -- Returns {moved due, moved with expired lease, next due ms or -1, Redis now ms}.
 -- @include envelope
 -- @include lease-pin
 -- @include lease
 -- @include schedule
+-- @include groups
 
 local limit = tonumber(ARGV[1])
 local now = now_ms()
 
-local function move(ids)
+if redis.call('EXISTS', KEYS[10]) == 1 then return {0, 0, -1, now} end
+if ARGV[2] == '1' and redis.call('EXISTS', KEYS[8]) == 1 then redis.call('HSETNX', KEYS[8], 'default', now) end
+
+-- Expired leases and the default group's own retries go back to its ready list.
+local function move_here(ids)
   if #ids == 0 then return 0 end
   redis.call('RPUSH', KEYS[3], unpack(ids))
+  limit = limit - #ids
+  return #ids
+end
+
+-- Due events go to every registered group. An event already delivered (it is
+-- in the pending hash) is back in this schedule as the default group's retry or
+-- replay: it goes to the default group alone.
+local function move(ids)
+  if #ids == 0 then return 0 end
+  local named = named_groups(KEYS[8])
+  if #named == 0 then return move_here(ids) end
+  local to_default = redis.call('HEXISTS', KEYS[8], 'default') == 1
+  local delivered = redis.call('HMGET', KEYS[9], unpack(ids))
+  local again, fresh, headers, counts = {}, {}, {}, {}
+  local envelopes = redis.call('HMGET', KEYS[5], unpack(ids))
+  local holders = #named + (to_default and 1 or 0)
+  for k, id in ipairs(ids) do
+    if delivered[k] then
+      again[#again + 1] = id
+    elseif envelopes[k] then -- a missing envelope was cancelled meanwhile
+      fresh[#fresh + 1] = id
+      local _, due = envelope_parse(envelopes[k])
+      headers[#headers + 1] = id
+      headers[#headers + 1] = envelope_make(0, due, '')
+      counts[#counts + 1] = id
+      counts[#counts + 1] = holders
+    end
+  end
+  if #again > 0 then redis.call('RPUSH', KEYS[3], unpack(again)) end
+  if #fresh > 0 then
+    for _, group in ipairs(named) do
+      local g = group_keys(KEYS[5], group)
+      redis.call('HSET', g.meta, unpack(headers))
+      redis.call('RPUSH', g.ready, unpack(fresh))
+    end
+    if to_default then redis.call('RPUSH', KEYS[3], unpack(fresh)) end
+    redis.call('HSET', KEYS[9], unpack(counts))
+  end
   limit = limit - #ids
   return #ids
 end
@@ -78,7 +128,7 @@ end
 
 local due = move(take_from_zset(KEYS[4]))
 due = due + move(schedule_take_due(KEYS[1], now, limit))
-local expired = move(take_expired())
+local expired = move_here(take_expired())
 
 local next_at = next_due(KEYS[1], KEYS[2])
 local legacy = tonumber(redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')[2])

@@ -11,6 +11,8 @@
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
 -- KEYS[9] recent zset    (id -> end of its idempotency window ms): ids handled or
 --         cancelled lately; enqueueing one again without replace is a duplicate
+-- KEYS[10] group registry (includes/groups.lua)
+-- KEYS[11] pending hash: a replaced event delivered to named groups leaves each
 -- ARGV[1] '1' to replace stored events, '0' to leave them as they are
 -- ARGV[2] wake channel
 -- ARGV[3] wake message (the type's key tag)
@@ -46,6 +48,8 @@ end
 -- @include envelope
 -- @include lease-pin
 -- @include schedule
+-- @include groups
+-- @include groups-forget
 
 local replace = ARGV[1] == '1'
 local now
@@ -140,6 +144,7 @@ for k = 1, n do
         redis.call('LREM', KEYS[3], 1, id)
       end
       redis.call('HDEL', KEYS[6], id)
+      groups_forget(KEYS[10], KEYS[11], KEYS[1], id)
     end
     -- Attempt 0 also fences off the result of a handler still running an old payload.
     envelopes[n_env + 1] = id

@@ -4,10 +4,15 @@
 -- KEYS[3] errors hash
 -- KEYS[4] slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
+-- KEYS[5] pending hash   (id -> how many groups still hold the event)
+-- KEYS[6] the type's meta hash, where bodies live: KEYS[2] itself for the
+--         default group; a named group's KEYS[2] holds only headers
 -- ARGV[1] most events to purge when no ids are given
 -- ARGV[2..] ids to purge; none means the oldest ARGV[1] dead letters
 -- Returns how many events were purged.
+-- @include groups
 
+local group_queue = KEYS[6] ~= KEYS[2]
 local ids = {}
 if #ARGV > 1 then
   for i = 2, #ARGV do ids[#ids + 1] = ARGV[i] end
@@ -18,7 +23,13 @@ end
 local purged = 0
 for _, id in ipairs(ids) do
   if redis.call('ZREM', KEYS[1], id) == 1 then
-    redis.call('HDEL', KEYS[2], id)
+    if group_queue then redis.call('HDEL', KEYS[2], id) end
+    -- The body goes with the last group that held the event.
+    if (group_queue or redis.call('HEXISTS', KEYS[5], id) == 1) then
+      if #groups_release(KEYS[5], { id }) > 0 then redis.call('HDEL', KEYS[6], id) end
+    else
+      redis.call('HDEL', KEYS[2], id)
+    end
     redis.call('HDEL', KEYS[3], id)
     purged = purged + 1
   end

@@ -131,10 +131,10 @@ describe('leases', () => {
     // As a claim leaves it: the pin first, then a lease that has expired since.
     const { lua, numberOfKeys } = loadLua('complete-and-claim');
     await client.rpush(`${keys}:r`, 'stalled');
-    await client.eval(lua, numberOfKeys, `${keys}:r`, `${keys}:f`, `${keys}:m`, `${keys}:d`, `${keys}:e`, `${keys}:guard`, `${keys}:i`, `${keys}:c:test`, 1, -1_000, 5, 0, '');
+    await client.eval(lua, numberOfKeys, `${keys}:r`, `${keys}:f`, `${keys}:m`, `${keys}:d`, `${keys}:e`, `${keys}:guard`, `${keys}:i`, `${keys}:c:test`, `${keys}:n`, `${keys}:m`, `${keys}:p`, 1, -1_000, 5, 0, '');
     expect(await leasedIds(client, `${keys}:f`)).toEqual(['stalled']);
     const dispatch = loadLua('dispatch-due');
-    await client.eval(dispatch.lua, dispatch.numberOfKeys, `${keys}:b`, `${keys}:f`, `${keys}:r`, `${keys}:s`, `${keys}:m`, `${keys}:guard`, `${keys}:i`, 100);
+    await client.eval(dispatch.lua, dispatch.numberOfKeys, `${keys}:b`, `${keys}:f`, `${keys}:r`, `${keys}:s`, `${keys}:m`, `${keys}:guard`, `${keys}:i`, `${keys}:groups`, `${keys}:n`, `${keys}:p`, 100, '0');
     expect(await client.lrange(`${keys}:r`, 0, -1)).toEqual(['stalled']);
     expect(await client.exists(`${keys}:f`)).toBe(0);
   });

@@ -48,9 +48,17 @@ export class InvalidOptionError extends DelayedEventError {
   }
 }
 
+/** A bad argument to an inspection or control call (a state name, a page, a type name); nothing was changed. */
+export class InvalidArgumentError extends DelayedEventError {
+  constructor(argument: string, detail: string) {
+    super('INVALID_ARGUMENT', `Invalid ${argument}: ${detail}.`);
+  }
+}
+
 export class HandlerAlreadyRegisteredError extends DelayedEventError {
-  constructor(type: string) {
-    super('HANDLER_ALREADY_REGISTERED', `A handler for '${type}' is already registered on this service; call removeHandler first to replace it.`);
+  constructor(type: string, group = 'default') {
+    const which = group === 'default' ? `'${type}'` : `'${type}' in group '${group}'`;
+    super('HANDLER_ALREADY_REGISTERED', `A handler for ${which} is already registered on this service; call removeHandler first to replace it.`);
   }
 }
 

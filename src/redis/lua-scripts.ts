@@ -18,6 +18,9 @@ const SCRIPT_NAMES = [
   'replay-dead',
   'purge-dead',
   'release-claim',
+  'register-group',
+  'remove-group',
+  'reschedule',
 ] as const;
 type ScriptName = (typeof SCRIPT_NAMES)[number];
 
@@ -96,6 +99,8 @@ export interface ClaimResult {
   readonly stale: readonly number[];
   readonly claimed: ClaimedRecord[];
   readonly deadLettered: Array<{ id: string; attempt: number }>;
+  /** The type is paused: nothing was claimed. */
+  readonly paused: boolean;
 }
 
 export interface DispatchResult {
@@ -183,6 +188,8 @@ export class LuaScripts {
       keys.legacySchedule,
       keys.slotGuard,
       keys.recent,
+      keys.groups,
+      keys.pending,
       replace ? '1' : '0',
       this.wakeChannel,
       keys.tag,
@@ -236,8 +243,23 @@ export class LuaScripts {
     return statuses.map((s) => (s === 0 ? 'duplicate' : s === 2 ? 'replaced' : 'scheduled'));
   }
 
-  async dispatchDue(keys: TypeKeys, limit: number): Promise<DispatchResult> {
-    const [movedDue, movedExpired, nextDue, now] = (await this.run('dispatch-due', keys.schedule, keys.inFlight, keys.ready, keys.legacySchedule, keys.meta, keys.slotGuard, keys.recent, limit)) as number[];
+  /** `defaultGroupHere`: a handler of the default group runs in this instance (it registers the group once the type has named ones). */
+  async dispatchDue(keys: TypeKeys, limit: number, defaultGroupHere = false): Promise<DispatchResult> {
+    const [movedDue, movedExpired, nextDue, now] = (await this.run(
+      'dispatch-due',
+      keys.schedule,
+      keys.inFlight,
+      keys.ready,
+      keys.legacySchedule,
+      keys.meta,
+      keys.slotGuard,
+      keys.recent,
+      keys.groups,
+      keys.pending,
+      keys.paused,
+      limit,
+      defaultGroupHere ? '1' : '0',
+    )) as number[];
     return { movedDue: movedDue ?? 0, movedExpired: movedExpired ?? 0, nextDue: nextDue ?? -1, now: now ?? Date.now() };
   }
 
@@ -257,12 +279,21 @@ export class LuaScripts {
   ): Promise<ClaimResult> {
     const args: Array<string | number> = [count, leaseMs, maxAttempts, this.idempotencyWindowMs, claim.token];
     for (const s of succeeded) args.push(s.id, s.attempt);
-    const [now, stalePositions, flat, dead] = (await this.run('complete-and-claim', keys.ready, keys.inFlight, keys.meta, keys.dead, keys.errors, keys.slotGuard, keys.recent, claim.log, ...args)) as [
-      number,
-      number[],
-      string[],
-      string[],
-    ];
+    const [now, stalePositions, flat, dead, paused] = (await this.run(
+      'complete-and-claim',
+      keys.ready,
+      keys.inFlight,
+      keys.meta,
+      keys.dead,
+      keys.errors,
+      keys.slotGuard,
+      keys.recent,
+      claim.log,
+      keys.pending,
+      keys.sharedMeta,
+      keys.paused,
+      ...args,
+    )) as [number, number[], string[], string[], number];
     const claimed: ClaimedRecord[] = [];
     for (let i = 0; i < flat.length; i += 2) {
       const envelope = parseEnvelope(flat[i + 1]!);
@@ -271,7 +302,7 @@ export class LuaScripts {
     }
     const deadLettered: Array<{ id: string; attempt: number }> = [];
     for (let i = 0; i < dead.length; i += 2) deadLettered.push({ id: dead[i]!, attempt: Number(dead[i + 1]) });
-    return { now, stale: stalePositions.map((position) => position - 1), claimed, deadLettered };
+    return { now, stale: stalePositions.map((position) => position - 1), claimed, deadLettered, paused: paused === 1 };
   }
 
   /** Returns the new due time, or undefined when the attempt was stale. */
@@ -285,7 +316,29 @@ export class LuaScripts {
   }
 
   async cancel(keys: TypeKeys, id: string): Promise<boolean> {
-    return (await this.run('cancel', keys.meta, keys.schedule, keys.ready, keys.inFlight, keys.dead, keys.errors, keys.legacySchedule, keys.slotGuard, keys.recent, id, this.idempotencyWindowMs)) === 1;
+    return (await this.run('cancel', keys.meta, keys.schedule, keys.ready, keys.inFlight, keys.dead, keys.errors, keys.legacySchedule, keys.slotGuard, keys.recent, keys.groups, keys.pending, id, this.idempotencyWindowMs)) === 1;
+  }
+
+  /** Registers subscriber group `group` of a queue (a type or one partition); true when it is new. */
+  async registerGroup(keys: TypeKeys, group: string): Promise<boolean> {
+    return (await this.run('register-group', keys.groups, keys.slotGuard, group)) === 1;
+  }
+
+  /** Unregisters a named group and drops up to `limit` of the events it holds; says whether it was registered and how many are left. */
+  async removeGroup(keys: TypeKeys, group: string, limit: number): Promise<{ existed: boolean; left: number }> {
+    const [existed, left] = (await this.run('remove-group', keys.groups, keys.pending, keys.meta, keys.slotGuard, group, limit)) as [number, number];
+    return { existed: existed === 1, left };
+  }
+
+  /**
+   * Moves a scheduled or ready event to a new due time (`+<ms>` from Redis's
+   * now, or absolute ms), keeping its payload, context and attempts. Resolves
+   * the new due time, or undefined when the event is not stored, in flight or dead.
+   */
+  async reschedule(keys: TypeKeys, id: string, due: DueSpec): Promise<number | undefined> {
+    const spec = 'delayMs' in due ? `+${Math.max(0, Math.round(due.delayMs))}` : String(Math.round(due.atMs));
+    const newDue = (await this.run('reschedule', keys.meta, keys.schedule, keys.ready, keys.legacySchedule, keys.slotGuard, this.wakeChannel, keys.tag, id, spec)) as number;
+    return newDue < 0 ? undefined : newDue;
   }
 
   /** Gives back the events of the claim `token` whose reply was lost; resolves how many went back to READY. */
@@ -300,7 +353,7 @@ export class LuaScripts {
   }
 
   async purgeDead(keys: TypeKeys, ids: readonly string[], limit: number): Promise<DeadLetterStep> {
-    const purged = (await this.run('purge-dead', keys.dead, keys.meta, keys.errors, keys.slotGuard, limit, ...ids)) as number;
+    const purged = (await this.run('purge-dead', keys.dead, keys.meta, keys.errors, keys.slotGuard, keys.pending, keys.sharedMeta, limit, ...ids)) as number;
     return { done: purged, taken: purged };
   }
 }

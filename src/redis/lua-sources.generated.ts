@@ -7,11 +7,11 @@ export interface EmbeddedLua {
   readonly numberOfKeys: number;
 }
 
-export type LuaScriptName = 'cancel' | 'complete-and-claim' | 'dead-letter' | 'dispatch-due' | 'enqueue' | 'purge-dead' | 'release-claim' | 'replay-dead' | 'retry';
+export type LuaScriptName = 'cancel' | 'complete-and-claim' | 'dead-letter' | 'dispatch-due' | 'enqueue' | 'purge-dead' | 'register-group' | 'release-claim' | 'remove-group' | 'replay-dead' | 'reschedule' | 'retry';
 
 export const LUA_SOURCES: Readonly<Record<LuaScriptName, EmbeddedLua>> = {
   'cancel': {
-    numberOfKeys: 9,
+    numberOfKeys: 11,
     lua: `-- Transition: SCHEDULED | READY | IN_FLIGHT | DEAD -> (removed).
 -- A handler still running a cancelled event finds its result fenced off.
 -- KEYS[1] meta hash
@@ -24,6 +24,8 @@ export const LUA_SOURCES: Readonly<Record<LuaScriptName, EmbeddedLua>> = {
 -- KEYS[8] slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
 -- KEYS[9] recent zset    (id -> end of its idempotency window ms)
+-- KEYS[10] group registry (includes/groups.lua)
+-- KEYS[11] pending hash: an event delivered to named groups is removed from each
 -- ARGV[1] id
 -- ARGV[2] idempotency window ms: a cancelled id is marked for that long, so a
 --         late re-send of its enqueue does not bring it back (0: no mark)
@@ -340,6 +342,65 @@ local function schedule_take_due(index, now, limit)
   return taken
 end
 
+-- Subscriber groups (fan-out). A type's due event is delivered to every group
+-- in its registry; a named group G keeps its own state under <base>:g:<G>:
+-- (headers 'attempt|due|' in :m, retries in :b, :r, :f, :d, :e), and the body
+-- stays once in the type's meta hash, held while the pending hash counts the
+-- groups that still hold the event. Included after envelope.
+
+-- The named group's own keys, from the type's meta key (<base>:m).
+local function group_keys(meta_key, group)
+  local own = string.sub(meta_key, 1, -3) .. ':g:' .. group
+  return {
+    meta = own .. ':m', schedule = own .. ':b', legacy = own .. ':s', ready = own .. ':r',
+    in_flight = own .. ':f', dead = own .. ':d', errors = own .. ':e',
+  }
+end
+
+-- Named groups of a registry (the default group keeps the type's own keys).
+local function named_groups(registry_key)
+  local named = {}
+  for _, group in ipairs(redis.call('HKEYS', registry_key)) do
+    if group ~= 'default' then named[#named + 1] = group end
+  end
+  return named
+end
+
+-- A group is done with \`ids\` (handled, purged, or the group removed): counts
+-- them down, and returns those no group holds any more, whose bodies can go.
+local function groups_release(pending_key, ids)
+  local finished = {}
+  for _, id in ipairs(ids) do
+    if redis.call('HINCRBY', pending_key, id, -1) <= 0 then
+      redis.call('HDEL', pending_key, id)
+      finished[#finished + 1] = id
+    end
+  end
+  return finished
+end
+
+-- Removing an event from every named group (cancel, replace). Included after
+-- envelope, lease-pin, schedule and groups.
+
+-- Takes \`id\` out of every named group, wherever it is there (cancel, replace).
+local function groups_forget(registry_key, pending_key, meta_key, id)
+  if redis.call('HDEL', pending_key, id) == 0 then return end
+  for _, group in ipairs(named_groups(registry_key)) do
+    local g = group_keys(meta_key, group)
+    local header = redis.call('HGET', g.meta, id)
+    if header then
+      redis.call('HDEL', g.meta, id)
+      local _, due = envelope_parse(header)
+      if not schedule_remove(g.schedule, id, due)
+        and not lease_remove(g.in_flight, id)
+        and redis.call('ZREM', g.dead, id) == 0 then
+        redis.call('LREM', g.ready, 1, id)
+      end
+      redis.call('HDEL', g.errors, id)
+    end
+  end
+end
+
 
 local id = ARGV[1]
 local value = redis.call('HGET', KEYS[1], id)
@@ -353,13 +414,14 @@ if not schedule_remove(KEYS[2], id, due)
   redis.call('LREM', KEYS[3], 1, id)
 end
 redis.call('HDEL', KEYS[6], id)
+groups_forget(KEYS[10], KEYS[11], KEYS[1], id)
 local window = tonumber(ARGV[2])
 if window > 0 then redis.call('ZADD', KEYS[9], now_ms() + window, id) end
 return 1
 `,
   },
   'complete-and-claim': {
-    numberOfKeys: 8,
+    numberOfKeys: 11,
     lua: `-- Transitions, in one round trip: IN_FLIGHT -> (removed) for the events whose
 -- handlers succeeded, then READY -> IN_FLIGHT (attempt + 1, leased until
 -- now + lease) for as many events as the caller has free handler slots, or
@@ -378,6 +440,10 @@ return 1
 -- KEYS[7] recent zset    (id -> end of its idempotency window ms)
 -- KEYS[8] claim log of the calling reader: what its last claim took, so that a
 --         claim whose reply was lost can be given back (release-claim.lua)
+-- KEYS[9] pending hash   (id -> how many groups still hold the event; includes/groups.lua)
+-- KEYS[10] the type's meta hash, where bodies live: KEYS[3] itself for the
+--         default group; a named group's KEYS[3] holds only headers 'attempt|due|'
+-- KEYS[11] paused flag: while it exists nothing is claimed
 -- ARGV[1] most events to claim (0: only complete)
 -- ARGV[2] lease ms
 -- ARGV[3] max attempts
@@ -386,7 +452,7 @@ return 1
 -- ARGV[5] token of this claim, kept in the claim log with what it took ('': no log)
 -- ARGV[6..] id, attempt of each succeeded event
 -- Returns {Redis now ms, {position of each succeeded event not completed},
---          {id, envelope, ...} claimed, {id, attempt, ...} dead-lettered}.
+--          {id, envelope, ...} claimed, {id, attempt, ...} dead-lettered, 1 if paused}.
 -- Positions count the succeeded events from 1. Listing the stale ones, not a
 -- flag per event, keeps the usual reply (every success completed) short.
 -- A claimed event's envelope is returned as stored: its attempt is the one
@@ -504,6 +570,45 @@ local function next_due(schedule_index, in_flight_key)
   return best
 end
 
+-- Subscriber groups (fan-out). A type's due event is delivered to every group
+-- in its registry; a named group G keeps its own state under <base>:g:<G>:
+-- (headers 'attempt|due|' in :m, retries in :b, :r, :f, :d, :e), and the body
+-- stays once in the type's meta hash, held while the pending hash counts the
+-- groups that still hold the event. Included after envelope.
+
+-- The named group's own keys, from the type's meta key (<base>:m).
+local function group_keys(meta_key, group)
+  local own = string.sub(meta_key, 1, -3) .. ':g:' .. group
+  return {
+    meta = own .. ':m', schedule = own .. ':b', legacy = own .. ':s', ready = own .. ':r',
+    in_flight = own .. ':f', dead = own .. ':d', errors = own .. ':e',
+  }
+end
+
+-- Named groups of a registry (the default group keeps the type's own keys).
+local function named_groups(registry_key)
+  local named = {}
+  for _, group in ipairs(redis.call('HKEYS', registry_key)) do
+    if group ~= 'default' then named[#named + 1] = group end
+  end
+  return named
+end
+
+-- A group is done with \`ids\` (handled, purged, or the group removed): counts
+-- them down, and returns those no group holds any more, whose bodies can go.
+local function groups_release(pending_key, ids)
+  local finished = {}
+  for _, id in ipairs(ids) do
+    if redis.call('HINCRBY', pending_key, id, -1) <= 0 then
+      redis.call('HDEL', pending_key, id)
+      finished[#finished + 1] = id
+    end
+  end
+  return finished
+end
+
+
+local group_queue = KEYS[10] ~= KEYS[3]
 
 -- Each batch costs a fixed number of calls, whatever its size: in a script,
 -- the calls, not the work they do, are most of the cost.
@@ -526,16 +631,32 @@ if #ARGV >= 6 then
   end
   if #removed > 0 then
     redis.call('ZREM', KEYS[2], unpack(removed))
-    redis.call('HDEL', KEYS[3], unpack(removed))
-    local window = tonumber(ARGV[4])
-    if window > 0 then
-      local marks = {}
-      local until_ms = now + window
-      for i, id in ipairs(removed) do
-        marks[2 * i - 1] = until_ms
-        marks[2 * i] = id
+    -- The ids whose bodies go now: all of them, unless other groups still hold some.
+    local finished = removed
+    if group_queue then
+      redis.call('HDEL', KEYS[3], unpack(removed))
+      finished = groups_release(KEYS[9], removed)
+    elseif redis.call('EXISTS', KEYS[9]) == 1 then
+      local held = redis.call('HMGET', KEYS[9], unpack(removed))
+      local delivered = {}
+      finished = {}
+      for k, id in ipairs(removed) do
+        if held[k] then delivered[#delivered + 1] = id else finished[#finished + 1] = id end
       end
-      redis.call('ZADD', KEYS[7], unpack(marks))
+      for _, id in ipairs(groups_release(KEYS[9], delivered)) do finished[#finished + 1] = id end
+    end
+    local window = tonumber(ARGV[4])
+    if #finished > 0 then
+      redis.call('HDEL', KEYS[10], unpack(finished))
+      if window > 0 then
+        local marks = {}
+        local until_ms = now + window
+        for i, id in ipairs(finished) do
+          marks[2 * i - 1] = until_ms
+          marks[2 * i] = id
+        end
+        redis.call('ZADD', KEYS[7], unpack(marks))
+      end
     end
   end
   if #had_errors > 0 then redis.call('HDEL', KEYS[5], unpack(had_errors)) end
@@ -543,20 +664,34 @@ end
 
 local claimed, dead = {}, {}
 local count = tonumber(ARGV[1])
+if count > 0 and redis.call('EXISTS', KEYS[11]) == 1 then
+  if #removed > 0 then lease_unpin_if_idle(KEYS[2]) end
+  return {now, stale, claimed, dead, 1}
+end
 local ids = count > 0 and redis.call('LPOP', KEYS[1], count)
 if not ids then
   if #removed > 0 then lease_unpin_if_idle(KEYS[2]) end
   -- The reader goes idle: its last claim was answered, so its log can go.
   if count > 0 and ARGV[5] ~= '' then redis.call('DEL', KEYS[8]) end
-  return {now, stale, claimed, dead}
+  return {now, stale, claimed, dead, 0}
 end
 
 local lease_until = now + tonumber(ARGV[2])
 local max_attempts = tonumber(ARGV[3])
 local values = redis.call('HMGET', KEYS[3], unpack(ids))
+-- A named group's header carries its attempt and due time; the body is the type's.
+local bodies = group_queue and redis.call('HMGET', KEYS[10], unpack(ids))
 local leases = {}
 for k, id in ipairs(ids) do
   local value = values[k]
+  if bodies then
+    if value and bodies[k] then
+      local _, _, body = envelope_parse(bodies[k])
+      value = value .. body
+    else
+      value = nil
+    end
+  end
   -- A missing envelope means the event was cancelled or purged meanwhile.
   if value then
     local attempt = envelope_attempt(value)
@@ -583,7 +718,7 @@ if #leases > 0 then
 elseif #removed > 0 then
   lease_unpin_if_idle(KEYS[2])
 end
-return {now, stale, claimed, dead}
+return {now, stale, claimed, dead, 0}
 `,
   },
   'dead-letter': {
@@ -732,7 +867,7 @@ return 1
 `,
   },
   'dispatch-due': {
-    numberOfKeys: 7,
+    numberOfKeys: 10,
     lua: `-- Transition: SCHEDULED (due) -> READY, and IN_FLIGHT (lease expired) -> READY,
 -- writing the attempt that expired into the envelope (see includes/lease.lua).
 -- Atomic, so any number of dispatchers may run it at once without a lock.
@@ -745,7 +880,14 @@ return 1
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
 -- KEYS[7] recent zset    (id -> end of its idempotency window ms); marks whose
 --         window ended are dropped here, at most ARGV[1] a call
+-- KEYS[8] group registry (group -> registered at ms): a due event goes to every
+--         group in it; none, or only 'default': to the ready list alone. A named
+--         group's own keys name a registry never written: its retries are its own.
+-- KEYS[9] pending hash   (id -> how many groups still hold the event)
+-- KEYS[10] paused flag: while it exists nothing is moved
 -- ARGV[1] most events to move in this call
+-- ARGV[2] '1' when a handler of the default group runs here: once the type has
+--         named groups, the default group is registered too, so it keeps getting events
 -- Returns {moved due, moved with expired lease, next due ms or -1, Redis now ms}.
 -- A stored event is "<attempt>|<due ms>|<body json>": the two numbers that
 -- scripts change sit in front so a transition never has to parse the JSON.
@@ -1118,13 +1260,92 @@ local function schedule_take_due(index, now, limit)
   return taken
 end
 
+-- Subscriber groups (fan-out). A type's due event is delivered to every group
+-- in its registry; a named group G keeps its own state under <base>:g:<G>:
+-- (headers 'attempt|due|' in :m, retries in :b, :r, :f, :d, :e), and the body
+-- stays once in the type's meta hash, held while the pending hash counts the
+-- groups that still hold the event. Included after envelope.
+
+-- The named group's own keys, from the type's meta key (<base>:m).
+local function group_keys(meta_key, group)
+  local own = string.sub(meta_key, 1, -3) .. ':g:' .. group
+  return {
+    meta = own .. ':m', schedule = own .. ':b', legacy = own .. ':s', ready = own .. ':r',
+    in_flight = own .. ':f', dead = own .. ':d', errors = own .. ':e',
+  }
+end
+
+-- Named groups of a registry (the default group keeps the type's own keys).
+local function named_groups(registry_key)
+  local named = {}
+  for _, group in ipairs(redis.call('HKEYS', registry_key)) do
+    if group ~= 'default' then named[#named + 1] = group end
+  end
+  return named
+end
+
+-- A group is done with \`ids\` (handled, purged, or the group removed): counts
+-- them down, and returns those no group holds any more, whose bodies can go.
+local function groups_release(pending_key, ids)
+  local finished = {}
+  for _, id in ipairs(ids) do
+    if redis.call('HINCRBY', pending_key, id, -1) <= 0 then
+      redis.call('HDEL', pending_key, id)
+      finished[#finished + 1] = id
+    end
+  end
+  return finished
+end
+
 
 local limit = tonumber(ARGV[1])
 local now = now_ms()
 
-local function move(ids)
+if redis.call('EXISTS', KEYS[10]) == 1 then return {0, 0, -1, now} end
+if ARGV[2] == '1' and redis.call('EXISTS', KEYS[8]) == 1 then redis.call('HSETNX', KEYS[8], 'default', now) end
+
+-- Expired leases and the default group's own retries go back to its ready list.
+local function move_here(ids)
   if #ids == 0 then return 0 end
   redis.call('RPUSH', KEYS[3], unpack(ids))
+  limit = limit - #ids
+  return #ids
+end
+
+-- Due events go to every registered group. An event already delivered (it is
+-- in the pending hash) is back in this schedule as the default group's retry or
+-- replay: it goes to the default group alone.
+local function move(ids)
+  if #ids == 0 then return 0 end
+  local named = named_groups(KEYS[8])
+  if #named == 0 then return move_here(ids) end
+  local to_default = redis.call('HEXISTS', KEYS[8], 'default') == 1
+  local delivered = redis.call('HMGET', KEYS[9], unpack(ids))
+  local again, fresh, headers, counts = {}, {}, {}, {}
+  local envelopes = redis.call('HMGET', KEYS[5], unpack(ids))
+  local holders = #named + (to_default and 1 or 0)
+  for k, id in ipairs(ids) do
+    if delivered[k] then
+      again[#again + 1] = id
+    elseif envelopes[k] then -- a missing envelope was cancelled meanwhile
+      fresh[#fresh + 1] = id
+      local _, due = envelope_parse(envelopes[k])
+      headers[#headers + 1] = id
+      headers[#headers + 1] = envelope_make(0, due, '')
+      counts[#counts + 1] = id
+      counts[#counts + 1] = holders
+    end
+  end
+  if #again > 0 then redis.call('RPUSH', KEYS[3], unpack(again)) end
+  if #fresh > 0 then
+    for _, group in ipairs(named) do
+      local g = group_keys(KEYS[5], group)
+      redis.call('HSET', g.meta, unpack(headers))
+      redis.call('RPUSH', g.ready, unpack(fresh))
+    end
+    if to_default then redis.call('RPUSH', KEYS[3], unpack(fresh)) end
+    redis.call('HSET', KEYS[9], unpack(counts))
+  end
   limit = limit - #ids
   return #ids
 end
@@ -1180,7 +1401,7 @@ end
 
 local due = move(take_from_zset(KEYS[4]))
 due = due + move(schedule_take_due(KEYS[1], now, limit))
-local expired = move(take_expired())
+local expired = move_here(take_expired())
 
 local next_at = next_due(KEYS[1], KEYS[2])
 local legacy = tonumber(redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')[2])
@@ -1189,7 +1410,7 @@ return {due, expired, next_at, now}
 `,
   },
   'enqueue': {
-    numberOfKeys: 9,
+    numberOfKeys: 11,
     lua: `-- Transition: (nothing) -> SCHEDULED, or any state -> SCHEDULED when replacing;
 -- for one event or a batch of events of one type.
 -- KEYS[1] meta hash      (id -> envelope)
@@ -1203,6 +1424,8 @@ return {due, expired, next_at, now}
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
 -- KEYS[9] recent zset    (id -> end of its idempotency window ms): ids handled or
 --         cancelled lately; enqueueing one again without replace is a duplicate
+-- KEYS[10] group registry (includes/groups.lua)
+-- KEYS[11] pending hash: a replaced event delivered to named groups leaves each
 -- ARGV[1] '1' to replace stored events, '0' to leave them as they are
 -- ARGV[2] wake channel
 -- ARGV[3] wake message (the type's key tag)
@@ -1547,6 +1770,65 @@ local function schedule_take_due(index, now, limit)
   return taken
 end
 
+-- Subscriber groups (fan-out). A type's due event is delivered to every group
+-- in its registry; a named group G keeps its own state under <base>:g:<G>:
+-- (headers 'attempt|due|' in :m, retries in :b, :r, :f, :d, :e), and the body
+-- stays once in the type's meta hash, held while the pending hash counts the
+-- groups that still hold the event. Included after envelope.
+
+-- The named group's own keys, from the type's meta key (<base>:m).
+local function group_keys(meta_key, group)
+  local own = string.sub(meta_key, 1, -3) .. ':g:' .. group
+  return {
+    meta = own .. ':m', schedule = own .. ':b', legacy = own .. ':s', ready = own .. ':r',
+    in_flight = own .. ':f', dead = own .. ':d', errors = own .. ':e',
+  }
+end
+
+-- Named groups of a registry (the default group keeps the type's own keys).
+local function named_groups(registry_key)
+  local named = {}
+  for _, group in ipairs(redis.call('HKEYS', registry_key)) do
+    if group ~= 'default' then named[#named + 1] = group end
+  end
+  return named
+end
+
+-- A group is done with \`ids\` (handled, purged, or the group removed): counts
+-- them down, and returns those no group holds any more, whose bodies can go.
+local function groups_release(pending_key, ids)
+  local finished = {}
+  for _, id in ipairs(ids) do
+    if redis.call('HINCRBY', pending_key, id, -1) <= 0 then
+      redis.call('HDEL', pending_key, id)
+      finished[#finished + 1] = id
+    end
+  end
+  return finished
+end
+
+-- Removing an event from every named group (cancel, replace). Included after
+-- envelope, lease-pin, schedule and groups.
+
+-- Takes \`id\` out of every named group, wherever it is there (cancel, replace).
+local function groups_forget(registry_key, pending_key, meta_key, id)
+  if redis.call('HDEL', pending_key, id) == 0 then return end
+  for _, group in ipairs(named_groups(registry_key)) do
+    local g = group_keys(meta_key, group)
+    local header = redis.call('HGET', g.meta, id)
+    if header then
+      redis.call('HDEL', g.meta, id)
+      local _, due = envelope_parse(header)
+      if not schedule_remove(g.schedule, id, due)
+        and not lease_remove(g.in_flight, id)
+        and redis.call('ZREM', g.dead, id) == 0 then
+        redis.call('LREM', g.ready, 1, id)
+      end
+      redis.call('HDEL', g.errors, id)
+    end
+  end
+end
+
 
 local replace = ARGV[1] == '1'
 local now
@@ -1641,6 +1923,7 @@ for k = 1, n do
         redis.call('LREM', KEYS[3], 1, id)
       end
       redis.call('HDEL', KEYS[6], id)
+      groups_forget(KEYS[10], KEYS[11], KEYS[1], id)
     end
     -- Attempt 0 also fences off the result of a handler still running an old payload.
     envelopes[n_env + 1] = id
@@ -1667,17 +1950,58 @@ return statuses
 `,
   },
   'purge-dead': {
-    numberOfKeys: 4,
+    numberOfKeys: 6,
     lua: `-- Transition: DEAD -> (removed).
 -- KEYS[1] dead zset
 -- KEYS[2] meta hash
 -- KEYS[3] errors hash
 -- KEYS[4] slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
+-- KEYS[5] pending hash   (id -> how many groups still hold the event)
+-- KEYS[6] the type's meta hash, where bodies live: KEYS[2] itself for the
+--         default group; a named group's KEYS[2] holds only headers
 -- ARGV[1] most events to purge when no ids are given
 -- ARGV[2..] ids to purge; none means the oldest ARGV[1] dead letters
 -- Returns how many events were purged.
+-- Subscriber groups (fan-out). A type's due event is delivered to every group
+-- in its registry; a named group G keeps its own state under <base>:g:<G>:
+-- (headers 'attempt|due|' in :m, retries in :b, :r, :f, :d, :e), and the body
+-- stays once in the type's meta hash, held while the pending hash counts the
+-- groups that still hold the event. Included after envelope.
 
+-- The named group's own keys, from the type's meta key (<base>:m).
+local function group_keys(meta_key, group)
+  local own = string.sub(meta_key, 1, -3) .. ':g:' .. group
+  return {
+    meta = own .. ':m', schedule = own .. ':b', legacy = own .. ':s', ready = own .. ':r',
+    in_flight = own .. ':f', dead = own .. ':d', errors = own .. ':e',
+  }
+end
+
+-- Named groups of a registry (the default group keeps the type's own keys).
+local function named_groups(registry_key)
+  local named = {}
+  for _, group in ipairs(redis.call('HKEYS', registry_key)) do
+    if group ~= 'default' then named[#named + 1] = group end
+  end
+  return named
+end
+
+-- A group is done with \`ids\` (handled, purged, or the group removed): counts
+-- them down, and returns those no group holds any more, whose bodies can go.
+local function groups_release(pending_key, ids)
+  local finished = {}
+  for _, id in ipairs(ids) do
+    if redis.call('HINCRBY', pending_key, id, -1) <= 0 then
+      redis.call('HDEL', pending_key, id)
+      finished[#finished + 1] = id
+    end
+  end
+  return finished
+end
+
+
+local group_queue = KEYS[6] ~= KEYS[2]
 local ids = {}
 if #ARGV > 1 then
   for i = 2, #ARGV do ids[#ids + 1] = ARGV[i] end
@@ -1688,12 +2012,62 @@ end
 local purged = 0
 for _, id in ipairs(ids) do
   if redis.call('ZREM', KEYS[1], id) == 1 then
-    redis.call('HDEL', KEYS[2], id)
+    if group_queue then redis.call('HDEL', KEYS[2], id) end
+    -- The body goes with the last group that held the event.
+    if (group_queue or redis.call('HEXISTS', KEYS[5], id) == 1) then
+      if #groups_release(KEYS[5], { id }) > 0 then redis.call('HDEL', KEYS[6], id) end
+    else
+      redis.call('HDEL', KEYS[2], id)
+    end
     redis.call('HDEL', KEYS[3], id)
     purged = purged + 1
   end
 end
 return purged
+`,
+  },
+  'register-group': {
+    numberOfKeys: 2,
+    lua: `-- Registers a subscriber group of a type: from now on every event of the type
+-- that falls due is delivered to it too (dispatch-due.lua), whether or not any
+-- of its handlers runs. The default group (handlers without a group) needs no
+-- registry while it is the only one: it is registered only once the type has
+-- one, here or by its handlers' dispatchers.
+-- KEYS[1] group registry (group -> registered at ms)
+-- KEYS[2] slot guard: never written; declared so that Redis refuses the script
+--         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
+-- ARGV[1] group name
+-- Returns 1 when newly registered, 0 when it already was (or is the default
+-- group of a type without named groups, which needs no registry).
+-- A stored event is "<attempt>|<due ms>|<body json>": the two numbers that
+-- scripts change sit in front so a transition never has to parse the JSON.
+-- A value without a valid header (corrupted by hand) parses as attempt 0 with
+-- the whole value as body: it is then claimed, fails to decode and is
+-- dead-lettered, instead of making every script that touches it fail.
+local function envelope_parse(value)
+  local attempt, due, body = string.match(value, '^(%d+)|(%d+)|(.*)$')
+  if not attempt then return 0, '0', value end
+  return tonumber(attempt), due, body
+end
+
+local function envelope_attempt(value)
+  return tonumber(string.match(value, '^(%d+)|%d+|')) or 0
+end
+
+local function envelope_make(attempt, due, body)
+  return attempt .. '|' .. due .. '|' .. body
+end
+
+-- Every instance reads one clock, Redis's, so skewed hosts neither fire early
+-- nor late relative to each other.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+
+if ARGV[1] == 'default' and redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+return redis.call('HSETNX', KEYS[1], ARGV[1], now_ms())
 `,
   },
   'release-claim': {
@@ -1769,6 +2143,103 @@ local reversed = {}
 for i = #back, 1, -1 do reversed[#reversed + 1] = back[i] end
 redis.call('LPUSH', KEYS[3], unpack(reversed))
 return #back
+`,
+  },
+  'remove-group': {
+    numberOfKeys: 4,
+    lua: `-- Transition: a named group is unregistered for good; every event it still
+-- held (ready, in flight, waiting for a retry, dead) is dropped from it, and a
+-- body no other group holds goes with it. In calls of ARGV[2] events, so a
+-- large group never holds Redis in one long script: call again until it
+-- returns 0 left.
+-- KEYS[1] group registry (group -> registered at ms)
+-- KEYS[2] pending hash   (id -> how many groups still hold the event)
+-- KEYS[3] the type's meta hash (bodies; the group's keys sit under the same base)
+-- KEYS[4] slot guard: never written; declared so that Redis refuses the script
+--         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
+-- ARGV[1] group name (never 'default')
+-- ARGV[2] most events to drop in this call
+-- Returns {1 if the group was registered when this call began, events left in it}.
+-- A stored event is "<attempt>|<due ms>|<body json>": the two numbers that
+-- scripts change sit in front so a transition never has to parse the JSON.
+-- A value without a valid header (corrupted by hand) parses as attempt 0 with
+-- the whole value as body: it is then claimed, fails to decode and is
+-- dead-lettered, instead of making every script that touches it fail.
+local function envelope_parse(value)
+  local attempt, due, body = string.match(value, '^(%d+)|(%d+)|(.*)$')
+  if not attempt then return 0, '0', value end
+  return tonumber(attempt), due, body
+end
+
+local function envelope_attempt(value)
+  return tonumber(string.match(value, '^(%d+)|%d+|')) or 0
+end
+
+local function envelope_make(attempt, due, body)
+  return attempt .. '|' .. due .. '|' .. body
+end
+
+-- Every instance reads one clock, Redis's, so skewed hosts neither fire early
+-- nor late relative to each other.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Subscriber groups (fan-out). A type's due event is delivered to every group
+-- in its registry; a named group G keeps its own state under <base>:g:<G>:
+-- (headers 'attempt|due|' in :m, retries in :b, :r, :f, :d, :e), and the body
+-- stays once in the type's meta hash, held while the pending hash counts the
+-- groups that still hold the event. Included after envelope.
+
+-- The named group's own keys, from the type's meta key (<base>:m).
+local function group_keys(meta_key, group)
+  local own = string.sub(meta_key, 1, -3) .. ':g:' .. group
+  return {
+    meta = own .. ':m', schedule = own .. ':b', legacy = own .. ':s', ready = own .. ':r',
+    in_flight = own .. ':f', dead = own .. ':d', errors = own .. ':e',
+  }
+end
+
+-- Named groups of a registry (the default group keeps the type's own keys).
+local function named_groups(registry_key)
+  local named = {}
+  for _, group in ipairs(redis.call('HKEYS', registry_key)) do
+    if group ~= 'default' then named[#named + 1] = group end
+  end
+  return named
+end
+
+-- A group is done with \`ids\` (handled, purged, or the group removed): counts
+-- them down, and returns those no group holds any more, whose bodies can go.
+local function groups_release(pending_key, ids)
+  local finished = {}
+  for _, id in ipairs(ids) do
+    if redis.call('HINCRBY', pending_key, id, -1) <= 0 then
+      redis.call('HDEL', pending_key, id)
+      finished[#finished + 1] = id
+    end
+  end
+  return finished
+end
+
+
+local existed = redis.call('HDEL', KEYS[1], ARGV[1])
+local g = group_keys(KEYS[3], ARGV[1])
+local ids = redis.call('HRANDFIELD', g.meta, tonumber(ARGV[2]))
+if #ids > 0 then
+  redis.call('HDEL', g.meta, unpack(ids))
+  local finished = groups_release(KEYS[2], ids)
+  if #finished > 0 then redis.call('HDEL', KEYS[3], unpack(finished)) end
+end
+local left = redis.call('HLEN', g.meta)
+if left == 0 then
+  for _, bucket in ipairs(redis.call('ZRANGE', g.schedule, 0, -1)) do
+    redis.call('DEL', g.schedule .. ':' .. bucket)
+  end
+  redis.call('DEL', g.schedule, g.legacy, g.ready, g.in_flight, g.dead, g.errors)
+end
+return {existed, left}
 `,
   },
   'replay-dead': {
@@ -2100,6 +2571,332 @@ if replayed > 0 then
   redis.call('PUBLISH', ARGV[1], ARGV[2] .. '|' .. now)
 end
 return {replayed, taken}
+`,
+  },
+  'reschedule': {
+    numberOfKeys: 5,
+    lua: `-- Transition: SCHEDULED | READY -> SCHEDULED at a new due time, keeping the
+-- payload, context and attempts (reschedule and run-now of the inspection API).
+-- An event in flight or dead is left as it is: rescheduling does not apply.
+-- KEYS[1] meta hash      (id -> envelope)
+-- KEYS[2] schedule index (bucket -> earliest due ms; see includes/schedule.lua)
+-- KEYS[3] ready list
+-- KEYS[4] legacy schedule zset (id -> due ms), written by 0.1; only emptied
+-- KEYS[5] slot guard: never written; declared so that Redis refuses the script
+--         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
+-- ARGV[1] wake channel
+-- ARGV[2] wake message (the type's key tag)
+-- ARGV[3] id
+-- ARGV[4] new due: '+<ms from Redis now>' or '<absolute ms>'
+-- Returns the new due ms, or -1 when the event is not stored, or is in flight or dead.
+-- A stored event is "<attempt>|<due ms>|<body json>": the two numbers that
+-- scripts change sit in front so a transition never has to parse the JSON.
+-- A value without a valid header (corrupted by hand) parses as attempt 0 with
+-- the whole value as body: it is then claimed, fails to decode and is
+-- dead-lettered, instead of making every script that touches it fail.
+local function envelope_parse(value)
+  local attempt, due, body = string.match(value, '^(%d+)|(%d+)|(.*)$')
+  if not attempt then return 0, '0', value end
+  return tonumber(attempt), due, body
+end
+
+local function envelope_attempt(value)
+  return tonumber(string.match(value, '^(%d+)|%d+|')) or 0
+end
+
+local function envelope_make(attempt, due, body)
+  return attempt .. '|' .. due .. '|' .. body
+end
+
+-- Every instance reads one clock, Redis's, so skewed hosts neither fire early
+-- nor late relative to each other.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- The schedule of a type (state SCHEDULED) is split into buckets: sorted sets
+-- id -> due small enough for Redis's compact listpack encoding (about 20 bytes
+-- an entry, against about 110 in a skiplist), and an index sorted set
+-- bucket name -> earliest due in that bucket. Bucket keys are the index key
+-- plus ':<name>', in the index's hash slot; no counter key outlives the schedule.
+--
+-- Invariants, kept by the functions below:
+--   * an index score is exactly the earliest due of its bucket, so the index
+--     head is the next due time and only buckets holding something due are read;
+--   * a bucket holds nothing later than the next greater earliest due in the
+--     index: buckets hold disjoint ranges of due times, except that buckets
+--     sharing an earliest due (more events due in one millisecond than a
+--     bucket holds) may overlap each other. So an event due at t is in a bucket
+--     starting at t or in one starting at the greatest earliest due below t,
+--     and finding it needs the index alone;
+--   * of buckets sharing an earliest due, only the last by name holds anything
+--     due later than that. Adding to such a group goes to that bucket without
+--     looking at the others, and when a bucket starts between its entries, the
+--     others hold nothing past that start.
+
+-- Half of Redis's default zset-max-listpack-entries (128): adding a member
+-- scans the listpack for it first, so smaller buckets cost less per event,
+-- for ~2 more bytes an event (a bucket key per 64 events, not per 128).
+-- A bucket filled by 0.3.0 may hold up to 128; nothing here needs a bucket
+-- to be at most BUCKET_MAX.
+local BUCKET_MAX = 64
+local BUCKET_FILL = 48 -- most entries a bucket keeps after a split: room to grow
+
+local function bucket_key(index, bucket)
+  return index .. ':' .. bucket
+end
+
+-- A free name for a new bucket starting at \`lo\`, sorting after every bucket
+-- that starts there.
+local function new_bucket(index, lo)
+  local last = redis.call('ZRANGE', index, lo, lo, 'BYSCORE', 'REV', 'LIMIT', 0, 1)[1]
+  local name = tostring(lo)
+  if last then
+    local base, n = string.match(last, '^(.*)~(%d+)$')
+    name = base and (base .. '~' .. string.format('%09d', tonumber(n) + 1)) or (last .. '~000000001')
+  end
+  -- Taken by a bucket whose earliest due has changed since it was named.
+  while redis.call('ZSCORE', index, name) do name = name .. '~000000001' end
+  return name, last
+end
+
+local function latest_due(index, bucket)
+  return tonumber(redis.call('ZRANGE', bucket_key(index, bucket), -1, -1, 'WITHSCORES')[2])
+end
+
+-- The bucket that takes due time \`due\` (nil: a new one), its earliest due,
+-- when \`want_limit\` the due time from which on entries belong to a later
+-- bucket (nil: none), and whether \`due\` is earlier than the whole schedule.
+local function schedule_target(index, due, want_limit)
+  local below = redis.call('ZRANGE', index, due, '-inf', 'BYSCORE', 'REV', 'LIMIT', 0, 1, 'WITHSCORES')
+  if below[1] then
+    if not want_limit then return below[1], tonumber(below[2]), nil end
+    local above = redis.call('ZRANGE', index, '(' .. due, '+inf', 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
+    return below[1], tonumber(below[2]), tonumber(above[2])
+  end
+  -- Earlier than every bucket: the first takes it, unless it shares its
+  -- earliest due with others (moving its start would leave it overlapping them).
+  local first_two = redis.call('ZRANGE', index, 0, 1, 'WITHSCORES')
+  if not first_two[1] then return nil, nil, nil, true end
+  local first = tonumber(first_two[2])
+  if first_two[3] and tonumber(first_two[4]) == first then return nil, nil, first, true end
+  return first_two[1], first, first, true
+end
+
+-- Adds list[from..to] to a bucket. Redis finds a listpack entry's place by
+-- scanning from the front, so the latest go first: into a new bucket, each
+-- insertion then stops at once.
+local function put(index, bucket, list, from, to)
+  local args = {}
+  local due, printed
+  for k = to, from, -1 do
+    -- Redis would print each number; entries mostly share a due time.
+    if list[k][1] ~= due then
+      due = list[k][1]
+      printed = tostring(due)
+    end
+    args[#args + 1] = printed
+    args[#args + 1] = list[k][2]
+  end
+  redis.call('ZADD', bucket_key(index, bucket), unpack(args))
+end
+
+-- The entries of bucket \`from\`, moved to bucket \`to\` (empty).
+local function move_entries(index, from, to)
+  local from_key = bucket_key(index, from)
+  local flat = redis.call('ZRANGE', from_key, 0, -1, 'WITHSCORES')
+  local args = {}
+  for i = #flat - 1, 1, -2 do -- latest first, as put() does
+    args[#args + 1] = flat[i + 1]
+    args[#args + 1] = flat[i]
+  end
+  redis.call('ZREMRANGEBYRANK', from_key, 0, -1)
+  redis.call('ZADD', bucket_key(index, to), unpack(args))
+end
+
+-- A name for a new bucket that will hold list[first..last]. Splitting a
+-- bucket can leave a part due only at the next bucket's earliest due, joining
+-- the group that starts there. A new name sorts last, and only the last of a
+-- group may hold later entries: when the group's last one does, its entries
+-- move to the new name, and the part takes the old one, emptied.
+local function name_for_part(index, list, first, last)
+  local lo = list[first][1]
+  local name, newest = new_bucket(index, lo)
+  if list[last][1] ~= lo or not newest or latest_due(index, newest) == lo then return name end
+  move_entries(index, newest, name)
+  redis.call('ZADD', index, lo, name)
+  return newest
+end
+
+-- Stores list[from..to] in new buckets of at most \`size\` entries; with
+-- \`keep\` (a split), the first of them is bucket \`keep\`, emptied by the caller.
+-- Appends need no name_for_part: they go to the last bucket of a group.
+local function put_in_new_buckets(index, list, from, to, size, keep)
+  local parts = math.ceil((to - from + 1) / size)
+  size = math.ceil((to - from + 1) / parts)
+  for p = 0, parts - 1 do
+    local first = from + p * size
+    local last = math.min(to, first + size - 1)
+    local name = (p == 0 and keep) or (keep and name_for_part(index, list, first, last)) or new_bucket(index, list[first][1])
+    put(index, name, list, first, last)
+    redis.call('ZADD', index, list[first][1], name)
+  end
+end
+
+-- Stores entries[from..to] ({due, id}, ascending by due) in \`bucket\` (nil: a
+-- new bucket), whose earliest due is \`lo\`. A sorted set that grew past the
+-- listpack limit would stay a skiplist even after shrinking, so a bucket
+-- never grows past it: what does not fit goes to new buckets.
+local function schedule_fill(index, bucket, lo, entries, from, to)
+  local held = bucket and redis.call('ZCARD', bucket_key(index, bucket)) or 0
+  if held + to - from + 1 <= BUCKET_MAX then
+    bucket = bucket or new_bucket(index, entries[from][1])
+    put(index, bucket, entries, from, to)
+    if not lo or entries[from][1] < lo then redis.call('ZADD', index, entries[from][1], bucket) end
+    return
+  end
+  if held == 0 or entries[from][1] >= latest_due(index, bucket) then
+    -- Appending, the usual case (one delay for many events): fill the bucket
+    -- up and open new full ones after it; nothing is rewritten.
+    local room = BUCKET_MAX - held
+    if room > 0 and bucket then
+      put(index, bucket, entries, from, from + room - 1)
+      if not lo or entries[from][1] < lo then redis.call('ZADD', index, entries[from][1], bucket) end
+      from = from + room
+    end
+    put_in_new_buckets(index, entries, from, to, BUCKET_MAX)
+    return
+  end
+  -- Inserting among its entries: rewrite the bucket as several, with room to grow.
+  local key = bucket_key(index, bucket)
+  local old = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
+  redis.call('ZREMRANGEBYRANK', key, 0, -1)
+  local merged, k = {}, from
+  for o = 1, #old, 2 do
+    local old_due = tonumber(old[o + 1])
+    while k <= to and entries[k][1] < old_due do
+      merged[#merged + 1] = entries[k]
+      k = k + 1
+    end
+    merged[#merged + 1] = { old_due, old[o] }
+  end
+  for r = k, to do merged[#merged + 1] = entries[r] end
+  put_in_new_buckets(index, merged, 1, #merged, BUCKET_FILL, bucket)
+end
+
+-- Schedules entries (a list of {due, id} of ids not scheduled yet), in as few
+-- calls as their due times allow: entries bound for one bucket go in one ZADD.
+-- Returns true when the schedule's earliest due time moved earlier.
+local function schedule_add(index, entries)
+  local sorted = true
+  for k = 2, #entries do
+    if entries[k][1] < entries[k - 1][1] then sorted = false break end
+  end
+  if not sorted then table.sort(entries, function(a, b) return a[1] < b[1] end) end
+  local from, earlier = 1, false
+  while from <= #entries do
+    local bucket, lo, limit, earliest = schedule_target(index, entries[from][1], from < #entries)
+    earlier = earlier or earliest
+    local to = from
+    while to < #entries and (not limit or entries[to + 1][1] < limit) do to = to + 1 end
+    schedule_fill(index, bucket, lo, entries, from, to)
+    from = to + 1
+  end
+  return earlier
+end
+
+-- After \`bucket\`, indexed at \`was\`, lost entries: indexes it at its new
+-- earliest due, or drops it when empty. A bucket whose earliest due moved
+-- onto another bucket's holds only entries due then (it held nothing later
+-- than that start). If it now sorts last there while the bucket that was last
+-- holds later entries, the two swap entries: only the last may hold those.
+local function reindex(index, bucket, was)
+  local head = redis.call('ZRANGE', bucket_key(index, bucket), 0, 0, 'WITHSCORES')
+  if not head[1] then
+    redis.call('ZREM', index, bucket)
+    return
+  end
+  local lo = tonumber(head[2])
+  if lo == tonumber(was) then return end
+  local last = redis.call('ZRANGE', index, lo, lo, 'BYSCORE', 'REV', 'LIMIT', 0, 1)[1]
+  redis.call('ZADD', index, lo, bucket)
+  if not last or latest_due(index, last) == lo then return end
+  if redis.call('ZRANGE', index, lo, lo, 'BYSCORE', 'REV', 'LIMIT', 0, 1)[1] ~= bucket then return end
+  local parked = new_bucket(index, lo)
+  move_entries(index, bucket, parked)
+  move_entries(index, last, bucket)
+  move_entries(index, parked, last)
+end
+
+-- Removes \`id\` from the first of \`buckets\` (names, each followed by its index score) holding it.
+local function remove_from(index, buckets, id)
+  for i = 1, #buckets, 2 do
+    local bucket = buckets[i]
+    if redis.call('ZREM', bucket_key(index, bucket), id) == 1 then
+      reindex(index, bucket, buckets[i + 1])
+      return true
+    end
+  end
+  return false
+end
+
+-- Unschedules \`id\`, due at \`due\` (from its envelope): it is in a bucket
+-- starting at \`due\` or at the greatest earliest due below it, newest first
+-- being likelier. Returns false when it was not scheduled.
+local function schedule_remove(index, id, due)
+  if remove_from(index, redis.call('ZRANGE', index, due, due, 'BYSCORE', 'REV', 'WITHSCORES'), id) then return true end
+  local below = redis.call('ZRANGE', index, '(' .. due, '-inf', 'BYSCORE', 'REV', 'LIMIT', 0, 1, 'WITHSCORES')
+  if below[1] and remove_from(index, redis.call('ZRANGE', index, below[2], below[2], 'BYSCORE', 'REV', 'WITHSCORES'), id) then return true end
+  -- An envelope corrupted by hand reads as due 0: its entry may be anywhere.
+  return tonumber(due) == 0 and remove_from(index, redis.call('ZRANGE', index, 0, -1, 'WITHSCORES'), id)
+end
+
+-- Removes and returns up to \`limit\` ids due at \`now\`, earliest buckets first.
+local function schedule_take_due(index, now, limit)
+  local taken = {}
+  while limit > 0 do
+    local buckets = redis.call('ZRANGE', index, '-inf', now, 'BYSCORE', 'LIMIT', 0, 16, 'WITHSCORES')
+    if #buckets == 0 then break end
+    for i = 1, #buckets, 2 do
+      local bucket = buckets[i]
+      local key = bucket_key(index, bucket)
+      local ids = redis.call('ZRANGE', key, '-inf', now, 'BYSCORE', 'LIMIT', 0, limit)
+      -- Due entries are the bucket's first ones.
+      if #ids > 0 then redis.call('ZREMRANGEBYRANK', key, 0, #ids - 1) end
+      reindex(index, bucket, buckets[i + 1])
+      for _, id in ipairs(ids) do taken[#taken + 1] = id end
+      limit = limit - #ids
+      if limit <= 0 then break end
+    end
+  end
+  return taken
+end
+
+
+local id = ARGV[3]
+local value = redis.call('HGET', KEYS[1], id)
+if not value then return -1 end
+local attempt, due, body = envelope_parse(value)
+-- Its bucket is found from the due time in its envelope, as cancel.lua does.
+if not schedule_remove(KEYS[2], id, due)
+  and redis.call('ZREM', KEYS[4], id) == 0
+  and redis.call('LREM', KEYS[3], 1, id) == 0 then
+  return -1
+end
+
+local spec, new_due = ARGV[4], nil
+if string.byte(spec, 1) == 43 then -- '+': relative to Redis's now
+  new_due = now_ms() + tonumber(string.sub(spec, 2))
+else
+  new_due = tonumber(spec)
+end
+redis.call('HSET', KEYS[1], id, envelope_make(attempt, new_due, body))
+-- Dispatchers sleep until the earliest due time they know: tell them when it moved earlier.
+if schedule_add(KEYS[2], { { new_due, id } }) then
+  redis.call('PUBLISH', ARGV[1], ARGV[2] .. '|' .. new_due)
+end
+return new_due
 `,
   },
   'retry': {

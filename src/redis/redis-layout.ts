@@ -13,8 +13,25 @@ export interface TypeKeys {
   readonly type: string;
   /** The hash tag's content: the type, or `type#partition`; names the queue in wake-ups. */
   readonly tag: string;
-  /** Hash: id -> envelope `attempt|due|body`. */
+  /** The subscriber group these keys deliver to: `default`, or a group's name. */
+  readonly group: string;
+  /**
+   * Hash: id -> envelope `attempt|due|body`. A named group's own hash holds
+   * only its header, `attempt|due|`: the body is stored once, in `sharedMeta`.
+   */
   readonly meta: string;
+  /** The type's hash of envelopes, where bodies live: `meta` itself for the default group. */
+  readonly sharedMeta: string;
+  /**
+   * Hash: group name -> registered at ms, the groups a due event is delivered
+   * to. A named group's keys name a hash that is never written here: its own
+   * retries are delivered to it alone.
+   */
+  readonly groups: string;
+  /** Hash: id -> how many groups still hold the event, for events delivered to named groups. */
+  readonly pending: string;
+  /** String: while it exists, the type's events are neither dispatched nor claimed, in every instance. */
+  readonly paused: string;
   /**
    * Sorted set: bucket name -> earliest due ms in that bucket; the buckets,
    * `${schedule}:<name>`, are small sorted sets id -> due ms. State SCHEDULED.
@@ -56,6 +73,12 @@ export interface TypeKeys {
  */
 export const LEASE_PIN = Buffer.concat([Buffer.from([0xff]), Buffer.from('pin: keeps this in-flight set a skiplist, not a listpack (docs/redis-layout.md)')]);
 
+/** The group of handlers registered without a `group` option. */
+export const DEFAULT_GROUP = 'default';
+
+/** Group names go into keys and metric tags: short, no hash-tag braces, separators or spaces. */
+export const GROUP_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
+
 export class RedisLayout {
   /** Keys by tag: every enqueue and claim asks, and building seven strings each time shows in profiles. */
   private readonly byTag = new Map<string, TypeKeys>();
@@ -76,13 +99,16 @@ export class RedisLayout {
     const tag = partition === undefined ? type : `${type}#${partition}`;
     const known = this.byTag.get(tag);
     if (known) return known;
-    // Room for fan-out: a subscriber group will get its own ready/in-flight/dead
-    // keys under `${base}:g:<group>:`, sharing meta and schedule, in the same slot.
     const base = `${this.prefix}:{${tag}}`;
     const keys: TypeKeys = {
       type,
       tag,
+      group: DEFAULT_GROUP,
       meta: `${base}:m`,
+      sharedMeta: `${base}:m`,
+      groups: `${base}:groups`,
+      pending: `${base}:n`,
+      paused: `${base}:p`,
       schedule: `${base}:b`,
       legacySchedule: `${base}:s`,
       ready: `${base}:r`,
@@ -92,6 +118,41 @@ export class RedisLayout {
       recent: `${base}:i`,
       claimLogPrefix: `${base}:c:`,
       slotGuard: `${base}:guard`,
+    };
+    this.byTag.set(tag, keys);
+    return keys;
+  }
+
+  /**
+   * The keys of subscriber group `group` of a queue (a type or one partition):
+   * its own ready list, leases, retry schedule, dead letters and headers, under
+   * `<base>:g:<group>:`, in the queue's hash slot; bodies stay in the queue's meta.
+   */
+  forGroup(queue: TypeKeys, group: string): TypeKeys {
+    if (group === DEFAULT_GROUP) return queue;
+    const tag = `${queue.tag}/${group}`;
+    const known = this.byTag.get(tag);
+    if (known) return known;
+    const base = `${this.prefix}:{${queue.tag}}`;
+    const own = `${base}:g:${group}`;
+    const keys: TypeKeys = {
+      type: queue.type,
+      tag,
+      group,
+      meta: `${own}:m`,
+      sharedMeta: queue.meta,
+      groups: `${own}:groups`,
+      pending: queue.pending,
+      paused: queue.paused,
+      schedule: `${own}:b`,
+      legacySchedule: `${own}:s`,
+      ready: `${own}:r`,
+      inFlight: `${own}:f`,
+      dead: `${own}:d`,
+      errors: `${own}:e`,
+      recent: queue.recent,
+      claimLogPrefix: `${own}:c:`,
+      slotGuard: queue.slotGuard,
     };
     this.byTag.set(tag, keys);
     return keys;

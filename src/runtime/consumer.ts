@@ -22,6 +22,8 @@ export interface ConsumerQueue {
 
 export interface ConsumerParts<T extends DelayedEventInstance> {
   readonly type: string;
+  /** The subscriber group these handlers belong to: `default`, or its name. */
+  readonly group: string;
   readonly queues: readonly ConsumerQueue[];
   readonly eventClass: EventClass<T>;
   readonly handler: EventHandler<T>;
@@ -56,7 +58,7 @@ export class Consumer<T extends DelayedEventInstance> {
     this.slots = new HandlerSlots(parts.parallelism);
     this.timeouts = new FifoTimeouts(parts.timeoutMs);
     this.stopping = parts.queues.map(() => new AbortController());
-    this.tags = { type: parts.type };
+    this.tags = { type: parts.type, group: parts.group };
     for (const queue of parts.queues) this.retryScheduled.set(queue.keys.tag, queue.onRetryScheduled);
   }
 
@@ -174,7 +176,7 @@ export class Consumer<T extends DelayedEventInstance> {
   private async recordThroughOutage(write: () => Promise<boolean>, deadLetterReason: string | undefined): Promise<boolean> {
     const backoff = new OutageBackoff();
     for (;;) {
-      this.parts.metrics.count(METRIC.redisErrors, { loop: 'result', ...this.tags });
+      this.parts.metrics.count(METRIC.redisErrors, { loop: 'result', type: this.parts.type });
       await sleep(backoff.next(), this.abandoned.signal);
       if (this.abandoned.signal.aborted) return false;
       try {

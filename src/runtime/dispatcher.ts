@@ -9,6 +9,8 @@ import { Wakeup } from './wakeup';
 export interface DispatcherSettings {
   readonly batchSize: number;
   readonly pollIntervalMs: number;
+  /** A handler of the default group runs in this instance: once the type has named groups, the default group stays registered. */
+  readonly defaultGroupHere: boolean;
 }
 
 /**
@@ -51,12 +53,12 @@ export class Dispatcher {
 
   private async loop(signal: AbortSignal): Promise<void> {
     const backoff = new OutageBackoff();
-    const tags = { type: this.keys.type };
+    const tags = { type: this.keys.type, group: this.keys.group };
     while (!signal.aborted) {
       // Whatever woke us before this look, the look itself will see.
       this.wakeup.clear();
       try {
-        const result = await this.scripts.dispatchDue(this.keys, this.settings.batchSize);
+        const result = await this.scripts.dispatchDue(this.keys, this.settings.batchSize, this.settings.defaultGroupHere);
         backoff.reset();
         this.metrics.count(METRIC.dispatched, { ...tags, reason: 'due' }, result.movedDue);
         this.metrics.count(METRIC.dispatched, { ...tags, reason: 'lease-expired' }, result.movedExpired);
@@ -64,7 +66,7 @@ export class Dispatcher {
         const untilNext = result.nextDue < 0 ? Infinity : result.nextDue - result.now;
         await this.wakeup.wait(Math.max(0, Math.min(untilNext, this.settings.pollIntervalMs)));
       } catch {
-        this.metrics.count(METRIC.redisErrors, { loop: 'dispatcher', ...tags });
+        this.metrics.count(METRIC.redisErrors, { loop: 'dispatcher', type: this.keys.type });
         await sleep(backoff.next(), signal);
       }
     }

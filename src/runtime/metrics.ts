@@ -34,6 +34,7 @@ export const METRIC = {
   claimsReleased: 'delayed.queue.claims.released',
   redisCallTimeouts: 'delayed.queue.redis.call.timeouts',
   wakeListenerResets: 'delayed.queue.wake.listener.resets',
+  paused: 'delayed.queue.paused',
 } as const;
 export type MetricName = (typeof METRIC)[keyof typeof METRIC];
 

@@ -38,6 +38,8 @@ interface PendingSuccess {
  */
 const MAX_COMPLETIONS = 1_000;
 const MAX_CLAIMS = 1_000;
+/** How often a reader of a paused type asks again. */
+const PAUSED_RECHECK_MS = 1_000;
 
 /**
  * The hot stream of one type's ready events, claimed only as fast as handler
@@ -98,7 +100,7 @@ export class ReadyReader {
   /** Emits claimed events until `stop` aborts, then completes; each emitted event has taken a slot. */
   claimed$(slots: HandlerSlots, stop: AbortSignal): Observable<ClaimedEvent> {
     return new Observable<ClaimedEvent>((subscriber) => {
-      const tags = { type: this.keys.type };
+      const tags = { type: this.keys.type, group: this.keys.group };
       const backoff = new OutageBackoff();
       // The one listener this reader puts on its stop signal: wake the loop, end a blocking wait.
       const onStop = () => {
@@ -137,6 +139,9 @@ export class ReadyReader {
               // Events already claimed are handed on even if stop aborted meanwhile: their leases are ours.
               // A literal, not a spread: this runs once per event, and spreading costs more than the copy.
               for (const r of result.claimed) subscriber.next({ id: r.id, attempt: r.attempt, dueAt: r.dueAt, body: r.body, claimedAt: result.now, keys: this.keys, reader: this });
+            } else if (result.paused) {
+              // Paused for every instance: look again a little later (resume takes effect within this).
+              await sleep(Math.min(PAUSED_RECHECK_MS, this.settings.blockMs), stop);
             } else if (result.deadLettered.length === 0 && succeeded.length === 0) {
               await this.waitForReady(stop);
             }
@@ -146,7 +151,7 @@ export class ReadyReader {
             if (count > 0) this.lostClaim = claim;
             for (const s of succeeded) s.reject(new Error('recording the result failed'));
             if (stop.aborted) break;
-            this.metrics.count(METRIC.redisErrors, { loop: 'reader', ...tags });
+            this.metrics.count(METRIC.redisErrors, { loop: 'reader', type: this.keys.type });
             await sleep(backoff.next(), stop);
           }
         }
@@ -173,7 +178,7 @@ export class ReadyReader {
     try {
       const released = await this.scripts.releaseClaim(this.keys, lost);
       this.lostClaim = undefined;
-      this.metrics.count(METRIC.claimsReleased, { type: this.keys.type }, released);
+      this.metrics.count(METRIC.claimsReleased, { type: this.keys.type, group: this.keys.group }, released);
       return true;
     } catch {
       if (!stop.aborted) this.metrics.count(METRIC.redisErrors, { loop: 'reader', type: this.keys.type });

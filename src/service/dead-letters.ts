@@ -50,14 +50,21 @@ export class DeadLetters {
       ids.push(flat[i]!);
       deadAt.push(Number(flat[i + 1]));
     }
-    // Both hashes share the type's hash slot, so one pipeline serves on a Cluster too.
-    const replies = await this.client.pipeline().hmget(keys.meta, ...ids).hmget(keys.errors, ...ids).exec();
+    // The hashes share the type's hash slot, so one pipeline serves on a Cluster too.
+    // A named group keeps only headers (attempt, due); the body is the type's.
+    const ownBodies = keys.sharedMeta === keys.meta;
+    const pipeline = this.client.pipeline().hmget(keys.meta, ...ids).hmget(keys.errors, ...ids);
+    if (!ownBodies) pipeline.hmget(keys.sharedMeta, ...ids);
+    const replies = await pipeline.exec();
     const envelopes = (replies?.[0]?.[1] ?? []) as Array<string | null>;
     const errors = (replies?.[1]?.[1] ?? []) as Array<string | null>;
+    const bodies = ownBodies ? envelopes : ((replies?.[2]?.[1] ?? []) as Array<string | null>);
     return ids.flatMap((id, i) => {
       const envelope = envelopes[i];
-      if (!envelope) return [];
-      const { attempt, body } = parseEnvelope(envelope);
+      const bodyEnvelope = bodies[i];
+      if (!envelope || !bodyEnvelope) return [];
+      const { attempt } = parseEnvelope(envelope);
+      const { body } = parseEnvelope(bodyEnvelope);
       let event: T | undefined;
       let context: EventContext = {};
       let error = errors[i] ?? '';

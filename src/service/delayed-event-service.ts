@@ -1,20 +1,21 @@
 import { type Observable, defer, map, merge, of, throwError } from 'rxjs';
 import { Consumer, type ConsumerQueue } from '../runtime/consumer';
-import { DeadLetters, type DeadLetter } from './dead-letters';
+import { DEAD_LETTER_CHUNK, DeadLetters, type DeadLetter } from './dead-letters';
 import { type DelayedEventInstance, type EventClass, type EventRoute, eventRouteOf } from '../core/delayed-event.decorator';
 import { Dispatcher } from '../runtime/dispatcher';
 import { EnqueueBatcher } from './enqueue-batcher';
 import { type Delay, dateToMillis, delayToMillis } from '../core/duration';
-import { HandlerAlreadyRegisteredError, ServiceClosedError } from '../core/errors';
+import { HandlerAlreadyRegisteredError, InvalidOptionError, ServiceClosedError } from '../core/errors';
 import { type EncodedEvent, EventCodec } from '../core/event-codec';
 import { type EventContext, EventContextStore } from '../core/event-context';
 import { evictionSettings, evictsKeysWithoutTtl } from '../redis/eviction-policy';
 import { type EventHandler, passThroughContextHandler } from '../runtime/handler-invocation';
 import { type DueSpec, type EnqueueStatus, LuaScripts } from '../redis/lua-scripts';
 import { type GaugeSample, METRIC, type Metric, Metrics } from '../runtime/metrics';
+import { OutageBackoff } from '../runtime/outage-backoff';
 import { ReadyReader } from '../runtime/ready-reader';
 import { RedisConnections } from '../redis/redis-connections';
-import { LEASE_PIN, RedisLayout, type TypeKeys } from '../redis/redis-layout';
+import { DEFAULT_GROUP, GROUP_NAME, LEASE_PIN, RedisLayout, type TypeKeys } from '../redis/redis-layout';
 import { type RetryPolicy, checkRetryPolicy } from '../core/retry-policy';
 import { type DelayedEventServiceOptions, type ResolvedOptions, integer, positive, resolveOptions } from './service-options';
 import { type Wake, wakeListener } from '../runtime/wake-listener';
@@ -43,6 +44,21 @@ interface PreparedEvent extends EncodedEvent {
 export interface HandlerOptions {
   readonly retry?: RetryPolicy;
   readonly timeoutMs?: number;
+  /**
+   * Subscriber group to join (letters, digits, '_', '.', '-'; up to 64). Every
+   * registered group receives every event; instances of one group share its
+   * events. Default: the type's default group.
+   */
+  readonly group?: string;
+}
+
+/** Validates a group option; undefined is the default group. */
+function groupName(group: string | undefined): string {
+  if (group === undefined) return DEFAULT_GROUP;
+  if (typeof group !== 'string' || !GROUP_NAME.test(group)) {
+    throw new InvalidOptionError('group', `must be 1-64 letters, digits, '_', '.' or '-'; got ${JSON.stringify(group)}`);
+  }
+  return group;
 }
 
 interface Registration {
@@ -144,7 +160,12 @@ export class DelayedEventService {
     return existed;
   }
 
-  /** Handles events of `eventClass` in this instance, at most `parallelism` at once. */
+  /**
+   * Handles events of `eventClass` in this instance, at most `parallelism` at
+   * once. With `group`, the handler joins that subscriber group: every group
+   * registered for the type receives every event that falls due after it was
+   * registered, each with its own attempts, retries and dead letters.
+   */
   addHandler<T extends DelayedEventInstance>(eventClass: EventClass<T>, handler: EventHandler<T>, parallelism: number, options: HandlerOptions = {}): void {
     this.assertOpen();
     const route = eventRouteOf(eventClass);
@@ -152,26 +173,39 @@ export class DelayedEventService {
     this.codec.assertBuildable(eventClass);
     if (typeof handler !== 'function') throw new TypeError(`handler for '${type}' must be a function`);
     integer('parallelism', parallelism, 1, 1, 10_000);
-    if (this.registrations.has(type)) throw new HandlerAlreadyRegisteredError(type);
+    const group = groupName(options.group);
+    const registrationKey = `${type}|${group}`;
+    if (this.registrations.has(registrationKey)) throw new HandlerAlreadyRegisteredError(type, group);
     const timeoutMs = positive('timeoutMs', options.timeoutMs, this.options.handlerTimeoutMs);
     const retry = checkRetryPolicy(options.retry ?? this.options.retry, 'retry');
 
-    // One dispatcher and one blocking reader per partition; one handler, one set of slots.
-    const dispatchers = this.layout.partitionsOf(route).map(
-      (keys) => new Dispatcher(keys, this.scripts, this.metrics, { batchSize: this.options.dispatchBatchSize, pollIntervalMs: this.options.pollIntervalMs }, this.wakes$),
-    );
-    const queues: ConsumerQueue[] = dispatchers.map((dispatcher, p) => {
-      const keys = this.layout.partitionsOf(route)[p]!;
+    // Per partition: the type's dispatcher moves due events to every registered group;
+    // a named group also runs its own, for its retries and expired leases, and a blocking reader.
+    const dispatchSettings = { batchSize: this.options.dispatchBatchSize, pollIntervalMs: this.options.pollIntervalMs };
+    const dispatchers: Dispatcher[] = [];
+    const queues: ConsumerQueue[] = this.layout.partitionsOf(route).map((shared) => {
+      this.registerGroup(shared, group);
+      // The default group's handlers here keep getting events once the type has named groups.
+      if (group !== DEFAULT_GROUP && this.registrations.has(`${type}|${DEFAULT_GROUP}`)) this.registerGroup(shared, DEFAULT_GROUP);
+      const typeDispatcher = new Dispatcher(shared, this.scripts, this.metrics, { ...dispatchSettings, defaultGroupHere: group === DEFAULT_GROUP }, this.wakes$);
+      dispatchers.push(typeDispatcher);
+      const keys = this.layout.forGroup(shared, group);
+      let ownDispatcher = typeDispatcher;
+      if (keys !== shared) {
+        ownDispatcher = new Dispatcher(keys, this.scripts, this.metrics, { ...dispatchSettings, defaultGroupHere: false }, this.wakes$);
+        dispatchers.push(ownDispatcher);
+      }
       const reader = new ReadyReader(keys, this.scripts, this.connections, this.metrics, {
         leaseMs: timeoutMs + this.options.leaseGraceMs,
         maxAttempts: retry.maxAttempts,
         blockMs: this.options.readerBlockMs,
         watchdogGraceMs: this.options.watchdogGraceMs,
       });
-      return { keys, reader, onRetryScheduled: () => dispatcher.nudge() };
+      return { keys, reader, onRetryScheduled: () => ownDispatcher.nudge() };
     });
     const consumer = new Consumer<T>({
       type,
+      group,
       queues,
       eventClass,
       handler,
@@ -187,16 +221,41 @@ export class DelayedEventService {
     const dispatching = merge(...dispatchers.map((d) => d.run())).subscribe();
     consumer.start();
     this.knownTypes.set(type, route);
-    this.registrations.set(type, { consumer: consumer as unknown as Consumer<DelayedEventInstance>, stopDispatching: () => dispatching.unsubscribe() });
+    this.registrations.set(registrationKey, { consumer: consumer as unknown as Consumer<DelayedEventInstance>, stopDispatching: () => dispatching.unsubscribe() });
   }
 
-  /** Stops handling `eventClass` here, waiting (up to closeTimeoutMs) for its running handlers. */
-  async removeHandler<T extends DelayedEventInstance>(eventClass: EventClass<T>): Promise<void> {
-    const type = eventRouteOf(eventClass).type;
-    const registration = this.registrations.get(type);
+  /** Stops handling `eventClass` (in `group`, default: the default group) here, waiting (up to closeTimeoutMs) for its running handlers. The group stays registered. */
+  async removeHandler<T extends DelayedEventInstance>(eventClass: EventClass<T>, group?: string): Promise<void> {
+    const key = `${eventRouteOf(eventClass).type}|${groupName(group)}`;
+    const registration = this.registrations.get(key);
     if (!registration) return;
-    this.registrations.delete(type);
+    this.registrations.delete(key);
     await this.unregister(registration);
+  }
+
+  /**
+   * Unregisters subscriber group `group` of `eventClass` for good, in every
+   * instance: events falling due are no longer delivered to it, and what was
+   * waiting for it (ready, in flight, retries, dead letters) is dropped. Resolves
+   * whether it was registered. Handlers of the group still running here are stopped first.
+   */
+  async removeGroup<T extends DelayedEventInstance>(eventClass: EventClass<T>, group: string): Promise<boolean> {
+    const route = eventRouteOf(eventClass);
+    const name = groupName(group);
+    if (name === DEFAULT_GROUP) throw new InvalidOptionError('group', "the default group cannot be removed; stop its handlers with removeHandler");
+    await this.removeHandler(eventClass, name);
+    const removed = await Promise.all(
+      this.layout.partitionsOf(route).map(async (shared) => {
+        let first: boolean | undefined;
+        // In calls of DEAD_LETTER_CHUNK events, so a large group never holds Redis in one script.
+        for (;;) {
+          const { existed, left } = await this.scripts.removeGroup(shared, name, DEAD_LETTER_CHUNK);
+          first ??= existed;
+          if (left === 0) return first;
+        }
+      }),
+    );
+    return removed.some(Boolean);
   }
 
   /** The context of the handler running in this async scope, if any. */
@@ -209,20 +268,25 @@ export class DelayedEventService {
     return this.contextStore.run(context, fn);
   }
 
-  deadLetters<T extends DelayedEventInstance>(eventClass: EventClass<T>, page: { offset?: number; limit?: number } = {}): Promise<Array<DeadLetter<T>>> {
+  /** One page of the dead letters of `eventClass` in `group` (default: the default group), oldest first. */
+  deadLetters<T extends DelayedEventInstance>(eventClass: EventClass<T>, page: { group?: string; offset?: number; limit?: number } = {}): Promise<Array<DeadLetter<T>>> {
     const offset = integer('offset', page.offset, 0, 0, Number.MAX_SAFE_INTEGER);
     const limit = integer('limit', page.limit, 100, 1, 10_000);
-    return this.deadLetterSets.list(this.layout.partitionsOf(eventRouteOf(eventClass)), eventClass, offset, limit);
+    const group = groupName(page.group);
+    const queues = this.layout.partitionsOf(eventRouteOf(eventClass)).map((keys) => this.layout.forGroup(keys, group));
+    return this.deadLetterSets.list(queues, eventClass, offset, limit);
   }
 
-  /** Moves dead letters back to scheduled (due now, attempts reset); no ids means all of the type. */
-  replayDeadLetters<T extends DelayedEventInstance>(eventClass: EventClass<T>, ids?: readonly string[]): Promise<number> {
-    return this.eachQueue(eventClass, ids, (keys, queueIds) => this.deadLetterSets.replay(keys, queueIds));
+  /** Moves dead letters back to scheduled in their group (due now, attempts reset); no ids means all of the group's. */
+  replayDeadLetters<T extends DelayedEventInstance>(eventClass: EventClass<T>, ids?: readonly string[], options: { group?: string } = {}): Promise<number> {
+    const group = groupName(options.group);
+    return this.eachQueue(eventClass, ids, (keys, queueIds) => this.deadLetterSets.replay(this.layout.forGroup(keys, group), queueIds));
   }
 
-  /** Deletes dead letters; no ids means all of the type. */
-  purgeDeadLetters<T extends DelayedEventInstance>(eventClass: EventClass<T>, ids?: readonly string[]): Promise<number> {
-    return this.eachQueue(eventClass, ids, (keys, queueIds) => this.deadLetterSets.purge(keys, queueIds));
+  /** Deletes dead letters of a group; no ids means all of the group's. */
+  purgeDeadLetters<T extends DelayedEventInstance>(eventClass: EventClass<T>, ids?: readonly string[], options: { group?: string } = {}): Promise<number> {
+    const group = groupName(options.group);
+    return this.eachQueue(eventClass, ids, (keys, queueIds) => this.deadLetterSets.purge(this.layout.forGroup(keys, group), queueIds));
   }
 
   /**
@@ -309,6 +373,22 @@ export class DelayedEventService {
       this.metrics.count(METRIC.duplicatesIgnored, { type }, count.duplicates);
       this.metrics.count(METRIC.events, { type, direction: 'enqueue' }, count.stored);
     }
+  }
+
+  /** Registers the group in Redis; through an outage, again until it lands (dispatch meanwhile delivers to the groups registered). */
+  private registerGroup(shared: TypeKeys, group: string): void {
+    const backoff = new OutageBackoff();
+    const attempt = (): void => {
+      if (this.closing) return;
+      this.scripts.registerGroup(shared, group).then(
+        () => undefined,
+        () => {
+          this.metrics.count(METRIC.redisErrors, { loop: 'connection', type: shared.type });
+          setTimeout(attempt, backoff.next()).unref();
+        },
+      );
+    };
+    attempt();
   }
 
   private async unregister(registration: Registration): Promise<void> {

@@ -3,6 +3,7 @@
  * an event loop. Configured by env; reports on stdout as JSON lines.
  *   REDIS_URL, or REDIS_CLUSTER_NODES (host:port,...), and PREFIX
  *   MODE=hang   every handler call never finishes
+ *   GROUP       the subscriber group to join (default: the default group)
  *   MODE=stall  attempt 1 blocks the whole event loop for STALL_MS, then succeeds; later attempts succeed at once
  */
 import 'reflect-metadata';
@@ -46,5 +47,6 @@ service.addHandler(
     return new Promise<boolean>(() => undefined);
   },
   4,
+  { group: process.env.GROUP },
 );
 report({ ready: true });

@@ -1,0 +1,15 @@
+-- Registers a subscriber group of a type: from now on every event of the type
+-- that falls due is delivered to it too (dispatch-due.lua), whether or not any
+-- of its handlers runs. The default group (handlers without a group) needs no
+-- registry while it is the only one: it is registered only once the type has
+-- one, here or by its handlers' dispatchers.
+-- KEYS[1] group registry (group -> registered at ms)
+-- KEYS[2] slot guard: never written; declared so that Redis refuses the script
+--         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
+-- ARGV[1] group name
+-- Returns 1 when newly registered, 0 when it already was (or is the default
+-- group of a type without named groups, which needs no registry).
+-- @include envelope
+
+if ARGV[1] == 'default' and redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+return redis.call('HSETNX', KEYS[1], ARGV[1], now_ms())

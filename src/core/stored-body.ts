@@ -1,0 +1,44 @@
+import { type EventContext, isEventContext } from './event-context';
+
+/** An event read without its class (by type name): the stored payload as parsed JSON, with its id. */
+export interface JsonEvent {
+  readonly id: string;
+  readonly [field: string]: unknown;
+}
+
+export interface ParsedBody {
+  /** The payload as JSON, its id put back; undefined when the body is not a stored event (see `error`). */
+  readonly event: JsonEvent | undefined;
+  readonly context: EventContext;
+  /** When it was enqueued (ms), or undefined when the body does not say. */
+  readonly enqueuedAt: number | undefined;
+  /** Why the body could not be read, when it could not. */
+  readonly error?: string;
+}
+
+/**
+ * Reads a stored body as EventCodec writes it (`[enqueued at, payload, context?]`,
+ * or 0.1's `{t, p, c}`) without the event's class: for tools that know only the
+ * type's name. The payload stays plain JSON (Dates are strings); never throws.
+ */
+export function parseStoredBody(id: string, body: string): ParsedBody {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body);
+  } catch (error) {
+    return { event: undefined, context: {}, enqueuedAt: undefined, error: `stored body is not JSON (${(error as Error).message})` };
+  }
+  let enqueuedAt: unknown, payload: unknown, context: unknown;
+  if (Array.isArray(parsed)) {
+    [enqueuedAt, payload, context] = parsed as unknown[];
+  } else if (parsed !== null && typeof parsed === 'object') {
+    ({ t: enqueuedAt, p: payload, c: context } = parsed as { t?: unknown; p?: unknown; c?: unknown });
+  }
+  const at = typeof enqueuedAt === 'number' && Number.isFinite(enqueuedAt) ? enqueuedAt : undefined;
+  const ctx = isEventContext(context) ? context : {};
+  if (payload === null || typeof payload !== 'object' || Array.isArray(payload)) {
+    return { event: undefined, context: ctx, enqueuedAt: at, error: 'stored body has no event payload object' };
+  }
+  // The hash field holds the id; the body leaves it out (and a 0.1 body holds it already).
+  return { event: { ...(payload as Record<string, unknown>), id }, context: ctx, enqueuedAt: at };
+}

@@ -4,6 +4,7 @@
  *   ROLE=consumer  handles FaultEvent: {start}, then {ok} when the handler returns true
  *   ROLE=producer  enqueues COUNT events spread over SPREAD_MS: {accepted, status, resent} once Redis
  *                  answered for each; PACED=1 sends each at its due time with no delay, instead of all at once
+ *   GROUP          the consumer's subscriber group (default: the default group); its lines carry it
  *   REDIS_URL, PREFIX; HANDLER_MS (consumer work per event), PARALLELISM, COMMAND_TIMEOUT_MS
  */
 import 'reflect-metadata';
@@ -61,15 +62,17 @@ async function produce(): Promise<void> {
 
 function consume(): void {
   const work = env('HANDLER_MS', 0);
+  const group = process.env.GROUP;
   service.addHandler(
     FaultEvent,
     async (event, _context, delivery) => {
-      say({ start: event.id, attempt: delivery.attempt });
+      say({ start: event.id, attempt: delivery.attempt, group });
       if (work > 0) await new Promise((resolve) => setTimeout(resolve, work));
-      say({ ok: event.id, attempt: delivery.attempt });
+      say({ ok: event.id, attempt: delivery.attempt, group });
       return true;
     },
     env('PARALLELISM', 16),
+    { group },
   );
   say({ ready: true });
   process.once('SIGTERM', () => {

@@ -206,6 +206,44 @@ describe('fault injection: every accepted event is handled at least once or dead
     expect(ledger.sameAttemptTwice).toEqual([]);
   }, 600_000);
 
+  it('7. fan-out: two groups of two consumer processes, one killed with SIGKILL every few seconds: every accepted event handled in every group', async () => {
+    const { server, redis, fleet } = await scenario();
+    const prefix = 'fan';
+    const env = { REDIS_URL: server.url, PREFIX: prefix };
+    const count = Math.round(10_000 * SCALE);
+    const spreadMs = Math.round(20_000 * SCALE);
+    const groups = ['billing', 'audit'];
+    const consumer = (group: string) => fleet.spawn({ ...env, ROLE: 'consumer', GROUP: group, PARALLELISM: '16', HANDLER_MS: '2' });
+    for (const group of groups) for (let i = 0; i < 2; i++) await fleet.ready(consumer(group));
+    await fleet.until(async () => (await redis.hlen(`${TYPE_KEYS(prefix)}:groups`)) === 2, 'both groups registered', 10_000);
+    const started = Date.now();
+    fleet.spawn({ ...env, ROLE: 'producer', COUNT: String(count), SPREAD_MS: String(spreadMs) });
+
+    let kills = 0;
+    while (Date.now() - started < spreadMs) {
+      await new Promise((resolve) => setTimeout(resolve, 2_500));
+      const victims = fleet.alive.filter((pid) => fleet.lines.some((l) => l.pid === pid && l.ready) && fleet.lines.some((l) => l.pid === pid && l.start));
+      const victim = victims[Math.floor(Math.random() * victims.length)];
+      if (victim === undefined) continue;
+      const group = fleet.lines.find((l) => l.pid === victim && l.group)!.group!;
+      await fleet.kill(victim);
+      kills++;
+      await fleet.ready(consumer(group));
+    }
+    await drainAndSettle(fleet, redis, prefix, 120_000);
+    const accepted = fleet.lines.filter((l) => l.accepted);
+    for (const group of groups) {
+      const lines = [...accepted, ...fleet.lines.filter((l) => l.group === group)];
+      const dead = new Set(await redis.zrange(`${TYPE_KEYS(prefix)}:g:${group}:d`, '0', '-1'));
+      const ledger = checkLedger(lines, fleet.kills, dead, [], LEASE_MS);
+      report(`fan-out, group ${group}`, ledger, { kills });
+      expect(ledger.accepted).toBe(count);
+      expect(ledger.lost).toEqual([]);
+      expect(ledger.sameAttemptTwice).toEqual([]);
+      expect(ledger.enqueuedTwice).toEqual([]);
+    }
+  }, 600_000);
+
   it('5. close() while 1,000 handlers run, repeated: nothing lost, no handler started after close resolved', async () => {
     const { server, redis, fleet } = await scenario();
     const prefix = 'close';

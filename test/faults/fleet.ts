@@ -11,6 +11,7 @@ export interface Line {
   readonly start?: string;
   readonly ok?: string;
   readonly attempt?: number;
+  readonly group?: string;
   readonly ready?: boolean;
   readonly produced?: number;
   readonly closed?: boolean;

@@ -9,11 +9,14 @@ export type { ContextHandler, Delivery, EventHandler, HandlerResult } from './ru
 export type { Durability, EnqueueStatus } from './redis/lua-scripts';
 export { METRIC, type Metric, type MetricKind, type MetricName } from './runtime/metrics';
 export type { DeadLetter } from './service/dead-letters';
+export { EVENT_STATES, type EventCounts, type EventState, type EventTarget, type EventTypeInfo, type InspectedEvent, type ListOptions, type StateCounts } from './service/inspector';
+export type { JsonEvent } from './core/stored-body';
 export { type ExponentialBackoffOptions, type RetryPolicy, customBackoff, exponentialBackoff, fixedBackoff } from './core/retry-policy';
 export {
   DelayedEventError,
   HandlerAlreadyRegisteredError,
   InvalidDelayError,
+  InvalidArgumentError,
   InvalidEventError,
   InvalidOptionError,
   NotReplicatedError,

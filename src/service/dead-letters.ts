@@ -2,6 +2,7 @@ import type { DelayedEventInstance, EventClass } from '../core/delayed-event.dec
 import { parseEnvelope } from '../core/envelope';
 import type { EventCodec } from '../core/event-codec';
 import type { EventContext } from '../core/event-context';
+import { parseStoredBody } from '../core/stored-body';
 import type { DeadLetterStep, LuaScripts, RedisClient } from '../redis/lua-scripts';
 import type { TypeKeys } from '../redis/redis-layout';
 
@@ -31,7 +32,8 @@ export class DeadLetters {
   ) {}
 
   /** Oldest first, across all the type's partitions. */
-  async list<T extends DelayedEventInstance>(queues: readonly TypeKeys[], eventClass: EventClass<T>, offset: number, limit: number): Promise<Array<DeadLetter<T>>> {
+  /** `eventClass` may be a type name: events are then the payloads as parsed JSON. */
+  async list<T extends DelayedEventInstance>(queues: readonly TypeKeys[], eventClass: EventClass<T> | string, offset: number, limit: number): Promise<Array<DeadLetter<T>>> {
     if (queues.length === 1) return this.listQueue(queues[0]!, eventClass, offset, limit);
     // Each partition's oldest offset+limit, merged by time: enough to cut the page from.
     const perQueue = await Promise.all(queues.map((keys) => this.listQueue(keys, eventClass, 0, offset + limit)));
@@ -41,7 +43,7 @@ export class DeadLetters {
       .slice(offset, offset + limit);
   }
 
-  private async listQueue<T extends DelayedEventInstance>(keys: TypeKeys, eventClass: EventClass<T>, offset: number, limit: number): Promise<Array<DeadLetter<T>>> {
+  private async listQueue<T extends DelayedEventInstance>(keys: TypeKeys, eventClass: EventClass<T> | string, offset: number, limit: number): Promise<Array<DeadLetter<T>>> {
     const flat: string[] = await this.client.zrange(keys.dead, String(offset), String(offset + limit - 1), 'WITHSCORES');
     if (flat.length === 0) return [];
     const ids: string[] = [];
@@ -69,8 +71,8 @@ export class DeadLetters {
       let context: EventContext = {};
       let error = errors[i] ?? '';
       try {
-        const decoded = this.codec.decode(eventClass, id, body);
-        event = decoded.event;
+        const decoded = typeof eventClass === 'string' ? parsedByName(id, body) : this.codec.decode(eventClass, id, body);
+        event = decoded.event as T;
         context = decoded.context;
       } catch (decodeError) {
         if (!error) error = `undecodable: ${(decodeError as Error).message}`;
@@ -105,4 +107,11 @@ export class DeadLetters {
       if (taken < DEAD_LETTER_CHUNK) return total;
     }
   }
+}
+
+/** A body read by type name (no class): the payload as parsed JSON; throws as decode would when it is none. */
+function parsedByName(id: string, body: string): { event: unknown; context: EventContext } {
+  const parsed = parseStoredBody(id, body);
+  if (!parsed.event) throw new Error(parsed.error);
+  return parsed;
 }

@@ -1,6 +1,8 @@
 import { type Observable, defer, map, merge, of, throwError } from 'rxjs';
 import { Consumer, type ConsumerQueue } from '../runtime/consumer';
 import { DEAD_LETTER_CHUNK, DeadLetters, type DeadLetter } from './dead-letters';
+import { type EventCounts, type EventState, type EventTarget, type EventTypeInfo, type InspectedEvent, Inspector, type ListOptions } from './inspector';
+import type { JsonEvent } from '../core/stored-body';
 import { type DelayedEventInstance, type EventClass, type EventRoute, eventRouteOf } from '../core/delayed-event.decorator';
 import { Dispatcher } from '../runtime/dispatcher';
 import { EnqueueBatcher } from './enqueue-batcher';
@@ -15,7 +17,7 @@ import { type GaugeSample, METRIC, type Metric, Metrics } from '../runtime/metri
 import { OutageBackoff } from '../runtime/outage-backoff';
 import { ReadyReader } from '../runtime/ready-reader';
 import { RedisConnections } from '../redis/redis-connections';
-import { DEFAULT_GROUP, GROUP_NAME, LEASE_PIN, RedisLayout, type TypeKeys } from '../redis/redis-layout';
+import { DEFAULT_GROUP, GROUP_NAME, RedisLayout, type TypeKeys } from '../redis/redis-layout';
 import { type RetryPolicy, checkRetryPolicy } from '../core/retry-policy';
 import { type DelayedEventServiceOptions, type ResolvedOptions, integer, positive, resolveOptions } from './service-options';
 import { type Wake, wakeListener } from '../runtime/wake-listener';
@@ -83,6 +85,7 @@ export class DelayedEventService {
   private readonly contextStore = new EventContextStore();
   private readonly metrics: Metrics;
   private readonly deadLetterSets: DeadLetters;
+  private readonly inspector: Inspector;
   private readonly wakes$: Observable<Wake>;
   private readonly registrations = new Map<string, Registration>();
   /** Types this instance enqueued or handles; their gauges are sampled. */
@@ -104,6 +107,7 @@ export class DelayedEventService {
     this.codec = new EventCodec(this.options.maxPayloadBytes);
     this.batcher = new EnqueueBatcher((keys, events, replace) => this.scripts.enqueue(keys, events, replace, this.options.durableEnqueue));
     this.deadLetterSets = new DeadLetters(this.connections.command, this.scripts, this.codec);
+    this.inspector = new Inspector(this.connections.command, this.layout, this.codec, this.scripts);
     this.wakes$ = wakeListener(this.connections, this.layout.wakeChannel, {
       pingEveryMs: this.options.readerBlockMs,
       pingTimeoutMs: this.options.watchdogGraceMs,
@@ -153,10 +157,12 @@ export class DelayedEventService {
   }
 
   /** Removes a stored event in any state; resolves whether it existed. */
-  async cancel<T extends DelayedEventInstance>(eventClass: EventClass<T>, id: string): Promise<boolean> {
-    const route = eventRouteOf(eventClass);
-    const existed = await this.scripts.cancel(this.layout.forEvent(route, id), id);
-    if (existed) this.metrics.count(METRIC.cancelled, { type: route.type });
+  async cancel<T extends DelayedEventInstance>(eventClass: EventClass<T> | string, id: string): Promise<boolean> {
+    // A type name (tools without the app's classes) is looked up among the partitions stored.
+    const keys = typeof eventClass === 'string' ? await this.inspector.queueFor(eventClass, id) : this.layout.forEvent(eventRouteOf(eventClass), id);
+    if (!keys) return false;
+    const existed = await this.scripts.cancel(keys, id);
+    if (existed) this.metrics.count(METRIC.cancelled, { type: keys.type });
     return existed;
   }
 
@@ -269,22 +275,26 @@ export class DelayedEventService {
   }
 
   /** One page of the dead letters of `eventClass` in `group` (default: the default group), oldest first. */
-  deadLetters<T extends DelayedEventInstance>(eventClass: EventClass<T>, page: { group?: string; offset?: number; limit?: number } = {}): Promise<Array<DeadLetter<T>>> {
+  deadLetters<T extends DelayedEventInstance>(eventClass: EventClass<T>, page?: { group?: string; offset?: number; limit?: number }): Promise<Array<DeadLetter<T>>>;
+  /** By type name, for tools without the app's classes: events come back as parsed JSON. */
+  deadLetters(type: string, page?: { group?: string; offset?: number; limit?: number }): Promise<Array<DeadLetter<JsonEvent>>>;
+  async deadLetters<T extends DelayedEventInstance>(eventClass: EventClass<T> | string, page: { group?: string; offset?: number; limit?: number } = {}): Promise<Array<DeadLetter<T>>> {
     const offset = integer('offset', page.offset, 0, 0, Number.MAX_SAFE_INTEGER);
     const limit = integer('limit', page.limit, 100, 1, 10_000);
     const group = groupName(page.group);
-    const queues = this.layout.partitionsOf(eventRouteOf(eventClass)).map((keys) => this.layout.forGroup(keys, group));
+    const partitions = typeof eventClass === 'string' ? ((await this.inspector.queuesOf(eventClass)) ?? []) : this.layout.partitionsOf(eventRouteOf(eventClass));
+    const queues = partitions.map((keys) => this.layout.forGroup(keys, group));
     return this.deadLetterSets.list(queues, eventClass, offset, limit);
   }
 
   /** Moves dead letters back to scheduled in their group (due now, attempts reset); no ids means all of the group's. */
-  replayDeadLetters<T extends DelayedEventInstance>(eventClass: EventClass<T>, ids?: readonly string[], options: { group?: string } = {}): Promise<number> {
+  replayDeadLetters<T extends DelayedEventInstance>(eventClass: EventClass<T> | string, ids?: readonly string[], options: { group?: string } = {}): Promise<number> {
     const group = groupName(options.group);
     return this.eachQueue(eventClass, ids, (keys, queueIds) => this.deadLetterSets.replay(this.layout.forGroup(keys, group), queueIds));
   }
 
   /** Deletes dead letters of a group; no ids means all of the group's. */
-  purgeDeadLetters<T extends DelayedEventInstance>(eventClass: EventClass<T>, ids?: readonly string[], options: { group?: string } = {}): Promise<number> {
+  purgeDeadLetters<T extends DelayedEventInstance>(eventClass: EventClass<T> | string, ids?: readonly string[], options: { group?: string } = {}): Promise<number> {
     const group = groupName(options.group);
     return this.eachQueue(eventClass, ids, (keys, queueIds) => this.deadLetterSets.purge(this.layout.forGroup(keys, group), queueIds));
   }
@@ -397,7 +407,13 @@ export class DelayedEventService {
   }
 
   /** Runs `action` on each of the type's queues, with the given ids that live there (or undefined: all). */
-  private async eachQueue(eventClass: EventClass, ids: readonly string[] | undefined, action: (keys: TypeKeys, ids?: readonly string[]) => Promise<number>): Promise<number> {
+  private async eachQueue(eventClass: EventClass | string, ids: readonly string[] | undefined, action: (keys: TypeKeys, ids?: readonly string[]) => Promise<number>): Promise<number> {
+    if (typeof eventClass === 'string') {
+      // A type name: its partitions found in Redis may be fewer than it has, so
+      // each takes every id given; an id stored elsewhere is not in its set and is skipped.
+      const found = await Promise.all(((await this.inspector.queuesOf(eventClass)) ?? []).map((keys) => action(keys, ids)));
+      return found.reduce((a, b) => a + b, 0);
+    }
     const route = eventRouteOf(eventClass);
     if (!ids) {
       const counts = await Promise.all(this.layout.partitionsOf(route).map((keys) => action(keys)));
@@ -458,28 +474,68 @@ export class DelayedEventService {
   private async sampleQueueGauges(): Promise<GaugeSample[]> {
     const samples = await Promise.all(
       [...this.knownTypes.values()].map(async (route) => {
-        // One slot per queue, so one pipeline per queue works on a Cluster; partitions are summed.
-        const perQueue = await Promise.all(
-          this.layout.partitionsOf(route).map(async (keys) => {
-            const pipeline = this.connections.command.pipeline().hlen(keys.meta).llen(keys.ready).zcard(keys.inFlight).zscore(keys.inFlight, LEASE_PIN).zcard(keys.dead);
-            const replies = (await pipeline.exec()) ?? [];
-            const [stored = 0, ready = 0, inFlightMembers = 0, pinScore = 0, dead = 0] = [0, 1, 2, 3, 4].map((i) => Number(replies[i]?.[1] ?? 0));
-            const inFlight = inFlightMembers - (pinScore > 0 ? 1 : 0);
-            // Every stored event is in exactly one state, and the schedule is
-            // spread over buckets: what is in no other state is scheduled.
-            return [Math.max(0, stored - ready - inFlight - dead), ready, inFlight, dead];
-          }),
-        );
-        const total = (i: number) => perQueue.reduce((sum, counts) => sum + counts[i]!, 0);
+        // counts() reads them the same way: one implementation (src/service/inspector.ts).
+        const { counts, paused } = await this.inspector.gaugeSample(route);
         const tags = { type: route.type };
         return [
-          { name: METRIC.scheduledCount, value: total(0), tags },
-          { name: METRIC.readyCount, value: total(1), tags },
-          { name: METRIC.inFlightCount, value: total(2), tags },
-          { name: METRIC.deadLetterCount, value: total(3), tags },
+          { name: METRIC.scheduledCount, value: counts.scheduled, tags },
+          { name: METRIC.readyCount, value: counts.ready, tags },
+          { name: METRIC.inFlightCount, value: counts.inFlight, tags },
+          { name: METRIC.deadLetterCount, value: counts.dead, tags },
+          { name: METRIC.paused, value: paused ? 1 : 0, tags },
         ];
       }),
     );
     return samples.flat();
+  }
+
+  // Inspection and control (src/service/inspector.ts; docs/api.md, "Inspection").
+  // Each takes an event class, or a type name: then payloads come back as parsed JSON.
+
+  /** Every event type with stored events, registered groups or a pause under this prefix, whichever instance stored them. */
+  types(): Promise<EventTypeInfo[]> {
+    return this.inspector.types();
+  }
+
+  /** Events in each state (and per group, where groups are registered); undefined for a type name nothing is stored under. */
+  counts(eventClass: EventTarget): Promise<EventCounts | undefined> {
+    return this.inspector.counts(eventClass);
+  }
+
+  /** One stored event and its state, or undefined. */
+  find<T extends DelayedEventInstance>(eventClass: EventClass<T>, id: string): Promise<InspectedEvent<T> | undefined>;
+  find(type: string, id: string): Promise<InspectedEvent<JsonEvent> | undefined>;
+  find<T extends DelayedEventInstance>(eventClass: EventTarget<T>, id: string): Promise<InspectedEvent<T | JsonEvent> | undefined> {
+    return this.inspector.find(eventClass, id);
+  }
+
+  /** One page (limit 1..1,000) of the events in `state`, in that state's order. */
+  list<T extends DelayedEventInstance>(eventClass: EventClass<T>, state: EventState, options?: ListOptions): Promise<Array<InspectedEvent<T>>>;
+  list(type: string, state: EventState, options?: ListOptions): Promise<Array<InspectedEvent<JsonEvent>>>;
+  list<T extends DelayedEventInstance>(eventClass: EventTarget<T>, state: EventState, options?: ListOptions): Promise<Array<InspectedEvent<T | JsonEvent>>> {
+    return this.inspector.list(eventClass, state, options);
+  }
+
+  /** Moves a scheduled or ready event to a new due time (a delay from now, or a Date), keeping payload, context and attempts; false when it is not stored, in flight or dead. */
+  reschedule(eventClass: EventTarget, id: string, delayOrDate: Delay | Date): Promise<boolean> {
+    return this.inspector.reschedule(eventClass, id, delayOrDate);
+  }
+
+  /** Makes a scheduled or ready event due at once; false when it is not stored, in flight or dead. */
+  runNow(eventClass: EventTarget, id: string): Promise<boolean> {
+    return this.inspector.runNow(eventClass, id);
+  }
+
+  /** Stops dispatching and claiming the type in every instance, across restarts, until resume(); enqueues still store. */
+  pause(eventClass: EventTarget): Promise<boolean> {
+    return this.inspector.pause(eventClass);
+  }
+
+  resume(eventClass: EventTarget): Promise<boolean> {
+    return this.inspector.resume(eventClass);
+  }
+
+  isPaused(eventClass: EventTarget): Promise<boolean> {
+    return this.inspector.isPaused(eventClass);
   }
 }

@@ -29,7 +29,11 @@ local limit = tonumber(ARGV[1])
 local now = now_ms()
 
 if redis.call('EXISTS', KEYS[10]) == 1 then return {0, 0, -1, now} end
-if ARGV[2] == '1' and redis.call('EXISTS', KEYS[8]) == 1 then redis.call('HSETNX', KEYS[8], 'default', now) end
+-- Written once: a write on every call would be refused at Redis's memory limit,
+-- where this script must go on freeing memory (docs/reliability.md).
+if ARGV[2] == '1' and redis.call('EXISTS', KEYS[8]) == 1 and redis.call('HEXISTS', KEYS[8], 'default') == 0 then
+  redis.call('HSET', KEYS[8], 'default', now)
+end
 
 -- Expired leases and the default group's own retries go back to its ready list.
 local function move_here(ids)
@@ -67,11 +71,11 @@ local function move(ids)
   if #fresh > 0 then
     for _, group in ipairs(named) do
       local g = group_keys(KEYS[5], group)
-      redis.call('HSET', g.meta, unpack(headers))
+      hset_pairs(g.meta, headers)
       redis.call('RPUSH', g.ready, unpack(fresh))
     end
     if to_default then redis.call('RPUSH', KEYS[3], unpack(fresh)) end
-    redis.call('HSET', KEYS[9], unpack(counts))
+    hset_pairs(KEYS[9], counts)
   end
   limit = limit - #ids
   return #ids

@@ -126,6 +126,19 @@ describe('fan-out to subscriber groups', () => {
     await waitFor(async () => (await leftovers(prefix)).length === 0, 'both payloads gone');
   });
 
+  it('one dispatch of 5,000 due events reaches every group whole', async () => {
+    const prefix = redis.prefix();
+    const seen = recorder();
+    const registrar = redis.service({ prefix });
+    for (const group of ['a', 'b']) registrar.addHandler(WorkItem, () => true, 1, { group });
+    for (const group of ['a', 'b']) await registered(prefix, group);
+    for (const group of ['a', 'b']) await registrar.removeHandler(WorkItem, group);
+    await firstValueFrom(registrar.enqueueBatch(Array.from({ length: 6_000 }, (_, i) => ({ event: new WorkItem(`big${i}`) }))));
+    for (const group of ['a', 'b']) redis.service({ prefix, dispatchBatchSize: 5_000 }).addHandler(WorkItem, seen.handler(group), 32, { group });
+    await waitFor(() => seen.of('a').length >= 6_000 && seen.of('b').length >= 6_000, 'every event in both groups', 30_000);
+    await waitFor(async () => (await leftovers(prefix)).length === 0, 'nothing left');
+  });
+
   it('a partitioned type fans out from every partition, each group getting every event once', async () => {
     const prefix = redis.prefix();
     const handled = new Map<string, string[]>();

@@ -56,7 +56,7 @@ function isMissingScript(error: unknown): boolean {
  * EVALSHA, and EVAL (which caches the script again) only when Redis answers
  * NOSCRIPT: a call that got NOSCRIPT ran nothing, so sending it again is safe.
  * ioredis's defineCommand does the same but cost ~4 µs more a call, a few
- * percent of an event at parallelism 1 (benchmarks/README.md, item 16).
+ * percent of an event at parallelism 1 (measured with the benchmarks).
  */
 function evalScript(client: RedisClient, script: LoadedScript, args: ReadonlyArray<string | number>): Promise<unknown> {
   return client.evalsha(script.sha, script.numberOfKeys, ...args).catch((error: unknown) => {

@@ -61,7 +61,7 @@ end
 -- may hold in a member (zset-max-listpack-value), so the set is created as a
 -- skiplist and stays one. In a listpack, every ZADD, ZMSCORE and ZREM scans
 -- the set for each member it names: a claim of 32 leases spent ~17 µs in its
--- ZADD against ~10 with the pin (benchmarks/README.md, item 14). Its first
+-- ZADD against ~10 with the pin (measured with the benchmarks). Its first
 -- byte, 0xFF, never occurs in UTF-8, so no event id can be the pin; its score,
 -- 2^53, is above every lease's until the year 2255, so it is never due and
 -- never the first lease to expire.
@@ -357,6 +357,14 @@ local function group_keys(meta_key, group)
   }
 end
 
+-- Lua's unpack takes at most ~8,000 values: a large dispatch writes field/value
+-- pairs in slices, never failing halfway (a script's earlier writes stay).
+local function hset_pairs(key, flat)
+  for from = 1, #flat, 2000 do
+    redis.call('HSET', key, unpack(flat, from, math.min(from + 1999, #flat)))
+  end
+end
+
 -- Named groups of a registry (the default group keeps the type's own keys).
 local function named_groups(registry_key)
   local named = {}
@@ -488,7 +496,7 @@ end
 -- may hold in a member (zset-max-listpack-value), so the set is created as a
 -- skiplist and stays one. In a listpack, every ZADD, ZMSCORE and ZREM scans
 -- the set for each member it names: a claim of 32 leases spent ~17 µs in its
--- ZADD against ~10 with the pin (benchmarks/README.md, item 14). Its first
+-- ZADD against ~10 with the pin (measured with the benchmarks). Its first
 -- byte, 0xFF, never occurs in UTF-8, so no event id can be the pin; its score,
 -- 2^53, is above every lease's until the year 2255, so it is never due and
 -- never the first lease to expire.
@@ -583,6 +591,14 @@ local function group_keys(meta_key, group)
     meta = own .. ':m', schedule = own .. ':b', legacy = own .. ':s', ready = own .. ':r',
     in_flight = own .. ':f', dead = own .. ':d', errors = own .. ':e',
   }
+end
+
+-- Lua's unpack takes at most ~8,000 values: a large dispatch writes field/value
+-- pairs in slices, never failing halfway (a script's earlier writes stay).
+local function hset_pairs(key, flat)
+  for from = 1, #flat, 2000 do
+    redis.call('HSET', key, unpack(flat, from, math.min(from + 1999, #flat)))
+  end
 end
 
 -- Named groups of a registry (the default group keeps the type's own keys).
@@ -767,7 +783,7 @@ end
 -- may hold in a member (zset-max-listpack-value), so the set is created as a
 -- skiplist and stays one. In a listpack, every ZADD, ZMSCORE and ZREM scans
 -- the set for each member it names: a claim of 32 leases spent ~17 µs in its
--- ZADD against ~10 with the pin (benchmarks/README.md, item 14). Its first
+-- ZADD against ~10 with the pin (measured with the benchmarks). Its first
 -- byte, 0xFF, never occurs in UTF-8, so no event id can be the pin; its score,
 -- 2^53, is above every lease's until the year 2255, so it is never due and
 -- never the first lease to expire.
@@ -920,7 +936,7 @@ end
 -- may hold in a member (zset-max-listpack-value), so the set is created as a
 -- skiplist and stays one. In a listpack, every ZADD, ZMSCORE and ZREM scans
 -- the set for each member it names: a claim of 32 leases spent ~17 µs in its
--- ZADD against ~10 with the pin (benchmarks/README.md, item 14). Its first
+-- ZADD against ~10 with the pin (measured with the benchmarks). Its first
 -- byte, 0xFF, never occurs in UTF-8, so no event id can be the pin; its score,
 -- 2^53, is above every lease's until the year 2255, so it is never due and
 -- never the first lease to expire.
@@ -1275,6 +1291,14 @@ local function group_keys(meta_key, group)
   }
 end
 
+-- Lua's unpack takes at most ~8,000 values: a large dispatch writes field/value
+-- pairs in slices, never failing halfway (a script's earlier writes stay).
+local function hset_pairs(key, flat)
+  for from = 1, #flat, 2000 do
+    redis.call('HSET', key, unpack(flat, from, math.min(from + 1999, #flat)))
+  end
+end
+
 -- Named groups of a registry (the default group keeps the type's own keys).
 local function named_groups(registry_key)
   local named = {}
@@ -1302,7 +1326,11 @@ local limit = tonumber(ARGV[1])
 local now = now_ms()
 
 if redis.call('EXISTS', KEYS[10]) == 1 then return {0, 0, -1, now} end
-if ARGV[2] == '1' and redis.call('EXISTS', KEYS[8]) == 1 then redis.call('HSETNX', KEYS[8], 'default', now) end
+-- Written once: a write on every call would be refused at Redis's memory limit,
+-- where this script must go on freeing memory (docs/reliability.md).
+if ARGV[2] == '1' and redis.call('EXISTS', KEYS[8]) == 1 and redis.call('HEXISTS', KEYS[8], 'default') == 0 then
+  redis.call('HSET', KEYS[8], 'default', now)
+end
 
 -- Expired leases and the default group's own retries go back to its ready list.
 local function move_here(ids)
@@ -1340,11 +1368,11 @@ local function move(ids)
   if #fresh > 0 then
     for _, group in ipairs(named) do
       local g = group_keys(KEYS[5], group)
-      redis.call('HSET', g.meta, unpack(headers))
+      hset_pairs(g.meta, headers)
       redis.call('RPUSH', g.ready, unpack(fresh))
     end
     if to_default then redis.call('RPUSH', KEYS[3], unpack(fresh)) end
-    redis.call('HSET', KEYS[9], unpack(counts))
+    hset_pairs(KEYS[9], counts)
   end
   limit = limit - #ids
   return #ids
@@ -1489,7 +1517,7 @@ end
 -- may hold in a member (zset-max-listpack-value), so the set is created as a
 -- skiplist and stays one. In a listpack, every ZADD, ZMSCORE and ZREM scans
 -- the set for each member it names: a claim of 32 leases spent ~17 µs in its
--- ZADD against ~10 with the pin (benchmarks/README.md, item 14). Its first
+-- ZADD against ~10 with the pin (measured with the benchmarks). Its first
 -- byte, 0xFF, never occurs in UTF-8, so no event id can be the pin; its score,
 -- 2^53, is above every lease's until the year 2255, so it is never due and
 -- never the first lease to expire.
@@ -1783,6 +1811,14 @@ local function group_keys(meta_key, group)
     meta = own .. ':m', schedule = own .. ':b', legacy = own .. ':s', ready = own .. ':r',
     in_flight = own .. ':f', dead = own .. ':d', errors = own .. ':e',
   }
+end
+
+-- Lua's unpack takes at most ~8,000 values: a large dispatch writes field/value
+-- pairs in slices, never failing halfway (a script's earlier writes stay).
+local function hset_pairs(key, flat)
+  for from = 1, #flat, 2000 do
+    redis.call('HSET', key, unpack(flat, from, math.min(from + 1999, #flat)))
+  end
 end
 
 -- Named groups of a registry (the default group keeps the type's own keys).
@@ -1978,6 +2014,14 @@ local function group_keys(meta_key, group)
   }
 end
 
+-- Lua's unpack takes at most ~8,000 values: a large dispatch writes field/value
+-- pairs in slices, never failing halfway (a script's earlier writes stay).
+local function hset_pairs(key, flat)
+  for from = 1, #flat, 2000 do
+    redis.call('HSET', key, unpack(flat, from, math.min(from + 1999, #flat)))
+  end
+end
+
 -- Named groups of a registry (the default group keeps the type's own keys).
 local function named_groups(registry_key)
   local named = {}
@@ -2090,7 +2134,7 @@ return redis.call('HSETNX', KEYS[1], ARGV[1], now_ms())
 -- may hold in a member (zset-max-listpack-value), so the set is created as a
 -- skiplist and stays one. In a listpack, every ZADD, ZMSCORE and ZREM scans
 -- the set for each member it names: a claim of 32 leases spent ~17 µs in its
--- ZADD against ~10 with the pin (benchmarks/README.md, item 14). Its first
+-- ZADD against ~10 with the pin (measured with the benchmarks). Its first
 -- byte, 0xFF, never occurs in UTF-8, so no event id can be the pin; its score,
 -- 2^53, is above every lease's until the year 2255, so it is never due and
 -- never the first lease to expire.
@@ -2199,6 +2243,14 @@ local function group_keys(meta_key, group)
     meta = own .. ':m', schedule = own .. ':b', legacy = own .. ':s', ready = own .. ':r',
     in_flight = own .. ':f', dead = own .. ':d', errors = own .. ':e',
   }
+end
+
+-- Lua's unpack takes at most ~8,000 values: a large dispatch writes field/value
+-- pairs in slices, never failing halfway (a script's earlier writes stay).
+local function hset_pairs(key, flat)
+  for from = 1, #flat, 2000 do
+    redis.call('HSET', key, unpack(flat, from, math.min(from + 1999, #flat)))
+  end
 end
 
 -- Named groups of a registry (the default group keeps the type's own keys).
@@ -2945,7 +2997,7 @@ end
 -- may hold in a member (zset-max-listpack-value), so the set is created as a
 -- skiplist and stays one. In a listpack, every ZADD, ZMSCORE and ZREM scans
 -- the set for each member it names: a claim of 32 leases spent ~17 µs in its
--- ZADD against ~10 with the pin (benchmarks/README.md, item 14). Its first
+-- ZADD against ~10 with the pin (measured with the benchmarks). Its first
 -- byte, 0xFF, never occurs in UTF-8, so no event id can be the pin; its score,
 -- 2^53, is above every lease's until the year 2255, so it is never due and
 -- never the first lease to expire.

@@ -22,7 +22,7 @@
 // entry that imports any other module another entry also holds fails the build
 // (a second copy would break instanceof and shared state).
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { basename, dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -34,6 +34,14 @@ const manifest = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'));
 
 /** subpath: the key in package.json `exports`; source: its module under src/; name: its files' name in dist/. */
 const ENTRIES = [{ subpath: '.', source: 'src/index.ts', name: 'index' }];
+
+/**
+ * Command-line programs, package.json's `bin`: dist/<dir>/<name>.cjs,
+ * CommonJS only, starting with a #! line. Like any user, a program imports the
+ * package's root (src/index.ts becomes `require('reactive-delayed-events')`,
+ * which Node resolves to this package itself), so it holds no copy of the library.
+ */
+const BINS = [{ source: 'src/cli/main.ts', name: 'main', dir: 'cli' }];
 
 /**
  * Bare require() calls in src/ and what the ES module build imports instead
@@ -80,10 +88,12 @@ const requireAsImport = {
 
 async function bundle(entry, format) {
   const esm = format === 'esm';
+  const bin = BINS.includes(entry);
   const result = await build({
     absWorkingDir: ROOT,
     entryPoints: { [entry.name]: entry.source },
-    outdir: join(DIST, format),
+    outdir: join(DIST, bin ? entry.dir : format),
+    ...(bin ? { banner: { js: '#!/usr/bin/env node' } } : {}),
     outExtension: { '.js': esm ? '.mjs' : '.cjs' },
     format,
     platform: 'node',
@@ -140,7 +150,7 @@ function checkManifestTargets() {
     else if (value && typeof value === 'object') Object.values(value).forEach(walk);
   };
   walk(manifest.exports);
-  walk([manifest.main, manifest.module, manifest.types]);
+  walk([manifest.main, manifest.module, manifest.types, manifest.bin]);
   const missing = targets.filter((target) => !existsSync(join(ROOT, target)));
   if (missing.length > 0) throw new Error(`package.json names files the build did not write: ${missing.join(', ')}`);
 }
@@ -148,8 +158,9 @@ function checkManifestTargets() {
 const started = performance.now();
 rmSync(DIST, { recursive: true, force: true });
 mkdirSync(DIST);
-const builds = await Promise.all(ENTRIES.flatMap((entry) => [bundle(entry, 'esm'), bundle(entry, 'cjs')]));
+const builds = await Promise.all([...ENTRIES.flatMap((entry) => [bundle(entry, 'esm'), bundle(entry, 'cjs')]), ...BINS.map((bin) => bundle(bin, 'cjs'))]);
 checkOneCopyEach(builds);
+for (const bin of BINS) chmodSync(join(DIST, bin.dir, `${bin.name}.cjs`), 0o755);
 declarations();
 checkManifestTargets();
-console.error(`built dist/ (${ENTRIES.map((e) => e.subpath).join(', ')}) in ${Math.round(performance.now() - started)} ms`);
+console.error(`built dist/ (${ENTRIES.map((e) => e.subpath).join(', ')}; ${BINS.map((b) => `${b.dir}/${b.name}.cjs`).join(', ')}) in ${Math.round(performance.now() - started)} ms`);

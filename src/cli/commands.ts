@@ -1,0 +1,213 @@
+import { type DelayedEventService, EVENT_STATES, type EventCounts, type EventState, type InspectedEvent, type JsonEvent } from '../index';
+import { count, json, oneLine, table, when } from './format';
+import { NotFoundError, UsageError, parseDelay, parseWhole } from './parse';
+
+/** What every command works with. */
+export interface Context {
+  readonly service: DelayedEventService;
+  readonly prefix: string;
+  readonly json: boolean;
+  /** Prints a block of output (a newline is added). */
+  readonly out: (text: string) => void;
+  /** Resolves when the user agreed (or --yes was given); throws a UsageError otherwise. */
+  readonly confirm: (question: string, yes: boolean) => Promise<void>;
+}
+
+export interface PageOptions {
+  readonly group?: string;
+  readonly limit?: string;
+  readonly offset?: string;
+}
+
+const STATE_LABEL: Readonly<Record<EventState, string>> = { scheduled: 'scheduled', ready: 'ready', 'in-flight': 'in flight', dead: 'dead' };
+
+function unknownType(ctx: Context, type: string): NotFoundError {
+  return new NotFoundError(`no events, groups or pause of type '${type}' under prefix '${ctx.prefix}' (\`delayed-events types\` lists what there is)`);
+}
+
+/** The type's counts; a NotFoundError when nothing of it is stored. */
+async function countsOf(ctx: Context, type: string): Promise<EventCounts> {
+  const counts = await ctx.service.counts(type);
+  if (!counts) throw unknownType(ctx, type);
+  return counts;
+}
+
+export async function types(ctx: Context): Promise<void> {
+  const found = await ctx.service.types();
+  if (ctx.json) return ctx.out(json(found));
+  if (found.length === 0) return ctx.out(`no event types under prefix '${ctx.prefix}'`);
+  ctx.out(
+    table(
+      ['TYPE', 'PARTITIONS', 'GROUPS', 'PAUSED'],
+      found.map((t) => [t.type, String(t.partitions), t.groups.join(', ') || '-', t.paused ? 'yes' : 'no']),
+    ),
+  );
+}
+
+export async function stats(ctx: Context, type: string | undefined): Promise<void> {
+  const names = type === undefined ? (await ctx.service.types()).map((t) => t.type) : [type];
+  const rows = await Promise.all(
+    names.map(async (name) => {
+      const counts = await countsOf(ctx, name);
+      return { type: name, paused: await ctx.service.isPaused(name), ...counts };
+    }),
+  );
+  if (ctx.json) return ctx.out(json(type === undefined ? rows : rows[0]));
+  if (rows.length === 0) return ctx.out(`no event types under prefix '${ctx.prefix}'`);
+  const cells = (c: EventCounts) => [count(c.scheduled), count(c.ready), count(c.inFlight), count(c.dead)];
+  ctx.out(
+    table(
+      ['TYPE', 'GROUP', 'SCHEDULED', 'READY', 'IN FLIGHT', 'DEAD', 'PAUSED'],
+      rows.flatMap((r) => [
+        [r.type, '-', ...cells(r), r.paused ? 'yes' : 'no'],
+        ...Object.entries(r.groups ?? {}).map(([group, c]) => [r.type, group, ...cells(c), r.paused ? 'yes' : 'no']),
+      ]),
+    ),
+  );
+}
+
+export async function list(ctx: Context, type: string, options: PageOptions & { state?: string }): Promise<void> {
+  const state = (options.state ?? 'scheduled') as EventState;
+  if (!EVENT_STATES.includes(state)) throw new UsageError(`--state must be one of ${EVENT_STATES.join(', ')}, got ${JSON.stringify(options.state)}`);
+  const limit = parseWhole('--limit', options.limit, 20, 1, 1_000);
+  const offset = parseWhole('--offset', options.offset, 0, 0, Number.MAX_SAFE_INTEGER);
+  const counts = await countsOf(ctx, type);
+  const events = await ctx.service.list(type, state, { offset, limit, ...(options.group ? { group: options.group } : {}) });
+  if (ctx.json) return ctx.out(json(events));
+  const inState = options.group ? counts.groups?.[options.group] : counts;
+  const total = inState ? inState[state === 'in-flight' ? 'inFlight' : state] : 0;
+  if (events.length === 0) return ctx.out(`no ${STATE_LABEL[state]} events of '${type}'${options.group ? ` in group '${options.group}'` : ''} from offset ${offset} (${count(total)} in all)`);
+  const now = Date.now();
+  const rows = events.map((e): string[] => {
+    switch (state) {
+      case 'scheduled':
+        return [e.id, when(e.dueAt, now), String(e.attempt), when(e.enqueuedAt, now)];
+      case 'ready':
+        return [e.id, when(e.dueAt, now), String(e.attempt)];
+      case 'in-flight':
+        return [e.id, String(e.attempt), when(e.leaseExpiresAt, now), when(e.dueAt, now)];
+      case 'dead':
+        return [e.id, when(e.deadLetteredAt, now), String(e.attempt), oneLine(e.lastError ?? '-', 60)];
+    }
+  });
+  const headers: Record<EventState, string[]> = {
+    scheduled: ['ID', 'DUE', 'ATTEMPTS', 'ENQUEUED'],
+    ready: ['ID', 'DUE', 'ATTEMPTS'],
+    'in-flight': ['ID', 'ATTEMPT', 'LEASE EXPIRES', 'DUE'],
+    dead: ['ID', 'DEAD SINCE', 'ATTEMPTS', 'LAST ERROR'],
+  };
+  const more = offset + events.length < total ? `; --offset ${offset + events.length} for more` : '';
+  ctx.out(`${table(headers[state], rows)}\n${offset + 1}-${offset + events.length} of ${count(total)} ${STATE_LABEL[state]}${more}`);
+}
+
+/** One event, as `show` prints it. */
+function describeEvent(type: string, e: InspectedEvent<JsonEvent>): string {
+  const now = Date.now();
+  const fields: Array<[string, string]> = [
+    ['id', e.id],
+    ['type', type],
+    ['state', STATE_LABEL[e.state]],
+    ['due', when(e.dueAt, now)],
+    ['attempts', String(e.attempt)],
+    ['enqueued', when(e.enqueuedAt, now)],
+  ];
+  if (e.leaseExpiresAt) fields.push(['lease until', when(e.leaseExpiresAt, now)]);
+  if (e.deadLetteredAt) fields.push(['dead since', when(e.deadLetteredAt, now)]);
+  if (e.groups) fields.push(['groups', Object.entries(e.groups).map(([g, s]) => `${g}: ${STATE_LABEL[s]}`).join(', ') || '-']);
+  fields.push(['context', Object.keys(e.context).length > 0 ? JSON.stringify(e.context) : '-']);
+  fields.push(['last error', e.lastError ?? '-']);
+  if (e.decodeError) fields.push(['unreadable', e.decodeError]);
+  const width = Math.max(...fields.map(([k]) => k.length));
+  const event = e.event === undefined ? '-' : json(e.event);
+  return [...fields.map(([k, v]) => `${k.padEnd(width)}  ${v}`), `${'event'.padEnd(width)}  ${event.split('\n').join(`\n${' '.repeat(width + 2)}`)}`].join('\n');
+}
+
+export async function show(ctx: Context, type: string, id: string): Promise<void> {
+  const event = await findEvent(ctx, type, id);
+  ctx.out(ctx.json ? json({ type, ...event }) : describeEvent(type, event));
+}
+
+async function findEvent(ctx: Context, type: string, id: string): Promise<InspectedEvent<JsonEvent>> {
+  const event = await ctx.service.find(type, id);
+  if (event) return event;
+  await countsOf(ctx, type); // says which is missing: the type or the event
+  throw new NotFoundError(`no event '${id}' of type '${type}' under prefix '${ctx.prefix}'`);
+}
+
+export async function cancel(ctx: Context, type: string, id: string, yes: boolean): Promise<void> {
+  const event = await findEvent(ctx, type, id);
+  await ctx.confirm(`Cancel event '${id}' of '${type}' (${STATE_LABEL[event.state]}, due ${when(event.dueAt)})? It is deleted for good.`, yes);
+  if (!(await ctx.service.cancel(type, id))) throw new NotFoundError(`event '${id}' of type '${type}' is gone already`);
+  ctx.out(ctx.json ? json({ type, id, cancelled: true }) : `cancelled '${id}' of '${type}'`);
+}
+
+/** reschedule and run-now: only a scheduled or ready event moves. */
+async function moved(ctx: Context, type: string, id: string, done: boolean, verb: string): Promise<void> {
+  if (!done) {
+    const event = await findEvent(ctx, type, id);
+    throw new NotFoundError(`event '${id}' of '${type}' is ${STATE_LABEL[event.state]}: only a scheduled or ready event can be moved`);
+  }
+  const event = await ctx.service.find(type, id);
+  const dueAt = event?.dueAt;
+  ctx.out(ctx.json ? json({ type, id, state: event?.state ?? 'ready', dueAt }) : `${verb} '${id}' of '${type}': due ${when(dueAt)}${event?.state === 'ready' ? ', ready' : ''}`);
+}
+
+export async function reschedule(ctx: Context, type: string, id: string, delay: string): Promise<void> {
+  const due = parseDelay(delay);
+  await moved(ctx, type, id, await ctx.service.reschedule(type, id, due), 'rescheduled');
+}
+
+export async function runNow(ctx: Context, type: string, id: string): Promise<void> {
+  await moved(ctx, type, id, await ctx.service.runNow(type, id), 'ran now');
+}
+
+export async function pause(ctx: Context, type: string, paused: boolean): Promise<void> {
+  const known = paused ? await ctx.service.pause(type) : await ctx.service.resume(type);
+  if (!known) throw unknownType(ctx, type);
+  if (ctx.json) return ctx.out(json({ type, paused }));
+  ctx.out(
+    paused
+      ? `paused '${type}': no instance dispatches or claims its events until \`delayed-events resume ${type}\`; enqueues still store them`
+      : `resumed '${type}': instances dispatch and claim its events again`,
+  );
+}
+
+export async function dead(ctx: Context, type: string, options: PageOptions): Promise<void> {
+  const limit = parseWhole('--limit', options.limit, 20, 1, 1_000);
+  const offset = parseWhole('--offset', options.offset, 0, 0, Number.MAX_SAFE_INTEGER);
+  const counts = await countsOf(ctx, type);
+  const letters = await ctx.service.deadLetters(type, { offset, limit, ...(options.group ? { group: options.group } : {}) });
+  if (ctx.json) return ctx.out(json(letters));
+  const total = (options.group ? counts.groups?.[options.group]?.dead : counts.dead) ?? 0;
+  if (letters.length === 0) return ctx.out(`no dead letters of '${type}'${options.group ? ` in group '${options.group}'` : ''} from offset ${offset} (${count(total)} in all)`);
+  const now = Date.now();
+  const more = offset + letters.length < total ? `; --offset ${offset + letters.length} for more` : '';
+  ctx.out(
+    `${table(
+      ['ID', 'DEAD SINCE', 'ATTEMPTS', 'ERROR'],
+      letters.map((l) => [l.id, when(l.deadLetteredAt, now), String(l.attempts), oneLine(l.error || '-', 60)]),
+    )}\n${offset + 1}-${offset + letters.length} of ${count(total)} dead${more}`,
+  );
+}
+
+export async function replay(ctx: Context, type: string, ids: readonly string[], options: { group?: string; yes: boolean }): Promise<void> {
+  const counts = await countsOf(ctx, type);
+  const group = options.group ? { group: options.group } : {};
+  if (ids.length === 0) {
+    const total = (options.group ? counts.groups?.[options.group]?.dead : counts.dead) ?? 0;
+    await ctx.confirm(`Replay all ${count(total)} dead letters of '${type}'${options.group ? ` in group '${options.group}'` : ''}? They are due at once.`, options.yes);
+  }
+  const replayed = await ctx.service.replayDeadLetters(type, ids.length > 0 ? ids : undefined, group);
+  if (ids.length > 0 && replayed === 0) throw new NotFoundError(`none of ${ids.join(', ')} is a dead letter of '${type}'`);
+  ctx.out(ctx.json ? json({ type, replayed }) : `replayed ${count(replayed)} dead letter(s) of '${type}': due now`);
+}
+
+export async function purge(ctx: Context, type: string, ids: readonly string[], options: { group?: string; yes: boolean }): Promise<void> {
+  const counts = await countsOf(ctx, type);
+  const total = (options.group ? counts.groups?.[options.group]?.dead : counts.dead) ?? 0;
+  const what = ids.length > 0 ? `${ids.length} dead letter(s)` : `all ${count(total)} dead letters`;
+  await ctx.confirm(`Delete ${what} of '${type}'${options.group ? ` in group '${options.group}'` : ''} for good?`, options.yes);
+  const purged = await ctx.service.purgeDeadLetters(type, ids.length > 0 ? ids : undefined, options.group ? { group: options.group } : {});
+  if (ids.length > 0 && purged === 0) throw new NotFoundError(`none of ${ids.join(', ')} is a dead letter of '${type}'`);
+  ctx.out(ctx.json ? json({ type, purged }) : `purged ${count(purged)} dead letter(s) of '${type}'`);
+}

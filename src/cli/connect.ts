@@ -1,0 +1,75 @@
+import { Cluster, Redis, type RedisOptions } from 'ioredis';
+import { UsageError } from './parse';
+
+export interface ConnectionOptions {
+  /** redis:// or rediss:// URL; else REDIS_URL. */
+  readonly redis?: string;
+  /** Treat the URL's host:port as a startup node of a Redis Cluster. */
+  readonly cluster?: boolean;
+  /** Startup nodes of a Redis Cluster, `host:port,host:port` (implies --cluster). */
+  readonly nodes?: string;
+}
+
+/** How long the CLI tries to reach Redis before it gives up (exit 2). */
+export const CONNECT_TIMEOUT_MS = 3_000;
+
+/**
+ * Connects, or throws a UsageError saying what to fix within `timeoutMs`: no
+ * retries in the background, so a wrong address never leaves the CLI hanging.
+ */
+export async function connect(options: ConnectionOptions, env: NodeJS.ProcessEnv = process.env, timeoutMs = CONNECT_TIMEOUT_MS): Promise<Redis | Cluster> {
+  const url = options.redis ?? env.REDIS_URL;
+  if (!url && !options.nodes) throw new UsageError('no Redis to connect to: pass --redis redis://host:port (or set REDIS_URL), or --nodes host:port,... for a Cluster');
+  let parsed: URL | undefined;
+  if (url) {
+    try {
+      parsed = new URL(url);
+    } catch {
+      throw new UsageError(`--redis ${JSON.stringify(url)} is not a URL: use redis://[user:password@]host:port[/db] (rediss:// for TLS)`);
+    }
+    if (parsed.protocol !== 'redis:' && parsed.protocol !== 'rediss:') throw new UsageError(`--redis ${JSON.stringify(url)} must start with redis:// or rediss://`);
+  }
+  const base: RedisOptions = {
+    lazyConnect: true,
+    connectTimeout: timeoutMs,
+    maxRetriesPerRequest: 1,
+    retryStrategy: () => null,
+    ...(parsed?.username ? { username: decodeURIComponent(parsed.username) } : {}),
+    ...(parsed?.password ? { password: decodeURIComponent(parsed.password) } : {}),
+    ...(parsed?.protocol === 'rediss:' ? { tls: {} } : {}),
+  };
+  let client: Redis | Cluster;
+  let where: string;
+  if (options.nodes || options.cluster) {
+    const nodes: Array<{ host: string; port: number }> = options.nodes ? options.nodes.split(',').map((node) => parseNode(node.trim())) : [{ host: parsed!.hostname, port: Number(parsed!.port || 6379) }];
+    where = `the Cluster at ${nodes.map((n) => `${n.host}:${n.port}`).join(', ')}`;
+    client = new Cluster(nodes, { lazyConnect: true, clusterRetryStrategy: () => null, slotsRefreshTimeout: timeoutMs, redisOptions: base });
+  } else {
+    where = `${parsed!.protocol}//${parsed!.host}`;
+    client = new Redis(url!, base);
+  }
+  // Reported through connect()'s rejection; without a listener ioredis would print each.
+  client.on('error', () => undefined);
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([
+      client.connect(),
+      new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs / 1_000} s`)), timeoutMs);
+      }),
+    ]);
+    return client;
+  } catch (error) {
+    client.disconnect();
+    const hint = options.nodes || options.cluster ? 'check --redis / --nodes, and that it is a Cluster' : 'check --redis or REDIS_URL (use --cluster for a Redis Cluster)';
+    throw new UsageError(`cannot connect to ${where}: ${(error as Error).message}; ${hint}`);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function parseNode(text: string): { host: string; port: number } {
+  const match = /^(.+):(\d+)$/.exec(text);
+  if (!match) throw new UsageError(`--nodes takes host:port,host:port; cannot read ${JSON.stringify(text)}`);
+  return { host: match[1]!.replace(/^\[(.*)\]$/, '$1'), port: Number(match[2]) };
+}

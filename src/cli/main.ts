@@ -1,0 +1,171 @@
+import { createInterface } from 'node:readline/promises';
+import { Command, CommanderError } from 'commander';
+import type { Cluster, Redis } from 'ioredis';
+import { DelayedEventError, DelayedEventService } from '../index';
+import * as commands from './commands';
+import { type ConnectionOptions, connect } from './connect';
+import { EXIT, NotFoundError, UsageError, parseWhole } from './parse';
+import { watch } from './watch';
+
+/**
+ * delayed-events: see and steer what reactive-delayed-events has stored in
+ * Redis (docs/cli.md). It works on type names, never constructs handlers, and
+ * exits 0 when done, 1 when the type or event is not there, 2 on bad input or
+ * when Redis cannot be reached.
+ */
+
+interface GlobalOptions extends ConnectionOptions {
+  readonly prefix: string;
+  readonly json?: boolean;
+}
+
+/** Asks on a terminal; refuses without one (a script must say --yes). */
+async function confirm(question: string, yes: boolean): Promise<void> {
+  if (yes) return;
+  if (!process.stdin.isTTY) throw new UsageError(`${question}\nstdin is not a terminal, so nothing was asked: add --yes to do it; nothing was changed`);
+  const prompt = createInterface({ input: process.stdin, output: process.stderr });
+  try {
+    const answer = (await prompt.question(`${question} [y/N] `)).trim().toLowerCase();
+    if (answer !== 'y' && answer !== 'yes') throw new UsageError('not confirmed; nothing was changed');
+  } finally {
+    prompt.close();
+  }
+}
+
+/** Connects, runs `job` with a service on the prefix, and always lets the connection go. */
+async function withService(options: GlobalOptions, job: (ctx: commands.Context) => Promise<void>): Promise<void> {
+  const client: Redis | Cluster = await connect(options);
+  let service: DelayedEventService | undefined;
+  try {
+    try {
+      service = new DelayedEventService({ redis: client, prefix: options.prefix });
+    } catch (error) {
+      throw new UsageError(`--prefix: ${(error as Error).message}`);
+    }
+    await job({ service, prefix: options.prefix, json: options.json === true, out: (text) => void process.stdout.write(`${text}\n`), confirm });
+  } finally {
+    await service?.close();
+    client.disconnect();
+  }
+}
+
+function program(run: (job: (ctx: commands.Context) => Promise<void>, command: Command) => Promise<void>): Command {
+  const cli = new Command('delayed-events')
+    .description('See and steer the delayed events reactive-delayed-events keeps in Redis.')
+    .option('--redis <url>', 'Redis URL, redis://[user:password@]host:port[/db] or rediss:// (default: $REDIS_URL)')
+    .option('--cluster', "the URL's host:port is a startup node of a Redis Cluster")
+    .option('--nodes <host:port,...>', 'startup nodes of a Redis Cluster (implies --cluster)')
+    .option('--prefix <prefix>', 'key prefix of the services (their `prefix` option)', 'dq')
+    .option('--json', 'print JSON instead of tables')
+    .showHelpAfterError('(add --help for usage)')
+    .exitOverride();
+
+  cli
+    .command('types')
+    .description('event types stored under the prefix, with their partitions and groups')
+    .action((_, cmd: Command) => run((ctx) => commands.types(ctx), cmd));
+  cli
+    .command('stats [type]')
+    .description('events per state for each type (or one type), and per group')
+    .action((type: string | undefined, _, cmd: Command) => run((ctx) => commands.stats(ctx, type), cmd));
+  cli
+    .command('list <type>')
+    .description('one page of the events in a state')
+    .option('--state <state>', 'scheduled, ready, in-flight or dead', 'scheduled')
+    .option('--group <group>', 'subscriber group (default: the default group)')
+    .option('--limit <n>', 'page size, 1 to 1000', '20')
+    .option('--offset <n>', 'events to skip', '0')
+    .action((type: string, options: commands.PageOptions & { state: string }, cmd: Command) => run((ctx) => commands.list(ctx, type, options), cmd));
+  cli
+    .command('show <type> <id>')
+    .description('one event: its state, due time, attempts, context, last error and payload')
+    .action((type: string, id: string, _, cmd: Command) => run((ctx) => commands.show(ctx, type, id), cmd));
+  cli
+    .command('cancel <type> <id>')
+    .description('delete one event, in whatever state')
+    .option('-y, --yes', 'do not ask')
+    .action((type: string, id: string, options: { yes?: boolean }, cmd: Command) => run((ctx) => commands.cancel(ctx, type, id, options.yes === true), cmd));
+  cli
+    .command('reschedule <type> <id> <delay>')
+    .description('move a scheduled or ready event: a delay from now (90s, 3h, 1h30m, 500ms) or an ISO date (2026-12-01T09:00Z)')
+    .action((type: string, id: string, delay: string, _, cmd: Command) => run((ctx) => commands.reschedule(ctx, type, id, delay), cmd));
+  cli
+    .command('run-now <type> <id>')
+    .description('make a scheduled or ready event due at once')
+    .action((type: string, id: string, _, cmd: Command) => run((ctx) => commands.runNow(ctx, type, id), cmd));
+  cli
+    .command('pause <type>')
+    .description('stop every instance dispatching and claiming the type (enqueues still store), until resume')
+    .action((type: string, _, cmd: Command) => run((ctx) => commands.pause(ctx, type, true), cmd));
+  cli
+    .command('resume <type>')
+    .description('undo pause')
+    .action((type: string, _, cmd: Command) => run((ctx) => commands.pause(ctx, type, false), cmd));
+  cli
+    .command('dead <type>')
+    .description('dead letters, oldest first, with their last error')
+    .option('--group <group>', 'subscriber group (default: the default group)')
+    .option('--limit <n>', 'page size, 1 to 1000', '20')
+    .option('--offset <n>', 'dead letters to skip', '0')
+    .action((type: string, options: commands.PageOptions, cmd: Command) => run((ctx) => commands.dead(ctx, type, options), cmd));
+  cli
+    .command('replay <type> [ids...]')
+    .description('dead letters back to scheduled, due now, attempts reset (no ids: all, after asking)')
+    .option('--group <group>', 'subscriber group (default: the default group)')
+    .option('-y, --yes', 'do not ask')
+    .action((type: string, ids: string[], options: { group?: string; yes?: boolean }, cmd: Command) =>
+      run((ctx) => commands.replay(ctx, type, ids, { ...(options.group ? { group: options.group } : {}), yes: options.yes === true }), cmd),
+    );
+  cli
+    .command('purge <type> [ids...]')
+    .description('delete dead letters for good (no ids: all); asks first unless --yes')
+    .option('--group <group>', 'subscriber group (default: the default group)')
+    .option('-y, --yes', 'do not ask')
+    .action((type: string, ids: string[], options: { group?: string; yes?: boolean }, cmd: Command) =>
+      run((ctx) => commands.purge(ctx, type, ids, { ...(options.group ? { group: options.group } : {}), yes: options.yes === true }), cmd),
+    );
+  cli
+    .command('watch [types...]')
+    .description('live counts and rates per type, redrawn every second until Ctrl-C')
+    .option('--interval <ms>', 'redraw every this many ms', '1000')
+    .action((types: string[], options: { interval: string }, cmd: Command) => {
+      const intervalMs = parseWhole('--interval', options.interval, 1_000, 100, 3_600_000);
+      const stopped = new Promise<void>((resolve) => {
+        process.once('SIGINT', () => resolve());
+        process.once('SIGTERM', () => resolve());
+      });
+      return run((ctx) => watch(ctx, { intervalMs, types, redraw: process.stdout.isTTY === true && !ctx.json, stopped }), cmd);
+    });
+  return cli;
+}
+
+/** Runs the CLI on `argv` (as process.argv); resolves the exit code. */
+export async function main(argv: readonly string[]): Promise<number> {
+  let json = argv.includes('--json');
+  const cli = program(async (job, command) => {
+    const options = command.optsWithGlobals<GlobalOptions>();
+    json = options.json === true;
+    await withService(options, job);
+  });
+  try {
+    await cli.parseAsync(argv);
+    return EXIT.done;
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      // Help and --version are no error; commander has printed its message already.
+      return error.exitCode === 0 ? EXIT.done : EXIT.usage;
+    }
+    const code = error instanceof NotFoundError ? EXIT.notFound : EXIT.usage;
+    const known = error instanceof UsageError || error instanceof NotFoundError || error instanceof DelayedEventError || error instanceof TypeError;
+    const message = known ? (error as Error).message : `Redis answered: ${(error as Error).message}`;
+    process.stderr.write(`delayed-events: ${message}\n`);
+    if (json) process.stdout.write(`${JSON.stringify({ error: message, exitCode: code })}\n`);
+    return code;
+  }
+}
+
+void main(process.argv).then((code) => {
+  process.exitCode = code;
+  // Everything is closed by now; a handle left open must not keep a finished command waiting.
+  setTimeout(() => process.exit(code), 1_000).unref();
+});

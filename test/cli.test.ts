@@ -1,0 +1,276 @@
+import 'reflect-metadata';
+import { spawn } from 'node:child_process';
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { build } from 'esbuild';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { DelayedEvent, DelayedEventService, PermanentFailure, fixedBackoff } from '../src';
+import { useRedis } from './support/harness';
+import { freePort } from './support/redis-server';
+import { waitFor } from './support/wait-for';
+
+@DelayedEvent('cli.payment')
+class Payment {
+  constructor(
+    readonly id: string = '',
+    readonly cents: number = 0,
+  ) {}
+}
+
+@DelayedEvent('cli.ship', { partitions: 3 })
+class Ship {
+  constructor(readonly id: string = '') {}
+}
+
+const ROOT = join(__dirname, '..');
+/**
+ * src/cli/main.ts bundled once for this file (packages stay external, found in
+ * node_modules): each run then starts in a fraction of what tsx takes to compile it.
+ */
+const CLI = join(ROOT, 'node_modules', '.cache', 'cli-test', `main-${process.pid}.cjs`);
+
+interface Run {
+  readonly code: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** The CLI in a child process; stdin is a pipe, never a terminal. */
+function run(args: readonly string[], env: Record<string, string | undefined> = {}): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [CLI, ...args], {
+      cwd: ROOT,
+      env: { ...process.env, REDIS_URL: undefined, ...env },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    child.stdin.end();
+    child.once('error', reject);
+    child.once('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+describe('the delayed-events CLI', () => {
+  const redis = useRedis();
+  let prefix: string;
+  let service: DelayedEventService;
+  let release: () => void;
+  const cli = (...args: string[]) => run(['--redis', redis.server.url, '--prefix', prefix, ...args]);
+
+  /** Every key under the prefix with its DUMP: equal snapshots mean nothing changed. */
+  async function snapshot(): Promise<Record<string, string>> {
+    const client = redis.client();
+    const keys = await redis.keys(`${prefix}:*`);
+    const dumps = await Promise.all(keys.map((key) => client.dumpBuffer(key)));
+    return Object.fromEntries(keys.map((key, i) => [key, dumps[i]?.toString('hex') ?? '']));
+  }
+
+  beforeAll(async () => {
+    await build({ entryPoints: [join(ROOT, 'src', 'cli', 'main.ts')], outfile: CLI, bundle: true, platform: 'node', format: 'cjs', target: 'node20', packages: 'external', logLevel: 'warning' });
+    prefix = 'cli';
+    // The service outlives the tests of this file: it holds the event in flight.
+    service = new DelayedEventService({ redis: redis.server.url, prefix, pollIntervalMs: 100 });
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let running = false;
+    service.addHandler(
+      Payment,
+      async (event) => {
+        if (event.id.startsWith('dead')) throw new PermanentFailure('card declined');
+        if (event.id === 'running') {
+          running = true;
+          await gate;
+        }
+      },
+      1,
+      { retry: fixedBackoff(3, 10) },
+    );
+    for (const id of ['dead-1', 'dead-2', 'dead-3']) await service.enqueue(new Payment(id, 1), 0);
+    await waitFor(async () => (await service.counts(Payment))?.dead === 3, 'three dead letters');
+    await service.enqueue(new Payment('running', 2), 0);
+    await waitFor(() => running, 'the handler running');
+    await service.enqueue(new Payment('ready-1', 3), 0);
+    await waitFor(async () => (await service.counts(Payment))?.ready === 1, 'a ready event');
+    await service.enqueue(new Payment('later', 1999), { hours: 3 }, { context: { tenant: 'acme' } });
+    await service.enqueue(new Payment('sooner', 500), { hours: 2 });
+    for (let i = 0; i < 5; i++) await service.enqueue(new Ship(`s${i}`), { minutes: 10 + i });
+    return async () => {
+      release();
+      await service.close();
+      rmSync(CLI, { force: true });
+    };
+  });
+
+  it('types and stats: a table, or JSON', async () => {
+    const [types, typesJson, stats, statsJson, one] = await Promise.all([cli('types'), cli('types', '--json'), cli('stats'), cli('--json', 'stats'), cli('stats', 'cli.payment', '--json')]);
+    expect(types.code).toBe(0);
+    expect(types.stdout).toMatch(/^TYPE\s+PARTITIONS\s+GROUPS\s+PAUSED\ncli\.payment\s+1\s+-\s+no\ncli\.ship\s+3\s+-\s+no\n$/);
+    expect(JSON.parse(typesJson.stdout)).toEqual([
+      { type: 'cli.payment', partitions: 1, groups: [], paused: false },
+      { type: 'cli.ship', partitions: 3, groups: [], paused: false },
+    ]);
+    expect(stats.code).toBe(0);
+    expect(stats.stdout).toMatch(/^TYPE\s+GROUP\s+SCHEDULED\s+READY\s+IN FLIGHT\s+DEAD\s+PAUSED\ncli\.payment\s+-\s+2\s+1\s+1\s+3\s+no\ncli\.ship\s+-\s+5\s+0\s+0\s+0\s+no\n$/);
+    expect(JSON.parse(statsJson.stdout)).toEqual([
+      { type: 'cli.payment', paused: false, scheduled: 2, ready: 1, inFlight: 1, dead: 3 },
+      { type: 'cli.ship', paused: false, scheduled: 5, ready: 0, inFlight: 0, dead: 0 },
+    ]);
+    expect(JSON.parse(one.stdout)).toEqual({ type: 'cli.payment', paused: false, scheduled: 2, ready: 1, inFlight: 1, dead: 3 });
+    const unknown = await cli('stats', 'cli.nothing');
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toMatch(/no events, groups or pause of type 'cli\.nothing' under prefix 'cli'/);
+  });
+
+  it('list and show: each state, with absolute and relative times', async () => {
+    const [scheduled, ready, inFlight, dead, json, ship] = await Promise.all([
+      cli('list', 'cli.payment'),
+      cli('list', 'cli.payment', '--state', 'ready'),
+      cli('list', 'cli.payment', '--state', 'in-flight'),
+      cli('list', 'cli.payment', '--state', 'dead', '--limit', '2'),
+      cli('list', 'cli.payment', '--json'),
+      cli('list', 'cli.ship', '--offset', '3'),
+    ]);
+    expect(scheduled.code).toBe(0);
+    expect(scheduled.stdout).toMatch(/^ID\s+DUE\s+ATTEMPTS\s+ENQUEUED\nsooner\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ \(in 1h 59m\)\s+0\s+\S+ \S+ \((<1s|\d+s) ago|now\)\nlater\s+.*\(in 2h 59m\).*\n1-2 of 2 scheduled\n$/);
+    expect(ready.stdout).toMatch(/^ID\s+DUE\s+ATTEMPTS\nready-1\s+.*\n1-1 of 1 ready\n$/);
+    expect(inFlight.stdout).toMatch(/^ID\s+ATTEMPT\s+LEASE EXPIRES\s+DUE\nrunning\s+1\s+\S+ \S+ \(in \d+s\)/);
+    expect(dead.stdout).toMatch(/^ID\s+DEAD SINCE\s+ATTEMPTS\s+LAST ERROR\ndead-1\s+.* ago\)\s+1\s+permanent failure: card declined \(attempt 1 of 3\)\ndead-2 .*\n1-2 of 3 dead; --offset 2 for more\n$/);
+    const listed = JSON.parse(json.stdout) as Array<{ id: string; state: string; dueAt: string; event: { cents: number } }>;
+    expect(listed.map((e) => [e.id, e.state, e.event.cents])).toEqual([
+      ['sooner', 'scheduled', 500],
+      ['later', 'scheduled', 1999],
+    ]);
+    expect(Date.parse(listed[0]!.dueAt)).toBeGreaterThan(Date.now() + 7_000_000);
+    expect(ship.stdout).toMatch(/^ID\s+DUE\s+ATTEMPTS\s+ENQUEUED\ns3\s+.*\ns4\s+.*\n4-5 of 5 scheduled\n$/);
+
+    const [show, showJson, showDead, missing, noType] = await Promise.all([
+      cli('show', 'cli.payment', 'later'),
+      cli('show', 'cli.payment', 'later', '--json'),
+      cli('show', 'cli.payment', 'dead-1'),
+      cli('show', 'cli.payment', 'nope'),
+      cli('show', 'cli.nothing', 'later'),
+    ]);
+    expect(show.code).toBe(0);
+    expect(show.stdout).toMatch(
+      /^id {10}later\ntype {8}cli\.payment\nstate {7}scheduled\ndue {9}\S+ \S+ \(in 2h 59m\)\nattempts {4}0\nenqueued .*\ncontext {5}\{"tenant":"acme"\}\nlast error {2}-\nevent {7}\{\n {14}"cents": 1999,\n {14}"id": "later"\n {12}\}\n$/,
+    );
+    expect(JSON.parse(showJson.stdout)).toMatchObject({ type: 'cli.payment', id: 'later', state: 'scheduled', attempt: 0, context: { tenant: 'acme' }, event: { id: 'later', cents: 1999 } });
+    expect(showDead.stdout).toMatch(/state {7}dead\n[\s\S]*dead since {2}.* ago\)\n[\s\S]*last error {2}permanent failure: card declined \(attempt 1 of 3\)\n/);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/no event 'nope' of type 'cli\.payment'/);
+    expect(noType.code).toBe(1);
+  });
+
+  it('reschedule, run-now, pause and resume', async () => {
+    const moved = await cli('reschedule', 'cli.payment', 'sooner', '1h30m');
+    expect(moved.code).toBe(0);
+    expect(moved.stdout).toMatch(/^rescheduled 'sooner' of 'cli\.payment': due \S+ \S+ \(in 1h 29m\)\n$/);
+    const at = '2099-12-01T09:00Z';
+    const dated = await cli('reschedule', 'cli.payment', 'sooner', at, '--json');
+    expect(JSON.parse(dated.stdout)).toEqual({ type: 'cli.payment', id: 'sooner', state: 'scheduled', dueAt: new Date(at).toISOString() });
+    expect((await service.find(Payment, 'sooner'))?.dueAt.toISOString()).toBe(new Date(at).toISOString());
+    expect((await cli('reschedule', 'cli.payment', 'running', '1h')).code).toBe(1);
+    expect((await cli('run-now', 'cli.payment', 'nope')).code).toBe(1);
+
+    const paused = await cli('pause', 'cli.payment');
+    expect(paused.code).toBe(0);
+    expect(paused.stdout).toMatch(/^paused 'cli\.payment': no instance dispatches or claims its events/);
+    expect(await service.isPaused(Payment)).toBe(true);
+    expect(JSON.parse((await cli('types', '--json')).stdout)[0]).toMatchObject({ type: 'cli.payment', paused: true });
+    // Paused: made due now, it stays where it is.
+    const now = await cli('run-now', 'cli.payment', 'sooner');
+    expect(now.code).toBe(0);
+    expect(now.stdout).toMatch(/^ran now 'sooner' of 'cli\.payment': due \S+ \S+ \(now\)\n$/);
+    expect(JSON.parse((await cli('resume', 'cli.payment', '--json')).stdout)).toEqual({ type: 'cli.payment', paused: false });
+    expect(await service.isPaused(Payment)).toBe(false);
+    expect((await cli('pause', 'cli.nothing')).code).toBe(1);
+  });
+
+  it('cancel, dead, replay and purge: destructive ones ask, and refuse without a terminal', async () => {
+    await service.enqueue(new Payment('to-cancel', 1), { hours: 5 });
+    let before = await snapshot();
+    const refused = await cli('cancel', 'cli.payment', 'to-cancel');
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toMatch(/Cancel event 'to-cancel' of 'cli\.payment' \(scheduled, due .*\)\? .*\nstdin is not a terminal, so nothing was asked: add --yes/);
+    expect(await snapshot()).toEqual(before);
+    expect(await cli('cancel', 'cli.payment', 'to-cancel', '--yes')).toMatchObject({ code: 0, stdout: "cancelled 'to-cancel' of 'cli.payment'\n" });
+    expect((await cli('cancel', 'cli.payment', 'to-cancel', '--yes')).code).toBe(1);
+
+    const dead = await cli('dead', 'cli.payment');
+    expect(dead.stdout).toMatch(/^ID\s+DEAD SINCE\s+ATTEMPTS\s+ERROR\ndead-1\s.*\ndead-2\s.*\ndead-3\s.*permanent failure: card declined \(attempt 1 of 3\)\n1-3 of 3 dead\n$/);
+    const deadJson = JSON.parse((await cli('dead', 'cli.payment', '--json', '--limit', '1')).stdout) as Array<{ id: string; error: string; event: { cents: number } }>;
+    expect(deadJson.map((d) => [d.id, d.event.cents, d.error])).toEqual([['dead-1', 1, 'permanent failure: card declined (attempt 1 of 3)']]);
+
+    before = await snapshot();
+    const purgeRefused = await cli('purge', 'cli.payment');
+    expect(purgeRefused.code).toBe(2);
+    expect(purgeRefused.stderr).toMatch(/Delete all 3 dead letters of 'cli\.payment' for good\?\nstdin is not a terminal/);
+    expect((await cli('replay', 'cli.payment')).code).toBe(2);
+    expect(await snapshot()).toEqual(before);
+
+    expect((await cli('replay', 'cli.payment', 'nope')).code).toBe(1);
+    expect(await cli('replay', 'cli.payment', 'dead-1', '--json')).toMatchObject({ code: 0, stdout: `${JSON.stringify({ type: 'cli.payment', replayed: 1 }, null, 2)}\n` });
+    // Due now; the one handler slot is taken, so it waits there.
+    expect(['scheduled', 'ready']).toContain((await service.find(Payment, 'dead-1'))?.state);
+    expect(await cli('purge', 'cli.payment', 'dead-2', '--yes')).toMatchObject({ code: 0, stdout: "purged 1 dead letter(s) of 'cli.payment'\n" });
+    expect(await cli('purge', 'cli.payment', '--yes', '--json')).toMatchObject({ code: 0, stdout: `${JSON.stringify({ type: 'cli.payment', purged: 1 }, null, 2)}\n` });
+    expect((await service.counts(Payment))?.dead).toBe(0);
+  });
+
+  it('bad input exits 2 with what to fix, and changes nothing', async () => {
+    const before = await snapshot();
+    const cases: Array<[string[], RegExp]> = [
+      [['list', 'cli.payment', '--state', 'done'], /--state must be one of scheduled, ready, in-flight, dead/],
+      [['list', 'cli.payment', '--limit', '5000'], /--limit must be a whole number from 1 to 1000/],
+      [['list', 'cli.payment', '--offset', '-1'], /--offset must be a whole number/],
+      [['reschedule', 'cli.payment', 'later', 'soon'], /cannot read "soon" as a delay or a date: use a duration such as 90s/],
+      [['reschedule', 'cli.payment', 'later', '2026-13-45T99:00Z'], /cannot read/],
+      [['reschedule', 'cli.payment', 'later', '200000d'], /Invalid delay/],
+      [['show', '', 'x'], /Invalid type/],
+      [['show', 'cli.payment'], /missing required argument 'id'/],
+      [['frobnicate'], /unknown command 'frobnicate'/],
+      [['types', '--prefix', 'no spaces'], /--prefix: prefix must be/],
+      [['list', 'cli.payment', '--group', 'no such'], /Invalid group/],
+    ];
+    const results = await Promise.all(cases.map(([args]) => cli(...args)));
+    results.forEach((result, i) => {
+      expect(result.code, cases[i]![0].join(' ')).toBe(2);
+      expect(result.stderr, cases[i]![0].join(' ')).toMatch(cases[i]![1]);
+    });
+    expect(JSON.parse((await cli('list', 'cli.payment', '--state', 'done', '--json')).stdout)).toMatchObject({ exitCode: 2, error: expect.stringMatching(/--state/) });
+    expect(await snapshot()).toEqual(before);
+  });
+
+  it('says how to connect, and gives up on an unreachable Redis within seconds', async () => {
+    const none = await run(['types']);
+    expect(none.code).toBe(2);
+    expect(none.stderr).toMatch(/no Redis to connect to: pass --redis redis:\/\/host:port \(or set REDIS_URL\)/);
+    const started = Date.now();
+    const unreachable = await run(['types'], { REDIS_URL: `redis://127.0.0.1:${await freePort()}` });
+    expect(unreachable.code).toBe(2);
+    expect(unreachable.stderr).toMatch(/cannot connect to redis:\/\/127\.0\.0\.1:\d+: .*check --redis or REDIS_URL/);
+    expect(Date.now() - started).toBeLessThan(10_000);
+    const viaEnv = await run(['--prefix', prefix, 'types', '--json'], { REDIS_URL: redis.server.url });
+    expect(viaEnv.code).toBe(0);
+    expect(JSON.parse(viaEnv.stdout)).toHaveLength(2);
+    expect((await run(['--help'])).code).toBe(0);
+  });
+
+  it('watch redraws counts and rates every second, and exits 0 on SIGINT', async () => {
+    const child = spawn(process.execPath, [CLI, '--redis', redis.server.url, '--prefix', prefix, 'watch', '--interval', '200'], {
+      cwd: ROOT,
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    const closed = new Promise<number | null>((resolve) => child.once('close', resolve));
+    await waitFor(() => (stdout.match(/Ctrl-C to stop/g) ?? []).length >= 2, 'two frames');
+    expect(stdout).toMatch(/delayed-events watch: prefix 'cli', .*; Ctrl-C to stop\n\nTYPE\s+SCHEDULED\s+READY\s+IN FLIGHT\s+DEAD\s+PAUSED\ncli\.payment\s+\S+.*\ncli\.ship\s+5\s+0\s+0\s+0\s+no\n/);
+    await service.enqueue(new Ship('s-new'), { minutes: 30 });
+    await waitFor(() => /cli\.ship\s+6 \(\+[\d.]+\/s\)/.test(stdout), 'a frame with the new event and its rate');
+    child.kill('SIGINT');
+    expect(await closed).toBe(0);
+  });
+});

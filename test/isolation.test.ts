@@ -5,7 +5,7 @@ import { counter, recordMetrics, useRedis, waitForDeadLetters } from './support/
 import { waitFor } from './support/wait-for';
 
 /** The ACL the README documents for a service with prefix `app`. */
-const ACL_FOR_APP = '~app:* &app:wake +@connection +info +time +evalsha +eval +hget +hmget +hset +hsetnx +hdel +hlen +zadd +zrem +zrange +zremrangebyrank +zscore +zmscore +zcount +zcard +lpop +rpush +lrem +llen +blmove +publish +subscribe +set +get +del';
+const ACL_FOR_APP = '~app:* &app:wake +@connection +info +time +evalsha +eval +hget +hmget +hset +hsetnx +hdel +hlen +zadd +zrem +zrange +zremrangebyrank +zscore +zmscore +zcount +zcard +lpop +rpush +lrem +llen +blmove +publish +subscribe +set +get +del +exists +hkeys +hexists +lpos +lrange +scan +multi +exec +lpush +hincrby +hrandfield +hgetall';
 
 describe('isolation', () => {
   const redis = useRedis();
@@ -45,6 +45,15 @@ describe('isolation', () => {
     await waitForDeadLetters(service, PaymentCheck);
     await waitFor(() => handled.includes('ok'), 'the good event');
     expect(await service.purgeDeadLetters(PaymentCheck)).toBe(1);
+    // The inspection and control calls need no command beyond the list either.
+    await service.enqueue(new PaymentCheck('inspected'), 60_000);
+    expect(await service.counts('test.payment-check')).toMatchObject({ scheduled: 1 });
+    expect((await service.find(PaymentCheck, 'inspected'))?.state).toBe('scheduled');
+    expect(await service.list(PaymentCheck, 'scheduled')).toHaveLength(1);
+    expect(await service.reschedule(PaymentCheck, 'inspected', 120_000)).toBe(true);
+    expect(await service.pause(PaymentCheck)).toBe(true);
+    expect((await service.types()).map((t) => [t.type, t.paused])).toEqual([['test.payment-check', true]]);
+    expect(await service.resume(PaymentCheck)).toBe(true);
     await waitFor(() => metrics.some((m) => m.name === METRIC.scheduledCount), 'a gauge sample');
     expect(counter(metrics, METRIC.redisErrors)).toBe(0);
     expect(await admin.call('ACL', 'LOG')).toEqual([]);

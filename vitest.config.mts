@@ -7,10 +7,11 @@ import { defineConfig } from 'vitest/config';
  * or replicate one server; failover is their cluster counterpart, in cluster.test.ts),
  * cluster.test.ts itself, tls and memory-limit (they set up one server: TLS, a
  * memory limit), lost-reply (a TCP proxy in front of one server), package and
- * examples (they pack or run programs once), and retry-policy, fifo-timeouts,
+ * examples (they pack or run programs once), cli (it runs the CLI, a program,
+ * against one server), and retry-policy, fifo-timeouts,
  * flat-payload and embedded-lua (no Redis).
  */
-const onClusterToo = ['delivery', 'enqueue', 'enqueue-batch', 'validation', 'retry', 'decode', 'context', 'concurrency', 'metrics', 'close', 'partitions', 'crash', 'timeout', 'isolation', 'schedule', 'lease', 'state-machine', 'idempotency', 'fan-out', 'handler-results'].map(
+const onClusterToo = ['delivery', 'enqueue', 'enqueue-batch', 'validation', 'retry', 'decode', 'context', 'concurrency', 'metrics', 'close', 'partitions', 'crash', 'timeout', 'isolation', 'schedule', 'lease', 'state-machine', 'idempotency', 'fan-out', 'handler-results', 'inspection'].map(
   (name) => `test/${name}.test.ts`,
 );
 

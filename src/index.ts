@@ -7,7 +7,9 @@ export type { Delay, Duration } from './core/duration';
 export type { EventContext } from './core/event-context';
 export type { ContextHandler, Delivery, EventHandler, HandlerResult } from './runtime/handler-invocation';
 export type { Durability, EnqueueStatus } from './redis/lua-scripts';
-export { METRIC, type Metric, type MetricKind, type MetricName } from './runtime/metrics';
+export { METRIC, METRIC_TAGS, type Metric, type MetricKind, type MetricName, type MetricTags } from './runtime/metrics';
+export type { Logger } from './runtime/service-log';
+export type { EnqueueInfo, EnqueueInstrumentation, EnqueueScope, ServiceHealth } from './service/instrumentation';
 export type { DeadLetter } from './service/dead-letters';
 export { EVENT_STATES, type EventCounts, type EventState, type EventTarget, type EventTypeInfo, type InspectedEvent, type ListOptions, type StateCounts } from './service/inspector';
 export type { JsonEvent } from './core/stored-body';
@@ -21,6 +23,8 @@ export {
   InvalidOptionError,
   NotReplicatedError,
   RedisCallTimeoutError,
+  RedisConnectionError,
+  type RedisConnectionFailure,
   PayloadTooLargeError,
   PermanentFailure,
   SerializationError,

@@ -84,6 +84,37 @@ export class RedisCallTimeoutError extends DelayedEventError {
   }
 }
 
+/** Why Redis could not be reached; see classifyRedisError. */
+export type RedisConnectionFailure = 'refused' | 'auth' | 'tls' | 'timeout' | 'other';
+
+/**
+ * Redis cannot be used: nothing listens (`refused`), it refused the
+ * credentials (`auth`: WRONGPASS, NOAUTH), the TLS handshake failed (`tls`: a
+ * rediss:// URL to a plain port or the reverse, an untrusted certificate), or
+ * it did not answer in time (`timeout`). `cause` is what ioredis reported.
+ */
+export class RedisConnectionError extends DelayedEventError {
+  constructor(
+    readonly reason: RedisConnectionFailure,
+    detail: string,
+    options?: { readonly cause?: unknown },
+  ) {
+    super('REDIS_CONNECTION', `Redis cannot be used (${reason}): ${detail}.`);
+    if (options && 'cause' in options) Object.defineProperty(this, 'cause', { value: options.cause, writable: true, configurable: true });
+  }
+}
+
+/** Sorts an error ioredis reported (on a connection or as a reply) into a RedisConnectionFailure. */
+export function classifyRedisError(error: unknown): RedisConnectionFailure {
+  const code = typeof error === 'object' && error !== null ? String((error as { code?: unknown }).code ?? '') : '';
+  const message = error instanceof Error ? error.message : String(error);
+  if (/^(WRONGPASS|NOAUTH)\b/.test(message) || /invalid (username-password pair|password)/i.test(message)) return 'auth';
+  if (code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'EHOSTUNREACH' || code === 'ENETUNREACH') return 'refused';
+  if (/^(ERR_SSL|ERR_TLS|EPROTO$|CERT_|DEPTH_ZERO|SELF_SIGNED|UNABLE_TO_VERIFY)/.test(code) || /\b(SSL|TLS)\b|wrong version number|certificate/i.test(message)) return 'tls';
+  if (code === 'ETIMEDOUT' || code === 'REDIS_TIMEOUT' || /timed? ?out/i.test(message)) return 'timeout';
+  return 'other';
+}
+
 export class ServiceClosedError extends DelayedEventError {
   constructor() {
     super('SERVICE_CLOSED', 'The DelayedEventService is closed; create a new one.');

@@ -50,7 +50,7 @@ export class Consumer<T extends DelayedEventInstance> {
   private readonly abandoned = new AbortController();
   private subscription: Subscription | undefined;
   private finished: Promise<void> = Promise.resolve();
-  private readonly tags: Record<string, string>;
+  private readonly tags: { readonly type: string; readonly group: string };
   private readonly retryScheduled = new Map<string, () => void>();
   private readonly timeouts: FifoTimeouts;
 
@@ -116,6 +116,7 @@ export class Consumer<T extends DelayedEventInstance> {
         decoded = this.parts.codec.decode(this.parts.eventClass, claimed.id, claimed.body);
       } catch (error) {
         const reason = error instanceof DecodeError ? error.message : String(error);
+        if (this.parts.metrics.noticing) this.noticeDeadLetter(claimed, 'decode', `undecodable: ${reason}`, claimed.body);
         await this.record(() => this.parts.scripts.deadLetter(keys, claimed.id, claimed.attempt, `undecodable: ${reason}`), 'decode');
         return;
       }
@@ -129,7 +130,7 @@ export class Consumer<T extends DelayedEventInstance> {
         handler: this.parts.handler,
         event: decoded.event,
         context: decoded.context,
-        delivery: new HandlerDelivery(claimed.id, this.parts.type, claimed.attempt, this.parts.retry.maxAttempts, claimed.dueAt, decoded.enqueuedAt),
+        delivery: new HandlerDelivery(claimed.id, this.parts.type, claimed.attempt, this.parts.retry.maxAttempts, claimed.dueAt, decoded.enqueuedAt, this.parts.group),
         timeouts: this.timeouts,
         contextStore: this.parts.contextStore,
         contextHandler: this.parts.contextHandler,
@@ -144,6 +145,7 @@ export class Consumer<T extends DelayedEventInstance> {
         await this.record(() => claimed.reader.complete(claimed.id, claimed.attempt));
       } else if (outcome.permanent || claimed.attempt >= this.parts.retry.maxAttempts) {
         const reason = `${outcome.error} (attempt ${claimed.attempt} of ${this.parts.retry.maxAttempts})`;
+        if (this.parts.metrics.noticing) this.noticeDeadLetter(claimed, outcome.permanent ? 'permanent' : 'attempts-exhausted', reason, decoded.event);
         await this.record(() => this.parts.scripts.deadLetter(keys, claimed.id, claimed.attempt, reason), outcome.permanent ? 'permanent' : 'attempts-exhausted');
       } else {
         const backoffMs = safeBackoff(this.parts.retry, claimed.attempt, outcome.cause, decoded.event);
@@ -185,6 +187,10 @@ export class Consumer<T extends DelayedEventInstance> {
         // Counted and retried at the top of the loop.
       }
     }
+  }
+
+  private noticeDeadLetter(claimed: ClaimedEvent, reason: string, error: string, payload: unknown): void {
+    this.parts.metrics.notice({ kind: 'dead-letter', ...this.tags, id: claimed.id, attempt: claimed.attempt, reason, error, payload });
   }
 
   private recorded(changed: boolean, deadLetterReason: string | undefined): boolean {

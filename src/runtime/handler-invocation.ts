@@ -24,6 +24,8 @@ export interface Delivery {
   /** When the event was due (Redis clock, ms). */
   readonly dueAt: number;
   readonly enqueuedAt: number;
+  /** The subscriber group this handler belongs to: `default`, or its name. */
+  readonly group: string;
   /** Aborted when the handler timeout passes: the service has given up on this attempt. */
   readonly signal: AbortSignal;
 }
@@ -78,6 +80,7 @@ export class HandlerDelivery implements Delivery {
     readonly maxAttempts: number,
     readonly dueAt: number,
     readonly enqueuedAt: number,
+    readonly group = 'default',
   ) {}
 
   get signal(): AbortSignal {

@@ -38,6 +38,60 @@ export const METRIC = {
 } as const;
 export type MetricName = (typeof METRIC)[keyof typeof METRIC];
 
+/**
+ * The tag keys of each metric: every metric is always emitted with exactly
+ * these keys (a tag that does not apply is `''`, e.g. `group` on an enqueue or
+ * `type` on a connection error), so it maps onto one fixed label set.
+ */
+export const METRIC_TAGS = {
+  [METRIC.events]: ['type', 'group', 'direction'],
+  [METRIC.scheduledCount]: ['type'],
+  [METRIC.readyCount]: ['type'],
+  [METRIC.inFlightCount]: ['type'],
+  [METRIC.deadLetterCount]: ['type'],
+  [METRIC.handled]: ['type', 'group', 'outcome'],
+  [METRIC.retries]: ['type', 'group'],
+  [METRIC.deadLettered]: ['type', 'group', 'reason'],
+  [METRIC.duplicatesIgnored]: ['type'],
+  [METRIC.staleResults]: ['type', 'group'],
+  [METRIC.dispatched]: ['type', 'group', 'reason'],
+  [METRIC.lateness]: ['type', 'group'],
+  [METRIC.handlerDuration]: ['type', 'group', 'outcome'],
+  [METRIC.redisErrors]: ['loop', 'type'],
+  [METRIC.watchdogResets]: ['type'],
+  [METRIC.cancelled]: ['type'],
+  [METRIC.evictingMasters]: ['policy'],
+  [METRIC.claimsReleased]: ['type', 'group'],
+  [METRIC.redisCallTimeouts]: ['connection'],
+  [METRIC.wakeListenerResets]: [],
+  [METRIC.paused]: ['type'],
+} as const satisfies Record<MetricName, readonly string[]>;
+
+/** The tags a metric is emitted with: exactly its METRIC_TAGS keys. */
+export type MetricTags<N extends MetricName> = { readonly [K in (typeof METRIC_TAGS)[N][number]]: string };
+
+/**
+ * Something rare that happened, with what the metric's tags cannot carry (an
+ * id, an error): what the service's log is written from. `metric` forwards the
+ * counts of outages, resets and timeouts as they are counted.
+ */
+export type Notice =
+  | { readonly kind: 'metric'; readonly name: MetricName; readonly tags: Readonly<Record<string, string>>; readonly value: number }
+  | {
+      readonly kind: 'dead-letter';
+      readonly type: string;
+      readonly group: string;
+      readonly id: string;
+      readonly attempt: number;
+      readonly reason: string;
+      readonly error: string;
+      /** The decoded event, or the stored body when it could not be decoded; logged only with logPayloads. */
+      readonly payload?: unknown;
+    };
+
+/** Counters forwarded as notices: outages, connection resets and timeouts. */
+const NOTICED: ReadonlySet<MetricName> = new Set([METRIC.redisErrors, METRIC.watchdogResets, METRIC.wakeListenerResets, METRIC.redisCallTimeouts, METRIC.claimsReleased]);
+
 export interface GaugeSample {
   readonly name: MetricName;
   readonly value: number;
@@ -53,7 +107,12 @@ export class Metrics {
   private readonly closed = new Subject<void>();
   readonly metrics$: Observable<Metric>;
 
-  constructor(sampleGauges: () => Promise<GaugeSample[]>, gaugeIntervalMs: number) {
+  constructor(
+    sampleGauges: () => Promise<GaugeSample[]>,
+    gaugeIntervalMs: number,
+    /** Told of rare happenings (see Notice); undefined: nobody is. */
+    private readonly onNotice?: (notice: Notice) => void,
+  ) {
     const gauges$ = timer(0, gaugeIntervalMs).pipe(
       // A slow Redis must not pile up samples, and a failed sample must not end the stream.
       exhaustMap(() => defer(() => sampleGauges().catch(() => [] as GaugeSample[]))),
@@ -69,11 +128,21 @@ export class Metrics {
   }
 
   // Nobody listening is the common case on hot paths: then not even the record is built.
-  count(name: MetricName, tags: Record<string, string>, value = 1): void {
+  count<N extends MetricName>(name: N, tags: MetricTags<N>, value = 1): void {
     if (value !== 0 && this.recorded.observed) this.recorded.next({ name, kind: 'counter', value, tags, at: Date.now() });
+    if (value !== 0 && this.onNotice !== undefined && NOTICED.has(name)) this.onNotice({ kind: 'metric', name, tags, value });
   }
 
-  timing(name: MetricName, tags: Record<string, string>, ms: number): void {
+  /** Whether notices are wanted: callers skip building them when not. */
+  get noticing(): boolean {
+    return this.onNotice !== undefined;
+  }
+
+  notice(notice: Notice): void {
+    this.onNotice?.(notice);
+  }
+
+  timing<N extends MetricName>(name: N, tags: MetricTags<N>, ms: number): void {
     if (this.recorded.observed) this.recorded.next({ name, kind: 'timing', value: ms, tags, at: Date.now() });
   }
 

@@ -134,6 +134,9 @@ export class ReadyReader {
             if (claimed > reserved) slots.take(claimed - reserved);
             else if (claimed < reserved) slots.give(reserved - claimed);
             this.metrics.count(METRIC.deadLettered, { ...tags, reason: 'lease-expired' }, result.deadLettered.length);
+            if (this.metrics.noticing) {
+              for (const d of result.deadLettered) this.metrics.notice({ kind: 'dead-letter', ...tags, id: d.id, attempt: d.attempt, reason: 'lease-expired', error: `lease expired on attempt ${d.attempt}` });
+            }
             if (claimed > 0) {
               this.metrics.count(METRIC.events, { ...tags, direction: 'dequeue' }, claimed);
               // Events already claimed are handed on even if stop aborted meanwhile: their leases are ours.

@@ -7,7 +7,7 @@ import { type DelayedEventInstance, type EventClass, type EventRoute, eventRoute
 import { Dispatcher } from '../runtime/dispatcher';
 import { EnqueueBatcher } from './enqueue-batcher';
 import { type Delay, dateToMillis, delayToMillis } from '../core/duration';
-import { HandlerAlreadyRegisteredError, InvalidOptionError, ServiceClosedError } from '../core/errors';
+import { HandlerAlreadyRegisteredError, InvalidOptionError, RedisConnectionError, ServiceClosedError, classifyRedisError } from '../core/errors';
 import { type EncodedEvent, EventCodec } from '../core/event-codec';
 import { type EventContext, EventContextStore } from '../core/event-context';
 import { evictionSettings, evictsKeysWithoutTtl } from '../redis/eviction-policy';
@@ -17,6 +17,9 @@ import { type GaugeSample, METRIC, type Metric, Metrics } from '../runtime/metri
 import { OutageBackoff } from '../runtime/outage-backoff';
 import { ReadyReader } from '../runtime/ready-reader';
 import { RedisConnections } from '../redis/redis-connections';
+import { pingWithin, waitForRedis } from '../redis/redis-readiness';
+import { ServiceLog } from '../runtime/service-log';
+import type { EnqueueScope, ServiceHealth } from './instrumentation';
 import { DEFAULT_GROUP, GROUP_NAME, RedisLayout, type TypeKeys } from '../redis/redis-layout';
 import { type RetryPolicy, checkRetryPolicy } from '../core/retry-policy';
 import { type DelayedEventServiceOptions, type ResolvedOptions, integer, positive, resolveOptions } from './service-options';
@@ -38,6 +41,8 @@ export interface BatchEntry<T extends DelayedEventInstance = DelayedEventInstanc
 }
 
 interface PreparedEvent extends EncodedEvent {
+  /** What instrumentEnqueue answered for it: told when the store settled. */
+  scope?: EnqueueScope | undefined;
   readonly due: DueSpec;
   /** When the store was asked for (see ScheduledBody): at the call, or at each subscription of the cold form. */
   requestedAt: number;
@@ -66,6 +71,8 @@ function groupName(group: string | undefined): string {
 interface Registration {
   readonly consumer: Consumer<DelayedEventInstance>;
   readonly stopDispatching: () => void;
+  /** Loops it runs, for health(). */
+  readonly loops?: { readonly dispatchers: number; readonly readers: number };
 }
 
 /**
@@ -91,15 +98,25 @@ export class DelayedEventService {
   /** Types this instance enqueued or handles; their gauges are sampled. */
   private readonly knownTypes = new Map<string, EventRoute>();
   private closing: Promise<void> | undefined;
+  private readonly log: ServiceLog;
   /** When the last warning about a stuck call on a client handed in was given; they come at most once a minute. */
   private lastStuckWarning = Number.NEGATIVE_INFINITY;
 
   constructor(options: DelayedEventServiceOptions) {
     this.options = resolveOptions(options);
     this.layout = new RedisLayout(this.options.prefix);
-    this.metrics = new Metrics(() => this.sampleGauges(), this.options.gaugeIntervalMs);
+    this.log = new ServiceLog({
+      logger: this.options.logger,
+      logPayloads: this.options.logPayloads,
+      prefix: this.options.prefix,
+      ping: () => this.connections.command.ping(),
+    });
+    this.metrics = new Metrics(() => this.sampleGauges(), this.options.gaugeIntervalMs, this.log.onNotice);
     this.metrics$ = this.metrics.metrics$;
-    this.connections = new RedisConnections(this.options.redis, () => this.metrics.count(METRIC.redisErrors, { loop: 'connection' }));
+    this.connections = new RedisConnections(this.options.redis, (error) => {
+      this.log.connectionError(error);
+      this.metrics.count(METRIC.redisErrors, { loop: 'connection', type: '' });
+    });
     this.scripts = new LuaScripts(this.connections.command, this.layout.wakeChannel, {
       ms: this.options.commandTimeoutMs,
       onStuck: () => this.commandStuck(),
@@ -131,7 +148,7 @@ export class DelayedEventService {
     const requestedAt = performance.now();
     let prepared: PreparedEvent;
     try {
-      prepared = this.prepare(event, () => ({ delayMs: delayToMillis(delay) }), options.context, requestedAt);
+      prepared = this.prepare(event, () => ({ delayMs: delayToMillis(delay) }), options.context, requestedAt, { batch: false, replace: options.replace === true });
     } catch (error) {
       return Promise.reject(error);
     }
@@ -148,7 +165,10 @@ export class DelayedEventService {
     const calledAt = performance.now();
     try {
       prepared = entries.map((entry) =>
-        this.prepare(entry.event, () => (entry.at !== undefined ? { atMs: dateToMillis(entry.at) } : { delayMs: delayToMillis(entry.delay ?? 0) }), entry.context, calledAt),
+        this.prepare(entry.event, () => (entry.at !== undefined ? { atMs: dateToMillis(entry.at) } : { delayMs: delayToMillis(entry.delay ?? 0) }), entry.context, calledAt, {
+          batch: true,
+          replace: options.replace === true,
+        }),
       );
     } catch (error) {
       return throwError(() => error);
@@ -227,7 +247,7 @@ export class DelayedEventService {
     const dispatching = merge(...dispatchers.map((d) => d.run())).subscribe();
     consumer.start();
     this.knownTypes.set(type, route);
-    this.registrations.set(registrationKey, { consumer: consumer as unknown as Consumer<DelayedEventInstance>, stopDispatching: () => dispatching.unsubscribe() });
+    this.registrations.set(registrationKey, { consumer: consumer as unknown as Consumer<DelayedEventInstance>, stopDispatching: () => dispatching.unsubscribe(), loops: { dispatchers: dispatchers.length, readers: queues.length } });
   }
 
   /** Stops handling `eventClass` (in `group`, default: the default group) here, waiting (up to closeTimeoutMs) for its running handlers. The group stays registered. */
@@ -300,6 +320,43 @@ export class DelayedEventService {
   }
 
   /**
+   * Resolves once Redis answers (PING) and holds every script (SCRIPT LOAD on
+   * each master); rejects with a RedisConnectionError after `timeoutMs`
+   * (default commandTimeoutMs), at once for refused credentials. Its `reason`
+   * says why: 'refused', 'auth', 'tls', 'timeout' or 'other'.
+   */
+  waitUntilReady(options: { readonly timeoutMs?: number } = {}): Promise<void> {
+    try {
+      this.assertOpen();
+      return waitForRedis(this.connections.command, positive('timeoutMs', options.timeoutMs, this.options.commandTimeoutMs));
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /**
+   * What a readiness probe needs: whether Redis answers a PING now (within
+   * `timeoutMs`, default 1 s), the loops running here, and the last Redis
+   * error seen. Never rejects.
+   */
+  async health(options: { readonly timeoutMs?: number } = {}): Promise<ServiceHealth> {
+    const up = !this.closing && (await pingWithin(this.connections.command, positive('timeoutMs', options.timeoutMs, 1_000)));
+    let dispatchers = 0;
+    let readers = 0;
+    for (const registration of this.registrations.values()) {
+      dispatchers += registration.loops?.dispatchers ?? 0;
+      readers += registration.loops?.readers ?? 0;
+    }
+    const last = this.log.lastError;
+    return {
+      ready: up && !this.closing,
+      redis: up ? 'up' : 'down',
+      loops: { dispatchers, readers },
+      ...(last ? { lastError: { message: last.message, at: new Date(last.at) } } : {}),
+    };
+  }
+
+  /**
    * Stops taking events, waits up to closeTimeoutMs for running handlers,
    * then releases every connection it opened. An event whose handler did not
    * finish keeps its lease in Redis and is redelivered when the lease expires.
@@ -312,6 +369,7 @@ export class DelayedEventService {
       this.registrations.clear();
       await Promise.all(registrations.map((r) => this.unregister(r)));
       this.metrics.complete();
+      this.log.close();
       await this.connections.close();
     })();
     return this.closing;
@@ -320,7 +378,7 @@ export class DelayedEventService {
   private scheduleOne<T extends DelayedEventInstance>(event: T, due: () => DueSpec, options: EnqueueOptions = {}): Observable<EnqueueStatus> {
     let prepared: PreparedEvent;
     try {
-      prepared = this.prepare(event, due, options.context, performance.now());
+      prepared = this.prepare(event, due, options.context, performance.now(), { batch: false, replace: options.replace === true });
     } catch (error) {
       return throwError(() => error);
     }
@@ -330,19 +388,53 @@ export class DelayedEventService {
   private storeOne(prepared: PreparedEvent, replace: boolean, requestedAt: number): Promise<EnqueueStatus> {
     const keys = this.layout.forEvent(prepared.route, prepared.id);
     prepared.requestedAt = requestedAt;
-    return this.batcher.submit(keys, [prepared], replace).then((statuses) => {
-      this.countStored([prepared], statuses);
-      return statuses[0]!;
-    });
+    return this.batcher.submit(keys, [prepared], replace).then(
+      (statuses) => {
+        this.countStored([prepared], statuses);
+        if (prepared.scope) endScope(prepared.scope, { status: statuses[0]! });
+        return statuses[0]!;
+      },
+      (error: unknown) => {
+        const typed = asConnectionError(error);
+        if (prepared.scope) endScope(prepared.scope, { error: typed });
+        throw typed;
+      },
+    );
   }
 
   /** Validates and serializes at the call: errors name the caller's mistake, and the event is captured as it is now. */
-  private prepare(event: DelayedEventInstance, due: () => DueSpec, context: EventContext | undefined, requestedAt: number): PreparedEvent {
+  private prepare(
+    event: DelayedEventInstance,
+    due: () => DueSpec,
+    context: EventContext | undefined,
+    requestedAt: number,
+    how: { readonly batch: boolean; readonly replace: boolean } = { batch: true, replace: false },
+  ): PreparedEvent {
     this.assertOpen();
-    const captured = context ?? (this.options.contextProvider ? this.options.contextProvider() : this.contextStore.current());
-    const encoded = this.codec.encode(event, captured, Date.now());
-    return { route: encoded.route, type: encoded.type, id: encoded.id, body: encoded.body, due: due(), requestedAt };
+    const instrument = this.options.instrumentEnqueue;
+    if (instrument === undefined) {
+      const captured = context ?? (this.options.contextProvider ? this.options.contextProvider(this.contextStore.current()) : this.contextStore.current());
+      const encoded = this.codec.encode(event, captured, Date.now());
+      return { route: encoded.route, type: encoded.type, id: encoded.id, body: encoded.body, due: due(), requestedAt };
+    }
+    let scope: EnqueueScope | undefined;
+    try {
+      const info = { type: eventRouteOf(event.constructor as EventClass).type, id: String(event.id), ...how };
+      scope = instrument(info) ?? undefined;
+    } catch {
+      // Instrumentation never fails an enqueue; an event class error is reported by encode below.
+    }
+    try {
+      const capture = () => context ?? (this.options.contextProvider ? this.options.contextProvider(this.contextStore.current()) : this.contextStore.current());
+      const captured = scope?.capture ? scope.capture(capture) : capture();
+      const encoded = this.codec.encode(event, captured, Date.now());
+      return { route: encoded.route, type: encoded.type, id: encoded.id, body: encoded.body, due: due(), requestedAt, scope };
+    } catch (error) {
+      if (scope) endScope(scope, { error });
+      throw error;
+    }
   }
+
 
   /** Cold: script calls of up to ENQUEUE_CHUNK events of one queue, statuses back in the order given. */
   private store(events: readonly PreparedEvent[], replace: boolean): Observable<EnqueueStatus[]> {
@@ -359,13 +451,20 @@ export class DelayedEventService {
         else byQueue.set(keys.tag, { keys, indexes: [i] });
       });
       const statuses: EnqueueStatus[] = new Array(events.length);
-      await Promise.all(
-        [...byQueue.values()].map(async ({ keys, indexes }) => {
-          const results = await this.batcher.submit(keys, indexes.map((i) => events[i]!), replace);
-          results.forEach((status, k) => (statuses[indexes[k]!] = status));
-        }),
-      );
+      try {
+        await Promise.all(
+          [...byQueue.values()].map(async ({ keys, indexes }) => {
+            const results = await this.batcher.submit(keys, indexes.map((i) => events[i]!), replace);
+            results.forEach((status, k) => (statuses[indexes[k]!] = status));
+          }),
+        );
+      } catch (error) {
+        const typed = asConnectionError(error);
+        for (const e of events) if (e.scope) endScope(e.scope, { error: typed });
+        throw typed;
+      }
       this.countStored(events, statuses);
+      events.forEach((e, i) => e.scope && endScope(e.scope, { status: statuses[i]! }));
       return statuses;
     });
   }
@@ -381,7 +480,7 @@ export class DelayedEventService {
     });
     for (const [type, count] of counts) {
       this.metrics.count(METRIC.duplicatesIgnored, { type }, count.duplicates);
-      this.metrics.count(METRIC.events, { type, direction: 'enqueue' }, count.stored);
+      this.metrics.count(METRIC.events, { type, group: '', direction: 'enqueue' }, count.stored);
     }
   }
 
@@ -538,4 +637,21 @@ export class DelayedEventService {
   isPaused(eventClass: EventTarget): Promise<boolean> {
     return this.inspector.isPaused(eventClass);
   }
+}
+
+/** Tells an enqueue's instrumentation how it ended; its throw is ignored. */
+function endScope(scope: EnqueueScope, result: Parameters<NonNullable<EnqueueScope['end']>>[0]): void {
+  try {
+    scope.end?.(result);
+  } catch {
+    // Instrumentation never fails an enqueue.
+  }
+}
+
+/** Refused credentials reach the caller as a RedisConnectionError ('auth'), not as ioredis's reply error. */
+function asConnectionError(error: unknown): unknown {
+  if (error instanceof Error && !(error instanceof RedisConnectionError) && classifyRedisError(error) === 'auth') {
+    return new RedisConnectionError('auth', `Redis refused the credentials (${error.message.split(' ')[0]}); check the user and password in the URL or client`, { cause: error });
+  }
+  return error;
 }

@@ -3,6 +3,8 @@ import type { Cluster, Redis } from 'ioredis';
 import { InvalidOptionError } from '../core/errors';
 import type { EventContext } from '../core/event-context';
 import type { ContextHandler } from '../runtime/handler-invocation';
+import { type Logger, consoleLogger } from '../runtime/service-log';
+import type { EnqueueInstrumentation } from './instrumentation';
 import type { Durability } from '../redis/lua-scripts';
 import { DEFAULT_RETRY_POLICY_OPTIONS, type RetryPolicy, checkRetryPolicy, exponentialBackoff } from '../core/retry-policy';
 
@@ -69,14 +71,31 @@ export interface DelayedEventServiceOptions {
    * it off. Costs Redis memory for each id handled within the window (docs/reliability.md).
    */
   readonly idempotencyWindowMs?: number;
-  /** Context captured at enqueue when the call gives none; default: the context of the handler running now, if any. */
-  readonly contextProvider?: () => EventContext | undefined;
+  /**
+   * Context captured at enqueue when the call gives none; default: the context
+   * of the handler running now (`current`), if any.
+   */
+  readonly contextProvider?: (current: EventContext | undefined) => EventContext | undefined;
   /** Wraps every handler call (e.g. logging fields, tracing spans). */
   readonly contextHandler?: ContextHandler;
+  /**
+   * Called at each enqueued event, for instrumentation: a tracing span around
+   * the enqueue (see reactive-delayed-events/opentelemetry). Off by default.
+   */
+  readonly instrumentEnqueue?: EnqueueInstrumentation;
+  /**
+   * Where outages, recoveries, connection resets and dead letters are logged,
+   * rate-limited (one warning per loop and outage, one record when Redis is
+   * back): any logger with pino's `warn(fields, message)` shape. Default: one
+   * line each on the console; `false`: nothing.
+   */
+  readonly logger?: Logger | false;
+  /** Put event payloads into dead-letter log records; default false (ids, types and errors only). */
+  readonly logPayloads?: boolean;
 }
 
-export type ResolvedOptions = Required<Omit<DelayedEventServiceOptions, 'contextProvider' | 'contextHandler' | 'durableEnqueue' | 'redis'>> &
-  Pick<DelayedEventServiceOptions, 'contextProvider' | 'contextHandler' | 'durableEnqueue'> & { readonly redis: string | Redis | Cluster };
+export type ResolvedOptions = Required<Omit<DelayedEventServiceOptions, 'contextProvider' | 'contextHandler' | 'durableEnqueue' | 'redis' | 'instrumentEnqueue' | 'logger'>> &
+  Pick<DelayedEventServiceOptions, 'contextProvider' | 'contextHandler' | 'durableEnqueue' | 'instrumentEnqueue'> & { readonly redis: string | Redis | Cluster; readonly logger: Logger | false };
 
 export function resolveOptions(options: DelayedEventServiceOptions): ResolvedOptions {
   if (options === null || typeof options !== 'object') throw new InvalidOptionError('options', 'expected an object with at least { redis }');
@@ -98,6 +117,8 @@ export function resolveOptions(options: DelayedEventServiceOptions): ResolvedOpt
     readerBlockMs: positive('readerBlockMs', options.readerBlockMs, 5_000),
     watchdogGraceMs: positive('watchdogGraceMs', options.watchdogGraceMs, 3_000),
     gaugeIntervalMs: positive('gaugeIntervalMs', options.gaugeIntervalMs, 5_000),
+    logger: checkLogger(options.logger),
+    logPayloads: options.logPayloads === true,
     idempotencyWindowMs: integer('idempotencyWindowMs', options.idempotencyWindowMs, 300_000, 0, 7 * 24 * 3_600_000),
     durableEnqueue: options.durableEnqueue && {
       replicas: integer('durableEnqueue.replicas', options.durableEnqueue.replicas, 1, 1, 100),
@@ -125,6 +146,15 @@ function checkRedisUrl(url: string): void {
     throw new InvalidOptionError('redis', `${JSON.stringify(url)} is not a redis:// or rediss:// URL; ${instead}`);
   }
   if (parsed.hostname === '') throw new InvalidOptionError('redis', `${JSON.stringify(url)} names no host; ${instead}`);
+}
+
+function checkLogger(logger: Logger | false | undefined): Logger | false {
+  if (logger === undefined) return consoleLogger;
+  if (logger === false) return false;
+  if (logger === null || typeof logger !== 'object' || typeof logger.warn !== 'function' || typeof logger.error !== 'function') {
+    throw new InvalidOptionError('logger', 'give an object with warn(fields, message) and error(fields, message) methods (pino, console), or false');
+  }
+  return logger;
 }
 
 export function positive(name: string, value: number | undefined, fallback: number): number {

@@ -1,0 +1,43 @@
+import type { EnqueueStatus } from '../redis/lua-scripts';
+
+/** The event an enqueue is storing, as `instrumentEnqueue` sees it. */
+export interface EnqueueInfo {
+  readonly type: string;
+  readonly id: string;
+  /** One entry of `enqueueBatch` (or a recurring occurrence), not a single enqueue. */
+  readonly batch: boolean;
+  readonly replace: boolean;
+}
+
+/** What `instrumentEnqueue` answers for one event; both parts are optional. */
+export interface EnqueueScope {
+  /**
+   * Runs the capture of the event's context inside the instrumentation's
+   * scope: `contextProvider` is called within `capture`, so a tracing span
+   * made active here is the one written into the stored context.
+   */
+  readonly capture?: <R>(fn: () => R) => R;
+  /**
+   * Told once when the store settled: the status, or the error (validation,
+   * Redis). A cold Observable enqueue that is never subscribed never settles.
+   */
+  readonly end?: (result: { readonly status?: EnqueueStatus; readonly error?: unknown }) => void;
+}
+
+/**
+ * Called at each enqueued event, before its context is captured, for
+ * instrumentation (a producer span around the enqueue, a counter). A throw is
+ * ignored: instrumentation never fails an enqueue.
+ */
+export type EnqueueInstrumentation = (info: EnqueueInfo) => EnqueueScope | undefined | void;
+
+/** A readiness probe's view of the service: see DelayedEventService.health(). */
+export interface ServiceHealth {
+  /** Redis answered a PING just now and the service is not closed. */
+  readonly ready: boolean;
+  readonly redis: 'up' | 'down';
+  /** Loops running in this instance: one dispatcher and one reader per partition and group of each handler (a named group's partition has two dispatchers). */
+  readonly loops: { readonly dispatchers: number; readonly readers: number };
+  /** The last Redis error seen (a connection error, or a failed call of a loop). */
+  readonly lastError?: { readonly message: string; readonly at: Date };
+}

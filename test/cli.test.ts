@@ -3,7 +3,7 @@ import { spawn } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { build } from 'esbuild';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DelayedEvent, DelayedEventService, PermanentFailure, fixedBackoff } from '../src';
 import { useRedis } from './support/harness';
 import { freePort } from './support/redis-server';
@@ -72,7 +72,7 @@ describe('the delayed-events CLI', () => {
     await build({ entryPoints: [join(ROOT, 'src', 'cli', 'main.ts')], outfile: CLI, bundle: true, platform: 'node', format: 'cjs', target: 'node20', packages: 'external', logLevel: 'warning' });
     prefix = 'cli';
     // The service outlives the tests of this file: it holds the event in flight.
-    service = new DelayedEventService({ redis: redis.server.url, prefix, pollIntervalMs: 100 });
+    service = new DelayedEventService({ redis: redis.server.url, prefix, pollIntervalMs: 100, readerBlockMs: 1_000, watchdogGraceMs: 1_000, closeTimeoutMs: 5_000 });
     const gate = new Promise<void>((resolve) => (release = resolve));
     let running = false;
     service.addHandler(
@@ -96,11 +96,13 @@ describe('the delayed-events CLI', () => {
     await service.enqueue(new Payment('later', 1999), { hours: 3 }, { context: { tenant: 'acme' } });
     await service.enqueue(new Payment('sooner', 500), { hours: 2 });
     for (let i = 0; i < 5; i++) await service.enqueue(new Ship(`s${i}`), { minutes: 10 + i });
-    return async () => {
-      release();
-      await service.close();
-      rmSync(CLI, { force: true });
-    };
+  });
+
+  // Registered after useRedis's: it runs first, while the server is still up.
+  afterAll(async () => {
+    release?.();
+    await service?.close();
+    rmSync(CLI, { force: true });
   });
 
   it('types and stats: a table, or JSON', async () => {

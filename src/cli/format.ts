@@ -47,10 +47,10 @@ export function count(n: number): string {
   return n.toLocaleString('en-US');
 }
 
-/** Columns padded to their widest cell, two spaces apart; numbers right-aligned. */
+/** Columns padded to their widest cell, two spaces apart; counts (with their rates) right-aligned. */
 export function table(headers: readonly string[], rows: ReadonlyArray<readonly string[]>): string {
   const widths = headers.map((h, c) => Math.max(h.length, ...rows.map((r) => (r[c] ?? '').length)));
-  const numeric = headers.map((_, c) => rows.length > 0 && rows.every((r) => /^[\d,.+\-/s]*$/.test(r[c] ?? '') && /\d/.test(r[c] ?? '')));
+  const numeric = headers.map((_, c) => rows.length > 0 && rows.every((r) => /^[\d,.+\-/s() ]*$/.test(r[c] ?? '') && /^\d/.test(r[c] ?? '')));
   const line = (cells: readonly string[]) =>
     cells
       .map((cell, c) => (numeric[c] ? cell.padStart(widths[c]!) : cell.padEnd(widths[c]!)))

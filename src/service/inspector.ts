@@ -238,9 +238,11 @@ export class Inspector {
     const state = own ?? (['in-flight', 'ready', 'scheduled', 'dead'] as const).find((s) => Object.values(groups ?? {}).includes(s));
     if (!state) return undefined;
     return {
-      ...this.fields(resolved, id, value, lastError ?? undefined),
-      state,
-      attempt: leaseScore !== null && Number(leaseScore) >= SCALED_LEASE_FROM ? envelope.attempt + 1 : envelope.attempt,
+      ...this.fields(resolved, id, value, lastError ?? undefined, {
+        state,
+        dueAt: envelope.dueAt,
+        attempt: leaseScore !== null && Number(leaseScore) >= SCALED_LEASE_FROM ? envelope.attempt + 1 : envelope.attempt,
+      }),
       ...(leaseScore !== null ? { leaseExpiresAt: new Date(leaseExpiry(Number(leaseScore))) } : {}),
       ...(deadScore !== null ? { deadLetteredAt: new Date(Number(deadScore)) } : {}),
       ...(groups ? { groups } : {}),
@@ -288,10 +290,7 @@ export class Inspector {
       const header = parseEnvelope(stored.header);
       const scaled = state === 'in-flight' && entry.score !== undefined && entry.score >= SCALED_LEASE_FROM;
       events.push({
-        ...this.fields(resolved, entry.id, stored.body, stored.error ?? undefined),
-        dueAt: new Date(header.dueAt),
-        attempt: scaled ? header.attempt + 1 : header.attempt,
-        state,
+        ...this.fields(resolved, entry.id, stored.body, stored.error ?? undefined, { state, dueAt: header.dueAt, attempt: scaled ? header.attempt + 1 : header.attempt }),
         ...(state === 'in-flight' && entry.score !== undefined ? { leaseExpiresAt: new Date(leaseExpiry(entry.score)) } : {}),
         ...(state === 'dead' && entry.score !== undefined ? { deadLetteredAt: new Date(entry.score) } : {}),
       } as InspectedEvent<T | JsonEvent>);
@@ -511,8 +510,10 @@ export class Inspector {
   private async bucketEntries(keys: TypeKeys, from: number, count: number): Promise<Entry[]> {
     const entries: Entry[] = [];
     let skip = from;
-    for (let start = 0; entries.length < count; start += BUCKET_WALK) {
-      const names = await this.client.zrange(keys.schedule, String(start), String(start + BUCKET_WALK - 1));
+    // A bucket holds 48 to 64 events once full: read about as many names as the page needs, more while skipping.
+    let chunk = Math.min(BUCKET_WALK, Math.ceil((from + count) / 32) + 2);
+    for (let start = 0; entries.length < count; start += chunk, chunk = Math.min(BUCKET_WALK, chunk * 2)) {
+      const names = await this.client.zrange(keys.schedule, String(start), String(start + chunk - 1));
       if (names.length === 0) break;
       const sizing = this.client.pipeline();
       for (const name of names) sizing.zcard(`${keys.schedule}:${name}`);
@@ -540,9 +541,9 @@ export class Inspector {
     return entries.slice(0, count);
   }
 
-  /** The fields every state shares, from the stored value (a full envelope: the body is read from it). */
-  private fields(resolved: Resolved, id: string, value: string, lastError: string | undefined) {
-    const { dueAt, body } = parseEnvelope(value);
+  /** The fields every state shares, in the order they print; the body is read from `value`, a full envelope. */
+  private fields(resolved: Resolved, id: string, value: string, lastError: string | undefined, at: { state: EventState; dueAt: number; attempt: number }) {
+    const { body } = parseEnvelope(value);
     let event: unknown;
     let context: EventContext = {};
     let enqueuedAt: number | undefined;
@@ -564,7 +565,9 @@ export class Inspector {
     }
     return {
       id,
-      dueAt: new Date(dueAt),
+      state: at.state,
+      dueAt: new Date(at.dueAt),
+      attempt: at.attempt,
       enqueuedAt: enqueuedAt === undefined ? undefined : new Date(enqueuedAt),
       context,
       lastError,

@@ -33,7 +33,13 @@ const DIST = join(ROOT, 'dist');
 const manifest = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'));
 
 /** subpath: the key in package.json `exports`; source: its module under src/; name: its files' name in dist/. */
-const ENTRIES = [{ subpath: '.', source: 'src/index.ts', name: 'index' }];
+const ENTRIES = [
+  { subpath: '.', source: 'src/index.ts', name: 'index' },
+  // Integrations: each loads its third-party packages (optional peers) only when its subpath is imported.
+  { subpath: './prometheus', source: 'src/integrations/prometheus/index.ts', name: 'prometheus' },
+  { subpath: './opentelemetry', source: 'src/integrations/opentelemetry/index.ts', name: 'opentelemetry' },
+  { subpath: './nestjs', source: 'src/integrations/nestjs/index.ts', name: 'nestjs' },
+];
 
 /**
  * Command-line programs, package.json's `bin`: dist/<dir>/<name>.cjs,

@@ -132,6 +132,11 @@ export class DelayedEventService {
     });
   }
 
+  /** The namespace of this service's keys in Redis (the `prefix` option). */
+  get prefix(): string {
+    return this.options.prefix;
+  }
+
   /** Schedules `event` to be handled after `delay`. Cold: nothing reaches Redis until subscribed; emits once stored. */
   enqueueWithDelay<T extends DelayedEventInstance>(event: T, delay: Delay, options?: EnqueueOptions): Observable<void> {
     return this.scheduleOne(event, () => ({ delayMs: delayToMillis(delay) }), options).pipe(map(() => undefined));

@@ -115,6 +115,9 @@ export class ReadyReader {
           await this.whenWork(slots, stop);
           if (stop.aborted) break;
           if (this.lostClaim && !(await this.releaseLostClaim(stop))) {
+            // Redis is still out of reach: successes waiting for a call fail now, as they
+            // would in a claim, so their writers keep retrying through the outage.
+            for (const s of this.successes.splice(0)) s.reject(new Error('recording the result failed'));
             await sleep(backoff.next(), stop);
             continue;
           }

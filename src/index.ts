@@ -1,6 +1,14 @@
 import 'reflect-metadata';
 
-export { type BatchEntry, DelayedEventService, type EnqueueOptions, type HandlerOptions } from './service/delayed-event-service';
+export {
+  type BatchEntry,
+  DelayedEventService,
+  type EnqueueOptions,
+  type HandlerOptions,
+  type RecurringSchedule,
+  type ScheduleOptions,
+} from './service/delayed-event-service';
+export type { CatchUp, RecurrenceSpec } from './core/recurrence';
 export type { DelayedEventServiceOptions } from './service/service-options';
 export { DelayedEvent, type DelayedEventInstance, type EventClass } from './core/delayed-event.decorator';
 export type { Delay, Duration } from './core/duration';

@@ -221,6 +221,23 @@ describe('the delayed-events CLI', () => {
     expect((await service.counts(Payment))?.dead).toBe(0);
   });
 
+  it('schedules lists recurring schedules with their next occurrence; unschedule asks, then removes one', async () => {
+    await service.schedule('weekday-check', new Payment('', 5), { cron: '0 9 * * 1-5', tz: 'Europe/Paris' }, { startAt: new Date('2099-01-05T00:00:00Z'), catchUp: 'none' });
+    const listed = await cli('schedules', 'cli.payment');
+    expect(listed.code).toBe(0);
+    expect(listed.stdout).toMatch(/NAME\s+SPEC\s+NEXT\s+CATCH UP/);
+    expect(listed.stdout).toMatch(/weekday-check\s+cron '0 9 \* \* 1-5' Europe\/Paris\s+2099-01-05 08:00:00.*\s+none/);
+    expect(JSON.parse((await cli('schedules', 'cli.payment', '--json')).stdout)).toEqual([
+      expect.objectContaining({ name: 'weekday-check', next: '2099-01-05T08:00:00.000Z', catchUp: 'none' }),
+    ]);
+    // Without a terminal and without --yes it refuses, and the schedule stays.
+    expect((await cli('unschedule', 'cli.payment', 'weekday-check')).code).toBe(2);
+    expect(await service.schedules(Payment)).toHaveLength(1);
+    expect((await cli('unschedule', 'cli.payment', 'weekday-check', '--yes')).code).toBe(0);
+    expect(await service.schedules(Payment)).toEqual([]);
+    expect((await cli('unschedule', 'cli.payment', 'weekday-check', '--yes')).code).toBe(1);
+  });
+
   it('bad input exits 2 with what to fix, and changes nothing', async () => {
     const before = await snapshot();
     const cases: Array<[string[], RegExp]> = [

@@ -54,6 +54,14 @@ describe('isolation', () => {
     expect(await service.pause(PaymentCheck)).toBe(true);
     expect((await service.types()).map((t) => [t.type, t.paused])).toEqual([['test.payment-check', true]]);
     expect(await service.resume(PaymentCheck)).toBe(true);
+    // Subscriber groups and recurring schedules too.
+    const grouped: string[] = [];
+    service.addHandler(PaymentCheck, (e) => void grouped.push(e.id), 2, { group: 'audit' });
+    await waitFor(async () => (await admin.hexists('app:{test.payment-check}:groups', 'audit')) === 1, 'the group registered');
+    await service.enqueue(new PaymentCheck('fanned'), 0);
+    await service.schedule('often', new PaymentCheck(''), { every: 100 });
+    await waitFor(() => grouped.includes('fanned') && handled.includes('fanned') && grouped.some((id) => id.startsWith('often@')), 'a fanned-out event, and an occurrence');
+    expect(await service.unschedule(PaymentCheck, 'often')).toBe(true);
     await waitFor(() => metrics.some((m) => m.name === METRIC.scheduledCount), 'a gauge sample');
     expect(counter(metrics, METRIC.redisErrors)).toBe(0);
     expect(await admin.call('ACL', 'LOG')).toEqual([]);

@@ -1,5 +1,5 @@
 import { type DelayedEventService, EVENT_STATES, type EventCounts, type EventState, type InspectedEvent, type JsonEvent } from '../index';
-import { count, json, oneLine, table, when } from './format';
+import { count, json, oneLine, span, table, when } from './format';
 import { NotFoundError, UsageError, parseDelay, parseWhole } from './parse';
 
 /** What every command works with. */
@@ -210,4 +210,22 @@ export async function purge(ctx: Context, type: string, ids: readonly string[], 
   const purged = await ctx.service.purgeDeadLetters(type, ids.length > 0 ? ids : undefined, options.group ? { group: options.group } : {});
   if (ids.length > 0 && purged === 0) throw new NotFoundError(`none of ${ids.join(', ')} is a dead letter of '${type}'`);
   ctx.out(ctx.json ? json({ type, purged }) : `purged ${count(purged)} dead letter(s) of '${type}'`);
+}
+
+export async function schedules(ctx: Context, type: string): Promise<void> {
+  const found = await ctx.service.schedules(type);
+  if (ctx.json) return ctx.out(json(found));
+  if (found.length === 0) return ctx.out(`no recurring schedules of '${type}' under prefix '${ctx.prefix}'`);
+  ctx.out(
+    table(
+      ['NAME', 'SPEC', 'NEXT', 'CATCH UP'],
+      found.map((s) => ['every' in s.spec ? `every ${span(s.spec.every)}` : `cron '${s.spec.cron}' ${s.spec.tz}`, s] as const).map(([spec, s]) => [s.name, spec, s.next ? when(s.next) : 'ended', s.catchUp]),
+    ),
+  );
+}
+
+export async function unschedule(ctx: Context, type: string, name: string, yes: boolean): Promise<void> {
+  await ctx.confirm(`Remove the recurring schedule '${name}' of '${type}'? No occurrence is enqueued after this.`, yes);
+  if (!(await ctx.service.unschedule(type, name))) throw new NotFoundError(`no recurring schedule '${name}' of '${type}' under prefix '${ctx.prefix}'`);
+  ctx.out(ctx.json ? json({ type, name, removed: true }) : `removed the recurring schedule '${name}' of '${type}'`);
 }

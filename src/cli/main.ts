@@ -125,6 +125,15 @@ function program(run: (job: (ctx: commands.Context) => Promise<void>, command: C
       run((ctx) => commands.purge(ctx, type, ids, { ...(options.group ? { group: options.group } : {}), yes: options.yes === true }), cmd),
     );
   cli
+    .command('schedules <type>')
+    .description('recurring schedules of a type, with their spec and next occurrence')
+    .action((type: string, _, cmd: Command) => run((ctx) => commands.schedules(ctx, type), cmd));
+  cli
+    .command('unschedule <type> <name>')
+    .description('remove a recurring schedule (asks first unless --yes)')
+    .option('-y, --yes', 'do not ask')
+    .action((type: string, name: string, options: { yes?: boolean }, cmd: Command) => run((ctx) => commands.unschedule(ctx, type, name, options.yes === true), cmd));
+  cli
     .command('watch [types...]')
     .description('live counts and rates per type, redrawn every second until Ctrl-C')
     .option('--interval <ms>', 'redraw every this many ms', '1000')

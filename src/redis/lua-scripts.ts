@@ -21,6 +21,7 @@ const SCRIPT_NAMES = [
   'register-group',
   'remove-group',
   'reschedule',
+  'advance-schedule',
 ] as const;
 type ScriptName = (typeof SCRIPT_NAMES)[number];
 
@@ -339,6 +340,11 @@ export class LuaScripts {
     const spec = 'delayMs' in due ? `+${Math.max(0, Math.round(due.delayMs))}` : String(Math.round(due.atMs));
     const newDue = (await this.run('reschedule', keys.meta, keys.schedule, keys.ready, keys.legacySchedule, keys.slotGuard, this.wakeChannel, keys.tag, id, spec)) as number;
     return newDue < 0 ? undefined : newDue;
+  }
+
+  /** Stores a recurring schedule's next definition if it is still `read`; false when another instance changed it first. */
+  async advanceSchedule(keys: TypeKeys, name: string, read: string, next: string): Promise<boolean> {
+    return (await this.run('advance-schedule', keys.recurring, keys.slotGuard, name, read, next)) === 1;
   }
 
   /** Gives back the events of the claim `token` whose reply was lost; resolves how many went back to READY. */

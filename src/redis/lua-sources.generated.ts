@@ -7,9 +7,28 @@ export interface EmbeddedLua {
   readonly numberOfKeys: number;
 }
 
-export type LuaScriptName = 'cancel' | 'complete-and-claim' | 'dead-letter' | 'dispatch-due' | 'enqueue' | 'purge-dead' | 'register-group' | 'release-claim' | 'remove-group' | 'replay-dead' | 'reschedule' | 'retry';
+export type LuaScriptName = 'advance-schedule' | 'cancel' | 'complete-and-claim' | 'dead-letter' | 'dispatch-due' | 'enqueue' | 'purge-dead' | 'register-group' | 'release-claim' | 'remove-group' | 'replay-dead' | 'reschedule' | 'retry';
 
 export const LUA_SOURCES: Readonly<Record<LuaScriptName, EmbeddedLua>> = {
+  'advance-schedule': {
+    numberOfKeys: 2,
+    lua: `-- Transition of a recurring schedule: stores its new definition (the next
+-- occurrence moved on) only if it is still the one the caller read, so that of
+-- several instances advancing it at once one wins; the others' enqueues of the
+-- same occurrences were duplicates (their ids are <name>@<occurrence ms>).
+-- KEYS[1] recurring schedules hash (name -> definition JSON)
+-- KEYS[2] slot guard: never written; declared so that Redis refuses the script
+--         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
+-- ARGV[1] schedule name
+-- ARGV[2] the definition as read
+-- ARGV[3] the definition to store
+-- Returns 1 when stored, 0 when the definition had changed (advanced, replaced or removed).
+
+if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+return 1
+`,
+  },
   'cancel': {
     numberOfKeys: 11,
     lua: `-- Transition: SCHEDULED | READY | IN_FLIGHT | DEAD -> (removed).

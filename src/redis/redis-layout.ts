@@ -32,6 +32,8 @@ export interface TypeKeys {
   readonly pending: string;
   /** String: while it exists, the type's events are neither dispatched nor claimed, in every instance. */
   readonly paused: string;
+  /** Hash: recurring schedule name -> its definition (JSON); a partitioned type keeps them in partition 0. */
+  readonly recurring: string;
   /**
    * Sorted set: bucket name -> earliest due ms in that bucket; the buckets,
    * `${schedule}:<name>`, are small sorted sets id -> due ms. State SCHEDULED.
@@ -89,6 +91,16 @@ export class RedisLayout {
     }
   }
 
+  /** Hash: type -> partitions, of the types that have recurring schedules under this prefix: every instance advances them. */
+  get recurringIndex(): string {
+    return `${this.prefix}:recurring`;
+  }
+
+  /** Where a type's recurring schedules are kept: its only queue, or partition 0 of a partitioned type. */
+  recurringOf(route: EventRoute): TypeKeys {
+    return this.forType(route.type, route.partitions === 1 ? undefined : 0);
+  }
+
   /** Pub/sub channel on which enqueues announce a due time earlier than any the dispatchers know. */
   get wakeChannel(): string {
     return `${this.prefix}:wake`;
@@ -109,6 +121,7 @@ export class RedisLayout {
       groups: `${base}:groups`,
       pending: `${base}:n`,
       paused: `${base}:p`,
+      recurring: `${base}:sched`,
       schedule: `${base}:b`,
       legacySchedule: `${base}:s`,
       ready: `${base}:r`,
@@ -144,6 +157,7 @@ export class RedisLayout {
       groups: `${own}:groups`,
       pending: queue.pending,
       paused: queue.paused,
+      recurring: queue.recurring,
       schedule: `${own}:b`,
       legacySchedule: `${own}:s`,
       ready: `${own}:r`,

@@ -1,4 +1,5 @@
-import { type Observable, defer, map, merge, of, throwError } from 'rxjs';
+import { randomBytes } from 'node:crypto';
+import { type Observable, type Subscription, defer, firstValueFrom, map, merge, of, throwError } from 'rxjs';
 import { Consumer, type ConsumerQueue } from '../runtime/consumer';
 import { DEAD_LETTER_CHUNK, DeadLetters, type DeadLetter } from './dead-letters';
 import { type EventCounts, type EventState, type EventTarget, type EventTypeInfo, type InspectedEvent, Inspector, type ListOptions } from './inspector';
@@ -6,6 +7,8 @@ import type { JsonEvent } from '../core/stored-body';
 import { type DelayedEventInstance, type EventClass, type EventRoute, eventRouteOf } from '../core/delayed-event.decorator';
 import { Dispatcher } from '../runtime/dispatcher';
 import { EnqueueBatcher } from './enqueue-batcher';
+import { type Occurrence, RecurringSchedules, occurrenceId } from './recurring-schedules';
+import { type CatchUp, type RecurrenceSpec, type StoredSpec, checkSpec, checkWindow, occurrenceAtOrAfter } from '../core/recurrence';
 import { type Delay, dateToMillis, delayToMillis } from '../core/duration';
 import { HandlerAlreadyRegisteredError, InvalidOptionError, RedisConnectionError, ServiceClosedError, classifyRedisError } from '../core/errors';
 import { type EncodedEvent, EventCodec } from '../core/event-codec';
@@ -59,6 +62,32 @@ export interface HandlerOptions {
   readonly group?: string;
 }
 
+export interface ScheduleOptions {
+  /** Context every occurrence carries. */
+  readonly context?: EventContext;
+  /** No occurrence before this; with `every`, the first occurrence (default: one interval from now). */
+  readonly startAt?: Date;
+  /** No occurrence after this. */
+  readonly endAt?: Date;
+  /** Occurrences missed while no instance ran: 'none', only the 'latest' (default), or 'all' (the latest 100). */
+  readonly catchUp?: CatchUp;
+}
+
+/** A recurring schedule as `schedules()` lists it. */
+export interface RecurringSchedule {
+  readonly name: string;
+  readonly spec: StoredSpec;
+  /** The next occurrence not enqueued yet; undefined once the schedule has ended. */
+  readonly next: Date | undefined;
+  readonly startAt: Date | undefined;
+  readonly endAt: Date | undefined;
+  readonly catchUp: CatchUp;
+  readonly context: EventContext;
+}
+
+/** Schedule names end up in event ids (`<name>@<ms>`) and keys: no '@' or key separators. */
+const SCHEDULE_NAME = /^[^\s@{}|#]{1,100}$/;
+
 /** Validates a group option; undefined is the default group. */
 function groupName(group: string | undefined): string {
   if (group === undefined) return DEFAULT_GROUP;
@@ -99,6 +128,8 @@ export class DelayedEventService {
   private readonly knownTypes = new Map<string, EventRoute>();
   private closing: Promise<void> | undefined;
   private readonly log: ServiceLog;
+  private readonly recurring: RecurringSchedules;
+  private recurringLoop: Subscription | undefined;
   /** When the last warning about a stuck call on a client handed in was given; they come at most once a minute. */
   private lastStuckWarning = Number.NEGATIVE_INFINITY;
 
@@ -124,6 +155,11 @@ export class DelayedEventService {
     this.codec = new EventCodec(this.options.maxPayloadBytes);
     this.batcher = new EnqueueBatcher((keys, events, replace) => this.scripts.enqueue(keys, events, replace, this.options.durableEnqueue));
     this.deadLetterSets = new DeadLetters(this.connections.command, this.scripts, this.codec);
+    this.recurring = new RecurringSchedules(this.connections.command, this.scripts, this.layout, this.metrics, {
+      pollIntervalMs: this.options.pollIntervalMs,
+      store: (occurrences) => this.storeOccurrences(occurrences),
+      cancel: (route, id) => this.scripts.cancel(this.layout.forEvent(route, id), id),
+    });
     this.inspector = new Inspector(this.connections.command, this.layout, this.codec, this.scripts);
     this.wakes$ = wakeListener(this.connections, this.layout.wakeChannel, {
       pingEveryMs: this.options.readerBlockMs,
@@ -251,6 +287,7 @@ export class DelayedEventService {
     });
     const dispatching = merge(...dispatchers.map((d) => d.run())).subscribe();
     consumer.start();
+    this.startRecurring();
     this.knownTypes.set(type, route);
     this.registrations.set(registrationKey, { consumer: consumer as unknown as Consumer<DelayedEventInstance>, stopDispatching: () => dispatching.unsubscribe(), loops: { dispatchers: dispatchers.length, readers: queues.length } });
   }
@@ -372,12 +409,91 @@ export class DelayedEventService {
       this.batcher.flush();
       const registrations = [...this.registrations.values()];
       this.registrations.clear();
+      this.recurringLoop?.unsubscribe();
       await Promise.all(registrations.map((r) => this.unregister(r)));
       this.metrics.complete();
       this.log.close();
       await this.connections.close();
     })();
     return this.closing;
+  }
+
+  /**
+   * Schedules `template`'s class to recur: every occurrence is an ordinary event
+   * of that class with id `<name>@<occurrence ms>`, due at the occurrence, handled
+   * like any other. `spec` is `{ every: delay }` or `{ cron, tz }`. Calling it
+   * again with the same class and name replaces the schedule. Resolves when stored.
+   */
+  async schedule<T extends DelayedEventInstance>(name: string, template: T, spec: RecurrenceSpec, options: ScheduleOptions = {}): Promise<void> {
+    this.assertOpen();
+    if (typeof name !== 'string' || !SCHEDULE_NAME.test(name)) {
+      throw new InvalidOptionError('name', `must be 1-100 characters without '@', braces, '|', '#' or whitespace; got ${JSON.stringify(name)}`);
+    }
+    const stored = checkSpec(spec);
+    const window = checkWindow(options.startAt, options.endAt);
+    const catchUp = options.catchUp ?? 'latest';
+    if (!['none', 'latest', 'all'].includes(catchUp)) throw new InvalidOptionError('catchUp', `must be 'none', 'latest' or 'all', got ${JSON.stringify(catchUp)}`);
+    // Encoded once as an occurrence would be: the codec's checks (size, keys it would drop) apply now.
+    const probe = Object.assign(Object.create(Object.getPrototypeOf(template) as object) as T, template, { id: occurrenceId(name, 0) });
+    const encoded = this.codec.encode(probe, options.context, Date.now());
+    const [, payload, context] = JSON.parse(encoded.body) as [number, Record<string, unknown>, EventContext | undefined];
+    const now = Date.now();
+    const anchor = window.startAt ?? ('every' in stored ? now + stored.every : now);
+    const next = occurrenceAtOrAfter(stored, window, anchor, Math.max(now, window.startAt ?? now));
+    await this.recurring.save({
+      name,
+      type: encoded.type,
+      partitions: encoded.route.partitions,
+      spec: stored,
+      window,
+      catchUp,
+      anchor,
+      payload,
+      ...(context ? { context } : {}),
+      next: next ?? null,
+      ahead: [],
+      version: randomBytes(8).toString('hex'),
+    });
+    this.startRecurring();
+  }
+
+  /** Removes a recurring schedule (and the occurrence it had enqueued ahead); resolves whether it existed. */
+  async unschedule<T extends DelayedEventInstance>(eventClass: EventClass<T> | string, name: string): Promise<boolean> {
+    const route = await this.recurringRoute(eventClass);
+    return route ? this.recurring.remove(route, name) : false;
+  }
+
+  /** The recurring schedules of `eventClass` (or a type name), each with its spec and next occurrence. */
+  async schedules<T extends DelayedEventInstance>(eventClass: EventClass<T> | string): Promise<RecurringSchedule[]> {
+    const route = await this.recurringRoute(eventClass);
+    const definitions = route ? await this.recurring.list(route) : [];
+    return definitions.map((d) => ({
+      name: d.name,
+      spec: 'every' in d.spec ? { every: d.spec.every } : { cron: d.spec.cron, tz: d.spec.tz },
+      next: d.next === null ? undefined : new Date(d.next),
+      startAt: d.window.startAt === undefined ? undefined : new Date(d.window.startAt),
+      endAt: d.window.endAt === undefined ? undefined : new Date(d.window.endAt),
+      catchUp: d.catchUp,
+      context: d.context ?? {},
+    }));
+  }
+
+  private async recurringRoute(eventClass: EventClass | string): Promise<EventRoute | undefined> {
+    if (typeof eventClass !== 'string') return eventRouteOf(eventClass);
+    if (eventClass.length === 0) throw new InvalidOptionError('type', 'give a type name such as payment.check');
+    return this.recurring.routeOf(eventClass);
+  }
+
+  /** Every instance that handles events or schedules them advances every schedule under the prefix. */
+  private startRecurring(): void {
+    if (this.recurringLoop || this.closing) return;
+    this.recurringLoop = this.recurring.run().subscribe();
+  }
+
+  private async storeOccurrences(occurrences: readonly Occurrence[]): Promise<void> {
+    const requestedAt = performance.now();
+    const prepared = occurrences.map((o): PreparedEvent => ({ route: o.route, type: o.route.type, id: o.id, body: o.body, due: { atMs: o.at }, requestedAt }));
+    await firstValueFrom(this.store(prepared, false));
   }
 
   private scheduleOne<T extends DelayedEventInstance>(event: T, due: () => DueSpec, options: EnqueueOptions = {}): Observable<EnqueueStatus> {

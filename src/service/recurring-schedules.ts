@@ -1,0 +1,185 @@
+import { Observable } from 'rxjs';
+import type { EventRoute } from '../core/delayed-event.decorator';
+import type { EventContext } from '../core/event-context';
+import { type CatchUp, MAX_CATCH_UP, type StoredSpec, type Window, occurrenceAtOrAfter } from '../core/recurrence';
+import type { LuaScripts, RedisClient } from '../redis/lua-scripts';
+import type { RedisLayout } from '../redis/redis-layout';
+import { METRIC, type Metrics } from '../runtime/metrics';
+import { OutageBackoff, sleep } from '../runtime/outage-backoff';
+import { Wakeup } from '../runtime/wakeup';
+
+/** A recurring schedule as stored in Redis: plain JSON, so any instance can advance it without the event's class. */
+export interface ScheduleDefinition {
+  readonly name: string;
+  readonly type: string;
+  readonly partitions: number;
+  readonly spec: StoredSpec;
+  readonly window: Window;
+  readonly catchUp: CatchUp;
+  /** `every` occurrences fall at anchor + k × every. */
+  readonly anchor: number;
+  /** The template's payload (its id is replaced per occurrence) and the context each occurrence carries. */
+  readonly payload: Record<string, unknown>;
+  readonly context?: EventContext;
+  /** The first occurrence not enqueued yet; null when the schedule has ended. */
+  readonly next: number | null;
+  /** Occurrences enqueued ahead of their time, so replacing or removing the schedule can cancel them. */
+  readonly ahead: number[];
+  /** Set anew by each save: tells an advanced definition from a replaced one. */
+  readonly version: string;
+}
+
+/** One occurrence to store: an ordinary event of the schedule's type. */
+export interface Occurrence {
+  readonly route: EventRoute;
+  readonly id: string;
+  readonly body: string;
+  readonly at: number;
+}
+
+export interface RecurringSettings {
+  /** How often the loop looks at every schedule, at most. */
+  readonly pollIntervalMs: number;
+  /** Stores occurrences (idempotently: an id stored or handled lately is a duplicate). */
+  readonly store: (occurrences: readonly Occurrence[]) => Promise<void>;
+  /** Cancels an occurrence enqueued ahead when its schedule is replaced or removed. */
+  readonly cancel: (route: EventRoute, id: string) => Promise<boolean>;
+}
+
+/** The id of a schedule's occurrence: deterministic, so every instance that enqueues it enqueues the same event. */
+export function occurrenceId(name: string, at: number): string {
+  return `${name}@${at}`;
+}
+
+/**
+ * Advances every recurring schedule under the prefix. Any instance may: each
+ * occurrence is enqueued with its deterministic id (a second enqueue is a
+ * duplicate), ahead of its time by up to a poll interval so it is delivered
+ * as precisely as any delayed event, and the schedule's next occurrence moves
+ * on with a compare-and-set, so of several instances one advances it.
+ * Occurrences more than two poll intervals past when first seen were missed
+ * (no instance ran): `catchUp` says which of them still run.
+ */
+export class RecurringSchedules {
+  private readonly wakeup = new Wakeup();
+
+  constructor(
+    private readonly client: RedisClient,
+    private readonly scripts: LuaScripts,
+    private readonly layout: RedisLayout,
+    private readonly metrics: Metrics,
+    private readonly settings: RecurringSettings,
+  ) {}
+
+  /** Stores (or replaces) a schedule and cancels what its previous definition had enqueued ahead. */
+  async save(definition: ScheduleDefinition): Promise<void> {
+    const keys = this.layout.recurringOf({ type: definition.type, partitions: definition.partitions });
+    const previous = await this.client.hget(keys.recurring, definition.name);
+    await this.client.hset(keys.recurring, definition.name, JSON.stringify(definition));
+    await this.client.hset(this.layout.recurringIndex, definition.type, String(definition.partitions));
+    if (previous) await this.cancelAhead(JSON.parse(previous) as ScheduleDefinition);
+    this.wakeup.wake();
+  }
+
+  /** Removes a schedule; resolves whether it existed. */
+  async remove(route: EventRoute, name: string): Promise<boolean> {
+    const keys = this.layout.recurringOf(route);
+    const previous = await this.client.hget(keys.recurring, name);
+    if (!previous) return false;
+    const removed = (await this.client.hdel(keys.recurring, name)) === 1;
+    await this.cancelAhead(JSON.parse(previous) as ScheduleDefinition);
+    return removed;
+  }
+
+  /** The route of a type that has schedules, by name (for tools without the event classes); undefined when it has none. */
+  async routeOf(type: string): Promise<EventRoute | undefined> {
+    const partitions = await this.client.hget(this.layout.recurringIndex, type);
+    return partitions === null ? undefined : { type, partitions: Number(partitions) };
+  }
+
+  async list(route: EventRoute): Promise<ScheduleDefinition[]> {
+    const stored = await this.client.hgetall(this.layout.recurringOf(route).recurring);
+    return Object.values(stored)
+      .map((json) => JSON.parse(json) as ScheduleDefinition)
+      .sort((a, b) => a.name.localeCompare(b.name));
+  }
+
+  /** The loop; it runs while subscribed. */
+  run(): Observable<never> {
+    return new Observable<never>(() => {
+      const stop = new AbortController();
+      stop.signal.addEventListener('abort', () => this.wakeup.wake(), { once: true });
+      void this.loop(stop.signal);
+      return () => stop.abort();
+    });
+  }
+
+  private async loop(signal: AbortSignal): Promise<void> {
+    const backoff = new OutageBackoff();
+    while (!signal.aborted) {
+      this.wakeup.clear();
+      try {
+        await this.advanceAll();
+        backoff.reset();
+        await this.wakeup.wait(this.settings.pollIntervalMs);
+      } catch {
+        this.metrics.count(METRIC.redisErrors, { loop: 'recurring', type: '' });
+        await sleep(backoff.next(), signal);
+      }
+    }
+  }
+
+  private async advanceAll(): Promise<void> {
+    const types = await this.client.hgetall(this.layout.recurringIndex);
+    for (const [type, partitions] of Object.entries(types)) {
+      const stored = await this.client.hgetall(this.layout.recurringOf({ type, partitions: Number(partitions) }).recurring);
+      for (const json of Object.values(stored)) await this.advance(json);
+    }
+  }
+
+  /** Enqueues what is due within the next poll interval (and what catch-up keeps), then moves `next` on. */
+  private async advance(json: string): Promise<void> {
+    const definition = JSON.parse(json) as ScheduleDefinition;
+    if (definition.next === null) return;
+    const now = Date.now();
+    const horizon = now + this.settings.pollIntervalMs;
+    const missedBefore = now - 2 * this.settings.pollIntervalMs;
+    const missed: number[] = [];
+    const timely: number[] = [];
+    let next: number | undefined = definition.next;
+    // Bounded: a schedule of 1 ms over a long outage must not spin here.
+    for (let steps = 0; next !== undefined && next <= horizon && steps < 10_000; steps++) {
+      (next < missedBefore ? missed : timely).push(next);
+      next = occurrenceAtOrAfter(definition.spec, definition.window, definition.anchor, next + 1);
+    }
+    if (missed.length === 0 && timely.length === 0) return;
+    const kept = definition.catchUp === 'all' ? missed.slice(-MAX_CATCH_UP) : definition.catchUp === 'latest' ? missed.slice(-1) : [];
+    const route = { type: definition.type, partitions: definition.partitions };
+    const occurrences = [...kept, ...timely].map((at) => this.occurrence(definition, route, at));
+    await this.settings.store(occurrences);
+    const advanced: ScheduleDefinition = { ...definition, next: next ?? null, ahead: timely.filter((at) => at > now) };
+    const keys = this.layout.recurringOf(route);
+    if (await this.scripts.advanceSchedule(keys, definition.name, json, JSON.stringify(advanced))) return;
+    // Another instance got there first. If it only advanced the same definition, our enqueues
+    // were duplicates of its own; if the schedule was replaced or removed meanwhile, what we
+    // enqueued ahead belongs to a definition that no longer exists.
+    const current = await this.client.hget(keys.recurring, definition.name);
+    if (current && (JSON.parse(current) as ScheduleDefinition).version === definition.version) return;
+    for (const o of occurrences) if (o.at > now) await this.settings.cancel(route, o.id);
+  }
+
+  private occurrence(definition: ScheduleDefinition, route: EventRoute, at: number): Occurrence {
+    const id = occurrenceId(definition.name, at);
+    const payload = { ...definition.payload, id };
+    const body = JSON.stringify(definition.context ? [Date.now(), payload, definition.context] : [Date.now(), payload]);
+    return { route, id, body, at };
+  }
+
+  private async cancelAhead(definition: ScheduleDefinition): Promise<void> {
+    const route = { type: definition.type, partitions: definition.partitions };
+    const now = Date.now();
+    for (const at of definition.ahead ?? []) {
+      if (at > now) await this.settings.cancel(route, occurrenceId(definition.name, at));
+    }
+  }
+}

@@ -61,6 +61,25 @@ DelayedEvent('package.ping')(Ping);
 
 const HANDLED = { status: 'scheduled', id: 'p-1', isPing: true, at: '2026-01-02T03:04:05.000Z' };
 
+/** A user of the reactive-delayed-events/prometheus subpath, as an ES module. */
+const PROMETHEUS_PROGRAM = `import { DelayedEvent, DelayedEventService } from 'reactive-delayed-events';
+import { registerPrometheusMetrics } from 'reactive-delayed-events/prometheus';
+import { Registry } from 'prom-client';
+class Ping { constructor(id = '') { this.id = id; } }
+DelayedEvent('package.prom')(Ping);
+const service = new DelayedEventService({ redis: process.argv[2], prefix: 'pkg-prom-' + process.pid, logger: false });
+const registry = new Registry();
+const registration = registerPrometheusMetrics(service, { registry });
+const handled = new Promise((resolve) => service.addHandler(Ping, async () => void setImmediate(resolve), 1));
+await service.enqueue(new Ping('p-1'), 0);
+await handled;
+const text = await registry.metrics();
+registration.unregister();
+await service.close();
+const line = text.split('\\n').find((l) => l.startsWith('delayed_events_handled_total{'));
+console.log(JSON.stringify({ line }));
+`;
+
 /** A TypeScript user of the package, type-checked as an ES module (.mts) and as CommonJS (.cts). */
 const TYPED_USER = `
 import { DelayedEvent, DelayedEventService, InvalidOptionError, type DelayedEventServiceOptions } from 'reactive-delayed-events';
@@ -123,13 +142,15 @@ describe('the published package', () => {
     const ioredis5 = version('ioredis5');
     for (const cwd of [app, app5]) mkdirSync(cwd);
     await Promise.all([
-      npmInstall(app, [tarball, `class-transformer@${version('class-transformer')}`, `ioredis@${version('ioredis')}`, `ioredis5@npm:ioredis@${ioredis5}`]),
+      // prom-client, an optional peer, only here: app5 shows the root loads without it.
+      npmInstall(app, [tarball, `class-transformer@${version('class-transformer')}`, `ioredis@${version('ioredis')}`, `ioredis5@npm:ioredis@${ioredis5}`, `prom-client@${version('prom-client')}`]),
       npmInstall(app5, [tarball, `class-transformer@${version('class-transformer')}`, `ioredis@${ioredis5}`]),
     ]);
     for (const cwd of [app, app5]) {
       writeFileSync(join(cwd, 'program.mjs'), program('esm'));
       writeFileSync(join(cwd, 'program.cjs'), program('cjs'));
     }
+    writeFileSync(join(app, 'prometheus.mjs'), PROMETHEUS_PROGRAM);
     server = await starting;
   }, 120_000);
 
@@ -165,6 +186,13 @@ describe('the published package', () => {
 
   it('schedules and handles an event, its nested Date restored, when imported from an ES module', async () => {
     expect(await runProgram(join(app, 'program.mjs'))).toEqual(HANDLED);
+  });
+
+  it('exports metrics through the reactive-delayed-events/prometheus subpath, with prom-client as the app’s optional peer', async () => {
+    expect(packed).toEqual(expect.arrayContaining(['dist/esm/prometheus.mjs', 'dist/cjs/prometheus.cjs', 'dist/types/integrations/prometheus/index.d.ts', 'dist/esm/nestjs.mjs', 'dist/esm/opentelemetry.mjs']));
+    expect(existsSync(join(app5, 'node_modules', 'prom-client'))).toBe(false);
+    const { line } = (await runProgram(join(app, 'prometheus.mjs'))) as { line?: string };
+    expect(line).toMatch(/^delayed_events_handled_total\{prefix="pkg-prom-\d+",type="package.prom",group="default",outcome="success"\} 1$/);
   });
 
   it('schedules and handles an event when required from CommonJS, and lets the program exit once close() resolved, though its timeouts are far off', async () => {

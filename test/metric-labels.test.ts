@@ -10,7 +10,7 @@ describe('metric tags', () => {
 
   it('emits every metric name with one fixed set of tag keys, through retries, dead letters, fan-out and an outage', async () => {
     const prefix = redis.prefix();
-    const service = redis.service({ prefix, gaugeIntervalMs: 100, retry: fixedBackoff(2, 10), logger: false });
+    const service = redis.service({ prefix, gaugeIntervalMs: 100, retry: fixedBackoff(2, 10), logger: false, commandTimeoutMs: 1_000 });
     const metrics: Metric[] = recordMetrics(service);
     const unhandled: unknown[] = [];
     const onUnhandled = (reason: unknown) => unhandled.push(reason);
@@ -39,6 +39,7 @@ describe('metric tags', () => {
         20_000,
       );
       await redis.server.restart();
+      await service.waitUntilReady({ timeoutMs: 10_000 });
       await service.enqueue(new WorkItem('after'), 0);
       await waitFor(() => counter(metrics, METRIC.handled, { type: 'test.work' }) === 4, 'handling after the restart', 30_000);
       expect(unhandled).toEqual([]);

@@ -1,3 +1,4 @@
+import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { METRIC, RedisCallTimeoutError, fixedBackoff } from '../src';
 import { counter, recordMetrics, useRedis } from './support/harness';
@@ -68,6 +69,30 @@ describe('a call whose reply is lost', () => {
       expect(await service.deadLetters(WorkItem)).toEqual([]);
       await waitFor(async () => (await redis.keys(`${prefix}:*`)).every((key) => key.endsWith(':i')), 'nothing but idempotency marks left');
     } finally {
+      await proxy.stop();
+    }
+  });
+
+  it('a call that outlives its deadline on a client passed in is counted and warned about; the client is left as it is', async () => {
+    const proxy = await TcpProxy.start(redis.server.port);
+    const yours = new Redis(proxy.url);
+    yours.on('error', () => undefined);
+    const warnings: Error[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning);
+    process.on('warning', onWarning);
+    try {
+      const service = redis.service({ redis: yours, prefix: redis.prefix(), commandTimeoutMs: 300 });
+      const metrics = recordMetrics(service);
+      expect(await service.enqueue(new WorkItem('before'), 60_000)).toBe('scheduled');
+      expect(proxy.blackholeConnectionsThatSent('EVAL')).toBe(1);
+      await expect(service.enqueue(new WorkItem('lost'), 60_000)).rejects.toBeInstanceOf(RedisCallTimeoutError);
+      expect(counter(metrics, METRIC.redisCallTimeouts, { connection: 'passed-in' })).toBe(1);
+      await waitFor(() => warnings.some((w) => (w as Error & { code?: string }).code === 'DELAYED_EVENTS_REDIS_CALL_TIMEOUT'), 'the process warning');
+      // Not reset by the service: the client is the application's.
+      expect(yours.status).toBe('ready');
+    } finally {
+      process.off('warning', onWarning);
+      yours.disconnect();
       await proxy.stop();
     }
   });

@@ -5,9 +5,8 @@ export {
   DelayedEventService,
   type EnqueueOptions,
   type HandlerOptions,
-  type RecurringSchedule,
-  type ScheduleOptions,
 } from './service/delayed-event-service';
+export type { RecurringSchedule, ScheduleOptions } from './service/recurring-schedules';
 export type { CatchUp, RecurrenceSpec } from './core/recurrence';
 export type { DelayedEventServiceOptions } from './service/service-options';
 export { DelayedEvent, type DelayedEventInstance, type EventClass } from './core/delayed-event.decorator';

@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import { type Observable, type Subscription, defer, firstValueFrom, map, merge, of, throwError } from 'rxjs';
 import { Consumer, type ConsumerQueue } from '../runtime/consumer';
 import { DEAD_LETTER_CHUNK, DeadLetters, type DeadLetter } from './dead-letters';
@@ -7,8 +6,8 @@ import type { JsonEvent } from '../core/stored-body';
 import { type DelayedEventInstance, type EventClass, type EventRoute, eventRouteOf } from '../core/delayed-event.decorator';
 import { Dispatcher } from '../runtime/dispatcher';
 import { EnqueueBatcher } from './enqueue-batcher';
-import { type Occurrence, RecurringSchedules, occurrenceId } from './recurring-schedules';
-import { type CatchUp, type RecurrenceSpec, type StoredSpec, checkSpec, checkWindow, occurrenceAtOrAfter } from '../core/recurrence';
+import { type Occurrence, type RecurringSchedule, RecurringSchedules, type ScheduleOptions } from './recurring-schedules';
+import type { RecurrenceSpec } from '../core/recurrence';
 import { type Delay, dateToMillis, delayToMillis } from '../core/duration';
 import { HandlerAlreadyRegisteredError, InvalidOptionError, RedisConnectionError, ServiceClosedError, classifyRedisError } from '../core/errors';
 import { type EncodedEvent, EventCodec } from '../core/event-codec';
@@ -61,32 +60,6 @@ export interface HandlerOptions {
    */
   readonly group?: string;
 }
-
-export interface ScheduleOptions {
-  /** Context every occurrence carries. */
-  readonly context?: EventContext;
-  /** No occurrence before this; with `every`, the first occurrence (default: one interval from now). */
-  readonly startAt?: Date;
-  /** No occurrence after this. */
-  readonly endAt?: Date;
-  /** Occurrences missed while no instance ran: 'none', only the 'latest' (default), or 'all' (the latest 100). */
-  readonly catchUp?: CatchUp;
-}
-
-/** A recurring schedule as `schedules()` lists it. */
-export interface RecurringSchedule {
-  readonly name: string;
-  readonly spec: StoredSpec;
-  /** The next occurrence not enqueued yet; undefined once the schedule has ended. */
-  readonly next: Date | undefined;
-  readonly startAt: Date | undefined;
-  readonly endAt: Date | undefined;
-  readonly catchUp: CatchUp;
-  readonly context: EventContext;
-}
-
-/** Schedule names end up in event ids (`<name>@<ms>`) and keys: no '@' or key separators. */
-const SCHEDULE_NAME = /^[^\s@{}|#]{1,100}$/;
 
 /** Validates a group option; undefined is the default group. */
 function groupName(group: string | undefined): string {
@@ -155,7 +128,7 @@ export class DelayedEventService {
     this.codec = new EventCodec(this.options.maxPayloadBytes);
     this.batcher = new EnqueueBatcher((keys, events, replace) => this.scripts.enqueue(keys, events, replace, this.options.durableEnqueue));
     this.deadLetterSets = new DeadLetters(this.connections.command, this.scripts, this.codec);
-    this.recurring = new RecurringSchedules(this.connections.command, this.scripts, this.layout, this.metrics, {
+    this.recurring = new RecurringSchedules(this.connections.command, this.scripts, this.layout, this.codec, this.metrics, {
       pollIntervalMs: this.options.pollIntervalMs,
       store: (occurrences) => this.storeOccurrences(occurrences),
       cancel: (route, id) => this.scripts.cancel(this.layout.forEvent(route, id), id),
@@ -426,34 +399,7 @@ export class DelayedEventService {
    */
   async schedule<T extends DelayedEventInstance>(name: string, template: T, spec: RecurrenceSpec, options: ScheduleOptions = {}): Promise<void> {
     this.assertOpen();
-    if (typeof name !== 'string' || !SCHEDULE_NAME.test(name)) {
-      throw new InvalidOptionError('name', `must be 1-100 characters without '@', braces, '|', '#' or whitespace; got ${JSON.stringify(name)}`);
-    }
-    const stored = checkSpec(spec);
-    const window = checkWindow(options.startAt, options.endAt);
-    const catchUp = options.catchUp ?? 'latest';
-    if (!['none', 'latest', 'all'].includes(catchUp)) throw new InvalidOptionError('catchUp', `must be 'none', 'latest' or 'all', got ${JSON.stringify(catchUp)}`);
-    // Encoded once as an occurrence would be: the codec's checks (size, keys it would drop) apply now.
-    const probe = Object.assign(Object.create(Object.getPrototypeOf(template) as object) as T, template, { id: occurrenceId(name, 0) });
-    const encoded = this.codec.encode(probe, options.context, Date.now());
-    const [, payload, context] = JSON.parse(encoded.body) as [number, Record<string, unknown>, EventContext | undefined];
-    const now = Date.now();
-    const anchor = window.startAt ?? ('every' in stored ? now + stored.every : now);
-    const next = occurrenceAtOrAfter(stored, window, anchor, Math.max(now, window.startAt ?? now));
-    await this.recurring.save({
-      name,
-      type: encoded.type,
-      partitions: encoded.route.partitions,
-      spec: stored,
-      window,
-      catchUp,
-      anchor,
-      payload,
-      ...(context ? { context } : {}),
-      next: next ?? null,
-      ahead: [],
-      version: randomBytes(8).toString('hex'),
-    });
+    await this.recurring.define(name, template, spec, options);
     this.startRecurring();
   }
 
@@ -466,16 +412,7 @@ export class DelayedEventService {
   /** The recurring schedules of `eventClass` (or a type name), each with its spec and next occurrence. */
   async schedules<T extends DelayedEventInstance>(eventClass: EventClass<T> | string): Promise<RecurringSchedule[]> {
     const route = await this.recurringRoute(eventClass);
-    const definitions = route ? await this.recurring.list(route) : [];
-    return definitions.map((d) => ({
-      name: d.name,
-      spec: 'every' in d.spec ? { every: d.spec.every } : { cron: d.spec.cron, tz: d.spec.tz },
-      next: d.next === null ? undefined : new Date(d.next),
-      startAt: d.window.startAt === undefined ? undefined : new Date(d.window.startAt),
-      endAt: d.window.endAt === undefined ? undefined : new Date(d.window.endAt),
-      catchUp: d.catchUp,
-      context: d.context ?? {},
-    }));
+    return route ? this.recurring.describe(route) : [];
   }
 
   private async recurringRoute(eventClass: EventClass | string): Promise<EventRoute | undefined> {

@@ -1,12 +1,41 @@
+import { randomBytes } from 'node:crypto';
 import { Observable } from 'rxjs';
-import type { EventRoute } from '../core/delayed-event.decorator';
+import type { DelayedEventInstance, EventRoute } from '../core/delayed-event.decorator';
+import { InvalidOptionError } from '../core/errors';
+import type { EventCodec } from '../core/event-codec';
 import type { EventContext } from '../core/event-context';
-import { type CatchUp, MAX_CATCH_UP, type StoredSpec, type Window, occurrenceAtOrAfter } from '../core/recurrence';
+import { type CatchUp, MAX_CATCH_UP, type RecurrenceSpec, type StoredSpec, type Window, checkSpec, checkWindow, occurrenceAtOrAfter } from '../core/recurrence';
 import type { LuaScripts, RedisClient } from '../redis/lua-scripts';
 import type { RedisLayout } from '../redis/redis-layout';
 import { METRIC, type Metrics } from '../runtime/metrics';
 import { OutageBackoff, sleep } from '../runtime/outage-backoff';
 import { Wakeup } from '../runtime/wakeup';
+
+export interface ScheduleOptions {
+  /** Context every occurrence carries. */
+  readonly context?: EventContext;
+  /** No occurrence before this; with `every`, the first occurrence (default: one interval from now). */
+  readonly startAt?: Date;
+  /** No occurrence after this. */
+  readonly endAt?: Date;
+  /** Occurrences missed while no instance ran: 'none', only the 'latest' (default), or 'all' (the latest 100). */
+  readonly catchUp?: CatchUp;
+}
+
+/** A recurring schedule as `schedules()` lists it. */
+export interface RecurringSchedule {
+  readonly name: string;
+  readonly spec: StoredSpec;
+  /** The next occurrence not enqueued yet; undefined once the schedule has ended. */
+  readonly next: Date | undefined;
+  readonly startAt: Date | undefined;
+  readonly endAt: Date | undefined;
+  readonly catchUp: CatchUp;
+  readonly context: EventContext;
+}
+
+/** Schedule names end up in event ids (`<name>@<ms>`) and keys: no '@' or key separators. */
+const SCHEDULE_NAME = /^[^\s@{}|#]{1,100}$/;
 
 /** A recurring schedule as stored in Redis: plain JSON, so any instance can advance it without the event's class. */
 export interface ScheduleDefinition {
@@ -67,12 +96,61 @@ export class RecurringSchedules {
     private readonly client: RedisClient,
     private readonly scripts: LuaScripts,
     private readonly layout: RedisLayout,
+    private readonly codec: EventCodec,
     private readonly metrics: Metrics,
     private readonly settings: RecurringSettings,
   ) {}
 
+  /**
+   * Validates a schedule at the call (a typed error says what to fix; nothing is
+   * stored) and stores it, replacing one of the same class and name.
+   */
+  async define<T extends DelayedEventInstance>(name: string, template: T, spec: RecurrenceSpec, options: ScheduleOptions): Promise<void> {
+    if (typeof name !== 'string' || !SCHEDULE_NAME.test(name)) {
+      throw new InvalidOptionError('name', `must be 1-100 characters without '@', braces, '|', '#' or whitespace; got ${JSON.stringify(name)}`);
+    }
+    const stored = checkSpec(spec);
+    const window = checkWindow(options.startAt, options.endAt);
+    const catchUp = options.catchUp ?? 'latest';
+    if (!['none', 'latest', 'all'].includes(catchUp)) throw new InvalidOptionError('catchUp', `must be 'none', 'latest' or 'all', got ${JSON.stringify(catchUp)}`);
+    // Encoded once as an occurrence would be: the codec's checks (size, keys it would drop) apply now.
+    const probe = Object.assign(Object.create(Object.getPrototypeOf(template) as object) as T, template, { id: occurrenceId(name, 0) });
+    const encoded = this.codec.encode(probe, options.context, Date.now());
+    const [, payload, context] = JSON.parse(encoded.body) as [number, Record<string, unknown>, EventContext | undefined];
+    const now = Date.now();
+    const anchor = window.startAt ?? ('every' in stored ? now + stored.every : now);
+    const next = occurrenceAtOrAfter(stored, window, anchor, Math.max(now, window.startAt ?? now));
+    await this.save({
+      name,
+      type: encoded.type,
+      partitions: encoded.route.partitions,
+      spec: stored,
+      window,
+      catchUp,
+      anchor,
+      payload,
+      ...(context ? { context } : {}),
+      next: next ?? null,
+      ahead: [],
+      version: randomBytes(8).toString('hex'),
+    });
+  }
+
+  /** Each schedule of a type as `schedules()` shows it. */
+  async describe(route: EventRoute): Promise<RecurringSchedule[]> {
+    return (await this.list(route)).map((d) => ({
+      name: d.name,
+      spec: 'every' in d.spec ? { every: d.spec.every } : { cron: d.spec.cron, tz: d.spec.tz },
+      next: d.next === null ? undefined : new Date(d.next),
+      startAt: d.window.startAt === undefined ? undefined : new Date(d.window.startAt),
+      endAt: d.window.endAt === undefined ? undefined : new Date(d.window.endAt),
+      catchUp: d.catchUp,
+      context: d.context ?? {},
+    }));
+  }
+
   /** Stores (or replaces) a schedule and cancels what its previous definition had enqueued ahead. */
-  async save(definition: ScheduleDefinition): Promise<void> {
+  private async save(definition: ScheduleDefinition): Promise<void> {
     const keys = this.layout.recurringOf({ type: definition.type, partitions: definition.partitions });
     const previous = await this.client.hget(keys.recurring, definition.name);
     await this.client.hset(keys.recurring, definition.name, JSON.stringify(definition));

@@ -59,26 +59,20 @@ export class TcpProxy {
 
   /** Black-holes the open connections that have sent `command`; returns how many. */
   blackholeConnectionsThatSent(command: string): number {
-    let count = 0;
-    for (const link of this.links) {
-      if (link.sent.toUpperCase().includes(command.toUpperCase())) {
-        link.blackholed = true;
-        count++;
-      }
-    }
-    return count;
+    const links = this.linksThatSent(command);
+    for (const link of links) link.blackholed = true;
+    return links.length;
   }
 
   /** From now on, drops Redis's replies on the open connections that have sent `command`; returns how many. */
   loseRepliesOfConnectionsThatSent(command: string): number {
-    let count = 0;
-    for (const link of this.links) {
-      if (link.sent.toUpperCase().includes(command.toUpperCase())) {
-        link.repliesLost = true;
-        count++;
-      }
-    }
-    return count;
+    const links = this.linksThatSent(command);
+    for (const link of links) link.repliesLost = true;
+    return links.length;
+  }
+
+  private linksThatSent(command: string): Link[] {
+    return [...this.links].filter((link) => link.sent.toUpperCase().includes(command.toUpperCase()));
   }
 
   /** How often `text` (any case) was sent through the proxy, on any connection, open or closed. */

@@ -29,10 +29,10 @@ local limit = tonumber(ARGV[1])
 local now = now_ms()
 
 if redis.call('EXISTS', KEYS[10]) == 1 then return {0, 0, -1, now} end
--- Written once: a write on every call would be refused at Redis's memory limit,
--- where this script must go on freeing memory (docs/reliability.md).
+-- Written once, and with pcall: at Redis's memory limit this write, the first
+-- of the call, is refused, and the script must still go on freeing memory.
 if ARGV[2] == '1' and redis.call('EXISTS', KEYS[8]) == 1 and redis.call('HEXISTS', KEYS[8], 'default') == 0 then
-  redis.call('HSET', KEYS[8], 'default', now)
+  redis.pcall('HSET', KEYS[8], 'default', now)
 end
 
 -- Expired leases and the default group's own retries go back to its ready list.
@@ -48,7 +48,7 @@ end
 -- replay: it goes to the default group alone.
 local function move(ids)
   if #ids == 0 then return 0 end
-  local named = named_groups(KEYS[8])
+  local named = named_groups(KEYS[8], true)
   if #named == 0 then return move_here(ids) end
   local to_default = redis.call('HEXISTS', KEYS[8], 'default') == 1
   local delivered = redis.call('HMGET', KEYS[9], unpack(ids))
@@ -117,7 +117,7 @@ local function take_expired()
         envelopes[#envelopes + 1] = envelope_make(attempt + 1, due, body)
       end
     end
-    if #envelopes > 0 then redis.call('HSET', KEYS[5], unpack(envelopes)) end
+    if #envelopes > 0 then hset_pairs(KEYS[5], envelopes) end
   end
   return expired
 end

@@ -91,12 +91,11 @@ end
 if #ARGV == 6 and not replace then
   local id = ARGV[4]
   local mark = redis.call('ZSCORE', KEYS[9], id)
-  if mark then
-    if within_window(mark) then return { 0 } end
-    redis.call('ZREM', KEYS[9], id)
-  end
+  if within_window(mark) then return { 0 } end
   local due = due_of(ARGV[6])
+  -- The store first: at Redis's memory limit it is refused, and nothing else changes.
   if redis.call('HSETNX', KEYS[1], id, envelope_make(0, due, ARGV[5])) == 0 then return { 0 } end
+  if mark then redis.call('ZREM', KEYS[9], id) end
   if schedule_add(KEYS[2], { { due, id } }) then announce(due) end
   return { 1 }
 end
@@ -162,9 +161,9 @@ for k = 1, n do
   end
 end
 
-if n_cleared > 0 then redis.call('ZREM', KEYS[9], unpack(cleared)) end
 if earliest_new >= 0 then
   redis.call('HSET', KEYS[1], unpack(envelopes))
+  if n_cleared > 0 then redis.call('ZREM', KEYS[9], unpack(cleared)) end
   if schedule_add(KEYS[2], schedule) then announce(earliest_new) end
 end
 return statuses

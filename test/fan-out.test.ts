@@ -1,6 +1,8 @@
 import { firstValueFrom } from 'rxjs';
 import { describe, expect, it } from 'vitest';
 import { DelayedEvent, HandlerAlreadyRegisteredError, InvalidOptionError, METRIC, type DelayedEventService, fixedBackoff } from '../src';
+import { LuaScripts } from '../src/redis/lua-scripts';
+import { RedisLayout } from '../src/redis/redis-layout';
 import { WorkItem } from './support/events';
 import { counter, recordMetrics, useRedis } from './support/harness';
 import { waitFor } from './support/wait-for';
@@ -189,6 +191,44 @@ describe('fan-out to subscriber groups', () => {
     await waitFor(async () => (await leftovers(prefix)).length === 0, 'payloads and the group keys gone');
     expect(await redis.client().hkeys(`${prefix}:{test.work}:groups`)).toEqual(['kept']);
     expect(seen.of('gone')).toEqual([]);
+  });
+
+  it('a group removed in several calls while one of its handlers still runs an event leaves that event to the other groups', async () => {
+    const prefix = redis.prefix();
+    const seen = recorder();
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const billing = redis.service({ prefix, closeTimeoutMs: 100 });
+    const billingMetrics = recordMetrics(billing);
+    billing.addHandler(WorkItem, seen.handler('billing', async (id) => (id === 'held' ? (await held, true) : true)), 1, { group: 'billing', timeoutMs: 60_000 });
+    const audit = redis.service({ prefix });
+    audit.addHandler(WorkItem, seen.handler('audit'), 4, { group: 'audit' });
+    await registered(prefix, 'billing');
+    await registered(prefix, 'audit');
+    await audit.removeHandler(WorkItem, 'audit');
+    await billing.enqueue(new WorkItem('held'), 0);
+    await waitFor(() => seen.of('billing').length === 1, 'billing running the held event');
+    await firstValueFrom(billing.enqueueBatch(Array.from({ length: 99 }, (_, i) => ({ event: new WorkItem(`w${i}`) }))));
+    await waitFor(async () => (await redis.client().hlen(`${prefix}:{test.work}:g:billing:m`)) === 100, 'all delivered to billing');
+
+    // The first of two removal calls, as for a group holding more than a call takes: it takes 99 of
+    // the 100 events billing holds (the held one among them, but for a 1-in-100 chance).
+    const layout = new RedisLayout(prefix);
+    const scripts = new LuaScripts(redis.client(), layout.wakeChannel, { ms: 10_000, onStuck: () => undefined }, 0);
+    const keys = layout.forType('test.work');
+    let left = (await scripts.removeGroup(keys, 'billing', 99)).left;
+    expect(left).toBe(1);
+    release();
+    // The held event's success in billing is fenced off: it must not count down audit's hold on it.
+    await waitFor(
+      async () => counter(billingMetrics, METRIC.staleResults, { group: 'billing' }) === 1 || (await redis.client().hexists(`${prefix}:{test.work}:n`, 'held')) === 0,
+      'billing to have written its result',
+    );
+    while (left > 0) left = (await scripts.removeGroup(keys, 'billing', 1)).left;
+    redis.service({ prefix }).addHandler(WorkItem, seen.handler('audit'), 4, { group: 'audit' });
+    const auditIds = () => seen.of('audit').map((h) => h.split('#')[0]);
+    await waitFor(() => ['held', 'w0', 'w98'].every((id) => auditIds().includes(id)) && auditIds().length === 100, 'audit handled every event, the held one too');
+    await waitFor(async () => (await leftovers(prefix)).length === 0, 'nothing left');
   });
 
   it('cancel and replace act on every group, before and after the event fell due', async () => {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { type DelayedEventService, fixedBackoff } from '../src';
-import { loadLua } from '../src/redis/lua-scripts';
+import { LuaScripts, loadLua } from '../src/redis/lua-scripts';
+import { RedisLayout } from '../src/redis/redis-layout';
 import { WorkItem } from './support/events';
 import { useRedis } from './support/harness';
 import { leaseScore, leasedIds } from './support/leases';
@@ -71,6 +72,20 @@ describe('leases', () => {
     await waitFor(() => handled.length === 1, 'the newer lease expired and was redelivered', 10_000);
     expect(handled).toEqual(['new']);
     expect(await client.zscore(`${keys}:f`, 'old')).toBe(String(now + 60_000));
+  });
+
+  it('5,000 expired leases come back in one dispatch of 5,000', async () => {
+    const layout = new RedisLayout(redis.prefix());
+    const keys = layout.forType('test.work');
+    const scripts = new LuaScripts(redis.client(), layout.wakeChannel, { ms: 10_000, onStuck: () => undefined }, 0);
+    for (let from = 0; from < 5_000; from += 250) {
+      await scripts.enqueue(keys, Array.from({ length: 250 }, (_, i) => ({ id: `e${from + i}`, body: '[0,{}]', due: { atMs: 1 }, requestedAt: 0 })), false);
+    }
+    expect((await scripts.dispatchDue(keys, 5_000)).movedDue).toBe(5_000);
+    // Claimed by a worker that died: every lease has expired already.
+    for (let i = 0; i < 5; i++) expect((await scripts.completeAndClaim(keys, [], 1_000, -1_000, 5)).claimed).toHaveLength(1_000);
+    expect((await scripts.dispatchDue(keys, 5_000)).movedExpired).toBe(5_000);
+    expect(await redis.client().llen(keys.ready)).toBe(5_000);
   });
 
   it('keeps the leases of events in flight in a skiplist-encoded set, and removes the set with the last lease', async () => {

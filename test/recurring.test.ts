@@ -95,6 +95,24 @@ describe('recurring schedules', () => {
     expect(seen.of('pulse').length).toBe(count);
   });
 
+  it('an occurrence enqueued ahead by a definition that is then replaced still happens, with the new payload', async () => {
+    const prefix = redis.prefix();
+    const seen = recorder();
+    const service = redis.service({ prefix, pollIntervalMs: 500 });
+    service.addHandler(WorkItem, seen.handler, 2);
+    const startAt = Math.ceil((Date.now() + 2_000) / 1_000) * 1_000;
+    await service.schedule('job', new WorkItem('', 1), { every: 1_000 }, { startAt: new Date(startAt) });
+    // Enqueued ahead of its time (up to a poll interval before it is due).
+    await waitFor(async () => (await service.find(WorkItem, `job@${startAt}`)) !== undefined, 'the first occurrence enqueued ahead');
+    await service.schedule('job', new WorkItem('', 2), { every: 1_000 }, { startAt: new Date(startAt) });
+    await waitFor(() => seen.of('job').includes(startAt), 'the first occurrence handled', 5_000);
+    expect(seen.handled.find((h) => h.at === startAt)?.n).toBe(2);
+    // The same definition again (as every replica does at boot) changes nothing.
+    const [before] = await service.schedules(WorkItem);
+    await service.schedule('job', new WorkItem('', 2), { every: 1_000 }, { startAt: new Date(startAt) });
+    expect((await service.schedules(WorkItem))[0]).toEqual(before);
+  });
+
   it('lists schedules with their spec and next occurrence; a cron schedule in a time zone', async () => {
     const service = redis.service();
     const startAt = new Date('2099-03-28T12:00:00Z');
@@ -132,6 +150,9 @@ describe('recurring schedules', () => {
     await expect(service.schedule('x', template, { every: -5 })).rejects.toThrow(InvalidDelayError);
     await expect(service.schedule('x', template, { every: 1_000 }, { startAt: new Date(2_000_000_000_000), endAt: new Date(1_000_000_000_000) })).rejects.toThrow(/endAt/);
     await expect(service.schedule('a@b', template, { every: 1_000 })).rejects.toThrow(InvalidOptionError);
+    await expect(service.schedule('x', template, { every: 1_000 }, { endAt: new Date(Date.now() - 1_000) })).rejects.toThrow(/endAt: is in the past/);
+    await expect(service.schedule('x', template, { every: '15m' as unknown as number })).rejects.toThrow(/every/);
+    await expect(service.schedule('x', template, { every: 1_000, cron: '* * * * *' } as unknown as { every: number })).rejects.toThrow(/either every or cron/);
     await expect(service.schedule('x', template, { every: 1_000 }, { catchUp: 'some' as 'all' })).rejects.toThrow(/catchUp/);
     expect(await redis.keys(`${prefix}:*`)).toEqual([]);
   });

@@ -21,11 +21,19 @@ local function hset_pairs(key, flat)
   end
 end
 
--- Named groups of a registry (the default group keeps the type's own keys).
-local function named_groups(registry_key)
+-- A group being removed (remove-group.lua) stays in the registry with this
+-- value until it holds nothing: events are no longer delivered to it, but a
+-- cancel or a replace still reaches what it holds.
+local GROUP_REMOVING = 'removing'
+
+-- Named groups of a registry (the default group keeps the type's own keys);
+-- with `delivering`, only those new events go to (not the ones being removed).
+local function named_groups(registry_key, delivering)
   local named = {}
-  for _, group in ipairs(redis.call('HKEYS', registry_key)) do
-    if group ~= 'default' then named[#named + 1] = group end
+  local flat = redis.call('HGETALL', registry_key)
+  for i = 1, #flat, 2 do
+    local group = flat[i]
+    if group ~= 'default' and not (delivering and flat[i + 1] == GROUP_REMOVING) then named[#named + 1] = group end
   end
   return named
 end

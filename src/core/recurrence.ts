@@ -17,7 +17,11 @@ export type StoredSpec = { readonly every: number } | { readonly cron: string; r
 /** Validates a spec at the call: a typed error says what to fix, and nothing is stored. */
 export function checkSpec(spec: RecurrenceSpec): StoredSpec {
   if (spec === null || typeof spec !== 'object') throw new InvalidOptionError('spec', "expected { every: delay } or { cron: '0 9 * * 1-5', tz: 'Europe/Paris' }");
+  if ('every' in spec && 'cron' in spec) throw new InvalidOptionError('spec', 'give either every or cron, not both');
   if ('every' in spec) {
+    if (typeof spec.every !== 'number' && (spec.every === null || typeof spec.every !== 'object')) {
+      throw new InvalidOptionError('every', `must be a delay in ms or a duration such as { minutes: 15 }, got ${JSON.stringify(spec.every)}`);
+    }
     const every = delayToMillis(spec.every);
     if (!(every >= 1)) throw new InvalidOptionError('every', `must be a delay of at least 1 ms, got ${JSON.stringify(spec.every)}`);
     return { every };
@@ -45,10 +49,11 @@ export interface Window {
   readonly endAt?: number;
 }
 
-export function checkWindow(startAt: Date | undefined, endAt: Date | undefined): Window {
+export function checkWindow(startAt: Date | undefined, endAt: Date | undefined, now: number): Window {
   const start = startAt === undefined ? undefined : dateToMillis(startAt);
   const end = endAt === undefined ? undefined : dateToMillis(endAt);
   if (start !== undefined && end !== undefined && end < start) throw new InvalidOptionError('endAt', `is before startAt (${new Date(end).toISOString()} < ${new Date(start).toISOString()})`);
+  if (end !== undefined && end < now) throw new InvalidOptionError('endAt', `is in the past (${new Date(end).toISOString()}): the schedule would never run`);
   return { startAt: start, endAt: end };
 }
 

@@ -316,8 +316,10 @@ export class LuaScripts {
     return (await this.run('dead-letter', keys.meta, keys.inFlight, keys.dead, keys.errors, keys.slotGuard, id, attempt, reason)) === 1;
   }
 
-  async cancel(keys: TypeKeys, id: string): Promise<boolean> {
-    return (await this.run('cancel', keys.meta, keys.schedule, keys.ready, keys.inFlight, keys.dead, keys.errors, keys.legacySchedule, keys.slotGuard, keys.recent, keys.groups, keys.pending, id, this.idempotencyWindowMs)) === 1;
+  /** Removes an event in any state; `mark: false` leaves no idempotency mark (an occurrence its schedule will enqueue again). */
+  async cancel(keys: TypeKeys, id: string, mark = true): Promise<boolean> {
+    const window = mark ? this.idempotencyWindowMs : 0;
+    return (await this.run('cancel', keys.meta, keys.schedule, keys.ready, keys.inFlight, keys.dead, keys.errors, keys.legacySchedule, keys.slotGuard, keys.recent, keys.groups, keys.pending, id, window)) === 1;
   }
 
   /** Registers subscriber group `group` of a queue (a type or one partition); true when it is new. */

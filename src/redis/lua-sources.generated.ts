@@ -384,11 +384,19 @@ local function hset_pairs(key, flat)
   end
 end
 
--- Named groups of a registry (the default group keeps the type's own keys).
-local function named_groups(registry_key)
+-- A group being removed (remove-group.lua) stays in the registry with this
+-- value until it holds nothing: events are no longer delivered to it, but a
+-- cancel or a replace still reaches what it holds.
+local GROUP_REMOVING = 'removing'
+
+-- Named groups of a registry (the default group keeps the type's own keys);
+-- with \`delivering\`, only those new events go to (not the ones being removed).
+local function named_groups(registry_key, delivering)
   local named = {}
-  for _, group in ipairs(redis.call('HKEYS', registry_key)) do
-    if group ~= 'default' then named[#named + 1] = group end
+  local flat = redis.call('HGETALL', registry_key)
+  for i = 1, #flat, 2 do
+    local group = flat[i]
+    if group ~= 'default' and not (delivering and flat[i + 1] == GROUP_REMOVING) then named[#named + 1] = group end
   end
   return named
 end
@@ -620,11 +628,19 @@ local function hset_pairs(key, flat)
   end
 end
 
--- Named groups of a registry (the default group keeps the type's own keys).
-local function named_groups(registry_key)
+-- A group being removed (remove-group.lua) stays in the registry with this
+-- value until it holds nothing: events are no longer delivered to it, but a
+-- cancel or a replace still reaches what it holds.
+local GROUP_REMOVING = 'removing'
+
+-- Named groups of a registry (the default group keeps the type's own keys);
+-- with \`delivering\`, only those new events go to (not the ones being removed).
+local function named_groups(registry_key, delivering)
   local named = {}
-  for _, group in ipairs(redis.call('HKEYS', registry_key)) do
-    if group ~= 'default' then named[#named + 1] = group end
+  local flat = redis.call('HGETALL', registry_key)
+  for i = 1, #flat, 2 do
+    local group = flat[i]
+    if group ~= 'default' and not (delivering and flat[i + 1] == GROUP_REMOVING) then named[#named + 1] = group end
   end
   return named
 end
@@ -1318,11 +1334,19 @@ local function hset_pairs(key, flat)
   end
 end
 
--- Named groups of a registry (the default group keeps the type's own keys).
-local function named_groups(registry_key)
+-- A group being removed (remove-group.lua) stays in the registry with this
+-- value until it holds nothing: events are no longer delivered to it, but a
+-- cancel or a replace still reaches what it holds.
+local GROUP_REMOVING = 'removing'
+
+-- Named groups of a registry (the default group keeps the type's own keys);
+-- with \`delivering\`, only those new events go to (not the ones being removed).
+local function named_groups(registry_key, delivering)
   local named = {}
-  for _, group in ipairs(redis.call('HKEYS', registry_key)) do
-    if group ~= 'default' then named[#named + 1] = group end
+  local flat = redis.call('HGETALL', registry_key)
+  for i = 1, #flat, 2 do
+    local group = flat[i]
+    if group ~= 'default' and not (delivering and flat[i + 1] == GROUP_REMOVING) then named[#named + 1] = group end
   end
   return named
 end
@@ -1345,10 +1369,10 @@ local limit = tonumber(ARGV[1])
 local now = now_ms()
 
 if redis.call('EXISTS', KEYS[10]) == 1 then return {0, 0, -1, now} end
--- Written once: a write on every call would be refused at Redis's memory limit,
--- where this script must go on freeing memory (docs/reliability.md).
+-- Written once, and with pcall: at Redis's memory limit this write, the first
+-- of the call, is refused, and the script must still go on freeing memory.
 if ARGV[2] == '1' and redis.call('EXISTS', KEYS[8]) == 1 and redis.call('HEXISTS', KEYS[8], 'default') == 0 then
-  redis.call('HSET', KEYS[8], 'default', now)
+  redis.pcall('HSET', KEYS[8], 'default', now)
 end
 
 -- Expired leases and the default group's own retries go back to its ready list.
@@ -1364,7 +1388,7 @@ end
 -- replay: it goes to the default group alone.
 local function move(ids)
   if #ids == 0 then return 0 end
-  local named = named_groups(KEYS[8])
+  local named = named_groups(KEYS[8], true)
   if #named == 0 then return move_here(ids) end
   local to_default = redis.call('HEXISTS', KEYS[8], 'default') == 1
   local delivered = redis.call('HMGET', KEYS[9], unpack(ids))
@@ -1433,7 +1457,7 @@ local function take_expired()
         envelopes[#envelopes + 1] = envelope_make(attempt + 1, due, body)
       end
     end
-    if #envelopes > 0 then redis.call('HSET', KEYS[5], unpack(envelopes)) end
+    if #envelopes > 0 then hset_pairs(KEYS[5], envelopes) end
   end
   return expired
 end
@@ -1840,11 +1864,19 @@ local function hset_pairs(key, flat)
   end
 end
 
--- Named groups of a registry (the default group keeps the type's own keys).
-local function named_groups(registry_key)
+-- A group being removed (remove-group.lua) stays in the registry with this
+-- value until it holds nothing: events are no longer delivered to it, but a
+-- cancel or a replace still reaches what it holds.
+local GROUP_REMOVING = 'removing'
+
+-- Named groups of a registry (the default group keeps the type's own keys);
+-- with \`delivering\`, only those new events go to (not the ones being removed).
+local function named_groups(registry_key, delivering)
   local named = {}
-  for _, group in ipairs(redis.call('HKEYS', registry_key)) do
-    if group ~= 'default' then named[#named + 1] = group end
+  local flat = redis.call('HGETALL', registry_key)
+  for i = 1, #flat, 2 do
+    local group = flat[i]
+    if group ~= 'default' and not (delivering and flat[i + 1] == GROUP_REMOVING) then named[#named + 1] = group end
   end
   return named
 end
@@ -1925,12 +1957,11 @@ end
 if #ARGV == 6 and not replace then
   local id = ARGV[4]
   local mark = redis.call('ZSCORE', KEYS[9], id)
-  if mark then
-    if within_window(mark) then return { 0 } end
-    redis.call('ZREM', KEYS[9], id)
-  end
+  if within_window(mark) then return { 0 } end
   local due = due_of(ARGV[6])
+  -- The store first: at Redis's memory limit it is refused, and nothing else changes.
   if redis.call('HSETNX', KEYS[1], id, envelope_make(0, due, ARGV[5])) == 0 then return { 0 } end
+  if mark then redis.call('ZREM', KEYS[9], id) end
   if schedule_add(KEYS[2], { { due, id } }) then announce(due) end
   return { 1 }
 end
@@ -1996,9 +2027,9 @@ for k = 1, n do
   end
 end
 
-if n_cleared > 0 then redis.call('ZREM', KEYS[9], unpack(cleared)) end
 if earliest_new >= 0 then
   redis.call('HSET', KEYS[1], unpack(envelopes))
+  if n_cleared > 0 then redis.call('ZREM', KEYS[9], unpack(cleared)) end
   if schedule_add(KEYS[2], schedule) then announce(earliest_new) end
 end
 return statuses
@@ -2041,11 +2072,19 @@ local function hset_pairs(key, flat)
   end
 end
 
--- Named groups of a registry (the default group keeps the type's own keys).
-local function named_groups(registry_key)
+-- A group being removed (remove-group.lua) stays in the registry with this
+-- value until it holds nothing: events are no longer delivered to it, but a
+-- cancel or a replace still reaches what it holds.
+local GROUP_REMOVING = 'removing'
+
+-- Named groups of a registry (the default group keeps the type's own keys);
+-- with \`delivering\`, only those new events go to (not the ones being removed).
+local function named_groups(registry_key, delivering)
   local named = {}
-  for _, group in ipairs(redis.call('HKEYS', registry_key)) do
-    if group ~= 'default' then named[#named + 1] = group end
+  local flat = redis.call('HGETALL', registry_key)
+  for i = 1, #flat, 2 do
+    local group = flat[i]
+    if group ~= 'default' and not (delivering and flat[i + 1] == GROUP_REMOVING) then named[#named + 1] = group end
   end
   return named
 end
@@ -2214,15 +2253,17 @@ return #back
 -- held (ready, in flight, waiting for a retry, dead) is dropped from it, and a
 -- body no other group holds goes with it. In calls of ARGV[2] events, so a
 -- large group never holds Redis in one long script: call again until it
--- returns 0 left.
--- KEYS[1] group registry (group -> registered at ms)
+-- returns 0 left. Until then the group stays in the registry marked as being
+-- removed: dispatch delivers nothing more to it, while a cancel or a replace
+-- still takes an event out of it (includes/groups-forget.lua).
+-- KEYS[1] group registry (group -> registered at ms, or 'removing')
 -- KEYS[2] pending hash   (id -> how many groups still hold the event)
 -- KEYS[3] the type's meta hash (bodies; the group's keys sit under the same base)
 -- KEYS[4] slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
 -- ARGV[1] group name (never 'default')
 -- ARGV[2] most events to drop in this call
--- Returns {1 if the group was registered when this call began, events left in it}.
+-- Returns {1 if the group was registered (not already being removed) when this call began, events left in it}.
 -- A stored event is "<attempt>|<due ms>|<body json>": the two numbers that
 -- scripts change sit in front so a transition never has to parse the JSON.
 -- A value without a valid header (corrupted by hand) parses as attempt 0 with
@@ -2272,11 +2313,19 @@ local function hset_pairs(key, flat)
   end
 end
 
--- Named groups of a registry (the default group keeps the type's own keys).
-local function named_groups(registry_key)
+-- A group being removed (remove-group.lua) stays in the registry with this
+-- value until it holds nothing: events are no longer delivered to it, but a
+-- cancel or a replace still reaches what it holds.
+local GROUP_REMOVING = 'removing'
+
+-- Named groups of a registry (the default group keeps the type's own keys);
+-- with \`delivering\`, only those new events go to (not the ones being removed).
+local function named_groups(registry_key, delivering)
   local named = {}
-  for _, group in ipairs(redis.call('HKEYS', registry_key)) do
-    if group ~= 'default' then named[#named + 1] = group end
+  local flat = redis.call('HGETALL', registry_key)
+  for i = 1, #flat, 2 do
+    local group = flat[i]
+    if group ~= 'default' and not (delivering and flat[i + 1] == GROUP_REMOVING) then named[#named + 1] = group end
   end
   return named
 end
@@ -2295,20 +2344,30 @@ local function groups_release(pending_key, ids)
 end
 
 
-local existed = redis.call('HDEL', KEYS[1], ARGV[1])
+local was = redis.call('HGET', KEYS[1], ARGV[1])
+if not was then return {0, 0} end
+local existed = was ~= GROUP_REMOVING and 1 or 0
+if existed == 1 then redis.call('HSET', KEYS[1], ARGV[1], GROUP_REMOVING) end
 local g = group_keys(KEYS[3], ARGV[1])
 local ids = redis.call('HRANDFIELD', g.meta, tonumber(ARGV[2]))
 if #ids > 0 then
   redis.call('HDEL', g.meta, unpack(ids))
+  -- Their leases and dead letters go too: a handler of the group still running
+  -- one finds its result fenced off, and counts nothing down a second time.
+  redis.call('ZREM', g.in_flight, unpack(ids))
+  redis.call('ZREM', g.dead, unpack(ids))
+  redis.call('HDEL', g.errors, unpack(ids))
   local finished = groups_release(KEYS[2], ids)
   if #finished > 0 then redis.call('HDEL', KEYS[3], unpack(finished)) end
 end
 local left = redis.call('HLEN', g.meta)
 if left == 0 then
   for _, bucket in ipairs(redis.call('ZRANGE', g.schedule, 0, -1)) do
-    redis.call('DEL', g.schedule .. ':' .. bucket)
+    redis.call('UNLINK', g.schedule .. ':' .. bucket)
   end
-  redis.call('DEL', g.schedule, g.legacy, g.ready, g.in_flight, g.dead, g.errors)
+  -- UNLINK: what is left (ids in the ready list, retry buckets) holds no header; freed off the main thread.
+  redis.call('UNLINK', g.schedule, g.legacy, g.ready, g.in_flight, g.dead, g.errors)
+  redis.call('HDEL', KEYS[1], ARGV[1])
 end
 return {existed, left}
 `,

@@ -130,8 +130,8 @@ export class DelayedEventService {
     this.deadLetterSets = new DeadLetters(this.connections.command, this.scripts, this.codec);
     this.recurring = new RecurringSchedules(this.connections.command, this.scripts, this.layout, this.codec, this.metrics, {
       pollIntervalMs: this.options.pollIntervalMs,
-      store: (occurrences) => this.storeOccurrences(occurrences),
-      cancel: (route, id) => this.scripts.cancel(this.layout.forEvent(route, id), id),
+      store: (occurrences, replace) => this.storeOccurrences(occurrences, replace),
+      cancel: (route, id) => this.scripts.cancel(this.layout.forEvent(route, id), id, false),
     });
     this.inspector = new Inspector(this.connections.command, this.layout, this.codec, this.scripts);
     this.wakes$ = wakeListener(this.connections, this.layout.wakeChannel, {
@@ -427,10 +427,10 @@ export class DelayedEventService {
     this.recurringLoop = this.recurring.run().subscribe();
   }
 
-  private async storeOccurrences(occurrences: readonly Occurrence[]): Promise<void> {
+  private async storeOccurrences(occurrences: readonly Occurrence[], replace: boolean): Promise<void> {
     const requestedAt = performance.now();
     const prepared = occurrences.map((o): PreparedEvent => ({ route: o.route, type: o.route.type, id: o.id, body: o.body, due: { atMs: o.at }, requestedAt }));
-    await firstValueFrom(this.store(prepared, false));
+    await firstValueFrom(this.store(prepared, replace));
   }
 
   private scheduleOne<T extends DelayedEventInstance>(event: T, due: () => DueSpec, options: EnqueueOptions = {}): Observable<EnqueueStatus> {

@@ -69,8 +69,8 @@ export interface Occurrence {
 export interface RecurringSettings {
   /** How often the loop looks at every schedule, at most. */
   readonly pollIntervalMs: number;
-  /** Stores occurrences (idempotently: an id stored or handled lately is a duplicate). */
-  readonly store: (occurrences: readonly Occurrence[]) => Promise<void>;
+  /** Stores occurrences: idempotently (an id stored or handled lately is a duplicate), or replacing what is stored. */
+  readonly store: (occurrences: readonly Occurrence[], replace: boolean) => Promise<void>;
   /** Cancels an occurrence enqueued ahead when its schedule is replaced or removed. */
   readonly cancel: (route: EventRoute, id: string) => Promise<boolean>;
 }
@@ -110,7 +110,7 @@ export class RecurringSchedules {
       throw new InvalidOptionError('name', `must be 1-100 characters without '@', braces, '|', '#' or whitespace; got ${JSON.stringify(name)}`);
     }
     const stored = checkSpec(spec);
-    const window = checkWindow(options.startAt, options.endAt);
+    const window = checkWindow(options.startAt, options.endAt, Date.now());
     const catchUp = options.catchUp ?? 'latest';
     if (!['none', 'latest', 'all'].includes(catchUp)) throw new InvalidOptionError('catchUp', `must be 'none', 'latest' or 'all', got ${JSON.stringify(catchUp)}`);
     // Encoded once as an occurrence would be: the codec's checks (size, keys it would drop) apply now.
@@ -149,24 +149,31 @@ export class RecurringSchedules {
     }));
   }
 
-  /** Stores (or replaces) a schedule and cancels what its previous definition had enqueued ahead. */
+  /**
+   * Stores (or replaces) a schedule, reading the previous definition in the same
+   * transaction, and settles what that one had enqueued ahead. Storing the same
+   * schedule again (every replica of an app does at boot) changes nothing: the
+   * schedule keeps its anchor and next occurrence.
+   */
   private async save(definition: ScheduleDefinition): Promise<void> {
     const keys = this.layout.recurringOf({ type: definition.type, partitions: definition.partitions });
-    const previous = await this.client.hget(keys.recurring, definition.name);
-    await this.client.hset(keys.recurring, definition.name, JSON.stringify(definition));
+    const current = await this.client.hget(keys.recurring, definition.name);
+    if (current && sameSchedule(JSON.parse(current) as ScheduleDefinition, definition)) return;
+    const replies = await this.client.multi().hget(keys.recurring, definition.name).hset(keys.recurring, definition.name, JSON.stringify(definition)).exec();
+    const previous = replies?.[0]?.[1] as string | null | undefined;
     await this.client.hset(this.layout.recurringIndex, definition.type, String(definition.partitions));
-    if (previous) await this.cancelAhead(JSON.parse(previous) as ScheduleDefinition);
+    if (previous) await this.settleAhead(JSON.parse(previous) as ScheduleDefinition, definition);
     this.wakeup.wake();
   }
 
-  /** Removes a schedule; resolves whether it existed. */
+  /** Removes a schedule, reading it in the same transaction; resolves whether it existed. */
   async remove(route: EventRoute, name: string): Promise<boolean> {
     const keys = this.layout.recurringOf(route);
-    const previous = await this.client.hget(keys.recurring, name);
+    const replies = await this.client.multi().hget(keys.recurring, name).hdel(keys.recurring, name).exec();
+    const previous = replies?.[0]?.[1] as string | null | undefined;
     if (!previous) return false;
-    const removed = (await this.client.hdel(keys.recurring, name)) === 1;
-    await this.cancelAhead(JSON.parse(previous) as ScheduleDefinition);
-    return removed;
+    await this.settleAhead(JSON.parse(previous) as ScheduleDefinition, undefined);
+    return true;
   }
 
   /** The route of a type that has schedules, by name (for tools without the event classes); undefined when it has none. */
@@ -222,19 +229,32 @@ export class RecurringSchedules {
     const now = Date.now();
     const horizon = now + this.settings.pollIntervalMs;
     const missedBefore = now - 2 * this.settings.pollIntervalMs;
-    const missed: number[] = [];
+    const { spec, window, anchor } = definition;
+    let missed: number[] = [];
     const timely: number[] = [];
     let next: number | undefined = definition.next;
-    // Bounded: a schedule of 1 ms over a long outage must not spin here.
-    for (let steps = 0; next !== undefined && next <= horizon && steps < 10_000; steps++) {
-      (next < missedBefore ? missed : timely).push(next);
-      next = occurrenceAtOrAfter(definition.spec, definition.window, definition.anchor, next + 1);
+    if (next < missedBefore && 'every' in spec) {
+      // After an outage an interval schedule jumps: the missed occurrences it may
+      // still run are the last MAX_CATCH_UP before missedBefore, counted back.
+      missed = missedEvery(spec.every, window, anchor, next, missedBefore);
+      next = occurrenceAtOrAfter(spec, window, anchor, missedBefore);
     }
-    if (missed.length === 0 && timely.length === 0) return;
+    // Bounded: a cron schedule of every second over a day-long outage must not spin here;
+    // what is left is taken on the next look.
+    for (let steps = 0; next !== undefined && next <= horizon && steps < 100_000; steps++) {
+      if (next < missedBefore) {
+        missed.push(next);
+        if (missed.length > MAX_CATCH_UP) missed.shift();
+      } else {
+        timely.push(next);
+      }
+      next = occurrenceAtOrAfter(spec, window, anchor, next + 1);
+    }
+    if (missed.length === 0 && timely.length === 0 && next === definition.next) return;
     const kept = definition.catchUp === 'all' ? missed.slice(-MAX_CATCH_UP) : definition.catchUp === 'latest' ? missed.slice(-1) : [];
     const route = { type: definition.type, partitions: definition.partitions };
     const occurrences = [...kept, ...timely].map((at) => this.occurrence(definition, route, at));
-    await this.settings.store(occurrences);
+    await this.settings.store(occurrences, false);
     const advanced: ScheduleDefinition = { ...definition, next: next ?? null, ahead: timely.filter((at) => at > now) };
     const keys = this.layout.recurringOf(route);
     if (await this.scripts.advanceSchedule(keys, definition.name, json, JSON.stringify(advanced))) return;
@@ -242,8 +262,9 @@ export class RecurringSchedules {
     // were duplicates of its own; if the schedule was replaced or removed meanwhile, what we
     // enqueued ahead belongs to a definition that no longer exists.
     const current = await this.client.hget(keys.recurring, definition.name);
-    if (current && (JSON.parse(current) as ScheduleDefinition).version === definition.version) return;
-    for (const o of occurrences) if (o.at > now) await this.settings.cancel(route, o.id);
+    const successor = current ? (JSON.parse(current) as ScheduleDefinition) : undefined;
+    if (successor?.version === definition.version) return;
+    await this.settleAhead({ ...definition, ahead: occurrences.map((o) => o.at) }, successor);
   }
 
   private occurrence(definition: ScheduleDefinition, route: EventRoute, at: number): Occurrence {
@@ -253,11 +274,38 @@ export class RecurringSchedules {
     return { route, id, body, at };
   }
 
-  private async cancelAhead(definition: ScheduleDefinition): Promise<void> {
-    const route = { type: definition.type, partitions: definition.partitions };
+  /**
+   * What a replaced or removed definition enqueued ahead of its time: an
+   * occurrence the new definition also has is stored again with its payload
+   * (`replace`, so one the new definition stored meanwhile is not lost); any
+   * other is cancelled, leaving no idempotency mark.
+   */
+  private async settleAhead(old: ScheduleDefinition, successor: ScheduleDefinition | undefined): Promise<void> {
+    const route = { type: old.type, partitions: old.partitions };
     const now = Date.now();
-    for (const at of definition.ahead ?? []) {
-      if (at > now) await this.settings.cancel(route, occurrenceId(definition.name, at));
+    for (const at of old.ahead ?? []) {
+      if (at <= now) continue;
+      if (successor && occurrenceAtOrAfter(successor.spec, successor.window, successor.anchor, at) === at) {
+        await this.settings.store([this.occurrence(successor, route, at)], true);
+      } else {
+        await this.settings.cancel(route, occurrenceId(old.name, at));
+      }
     }
   }
+}
+
+/** The last MAX_CATCH_UP occurrences of an interval schedule from `from` up to (not including) `before`, oldest first. */
+function missedEvery(every: number, window: Window, anchor: number, from: number, before: number): number[] {
+  let last = anchor + (Math.ceil((before - anchor) / every) - 1) * every;
+  if (window.endAt !== undefined && last > window.endAt) last = anchor + Math.floor((window.endAt - anchor) / every) * every;
+  const missed: number[] = [];
+  for (let at = last; at >= from && missed.length < MAX_CATCH_UP; at -= every) missed.unshift(at);
+  return missed;
+}
+
+/** Whether two definitions describe the same schedule (what `schedule()` was given; not where it has got to). */
+function sameSchedule(a: ScheduleDefinition, b: ScheduleDefinition): boolean {
+  const given = (d: ScheduleDefinition) =>
+    JSON.stringify([d.type, d.partitions, d.spec, d.window.startAt ?? null, d.window.endAt ?? null, d.catchUp, d.payload, d.context ?? null]);
+  return given(a) === given(b);
 }

@@ -38,9 +38,12 @@ export async function scriptFloorMicros(port: number, row: ScriptFloorRow, count
   const sha = async (lua: string) => (await redis.script('LOAD', lua)) as string;
   const emptySha = await sha('return 1');
   const enqueueSha = await sha(loadLua('enqueue').lua);
-  const enqueueKeys = [keys.meta, keys.schedule, keys.ready, keys.inFlight, keys.dead, keys.errors, keys.legacySchedule, keys.slotGuard];
+  // The keys and arguments LuaScripts sends (src/redis/lua-scripts.ts), so the floor is measured on the scripts as run.
+  const enqueueKeys = [keys.meta, keys.schedule, keys.ready, keys.inFlight, keys.dead, keys.errors, keys.legacySchedule, keys.slotGuard, keys.recent, keys.groups, keys.pending];
   const enqueueArgs = (ids: readonly number[], due: string) => [...enqueueKeys, '0', `${keys.tag}:nobody-listens`, keys.tag, ...ids.flatMap((n) => [`${n}`, body(n), due])];
-  const claimKeys = [keys.ready, keys.inFlight, keys.meta, keys.dead, keys.errors, keys.slotGuard];
+  const claimKeys = [keys.ready, keys.inFlight, keys.meta, keys.dead, keys.errors, keys.slotGuard, keys.recent, `${keys.claimLogPrefix}floor`, keys.pending, keys.sharedMeta, keys.paused];
+  // Lease ms, max attempts, idempotency window (the default), claim token.
+  const claimArgs = [60_000, 10, 300_000, 'floor'];
   try {
     if (row === 'one enqueue at a time') {
       let n = 0;
@@ -50,14 +53,15 @@ export async function scriptFloorMicros(port: number, row: ScriptFloorRow, count
       return { emptyScript, ourScripts };
     }
     // As the reader calls it with one slot: complete the event handled before, claim the next.
-    const emptyScript = await microsPerCall(count, () => redis.evalsha(emptySha, claimKeys.length, ...claimKeys, 1, 60_000, 10, 'some-id', 1));
+    const emptyScript = await microsPerCall(count, () => redis.evalsha(emptySha, claimKeys.length, ...claimKeys, 1, ...claimArgs, 'some-id', 1));
     // Ready events, moved there by our own scripts: enqueued due now, then dispatched.
     for (let from = 0; from < count; from += 250) {
       await redis.evalsha(enqueueSha, enqueueKeys.length, ...enqueueArgs(Array.from({ length: Math.min(250, count - from) }, (_, i) => from + i), '+0'));
     }
     const dispatchSha = await sha(loadLua('dispatch-due').lua);
     for (let moved = 0; moved < count; ) {
-      const [due] = (await redis.evalsha(dispatchSha, 6, keys.schedule, keys.inFlight, keys.ready, keys.legacySchedule, keys.meta, keys.slotGuard, 1_000)) as number[];
+      const dispatchKeys = [keys.schedule, keys.inFlight, keys.ready, keys.legacySchedule, keys.meta, keys.slotGuard, keys.recent, keys.groups, keys.pending, keys.paused];
+      const [due] = (await redis.evalsha(dispatchSha, dispatchKeys.length, ...dispatchKeys, 1_000, '0')) as number[];
       if (!due) throw new Error(`script floor: only ${moved} of ${count} events became ready`);
       moved += due;
     }
@@ -65,9 +69,10 @@ export async function scriptFloorMicros(port: number, row: ScriptFloorRow, count
     let previous: [string, number] | undefined;
     let claimed = 0;
     const ourScripts = await microsPerCall(count + 1, async () => {
-      const [, , flat] = (await redis.evalsha(claimSha, claimKeys.length, ...claimKeys, 1, 60_000, 10, ...(previous ?? []))) as [number, number[], string[]];
+      const [, , flat] = (await redis.evalsha(claimSha, claimKeys.length, ...claimKeys, 1, ...claimArgs, ...(previous ?? []))) as [number, number[], string[]];
       if (flat.length > 0) {
-        previous = [flat[0]!, Number(flat[1])];
+        // The claim returns the envelope as stored (attempt 0): the claim's attempt is 1.
+        previous = [flat[0]!, 1];
         claimed++;
       }
     });

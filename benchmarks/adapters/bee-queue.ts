@@ -6,12 +6,16 @@ interface Data {
   s: string;
 }
 
-/** Bee-Queue with its documented settings for this job: successes removed, the worker activating delayed jobs. */
+/**
+ * Bee-Queue with its documented settings for this job: successes removed, the
+ * worker activating delayed jobs, and a producer that keeps no saved job in
+ * memory (storeJobs: false, its README's advice for producers).
+ */
 export const beeQueue: BenchQueueFactory = {
   library: 'bee-queue',
   async create(port, queueName) {
     const redis = { host: '127.0.0.1', port };
-    const producer = new BeeQueue<Data>(queueName, { redis, isWorker: false, getEvents: false, removeOnSuccess: true });
+    const producer = new BeeQueue<Data>(queueName, { redis, isWorker: false, getEvents: false, storeJobs: false, removeOnSuccess: true });
     await producer.ready();
     let worker: BeeQueue<Data> | undefined;
     const job = (n: number, delayMs: number) => producer.createJob({ n, s: PAYLOAD_S }).delayUntil(Date.now() + delayMs);

@@ -1,12 +1,17 @@
 import { Queue, Worker } from 'bullmq';
 import { type BenchQueue, type BenchQueueFactory, PAYLOAD_S, chunks } from './bench-queue';
 
-/** BullMQ with its documented settings for this job: finished jobs removed. */
+/**
+ * BullMQ with its documented settings for this job: finished jobs removed by the
+ * Worker (removeOnComplete/removeOnFail on the Worker, as BullMQ's guide shows;
+ * in defaultJobOptions they would be copied into every job's opts and double
+ * its memory).
+ */
 export const bullmq: BenchQueueFactory = {
   library: 'bullmq',
   async create(port, queueName) {
     const connection = { host: '127.0.0.1', port };
-    const queue = new Queue(queueName, { connection, defaultJobOptions: { removeOnComplete: true, removeOnFail: true } });
+    const queue = new Queue(queueName, { connection });
     await queue.waitUntilReady();
     let worker: Worker | undefined;
     const bench: BenchQueue = {
@@ -18,7 +23,7 @@ export const bullmq: BenchQueueFactory = {
         for (const chunk of chunks(ns)) await queue.addBulk(chunk.map((n) => ({ name: 'e', data: { n, s: PAYLOAD_S }, opts: { delay: delayMs } })));
       },
       startWorker: async (parallelism, onStart) => {
-        worker = new Worker(queueName, async (job) => onStart((job.data as { n: number }).n), { connection, concurrency: parallelism, removeOnComplete: { count: 0 } });
+        worker = new Worker(queueName, async (job) => onStart((job.data as { n: number }).n), { connection, concurrency: parallelism, removeOnComplete: { count: 0 }, removeOnFail: { count: 0 } });
         await worker.waitUntilReady();
       },
       pending: async () => {

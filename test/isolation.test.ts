@@ -5,7 +5,7 @@ import { counter, recordMetrics, useRedis, waitForDeadLetters } from './support/
 import { waitFor } from './support/wait-for';
 
 /** The ACL the README documents for a service with prefix `app`. */
-const ACL_FOR_APP = '~app:* &app:wake +@connection +info +time +evalsha +eval +hget +hmget +hset +hsetnx +hdel +hlen +zadd +zrem +zrange +zremrangebyrank +zscore +zmscore +zcount +zcard +lpop +rpush +lrem +llen +blmove +publish +subscribe +set +get +del +exists +hkeys +hexists +lpos +lrange +scan +multi +exec +lpush +hincrby +hrandfield +hgetall';
+const ACL_FOR_APP = '~app:* &app:wake +@connection +info +time +evalsha +eval +hget +hmget +hset +hsetnx +hdel +hlen +zadd +zrem +zrange +zremrangebyrank +zscore +zmscore +zcount +zcard +lpop +rpush +lrem +llen +blmove +publish +subscribe +set +get +del +exists +hkeys +hexists +lpos +lrange +scan +multi +exec +lpush +hincrby +hrandfield +hgetall +pexpire';
 
 describe('isolation', () => {
   const redis = useRedis();
@@ -63,6 +63,12 @@ describe('isolation', () => {
     await waitFor(() => grouped.includes('fanned') && handled.includes('fanned') && grouped.some((id) => id.startsWith('often@')), 'a fanned-out event, and an occurrence');
     expect(await service.unschedule(PaymentCheck, 'often')).toBe(true);
     await waitFor(() => metrics.some((m) => m.name === METRIC.scheduledCount), 'a gauge sample');
+    // What the dashboard reads, and the activity every instance writes (at the latest when it closes).
+    expect((await service.dueTimeline(PaymentCheck))!.slots).toHaveLength(60);
+    await service.close();
+    expect((await admin.keys('app:*:a:*')).length).toBeGreaterThan(0);
+    const reader = redis.service({ redis: url, prefix: 'app' });
+    expect((await reader.activity(PaymentCheck)).reduce((n, slot) => n + slot.handled, 0)).toBeGreaterThan(0);
     expect(counter(metrics, METRIC.redisErrors)).toBe(0);
     expect(await admin.call('ACL', 'LOG')).toEqual([]);
 

@@ -101,6 +101,15 @@ export class RedisLayout {
     return this.forType(route.type, route.partitions === 1 ? undefined : 0);
   }
 
+  /**
+   * Hash: what instances counted for `type` in the 10-second slot starting at
+   * `slotStartMs` (runtime/activity-log.ts), expiring after an hour. Tagged
+   * with the bare type, partitioned or not, so one pipeline reads a type's slots.
+   */
+  activityKey(type: string, slotStartMs: number): string {
+    return `${this.prefix}:{${type}}:a:${slotStartMs / 1_000}`;
+  }
+
   /** Pub/sub channel on which enqueues announce a due time earlier than any the dispatchers know. */
   get wakeChannel(): string {
     return `${this.prefix}:wake`;

@@ -3,6 +3,7 @@ import type { DelayedEventInstance, EventClass } from '../core/delayed-event.dec
 import { type DecodedEvent, type EventCodec, DecodeError } from '../core/event-codec';
 import type { EventContextStore } from '../core/event-context';
 import { type ContextHandler, type EventHandler, HandlerDelivery, invokeHandler } from './handler-invocation';
+import type { TypeActivity } from './activity-log';
 import { FifoTimeouts } from './fifo-timeouts';
 import { HandlerSlots } from './handler-slots';
 import type { LuaScripts } from '../redis/lua-scripts';
@@ -35,6 +36,8 @@ export interface ConsumerParts<T extends DelayedEventInstance> {
   readonly metrics: Metrics;
   readonly contextStore: EventContextStore;
   readonly contextHandler: ContextHandler;
+  /** Counts for the fleet's activity charts (option recordActivity), if kept. */
+  readonly activity?: TypeActivity;
 }
 
 /**
@@ -136,6 +139,7 @@ export class Consumer<T extends DelayedEventInstance> {
         contextHandler: this.parts.contextHandler,
       });
       const outcome = invoked instanceof Promise ? await invoked : invoked;
+      this.parts.activity?.handled(outcome.ok, claimed.claimedAt - claimed.dueAt);
       if (metrics.listening) {
         const tags = { ...this.tags, outcome: outcome.ok ? 'success' : 'failure' };
         if (started !== undefined) metrics.timing(METRIC.handlerDuration, tags, performance.now() - started);
@@ -195,7 +199,10 @@ export class Consumer<T extends DelayedEventInstance> {
 
   private recorded(changed: boolean, deadLetterReason: string | undefined): boolean {
     if (!changed) this.parts.metrics.count(METRIC.staleResults, this.tags);
-    else if (deadLetterReason) this.parts.metrics.count(METRIC.deadLettered, { ...this.tags, reason: deadLetterReason });
+    else if (deadLetterReason) {
+      this.parts.metrics.count(METRIC.deadLettered, { ...this.tags, reason: deadLetterReason });
+      this.parts.activity?.deadLettered(1);
+    }
     return changed;
   }
 }

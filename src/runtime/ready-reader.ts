@@ -7,6 +7,7 @@ import type { RedisConnections } from '../redis/redis-connections';
 import type { TypeKeys } from '../redis/redis-layout';
 import type { HandlerSlots } from './handler-slots';
 import { Wakeup } from './wakeup';
+import type { TypeActivity } from './activity-log';
 
 export interface ReaderSettings {
   readonly leaseMs: number;
@@ -15,6 +16,8 @@ export interface ReaderSettings {
   readonly blockMs: number;
   /** How much longer than blockMs a blocking call may take before its connection is presumed dead. */
   readonly watchdogGraceMs: number;
+  /** Counts for the fleet's activity charts (option recordActivity), if kept. */
+  readonly activity?: TypeActivity;
 }
 
 export interface ClaimedEvent extends ClaimedRecord {
@@ -137,6 +140,7 @@ export class ReadyReader {
             if (claimed > reserved) slots.take(claimed - reserved);
             else if (claimed < reserved) slots.give(reserved - claimed);
             this.metrics.count(METRIC.deadLettered, { ...tags, reason: 'lease-expired' }, result.deadLettered.length);
+            if (result.deadLettered.length > 0) this.settings.activity?.deadLettered(result.deadLettered.length);
             if (this.metrics.noticing) {
               for (const d of result.deadLettered) this.metrics.notice({ kind: 'dead-letter', ...tags, id: d.id, attempt: d.attempt, reason: 'lease-expired', error: `lease expired on attempt ${d.attempt}` });
             }

@@ -1,7 +1,9 @@
 import { type Observable, type Subscription, defer, firstValueFrom, map, merge, of, throwError } from 'rxjs';
 import { Consumer, type ConsumerQueue } from '../runtime/consumer';
 import { DEAD_LETTER_CHUNK, DeadLetters, type DeadLetter } from './dead-letters';
-import { type EventCounts, type EventState, type EventTarget, type EventTypeInfo, type InspectedEvent, Inspector, type ListOptions } from './inspector';
+import { type DueTimelineOptions, type EventCounts, type EventState, type EventTarget, type EventTypeInfo, type InspectedEvent, Inspector, type ListOptions } from './inspector';
+import type { DueTimeline } from './due-timeline';
+import { type ActivitySlot, ActivityRecorder } from '../runtime/activity-log';
 import type { JsonEvent } from '../core/stored-body';
 import { type DelayedEventInstance, type EventClass, type EventRoute, eventRouteOf } from '../core/delayed-event.decorator';
 import { Dispatcher } from '../runtime/dispatcher';
@@ -95,6 +97,7 @@ export class DelayedEventService {
   private readonly metrics: Metrics;
   private readonly deadLetterSets: DeadLetters;
   private readonly inspector: Inspector;
+  private readonly activityRecorder: ActivityRecorder | undefined;
   private readonly wakes$: Observable<Wake>;
   private readonly registrations = new Map<string, Registration>();
   /** Types this instance enqueued or handles; their gauges are sampled. */
@@ -134,6 +137,7 @@ export class DelayedEventService {
       cancel: (route, id) => this.scripts.cancel(this.layout.forEvent(route, id), id, false),
     });
     this.inspector = new Inspector(this.connections.command, this.layout, this.codec, this.scripts);
+    this.activityRecorder = this.options.recordActivity ? new ActivityRecorder(this.connections.command, this.layout) : undefined;
     this.wakes$ = wakeListener(this.connections, this.layout.wakeChannel, {
       pingEveryMs: this.options.readerBlockMs,
       pingTimeoutMs: this.options.watchdogGraceMs,
@@ -240,6 +244,7 @@ export class DelayedEventService {
         maxAttempts: retry.maxAttempts,
         blockMs: this.options.readerBlockMs,
         watchdogGraceMs: this.options.watchdogGraceMs,
+        activity: this.activityRecorder?.of(type),
       });
       return { keys, reader, onRetryScheduled: () => ownDispatcher.nudge() };
     });
@@ -257,6 +262,7 @@ export class DelayedEventService {
       metrics: this.metrics,
       contextStore: this.contextStore,
       contextHandler: this.options.contextHandler ?? passThroughContextHandler,
+      activity: this.activityRecorder?.of(type),
     });
     const dispatching = merge(...dispatchers.map((d) => d.run())).subscribe();
     consumer.start();
@@ -384,6 +390,8 @@ export class DelayedEventService {
       this.registrations.clear();
       this.recurringLoop?.unsubscribe();
       await Promise.all(registrations.map((r) => this.unregister(r)));
+      // The last slot's counts, if Redis takes them within the command timeout.
+      await this.activityRecorder?.close().catch(() => undefined);
       this.metrics.complete();
       this.log.close();
       await this.connections.close();
@@ -539,6 +547,7 @@ export class DelayedEventService {
     for (const [type, count] of counts) {
       this.metrics.count(METRIC.duplicatesIgnored, { type }, count.duplicates);
       this.metrics.count(METRIC.events, { type, group: '', direction: 'enqueue' }, count.stored);
+      if (count.stored > 0) this.activityRecorder?.of(type).enqueued(count.stored);
     }
   }
 
@@ -694,6 +703,16 @@ export class DelayedEventService {
 
   isPaused(eventClass: EventTarget): Promise<boolean> {
     return this.inspector.isPaused(eventClass);
+  }
+
+  /** How many scheduled events fall due in each slot from now to a horizon (default an hour in 60 slots); undefined for a type name nothing is stored under. */
+  dueTimeline(eventClass: EventTarget, options?: DueTimelineOptions): Promise<DueTimeline | undefined> {
+    return this.inspector.dueTimeline(eventClass, options);
+  }
+
+  /** What the whole fleet enqueued, handled, failed and dead-lettered of the type, and its lateness, per 10 s over the last `windowMs` (default 15 min, at most 1 h). */
+  activity(eventClass: EventTarget, windowMs?: number): Promise<ActivitySlot[]> {
+    return this.inspector.activity(eventClass, windowMs);
   }
 }
 

@@ -8,6 +8,8 @@ import type { EventContext } from '../core/event-context';
 import { type JsonEvent, parseStoredBody } from '../core/stored-body';
 import type { DueSpec, LuaScripts, RedisClient } from '../redis/lua-scripts';
 import { DEFAULT_GROUP, GROUP_NAME, LEASE_PIN, type RedisLayout, type TypeKeys } from '../redis/redis-layout';
+import { ACTIVITY_RETENTION_MS, type ActivitySlot, readActivity } from '../runtime/activity-log';
+import { type DueTimeline, readDueTimeline } from './due-timeline';
 
 /** Where a stored event is, in its type's (or group's) keys. */
 export type EventState = 'scheduled' | 'ready' | 'in-flight' | 'dead';
@@ -74,6 +76,15 @@ export interface ListOptions {
 export type EventTarget<T extends DelayedEventInstance = DelayedEventInstance> = EventClass<T> | string;
 
 export const MAX_PAGE = 1_000;
+
+export interface DueTimelineOptions {
+  /** How far ahead, ms: 1 s to 30 days (default 1 hour). */
+  readonly horizonMs?: number;
+  /** Equal slots the horizon is cut into, 1 to 500 (default 60). */
+  readonly slots?: number;
+  /** Subscriber group whose retry schedule to read (default: the type's own schedule). */
+  readonly group?: string;
+}
 /** Partitions a type may have (@DelayedEvent allows up to 1,024): a type name is resolved by probing them all. */
 const MAX_PARTITIONS = 1_024;
 /** Bucket names read per call while walking a schedule. */
@@ -298,6 +309,27 @@ export class Inspector {
     return events;
   }
 
+  /** How many scheduled events fall due in each slot from now to the horizon; undefined for a type name nothing is stored under. */
+  async dueTimeline(target: EventTarget, options: DueTimelineOptions = {}): Promise<DueTimeline | undefined> {
+    const horizonMs = pageNumber('horizonMs', options.horizonMs, 3_600_000, 1_000, 30 * 86_400_000);
+    const slots = pageNumber('slots', options.slots, 60, 1, 500);
+    const group = groupOption(options.group);
+    const resolved = await this.resolve(target);
+    if (!resolved) return undefined;
+    return readDueTimeline(this.client, resolved.queues.map((keys) => this.layout.forGroup(keys, group)), Date.now(), horizonMs, slots);
+  }
+
+  /**
+   * What every instance recorded of the type (option recordActivity) per
+   * 10-second slot over the last `windowMs` (at most an hour), oldest first.
+   */
+  async activity(target: EventTarget, windowMs = 900_000): Promise<ActivitySlot[]> {
+    const window = pageNumber('windowMs', windowMs, 900_000, 10_000, ACTIVITY_RETENTION_MS);
+    const type = typeof target === 'string' ? checkTypeName(target) : eventRouteOf(target).type;
+    const now = Date.now();
+    return readActivity(this.client, this.layout, type, now - window, now);
+  }
+
   /**
    * Moves a scheduled or ready event to `delayOrDate` from now (or to that
    * date), keeping its payload, context and attempts. Resolves false when the
@@ -366,9 +398,7 @@ export class Inspector {
       const route = eventRouteOf(target);
       return { type: route.type, route, eventClass: target, queues: this.layout.partitionsOf(route), exact: true };
     }
-    if (target.length === 0 || target.length > 200 || FORBIDDEN_IN_TYPE.test(target)) {
-      throw new InvalidArgumentError('type', `a type name is 1-200 characters without braces, '|', '#' or whitespace; got ${JSON.stringify(target)}`);
-    }
+    checkTypeName(target);
     const inUse = (keys: TypeKeys) => this.client.exists(keys.meta, keys.groups, keys.paused);
     const whole = this.layout.forType(target);
     if ((await inUse(whole)) > 0) return { type: target, route: { type: target, partitions: 1 }, eventClass: undefined, queues: [whole], exact: true };
@@ -591,6 +621,13 @@ export class Inspector {
 
 function leaseExpiry(score: number): number {
   return score >= SCALED_LEASE_FROM ? Math.floor(score / 1000) : score;
+}
+
+function checkTypeName(type: string): string {
+  if (typeof type !== 'string' || type.length === 0 || type.length > 200 || FORBIDDEN_IN_TYPE.test(type)) {
+    throw new InvalidArgumentError('type', `a type name is 1-200 characters without braces, '|', '#' or whitespace; got ${JSON.stringify(type)}`);
+  }
+  return type;
 }
 
 function checkId(id: unknown): void {

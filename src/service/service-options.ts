@@ -59,6 +59,12 @@ export interface DelayedEventServiceOptions {
   /** How often gauges are sampled while metrics$ is subscribed; default 5 s. */
   readonly gaugeIntervalMs?: number;
   /**
+   * Adds this instance's counts (enqueued, handled, failed, dead-lettered,
+   * lateness) per type to a small Redis hash per 10 seconds, kept an hour, which
+   * `activity()` and the dashboard chart for the whole fleet; default true.
+   */
+  readonly recordActivity?: boolean;
+  /**
    * Enqueue completes only when this many replicas confirmed the write (Redis WAIT),
    * else it fails with NotReplicatedError. Off by default: Redis replicates
    * asynchronously, so a master that fails right after an enqueue may lose it.
@@ -117,6 +123,7 @@ export function resolveOptions(options: DelayedEventServiceOptions): ResolvedOpt
     readerBlockMs: positive('readerBlockMs', options.readerBlockMs, 5_000),
     watchdogGraceMs: positive('watchdogGraceMs', options.watchdogGraceMs, 3_000),
     gaugeIntervalMs: positive('gaugeIntervalMs', options.gaugeIntervalMs, 5_000),
+    recordActivity: flag('recordActivity', options.recordActivity, true),
     logger: checkLogger(options.logger),
     logPayloads: options.logPayloads === true,
     idempotencyWindowMs: integer('idempotencyWindowMs', options.idempotencyWindowMs, 300_000, 0, 7 * 24 * 3_600_000),
@@ -155,6 +162,12 @@ function checkLogger(logger: Logger | false | undefined): Logger | false {
     throw new InvalidOptionError('logger', 'give an object with warn(fields, message) and error(fields, message) methods (pino, console), or false');
   }
   return logger;
+}
+
+function flag(name: string, value: boolean | undefined, fallback: boolean): boolean {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'boolean') throw new InvalidOptionError(name, `must be true or false, got ${JSON.stringify(value)}`);
+  return value;
 }
 
 export function positive(name: string, value: number | undefined, fallback: number): number {

@@ -1,0 +1,218 @@
+import type { RedisClient } from '../redis/lua-scripts';
+import type { RedisLayout } from '../redis/redis-layout';
+
+/**
+ * What the fleet did per type, over time: every instance adds its own counts
+ * into one small hash per type per 10-second slot, so a dashboard started
+ * anywhere (even one that handles nothing) charts the whole fleet. Counts go
+ * out in one pipeline per type per flush, never on the event path, which only
+ * adds to counters in memory.
+ */
+
+/** Width of one slot. */
+export const ACTIVITY_SLOT_MS = 10_000;
+/** How long a slot's hash is kept: the dashboard charts up to the last hour. */
+export const ACTIVITY_RETENTION_MS = 3_600_000;
+/** Slots an instance keeps while Redis is unreachable, per type, before dropping the oldest. */
+const UNSENT_SLOTS_KEPT = ACTIVITY_RETENTION_MS / ACTIVITY_SLOT_MS;
+
+/**
+ * Lateness goes into quarter-octave buckets: field `l<k>` counts latenesses
+ * up to 2^(k/4) ms (k = 0: under 1 ms), so a percentile read back is within
+ * 19% of the true one, and a slot holds a few dozen fields at most.
+ */
+function latenessBucket(ms: number): number {
+  return ms < 1 ? 0 : Math.max(1, Math.ceil(Math.log2(ms) * 4));
+}
+
+function bucketUpperMs(k: number): number {
+  return k === 0 ? 1 : Math.round(2 ** (k / 4) * 10) / 10;
+}
+
+/** One slot of one type, as activity() returns it. */
+export interface ActivitySlot {
+  /** Start of the 10-second slot. */
+  readonly at: Date;
+  /** Events stored by enqueues (recurring occurrences included). */
+  readonly enqueued: number;
+  /** Handler calls that succeeded, in every group. */
+  readonly handled: number;
+  /** Handler calls that failed (each retry counts once). */
+  readonly failed: number;
+  /** Events dead-lettered, for any reason. */
+  readonly deadLettered: number;
+  /** Lateness of the events claimed in this slot (due time to claim): median and 99th percentile, ms, to within 19%; undefined when none were. */
+  readonly latenessP50Ms: number | undefined;
+  readonly latenessP99Ms: number | undefined;
+}
+
+/** What one instance counted of one type in one slot. */
+interface SlotCounts {
+  enqueued: number;
+  handled: number;
+  failed: number;
+  deadLettered: number;
+  /** Claims per lateness bucket (see latenessBucket). */
+  readonly lateness: number[];
+}
+
+const emptyCounts = (): SlotCounts => ({ enqueued: 0, handled: 0, failed: 0, deadLettered: 0, lateness: [] });
+
+/**
+ * One type's counts in this instance: plain increments on the event path
+ * (a clock read and a few additions per event, no allocation), handed to the
+ * recorder slot by slot.
+ */
+export class TypeActivity {
+  private slot = -1;
+  private counts = emptyCounts();
+  /** Slots that ended and were not written yet, oldest first. */
+  readonly ended: Array<{ slot: number; counts: SlotCounts }> = [];
+
+  private current(): SlotCounts {
+    const now = Date.now();
+    const slot = now - (now % ACTIVITY_SLOT_MS);
+    if (slot !== this.slot) {
+      this.end();
+      this.slot = slot;
+    }
+    return this.counts;
+  }
+
+  private end(): void {
+    const c = this.counts;
+    if (c.enqueued + c.handled + c.failed + c.deadLettered + c.lateness.length === 0) return;
+    this.ended.push({ slot: this.slot, counts: c });
+    if (this.ended.length > UNSENT_SLOTS_KEPT) this.ended.shift();
+    this.counts = emptyCounts();
+  }
+
+  enqueued(count: number): void {
+    this.current().enqueued += count;
+  }
+
+  /** A handler call ended; `latenessMs` is from the event's due time to its claim. */
+  handled(ok: boolean, latenessMs: number): void {
+    const c = this.current();
+    if (ok) c.handled++;
+    else c.failed++;
+    const k = latenessBucket(latenessMs);
+    c.lateness[k] = (c.lateness[k] ?? 0) + 1;
+  }
+
+  deadLettered(count: number): void {
+    this.current().deadLettered += count;
+  }
+
+  /** Every slot counted so far, the running one included, leaving none. */
+  take(): Array<{ slot: number; counts: SlotCounts }> {
+    this.end();
+    return this.ended.splice(0);
+  }
+
+  /** Puts back slots a flush could not write. */
+  giveBack(slots: ReadonlyArray<{ slot: number; counts: SlotCounts }>): void {
+    this.ended.unshift(...slots);
+    if (this.ended.length > UNSENT_SLOTS_KEPT) this.ended.splice(0, this.ended.length - UNSENT_SLOTS_KEPT);
+  }
+}
+
+/** Adds this instance's counts into the type's slot hashes (see the top of this file), every slot and on close. */
+export class ActivityRecorder {
+  private readonly types = new Map<string, TypeActivity>();
+  private readonly timer: NodeJS.Timeout;
+  private flushing: Promise<void> | undefined;
+
+  constructor(
+    private readonly client: RedisClient,
+    private readonly layout: RedisLayout,
+  ) {
+    this.timer = setInterval(() => void this.flush(), ACTIVITY_SLOT_MS);
+    this.timer.unref();
+  }
+
+  /** The counters of `type`, made on first use. */
+  of(type: string): TypeActivity {
+    let activity = this.types.get(type);
+    if (!activity) this.types.set(type, (activity = new TypeActivity()));
+    return activity;
+  }
+
+  /** Writes what was counted; what fails to reach Redis is kept (bounded) for the next flush. */
+  flush(): Promise<void> {
+    this.flushing ??= this.write().finally(() => (this.flushing = undefined));
+    return this.flushing;
+  }
+
+  private async write(): Promise<void> {
+    await Promise.all(
+      [...this.types].map(async ([type, activity]) => {
+        const slots = activity.take();
+        if (slots.length === 0) return;
+        // One pipeline per type: its slot keys share the type's hash tag, so a Cluster takes it whole.
+        const pipeline = this.client.pipeline();
+        for (const { slot, counts } of slots) {
+          const key = this.layout.activityKey(type, slot);
+          if (counts.enqueued > 0) pipeline.hincrby(key, 'enq', counts.enqueued);
+          if (counts.handled > 0) pipeline.hincrby(key, 'ok', counts.handled);
+          if (counts.failed > 0) pipeline.hincrby(key, 'fail', counts.failed);
+          if (counts.deadLettered > 0) pipeline.hincrby(key, 'dead', counts.deadLettered);
+          counts.lateness.forEach((n, k) => n > 0 && pipeline.hincrby(key, `l${k}`, n));
+          pipeline.pexpire(key, ACTIVITY_RETENTION_MS + ACTIVITY_SLOT_MS);
+        }
+        try {
+          const replies = (await pipeline.exec()) ?? [];
+          if (replies.some(([error]) => error)) throw new Error('activity not written');
+        } catch {
+          // Written again next time; an increment that did land is then counted twice, which a chart can bear.
+          activity.giveBack(slots);
+        }
+      }),
+    );
+  }
+
+  /** Stops the timer and writes what is left. */
+  async close(): Promise<void> {
+    clearInterval(this.timer);
+    await this.flush();
+  }
+}
+
+/** The type's slots from `sinceMs` to now, oldest first; slots with nothing recorded come back as zeros. */
+export async function readActivity(client: RedisClient, layout: RedisLayout, type: string, sinceMs: number, nowMs: number): Promise<ActivitySlot[]> {
+  const first = sinceMs - (sinceMs % ACTIVITY_SLOT_MS);
+  const slots: number[] = [];
+  for (let slot = first; slot <= nowMs; slot += ACTIVITY_SLOT_MS) slots.push(slot);
+  const pipeline = client.pipeline();
+  for (const slot of slots) pipeline.hgetall(layout.activityKey(type, slot));
+  const replies = (await pipeline.exec()) ?? [];
+  return slots.map((slot, i) => {
+    const [error, value] = replies[i] ?? [null, {}];
+    if (error) throw error;
+    return slotOf(slot, (value ?? {}) as Record<string, string>);
+  });
+}
+
+function slotOf(slot: number, fields: Record<string, string>): ActivitySlot {
+  const count = (field: string) => Number(fields[field] ?? 0);
+  const lateness: Array<[number, number]> = [];
+  for (const [field, value] of Object.entries(fields)) if (field.startsWith('l')) lateness.push([Number(field.slice(1)), Number(value)]);
+  lateness.sort((a, b) => a[0] - b[0]);
+  const total = lateness.reduce((n, [, c]) => n + c, 0);
+  const percentile = (p: number): number | undefined => {
+    if (total === 0) return undefined;
+    const rank = Math.ceil(total * p);
+    let seen = 0;
+    for (const [k, c] of lateness) if ((seen += c) >= rank) return bucketUpperMs(k);
+    return undefined;
+  };
+  return {
+    at: new Date(slot),
+    enqueued: count('enq'),
+    handled: count('ok'),
+    failed: count('fail'),
+    deadLettered: count('dead'),
+    latenessP50Ms: percentile(0.5),
+    latenessP99Ms: percentile(0.99),
+  };
+}

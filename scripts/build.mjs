@@ -39,6 +39,8 @@ const ENTRIES = [
   { subpath: './prometheus', source: 'src/integrations/prometheus/index.ts', name: 'prometheus' },
   { subpath: './opentelemetry', source: 'src/integrations/opentelemetry/index.ts', name: 'opentelemetry' },
   { subpath: './nestjs', source: 'src/integrations/nestjs/index.ts', name: 'nestjs' },
+  // The dashboard's page is built beforehand (scripts/build-dashboard-ui.mjs) into a module this entry imports.
+  { subpath: './dashboard', source: 'src/dashboard/index.ts', name: 'dashboard' },
 ];
 
 /**

@@ -10,7 +10,7 @@ export type { RecurringSchedule, ScheduleOptions } from './service/recurring-sch
 export type { CatchUp, RecurrenceSpec } from './core/recurrence';
 export type { DelayedEventServiceOptions } from './service/service-options';
 export { DelayedEvent, type DelayedEventInstance, type EventClass } from './core/delayed-event.decorator';
-export type { Delay, Duration } from './core/duration';
+export { DELAY_TEXT_HELP, type Delay, type Duration, parseDelayText } from './core/duration';
 export type { EventContext } from './core/event-context';
 export type { ContextHandler, Delivery, EventHandler, HandlerResult } from './runtime/handler-invocation';
 export type { Durability, EnqueueStatus } from './redis/lua-scripts';
@@ -18,7 +18,9 @@ export { METRIC, METRIC_TAGS, type Metric, type MetricKind, type MetricName, typ
 export type { Logger } from './runtime/service-log';
 export type { EnqueueInfo, EnqueueInstrumentation, EnqueueScope, ServiceHealth } from './service/instrumentation';
 export type { DeadLetter } from './service/dead-letters';
-export { EVENT_STATES, type EventCounts, type EventState, type EventTarget, type EventTypeInfo, type InspectedEvent, type ListOptions, type StateCounts } from './service/inspector';
+export { EVENT_STATES, MAX_PAGE, type DueTimelineOptions, type EventCounts, type EventState, type EventTarget, type EventTypeInfo, type InspectedEvent, type ListOptions, type StateCounts } from './service/inspector';
+export type { DueSlot, DueTimeline } from './service/due-timeline';
+export type { ActivitySlot } from './runtime/activity-log';
 export type { JsonEvent } from './core/stored-body';
 export { type ExponentialBackoffOptions, type RetryPolicy, customBackoff, exponentialBackoff, fixedBackoff } from './core/retry-policy';
 export {

@@ -292,4 +292,23 @@ describe('the delayed-events CLI', () => {
     child.kill('SIGINT');
     expect(await closed).toBe(0);
   });
+
+  it('dashboard serves the web dashboard on loopback until SIGTERM; a short token exits 2', async () => {
+    const token = 'cli-dashboard-token-0123';
+    const child = spawn(process.execPath, [CLI, '--redis', redis.server.url, '--prefix', prefix, 'dashboard', '--port', '0', '--token', token], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    const closed = new Promise<number | null>((resolve) => child.once('close', resolve));
+    const url = (await waitFor(() => /on (http:\/\/127\.0\.0\.1:\d+\/);/.exec(stdout)?.[1], 'the dashboard address'))!;
+    expect(stdout).toContain("dashboard for prefix 'cli'");
+    expect((await fetch(`${url}api/overview`)).status).toBe(401);
+    const overview = (await (await fetch(`${url}api/overview`, { headers: { authorization: `Bearer ${token}` } })).json()) as { types: Array<{ type: string }> };
+    expect(overview.types.map((t) => t.type)).toEqual(['cli.payment', 'cli.ship']);
+    child.kill('SIGTERM');
+    expect(await closed).toBe(0);
+
+    const short = await cli('dashboard', '--port', '0', '--token', 'short');
+    expect(short.code).toBe(2);
+    expect(short.stderr).toMatch(/--token must be at least 16 characters/);
+  });
 });

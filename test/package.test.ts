@@ -80,6 +80,24 @@ const line = text.split('\\n').find((l) => l.startsWith('delayed_events_handled_
 console.log(JSON.stringify({ line }));
 `;
 
+/** A user mounting the reactive-delayed-events/dashboard subpath in node:http, as CommonJS: everything it serves comes from the package. */
+const DASHBOARD_PROGRAM = `const { createServer } = require('node:http');
+const { DelayedEventService } = require('reactive-delayed-events');
+const { createDashboard } = require('reactive-delayed-events/dashboard');
+(async () => {
+  const service = new DelayedEventService({ redis: process.argv[2], prefix: 'pkg-dash-' + process.pid, logger: false });
+  const server = createServer(createDashboard(service, { basePath: '/ops' }));
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const base = 'http://127.0.0.1:' + server.address().port + '/ops/';
+  const page = await fetch(base);
+  const script = await fetch(base + 'assets/app.js');
+  const overview = await (await fetch(base + 'api/overview')).json();
+  server.close();
+  await service.close();
+  console.log(JSON.stringify({ page: page.status, script: script.status, scriptBytes: (await script.text()).length, types: overview.types }));
+})().catch((error) => { console.error(error); process.exit(1); });
+`;
+
 /** A TypeScript user of the package, type-checked as an ES module (.mts) and as CommonJS (.cts). */
 const TYPED_USER = `
 import { DelayedEvent, DelayedEventService, InvalidOptionError, type DelayedEventServiceOptions } from 'reactive-delayed-events';
@@ -151,6 +169,7 @@ describe('the published package', () => {
       writeFileSync(join(cwd, 'program.cjs'), program('cjs'));
     }
     writeFileSync(join(app, 'prometheus.mjs'), PROMETHEUS_PROGRAM);
+    writeFileSync(join(app5, 'dashboard.cjs'), DASHBOARD_PROGRAM);
     server = await starting;
   }, 120_000);
 
@@ -193,6 +212,13 @@ describe('the published package', () => {
     expect(existsSync(join(app5, 'node_modules', 'prom-client'))).toBe(false);
     const { line } = (await runProgram(join(app, 'prometheus.mjs'))) as { line?: string };
     expect(line).toMatch(/^delayed_events_handled_total\{prefix="pkg-prom-\d+",type="package.prom",group="default",outcome="success"\} 1$/);
+  });
+
+  it('serves the dashboard through the reactive-delayed-events/dashboard subpath, its page built into the package', async () => {
+    expect(packed).toEqual(expect.arrayContaining(['dist/esm/dashboard.mjs', 'dist/cjs/dashboard.cjs', 'dist/types/dashboard/index.d.ts']));
+    const served = (await runProgram(join(app5, 'dashboard.cjs'))) as { page: number; script: number; scriptBytes: number; types: unknown[] };
+    expect(served).toEqual({ page: 200, script: 200, scriptBytes: expect.any(Number), types: [] });
+    expect(served.scriptBytes).toBeGreaterThan(20_000);
   });
 
   it('schedules and handles an event when required from CommonJS, and lets the program exit once close() resolved, though its timeouts are far off', async () => {

@@ -16,8 +16,10 @@ export const CONNECT_TIMEOUT_MS = 3_000;
 /**
  * Connects, or throws a UsageError saying what to fix within `timeoutMs`: no
  * retries in the background, so a wrong address never leaves the CLI hanging.
+ * A `persistent` connection (the dashboard, which runs for hours) must first
+ * connect the same way, then reconnects after an outage as ioredis does.
  */
-export async function connect(options: ConnectionOptions, env: NodeJS.ProcessEnv = process.env, timeoutMs = CONNECT_TIMEOUT_MS): Promise<Redis | Cluster> {
+export async function connect(options: ConnectionOptions, env: NodeJS.ProcessEnv = process.env, timeoutMs = CONNECT_TIMEOUT_MS, persistent = false): Promise<Redis | Cluster> {
   const url = options.redis ?? env.REDIS_URL;
   if (!url && !options.nodes) throw new UsageError('no Redis to connect to: pass --redis redis://host:port (or set REDIS_URL), or --nodes host:port,... for a Cluster');
   let parsed: URL | undefined;
@@ -32,8 +34,7 @@ export async function connect(options: ConnectionOptions, env: NodeJS.ProcessEnv
   const base: RedisOptions = {
     lazyConnect: true,
     connectTimeout: timeoutMs,
-    maxRetriesPerRequest: 1,
-    retryStrategy: () => null,
+    ...(persistent ? {} : { maxRetriesPerRequest: 1, retryStrategy: () => null }),
     ...(parsed?.username ? { username: decodeURIComponent(parsed.username) } : {}),
     ...(parsed?.password ? { password: decodeURIComponent(parsed.password) } : {}),
     ...(parsed?.protocol === 'rediss:' ? { tls: {} } : {}),
@@ -43,7 +44,7 @@ export async function connect(options: ConnectionOptions, env: NodeJS.ProcessEnv
   if (options.nodes || options.cluster) {
     const nodes: Array<{ host: string; port: number }> = options.nodes ? options.nodes.split(',').map((node) => parseNode(node.trim())) : [{ host: parsed!.hostname, port: Number(parsed!.port || 6379) }];
     where = `the Cluster at ${nodes.map((n) => `${n.host}:${n.port}`).join(', ')}`;
-    client = new Cluster(nodes, { lazyConnect: true, clusterRetryStrategy: () => null, slotsRefreshTimeout: timeoutMs, redisOptions: base });
+    client = new Cluster(nodes, { lazyConnect: true, ...(persistent ? {} : { clusterRetryStrategy: () => null }), slotsRefreshTimeout: timeoutMs, redisOptions: base });
   } else {
     where = `${parsed!.protocol}//${parsed!.host}`;
     client = new Redis(url!, base);

@@ -6,6 +6,7 @@ import * as commands from './commands';
 import { type ConnectionOptions, connect } from './connect';
 import { EXIT, NotFoundError, UsageError, parseWhole } from './parse';
 import { watch } from './watch';
+import { authFrom, serveDashboard } from './dashboard';
 
 /**
  * delayed-events: see and steer what reactive-delayed-events has stored in
@@ -33,8 +34,8 @@ async function confirm(question: string, yes: boolean): Promise<void> {
 }
 
 /** Connects, runs `job` with a service on the prefix, and always lets the connection go. */
-async function withService(options: GlobalOptions, job: (ctx: commands.Context) => Promise<void>): Promise<void> {
-  const client: Redis | Cluster = await connect(options);
+async function withService(options: GlobalOptions, job: (ctx: commands.Context) => Promise<void>, persistent = false): Promise<void> {
+  const client: Redis | Cluster = await connect(options, process.env, undefined, persistent);
   let service: DelayedEventService | undefined;
   try {
     try {
@@ -49,7 +50,7 @@ async function withService(options: GlobalOptions, job: (ctx: commands.Context) 
   }
 }
 
-function program(run: (job: (ctx: commands.Context) => Promise<void>, command: Command) => Promise<void>): Command {
+function program(run: (job: (ctx: commands.Context) => Promise<void>, command: Command, connection?: { persistent: boolean }) => Promise<void>): Command {
   const cli = new Command('delayed-events')
     .description('See and steer the delayed events reactive-delayed-events keeps in Redis.')
     .option('--redis <url>', 'Redis URL, redis://[user:password@]host:port[/db] or rediss:// (default: $REDIS_URL)')
@@ -145,16 +146,46 @@ function program(run: (job: (ctx: commands.Context) => Promise<void>, command: C
       });
       return run((ctx) => watch(ctx, { intervalMs, types, redraw: process.stdout.isTTY === true && !ctx.json, stopped }), cmd);
     });
+  cli
+    .command('dashboard')
+    .description('serve the web dashboard (http://127.0.0.1:8787/ by default) until Ctrl-C')
+    .option('--port <port>', 'port to listen on (0: any free one)', '8787')
+    .option('--host <host>', 'address to listen on; anything but loopback needs --token or --basic-auth to be safe', '127.0.0.1')
+    .option('--read-only', 'hide and refuse every action')
+    .option('--token <token>', 'require this token (at least 16 characters; default: $DELAYED_EVENTS_DASHBOARD_TOKEN)')
+    .option('--basic-auth <user:password>', 'require this user and password (default: $DELAYED_EVENTS_DASHBOARD_BASIC_AUTH)')
+    .action((options: { port: string; host: string; readOnly?: boolean; token?: string; basicAuth?: string }, cmd: Command) => {
+      const port = parseWhole('--port', options.port, 8787, 0, 65_535);
+      const auth = authFrom(options.token ?? process.env.DELAYED_EVENTS_DASHBOARD_TOKEN, options.basicAuth ?? process.env.DELAYED_EVENTS_DASHBOARD_BASIC_AUTH);
+      const stopped = new Promise<void>((resolve) => {
+        process.once('SIGINT', () => resolve());
+        process.once('SIGTERM', () => resolve());
+      });
+      return run(
+        (ctx) =>
+          serveDashboard(ctx.service, {
+            port,
+            host: options.host,
+            readOnly: options.readOnly === true,
+            auth,
+            stopped,
+            out: ctx.out,
+            warn: (text) => void process.stderr.write(`delayed-events: ${text}\n`),
+          }),
+        cmd,
+        { persistent: true },
+      );
+    });
   return cli;
 }
 
 /** Runs the CLI on `argv` (as process.argv); resolves the exit code. */
 export async function main(argv: readonly string[]): Promise<number> {
   let json = argv.includes('--json');
-  const cli = program(async (job, command) => {
+  const cli = program(async (job, command, connection) => {
     const options = command.optsWithGlobals<GlobalOptions>();
     json = options.json === true;
-    await withService(options, job);
+    await withService(options, job, connection?.persistent === true);
   });
   try {
     await cli.parseAsync(argv);

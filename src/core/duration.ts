@@ -53,3 +53,28 @@ function checked(value: unknown, what: string): number {
   if (value < 0) throw new InvalidDelayError(`${what} is negative (${value})`);
   return value;
 }
+
+const TEXT_UNIT_MS: Readonly<Record<string, number>> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+const DURATION_TEXT = /^(?:\d+(?:\.\d+)?(?:ms|s|m|h|d))+$/;
+const DURATION_PART = /(\d+(?:\.\d+)?)(ms|s|m|h|d)/g;
+/** An ISO 8601 date: 2026-12-01, 2026-12-01T09:00Z, 2026-12-01T09:00:00.000+02:00. */
+const ISO_DATE = /^\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?$/;
+
+/** What delay texts look like, for messages that say what to fix. */
+export const DELAY_TEXT_HELP = "a duration such as 90s, 3h, 1h30m or 500ms (units ms, s, m, h, d), 'now', or an ISO date such as 2026-12-01T09:00Z";
+
+/** `90s`, `3h`, `1h30m`, `500ms`, `2d`, `now`, or an ISO date; undefined for anything else. */
+export function parseDelayText(text: string): Delay | Date | undefined {
+  const trimmed = text.trim();
+  if (trimmed === 'now') return 0;
+  if (DURATION_TEXT.test(trimmed)) {
+    let ms = 0;
+    for (const [, amount, unit] of trimmed.matchAll(DURATION_PART)) ms += Number(amount) * TEXT_UNIT_MS[unit!]!;
+    return Math.ceil(ms);
+  }
+  if (ISO_DATE.test(trimmed)) {
+    const date = new Date(trimmed);
+    if (!Number.isNaN(date.getTime())) return date;
+  }
+  return undefined;
+}

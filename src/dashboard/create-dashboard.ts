@@ -1,0 +1,147 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { type Observable, type Subscription, catchError, defer, exhaustMap, map, of, share, timer } from 'rxjs';
+import { InvalidOptionError } from '../index';
+import { type DashboardSource, type Overview, asHttpError, readOverview, typeRoute } from './dashboard-api';
+import { HttpError, SECURITY_HEADERS, sendError, sendJson, within } from './http-io';
+import { type DashboardAuth, TOKEN_COOKIE, checkAction, checkAuthOption, checkCredentials } from './request-guard';
+import { APP_CSS, APP_JS } from './ui-assets.generated';
+
+export interface DashboardOptions {
+  /** The path it is mounted under in your server, e.g. `/ops/events` (default: the root). Not needed where the framework strips the mount path (Express `app.use`). */
+  readonly basePath?: string;
+  /** Hides every action and refuses it with 403. */
+  readonly readOnly?: boolean;
+  /** Without it anybody who can reach the port can use the dashboard. */
+  readonly auth?: DashboardAuth;
+  /** How often the live overview (types and counts) is read and pushed to open pages; default 2 s. */
+  readonly refreshMs?: number;
+  /** Longest a request waits for Redis before it is answered 503; default 10 s. */
+  readonly timeoutMs?: number;
+}
+
+/** A Node request handler; `next` (Express, Connect) is not called: every path under the base path is the dashboard's. */
+export type DashboardHandler = (req: IncomingMessage, res: ServerResponse, next?: (error?: unknown) => void) => void;
+
+const PAGE = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Delayed events</title>
+<link rel="stylesheet" href="assets/app.css">
+<script src="assets/app.js" defer></script>
+</head>
+<body><div id="app"></div></body>
+</html>`;
+
+const ASSETS: Readonly<Record<string, { type: string; body: string }>> = {
+  'assets/app.js': { type: 'text/javascript; charset=utf-8', body: APP_JS },
+  'assets/app.css': { type: 'text/css; charset=utf-8', body: APP_CSS },
+};
+
+function normalizedBase(basePath: string | undefined): string {
+  if (basePath === undefined || basePath === '' || basePath === '/') return '';
+  if (typeof basePath !== 'string' || !/^(\/[A-Za-z0-9._~-]+)+\/?$/.test(basePath)) throw new InvalidOptionError('basePath', `must be a path such as /ops/events, got ${JSON.stringify(basePath)}`);
+  return basePath.replace(/\/$/, '');
+}
+
+/**
+ * The dashboard (docs/api.md, "Dashboard"): a page, its built script and
+ * styles, and a JSON API on the service's inspection calls, guarded by
+ * `auth`, with actions refused in read-only mode and from other sites.
+ */
+export function createDashboard(source: DashboardSource, options: DashboardOptions = {}): DashboardHandler {
+  const base = normalizedBase(options.basePath);
+  const auth = checkAuthOption(options.auth);
+  const readOnly = options.readOnly === true;
+  const refreshMs = options.refreshMs ?? 2_000;
+  if (!Number.isFinite(refreshMs) || refreshMs < 100) throw new InvalidOptionError('refreshMs', `must be at least 100, got ${String(refreshMs)}`);
+  const timeoutMs = options.timeoutMs ?? 10_000;
+  if (!Number.isFinite(timeoutMs) || timeoutMs < 100) throw new InvalidOptionError('timeoutMs', `must be at least 100, got ${String(timeoutMs)}`);
+
+  // One reading of the overview per interval, shared by every open page; none while no page is open.
+  const overview$: Observable<Overview | { error: string }> = timer(0, refreshMs).pipe(
+    exhaustMap(() =>
+      defer(() => within(timeoutMs, readOverview(source, readOnly), false)).pipe(catchError((error: unknown) => of({ error: error instanceof Error ? error.message : String(error) }))),
+    ),
+    share(),
+  );
+
+  const serve = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const url = new URL(req.url ?? '/', 'http://dashboard.invalid');
+    let path = url.pathname;
+    if (base && (path === base || path.startsWith(`${base}/`))) path = path.slice(base.length);
+    const token = url.searchParams.get('token') ?? undefined;
+    checkCredentials(req, auth, token);
+    const method = req.method ?? 'GET';
+
+    if (path === '' || path === '/' || path === '/index.html') {
+      if (method !== 'GET' && method !== 'HEAD') throw new HttpError(405, 'method', 'the page is read with GET');
+      const shown = (req as { originalUrl?: string }).originalUrl ?? req.url ?? '/';
+      const shownPath = shown.split('?')[0]!;
+      if (token !== undefined && auth && 'token' in auth) {
+        // Keep the token out of the address bar and history: it lives in a cookie from now on.
+        res.writeHead(303, {
+          ...SECURITY_HEADERS,
+          location: shownPath.endsWith('/') ? shownPath : `${shownPath}/`,
+          'set-cookie': `${TOKEN_COOKIE}=${encodeURIComponent(token)}; HttpOnly; SameSite=Strict; Path=${shownPath.replace(/\/(index\.html)?$/, '') || '/'}`,
+        });
+        res.end();
+        return;
+      }
+      // Relative asset and API URLs resolve against the page only when it ends in a slash.
+      if (!shownPath.endsWith('/') && !shownPath.endsWith('/index.html')) {
+        res.writeHead(301, { ...SECURITY_HEADERS, location: `${shownPath}/` });
+        res.end();
+        return;
+      }
+      res.writeHead(200, { ...SECURITY_HEADERS, 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' });
+      res.end(method === 'HEAD' ? undefined : PAGE);
+      return;
+    }
+
+    const asset = ASSETS[path.slice(1)];
+    if (asset) {
+      res.writeHead(200, { ...SECURITY_HEADERS, 'content-type': asset.type, 'cache-control': 'no-cache' });
+      res.end(method === 'HEAD' ? undefined : asset.body);
+      return;
+    }
+
+    if (!path.startsWith('/api/')) throw new HttpError(404, 'no-route', `nothing at ${path}`);
+    const segments = path.slice(5).split('/').map((s) => decodeURIComponent(s));
+    if (method === 'POST') {
+      if (readOnly) throw new HttpError(403, 'read-only', 'this dashboard is read-only');
+      checkAction(req);
+    } else if (method !== 'GET') {
+      throw new HttpError(405, 'method', 'the API takes GET to read and POST to act');
+    }
+
+    const [section, ...rest] = segments;
+    const answer = (work: Promise<unknown>) => within(timeoutMs, work, method === 'POST');
+    if (method === 'GET' && section === 'overview' && rest.length === 0) return sendJson(res, 200, await answer(readOverview(source, readOnly)));
+    if (method === 'GET' && section === 'health' && rest.length === 0) return sendJson(res, 200, await answer(source.health()));
+    if (method === 'GET' && section === 'live' && rest.length === 0) return live(req, res, overview$);
+    if (section === 'types') return sendJson(res, 200, await answer(typeRoute(source, method, rest, url.searchParams, req)));
+    throw new HttpError(404, 'no-route', `nothing at ${path}`);
+  };
+
+  return (req, res) => {
+    serve(req, res).catch((thrown: unknown) => {
+      if (res.headersSent) {
+        res.destroy();
+        return;
+      }
+      sendError(res, asHttpError(thrown));
+    });
+  };
+}
+
+/** Server-sent events: the overview, each time it is read, until the page goes away. */
+function live(req: IncomingMessage, res: ServerResponse, overview$: Observable<Overview | { error: string }>): void {
+  res.writeHead(200, { ...SECURITY_HEADERS, 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store', connection: 'keep-alive', 'x-accel-buffering': 'no' });
+  res.write('retry: 2000\n\n');
+  const subscription: Subscription = overview$.pipe(map((value) => `event: overview\ndata: ${JSON.stringify(value)}\n\n`)).subscribe((frame) => res.write(frame));
+  const end = () => subscription.unsubscribe();
+  req.on('close', end);
+  res.on('close', end);
+}

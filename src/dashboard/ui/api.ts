@@ -1,0 +1,112 @@
+// The dashboard's JSON API as the page sees it (src/dashboard/dashboard-api.ts serves it): dates arrive as ISO strings.
+
+export type EventState = 'scheduled' | 'ready' | 'in-flight' | 'dead';
+export const STATES: readonly EventState[] = ['scheduled', 'ready', 'in-flight', 'dead'];
+
+export interface StateCounts {
+  readonly scheduled: number;
+  readonly ready: number;
+  readonly inFlight: number;
+  readonly dead: number;
+}
+
+export interface TypeOverview {
+  readonly type: string;
+  readonly partitions: number;
+  readonly groups: readonly string[];
+  readonly paused: boolean;
+  readonly counts: StateCounts & { readonly groups?: Readonly<Record<string, StateCounts>> };
+}
+
+export interface Overview {
+  readonly prefix: string;
+  readonly at: string;
+  readonly readOnly: boolean;
+  readonly types: readonly TypeOverview[];
+}
+
+export interface InspectedEvent {
+  readonly id: string;
+  readonly state: EventState;
+  readonly dueAt: string;
+  readonly attempt: number;
+  readonly enqueuedAt?: string;
+  readonly context: Readonly<Record<string, unknown>>;
+  readonly lastError?: string;
+  readonly event?: unknown;
+  readonly decodeError?: string;
+  readonly leaseExpiresAt?: string;
+  readonly deadLetteredAt?: string;
+  readonly groups?: Readonly<Record<string, EventState>>;
+}
+
+export interface ActivitySlot {
+  readonly at: string;
+  readonly enqueued: number;
+  readonly handled: number;
+  readonly failed: number;
+  readonly deadLettered: number;
+  readonly latenessP50Ms?: number;
+  readonly latenessP99Ms?: number;
+}
+
+export interface DueTimeline {
+  readonly overdue: number;
+  readonly slots: ReadonlyArray<{ readonly from: string; readonly to: string; readonly count: number }>;
+  readonly partial: boolean;
+}
+
+export interface RecurringSchedule {
+  readonly name: string;
+  readonly spec: Readonly<Record<string, unknown>>;
+  readonly next?: string;
+}
+
+/** An answer other than 2xx, with the server's message. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+async function answer<T>(response: Response): Promise<T> {
+  const body = (await response.json().catch(() => ({}))) as { error?: { message?: string } };
+  if (!response.ok) throw new ApiError(response.status, body.error?.message ?? `${response.status} ${response.statusText}`);
+  return body as T;
+}
+
+const typePath = (type: string) => `api/types/${encodeURIComponent(type)}`;
+
+export function get<T>(path: string): Promise<T> {
+  return fetch(path, { headers: { accept: 'application/json' } }).then((r) => answer<T>(r));
+}
+
+/** Actions: same-origin POSTs with a JSON body and the header the server requires of them. */
+export function post<T>(path: string, body: unknown = {}): Promise<T> {
+  return fetch(path, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-delayed-events-action': '1', accept: 'application/json' },
+    body: JSON.stringify(body),
+  }).then((r) => answer<T>(r));
+}
+
+export const api = {
+  events: (type: string, state: EventState, page: { offset: number; limit: number; group?: string }) =>
+    get<{ events: InspectedEvent[] }>(`${typePath(type)}/events?state=${state}&offset=${page.offset}&limit=${page.limit}${page.group ? `&group=${encodeURIComponent(page.group)}` : ''}`),
+  search: (type: string, id: string) => get<{ events: InspectedEvent[] }>(`${typePath(type)}/events?id=${encodeURIComponent(id)}`),
+  event: (type: string, id: string) => get<InspectedEvent>(`${typePath(type)}/events/${encodeURIComponent(id)}`),
+  activity: (type: string, window: string) => get<{ slots: ActivitySlot[] }>(`${typePath(type)}/activity?window=${window}`),
+  timeline: (type: string, horizon: string, group?: string) => get<DueTimeline>(`${typePath(type)}/timeline?horizon=${horizon}&slots=60${group ? `&group=${encodeURIComponent(group)}` : ''}`),
+  schedules: (type: string) => get<{ schedules: RecurringSchedule[] }>(`${typePath(type)}/schedules`),
+  pause: (type: string) => post(`${typePath(type)}/pause`),
+  resume: (type: string) => post(`${typePath(type)}/resume`),
+  cancel: (type: string, id: string) => post(`${typePath(type)}/events/${encodeURIComponent(id)}/cancel`),
+  runNow: (type: string, id: string) => post(`${typePath(type)}/events/${encodeURIComponent(id)}/run-now`),
+  reschedule: (type: string, id: string, delay: string) => post(`${typePath(type)}/events/${encodeURIComponent(id)}/reschedule`, { delay }),
+  replay: (type: string, selection: { ids: string[] } | { all: true }, group?: string) => post<{ count: number }>(`${typePath(type)}/dead-letters/replay`, { ...selection, group }),
+  purge: (type: string, selection: { ids: string[] } | { all: true }, group?: string) => post<{ count: number }>(`${typePath(type)}/dead-letters/purge`, { ...selection, group }),
+  unschedule: (type: string, name: string) => post(`${typePath(type)}/schedules/${encodeURIComponent(name)}/unschedule`),
+};

@@ -1,0 +1,125 @@
+import { useState } from 'preact/hooks';
+import { api } from './api';
+import { useConfirm } from './confirm';
+import { STATE_LABEL, absolute, pretty, relative } from './format';
+import { usePolling } from './use-polling';
+
+function Field(props: { label: string; value: string | number | undefined; title?: string; testId?: string }) {
+  if (props.value === undefined || props.value === '') return null;
+  return (
+    <>
+      <dt>{props.label}</dt>
+      <dd title={props.title} data-testid={props.testId}>
+        {props.value}
+      </dd>
+    </>
+  );
+}
+
+/** One event: everything stored of it, with the actions its state allows. */
+export function EventPage(props: { type: string; id: string; readOnly: boolean }) {
+  const { type, id } = props;
+  const confirm = useConfirm();
+  const [delay, setDelay] = useState('5m');
+  const [message, setMessage] = useState<string | undefined>(undefined);
+  const event = usePolling(() => api.event(type, id), `${type}/${id}`, 3_000);
+  const back = `#/types/${encodeURIComponent(type)}/${event.value?.state ?? 'scheduled'}`;
+
+  const act = async (title: string, detail: string, label: string, run: () => Promise<unknown>, done: string, danger = true) => {
+    if (!(await confirm(title, detail, label, danger))) return;
+    try {
+      await run();
+      setMessage(done);
+      event.refresh();
+    } catch (e) {
+      setMessage(e instanceof Error ? e.message : String(e));
+    }
+  };
+
+  const gone = event.error && event.value === undefined;
+  const e = event.value;
+  return (
+    <div class="event-page">
+      <p>
+        <a href={back}>← {type}</a>
+      </p>
+      <h1 class="id">{id}</h1>
+      {message && (
+        <p class="notice" role="status">
+          {message}
+        </p>
+      )}
+      {gone && <p class="muted">{event.error?.includes('no event') || event.error?.startsWith('404') ? 'This event is no longer stored (handled, cancelled or purged).' : event.error}</p>}
+      {e && (
+        <>
+          <dl class="fields" data-testid="event-fields">
+            <Field label="State" value={STATE_LABEL[e.state]} testId="event-state" />
+            {e.groups && <Field label="Per group" value={Object.entries(e.groups).map(([g, s]) => `${g}: ${STATE_LABEL[s]}`).join(', ')} />}
+            <Field label="Due" value={`${absolute(e.dueAt)} (${relative(e.dueAt)})`} />
+            <Field label="Attempt" value={e.attempt} />
+            <Field label="Enqueued" value={e.enqueuedAt && `${absolute(e.enqueuedAt)} (${relative(e.enqueuedAt)})`} />
+            <Field label="Lease expires" value={e.leaseExpiresAt && `${absolute(e.leaseExpiresAt)} (${relative(e.leaseExpiresAt)})`} />
+            <Field label="Dead-lettered" value={e.deadLetteredAt && `${absolute(e.deadLetteredAt)} (${relative(e.deadLetteredAt)})`} />
+          </dl>
+          {(e.lastError || e.decodeError) && (
+            <>
+              <h2>{e.decodeError ? 'Cannot decode' : 'Last error'}</h2>
+              <pre class="error-text" data-testid="event-error">
+                {e.decodeError ?? e.lastError}
+              </pre>
+            </>
+          )}
+          <h2>Payload</h2>
+          <pre class="json" data-testid="event-payload">
+            {pretty(e.event)}
+          </pre>
+          {Object.keys(e.context).length > 0 && (
+            <>
+              <h2>Context</h2>
+              <pre class="json" data-testid="event-context">
+                {pretty(e.context)}
+              </pre>
+            </>
+          )}
+          {!props.readOnly && (
+            <div class="actions">
+              {(e.state === 'scheduled' || e.state === 'ready') && (
+                <>
+                  <button type="button" class="primary" onClick={() => act('Run now?', `${id} becomes due at once.`, 'Run now', () => api.runNow(type, id), 'Due now', false)}>
+                    Run now
+                  </button>
+                  <form
+                    class="inline"
+                    onSubmit={(ev) => {
+                      ev.preventDefault();
+                      void act('Reschedule?', `${id} becomes due ${delay === 'now' ? 'now' : `at ${delay}`} from now (or at that date).`, 'Reschedule', () => api.reschedule(type, id, delay), `Rescheduled to ${delay}`, false);
+                    }}
+                  >
+                    <input aria-label="New delay" value={delay} onInput={(ev) => setDelay((ev.target as HTMLInputElement).value)} size={14} />
+                    <button type="submit">Reschedule</button>
+                  </form>
+                </>
+              )}
+              {e.state === 'dead' && (
+                <>
+                  <button type="button" class="primary" data-testid="replay-one" onClick={() => act('Replay this dead letter?', `${id} is scheduled again with fresh attempts.`, 'Replay', () => api.replay(type, { ids: [id] }), 'Replayed', false)}>
+                    Replay
+                  </button>
+                  <button type="button" class="danger" onClick={() => act('Purge this dead letter?', `${id} is deleted for good.`, 'Purge', () => api.purge(type, { ids: [id] }), 'Purged')}>
+                    Purge
+                  </button>
+                </>
+              )}
+              {e.state !== 'dead' && (
+                <button type="button" class="danger" onClick={() => act('Cancel this event?', `${id} is deleted and will not be handled.`, 'Cancel event', () => api.cancel(type, id), 'Cancelled')}>
+                  Cancel
+                </button>
+              )}
+            </div>
+          )}
+        </>
+      )}
+    </div>
+  );
+}
+

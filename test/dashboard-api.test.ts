@@ -1,0 +1,307 @@
+import 'reflect-metadata';
+import { afterEach, describe, expect, it } from 'vitest';
+import { InvalidOptionError } from '../src';
+import { createDashboard } from '../src/dashboard';
+import { HOSTILE, OrderDue, type ServedDashboard, seedOrders, serveDashboard } from './support/dashboard-fixture';
+import { useRedis } from './support/harness';
+import { waitFor } from './support/wait-for';
+
+const TYPE = 'dash.order';
+const ACTION = { 'content-type': 'application/json', 'x-delayed-events-action': '1' };
+
+describe('the dashboard HTTP API', () => {
+  const redis = useRedis();
+  const served: ServedDashboard[] = [];
+  afterEach(async () => {
+    await Promise.all(served.splice(0).map((s) => s.close()));
+  });
+
+  /** A dashboard on a prefix seeded with orders (test/support/dashboard-fixture.ts), on the service's public API only. */
+  async function setUp(options: Parameters<typeof createDashboard>[1] = {}) {
+    const prefix = redis.prefix();
+    await seedOrders(redis, prefix);
+    const service = redis.service({ prefix });
+    const dashboard = await serveDashboard(service, options);
+    served.push(dashboard);
+    const call = async (method: string, path: string, init: { body?: unknown; headers?: Record<string, string> } = {}) => {
+      const response = await fetch(new URL(path, dashboard.url), {
+        method,
+        headers: init.headers ?? (method === 'POST' ? ACTION : {}),
+        body: init.body === undefined ? undefined : typeof init.body === 'string' ? init.body : JSON.stringify(init.body),
+        redirect: 'manual',
+      });
+      const text = await response.text();
+      let json: any;
+      try {
+        json = JSON.parse(text);
+      } catch {
+        json = undefined;
+      }
+      return { status: response.status, headers: response.headers, text, json };
+    };
+    return { prefix, service, dashboard, call, get: (path: string) => call('GET', path), post: (path: string, body: unknown = {}) => call('POST', path, { body }) };
+  }
+
+  /** Every key under the prefix with its DUMP, but the activity slots (counts instances add in the background). */
+  async function snapshot(prefix: string): Promise<Record<string, string>> {
+    const client = redis.client();
+    const keys = (await redis.keys(`${prefix}:*`)).filter((key) => !/:a:\d+$/.test(key));
+    const dumps = await Promise.all(keys.map((key) => client.dumpBuffer(key)));
+    return Object.fromEntries(keys.map((key, i) => [key, dumps[i]?.toString('hex') ?? '']));
+  }
+
+  it('shows every type with its counts per state', async () => {
+    const { get } = await setUp();
+    const overview = await get('api/overview');
+    expect(overview.status).toBe(200);
+    expect(overview.json.readOnly).toBe(false);
+    expect(overview.json.types).toEqual([{ type: TYPE, partitions: 1, groups: [], paused: false, counts: { scheduled: 9, ready: 0, inFlight: 0, dead: 3 } }]);
+  });
+
+  it('pages events per state, finds one by id, and shows an event whole', async () => {
+    const { get } = await setUp();
+    const scheduled = await get(`api/types/${TYPE}/events?state=scheduled&limit=5`);
+    expect(scheduled.json.events.map((e: { id: string }) => e.id)).toEqual(['later-0', 'later-1', 'later-2', 'later-3', 'later-4']);
+    const next = await get(`api/types/${TYPE}/events?state=scheduled&offset=5&limit=5`);
+    expect(next.json.events.map((e: { id: string }) => e.id)).toEqual(['later-5', 'later-6', 'later-7', 'hostile']);
+
+    const dead = await get(`api/types/${TYPE}/events?state=dead`);
+    expect(dead.json.events).toHaveLength(3);
+    expect(dead.json.events[0].lastError).toContain('refused dead-0');
+
+    const found = await get(`api/types/${TYPE}/events?id=later-6`);
+    expect(found.json.events.map((e: { id: string }) => e.id)).toEqual(['later-6']);
+    expect((await get(`api/types/${TYPE}/events?id=nope`)).json.events).toEqual([]);
+
+    const one = await get(`api/types/${TYPE}/events/hostile`);
+    expect(one.status).toBe(200);
+    expect(one.json).toMatchObject({ id: 'hostile', state: 'scheduled', attempt: 0, event: { note: HOSTILE } });
+    expect(new Date(one.json.dueAt).getTime()).toBeGreaterThan(Date.now() + 140 * 60_000);
+
+    const missing = await get(`api/types/${TYPE}/events/nope`);
+    expect(missing.status).toBe(404);
+    expect(missing.json.error.code).toBe('not-found');
+  });
+
+  it('shows what falls due over the coming hour, and what the fleet did', async () => {
+    const { get } = await setUp();
+    const timeline = await get(`api/types/${TYPE}/timeline?horizon=1h&slots=4`);
+    expect(timeline.status).toBe(200);
+    expect(timeline.json.slots.map((s: { count: number }) => s.count)).toEqual([5, 0, 3, 0]);
+    expect(timeline.json.overdue).toBe(0);
+    const wide = await get(`api/types/${TYPE}/timeline?horizon=3h&slots=3`);
+    expect(wide.json.slots.map((s: { count: number }) => s.count)).toEqual([8, 0, 1]);
+
+    // The seeding worker wrote its counts when it closed.
+    const activity = await get(`api/types/${TYPE}/activity?window=15m`);
+    const sum = (field: string) => activity.json.slots.reduce((n: number, s: Record<string, number>) => n + s[field]!, 0);
+    expect(sum('enqueued')).toBe(12);
+    expect(sum('failed')).toBe(3);
+    expect(sum('deadLettered')).toBe(3);
+    expect(sum('handled')).toBe(0);
+    expect(activity.json.slots.some((s: { latenessP99Ms?: number }) => typeof s.latenessP99Ms === 'number')).toBe(true);
+  });
+
+  it('reschedules, runs now, cancels, pauses and resumes through the inspection API', async () => {
+    const { post, get, service } = await setUp();
+    expect((await post(`api/types/${TYPE}/events/later-0/reschedule`, { delay: '3h' })).status).toBe(200);
+    const moved = await service.find(TYPE, 'later-0');
+    expect(moved!.dueAt.getTime()).toBeGreaterThan(Date.now() + 170 * 60_000);
+
+    expect((await post(`api/types/${TYPE}/events/later-1/run-now`)).status).toBe(200);
+    expect((await service.find(TYPE, 'later-1'))!.dueAt.getTime()).toBeLessThanOrEqual(Date.now());
+
+    expect((await post(`api/types/${TYPE}/events/later-2/cancel`)).status).toBe(200);
+    expect(await service.find(TYPE, 'later-2')).toBeUndefined();
+    const again = await post(`api/types/${TYPE}/events/later-2/cancel`);
+    expect(again.status).toBe(409);
+
+    expect((await post(`api/types/${TYPE}/pause`)).status).toBe(200);
+    expect(await service.isPaused(TYPE)).toBe(true);
+    expect((await get('api/overview')).json.types[0].paused).toBe(true);
+    expect((await post(`api/types/${TYPE}/resume`)).status).toBe(200);
+    expect(await service.isPaused(TYPE)).toBe(false);
+  });
+
+  it('replays and purges dead letters: some by id, or all', async () => {
+    const { post, service } = await setUp();
+    const replayed = await post(`api/types/${TYPE}/dead-letters/replay`, { ids: ['dead-0'] });
+    expect(replayed.json).toEqual({ count: 1 });
+    const back = (await service.find(TYPE, 'dead-0'))!;
+    expect(back.state).toBe('scheduled');
+    expect(back.dueAt.getTime()).toBeLessThanOrEqual(Date.now());
+    const purged = await post(`api/types/${TYPE}/dead-letters/purge`, { ids: ['dead-1'] });
+    expect(purged.json).toEqual({ count: 1 });
+    expect(await service.find(TYPE, 'dead-1')).toBeUndefined();
+    expect((await post(`api/types/${TYPE}/dead-letters/replay`, { all: true })).json).toEqual({ count: 1 });
+    expect((await service.counts(TYPE))!.dead).toBe(0);
+  });
+
+  it('answers bad input with a 400 that says what to fix, and changes nothing', async () => {
+    const { post, get, prefix } = await setUp();
+    const before = await snapshot(prefix);
+    const cases: Array<[Promise<{ status: number; json: any }>, string]> = [
+      [get('api/types/no.such.type/events'), 'unknown-type'],
+      [post('api/types/no.such.type/pause'), 'unknown-type'],
+      [get(`api/types/${encodeURIComponent('{bad}')}/events`), 'bad-argument'],
+      [get(`api/types/${TYPE}/events?state=sleeping`), 'bad-state'],
+      [get(`api/types/${TYPE}/events?limit=5000`), 'bad-limit'],
+      [get(`api/types/${TYPE}/events?group=${encodeURIComponent('a b')}`), 'bad-group'],
+      [get(`api/types/${TYPE}/timeline?horizon=forever`), 'bad-horizon'],
+      [post(`api/types/${TYPE}/events/later-0/reschedule`, { delay: 'tomorrow-ish' }), 'bad-delay'],
+      [post(`api/types/${TYPE}/events/later-0/reschedule`, { delay: -5 }), 'bad-delay'],
+      [post(`api/types/${TYPE}/events/later-0/reschedule`, {}), 'bad-delay'],
+      [post(`api/types/${TYPE}/dead-letters/purge`, {}), 'bad-selection'],
+      [post(`api/types/${TYPE}/dead-letters/purge`, { ids: [] }), 'bad-selection'],
+      [post(`api/types/${TYPE}/dead-letters/replay`, { ids: [42] }), 'bad-selection'],
+      [post(`api/types/${TYPE}/dead-letters/replay`, '{not json'), 'bad-json'],
+    ];
+    for (const [call, code] of cases) {
+      const answer = await call;
+      expect(answer.status, code).toBe(400);
+      expect(answer.json.error.code, JSON.stringify(answer.json)).toBe(code);
+      expect(answer.json.error.message.length).toBeGreaterThan(10);
+    }
+    expect((await get('api/nothing-here')).status).toBe(404);
+    expect(await snapshot(prefix)).toEqual(before);
+  });
+
+  it('refuses actions from another site, without the action header or without a JSON body', async () => {
+    const { call, prefix } = await setUp();
+    const before = await snapshot(prefix);
+    const purge = `api/types/${TYPE}/dead-letters/purge`;
+    const body = { all: true };
+    const refused = [
+      await call('POST', purge, { body, headers: { 'content-type': 'application/json' } }),
+      await call('POST', purge, { body, headers: { ...ACTION, origin: 'https://evil.example' } }),
+      await call('POST', purge, { body, headers: { ...ACTION, 'sec-fetch-site': 'cross-site' } }),
+      await call('POST', purge, { body: 'all=true', headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-delayed-events-action': '1' } }),
+    ];
+    expect(refused.map((r) => r.status)).toEqual([403, 403, 403, 415]);
+    expect(await snapshot(prefix)).toEqual(before);
+    // The same request from the page itself goes through.
+    const own = await call('POST', purge, { body, headers: { ...ACTION, 'sec-fetch-site': 'same-origin', origin: new URL(served[0]!.url).origin } });
+    expect(own.json).toEqual({ count: 3 });
+  });
+
+  it('in read-only mode says so and refuses every action', async () => {
+    const { get, post, prefix } = await setUp({ readOnly: true });
+    expect((await get('api/overview')).json.readOnly).toBe(true);
+    const before = await snapshot(prefix);
+    for (const path of [`api/types/${TYPE}/pause`, `api/types/${TYPE}/events/later-0/cancel`, `api/types/${TYPE}/dead-letters/purge`]) {
+      const answer = await post(path, { all: true });
+      expect(answer.status, path).toBe(403);
+      expect(answer.json.error.code).toBe('read-only');
+    }
+    expect(await snapshot(prefix)).toEqual(before);
+    expect((await get(`api/types/${TYPE}/events?state=dead`)).json.events).toHaveLength(3);
+  });
+
+  it('with a token, answers 401 without it, and takes it as a bearer header or once in the address', async () => {
+    const token = 'a-long-enough-dashboard-token';
+    const { call, prefix } = await setUp({ auth: { token } });
+    const before = await snapshot(prefix);
+    for (const path of ['', 'assets/app.js', 'api/overview', 'api/live', `api/types/${TYPE}/events`]) {
+      expect((await call('GET', path)).status, path).toBe(401);
+    }
+    expect((await call('POST', `api/types/${TYPE}/dead-letters/purge`, { body: { all: true } })).status).toBe(401);
+    expect((await call('GET', 'api/overview', { headers: { authorization: 'Bearer wrong-token-of-some-length' } })).status).toBe(401);
+    expect(await snapshot(prefix)).toEqual(before);
+
+    expect((await call('GET', 'api/overview', { headers: { authorization: `Bearer ${token}` } })).status).toBe(200);
+    const opened = await call('GET', `?token=${token}`);
+    expect(opened.status).toBe(303);
+    expect(opened.headers.get('location')).not.toContain(token);
+    const cookie = opened.headers.get('set-cookie')!;
+    expect(cookie).toMatch(/HttpOnly/);
+    expect(cookie).toMatch(/SameSite=Strict/);
+    const withCookie = await call('GET', 'api/overview', { headers: { cookie: cookie.split(';')[0]! } });
+    expect(withCookie.status).toBe(200);
+  });
+
+  it('with basic auth, asks for it and takes the right user and password only', async () => {
+    const { call } = await setUp({ auth: { basic: { username: 'ops', password: 's3cret' } } });
+    const none = await call('GET', 'api/overview');
+    expect(none.status).toBe(401);
+    expect(none.headers.get('www-authenticate')).toMatch(/^Basic /);
+    const basic = (user: string, password: string) => ({ authorization: `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}` });
+    expect((await call('GET', 'api/overview', { headers: basic('ops', 'wrong') })).status).toBe(401);
+    expect((await call('GET', 'api/overview', { headers: basic('ops', 's3cret') })).status).toBe(200);
+  });
+
+  it('serves its page and assets itself, under a strict content security policy', async () => {
+    const { call } = await setUp();
+    const page = await call('GET', '');
+    expect(page.status).toBe(200);
+    expect(page.headers.get('content-security-policy')).toContain("script-src 'self'");
+    expect(page.headers.get('content-security-policy')).toContain("default-src 'none'");
+    expect(page.headers.get('x-frame-options')).toBe('DENY');
+    expect(page.text).not.toMatch(/https?:\/\//);
+    const script = await call('GET', 'assets/app.js');
+    expect(script.status).toBe(200);
+    expect(script.headers.get('content-type')).toMatch(/javascript/);
+    expect(script.text.length).toBeGreaterThan(20_000);
+    expect(script.text).not.toMatch(/src=["']https?:|cdn\./);
+    expect((await call('GET', 'assets/app.css')).headers.get('content-type')).toMatch(/css/);
+    expect((await call('GET', 'assets/other.js')).status).toBe(404);
+  });
+
+  it('mounted under a path, redirects to it with a slash and serves everything below it', async () => {
+    const prefix = redis.prefix();
+    await seedOrders(redis, prefix);
+    const dashboard = await serveDashboard(redis.service({ prefix }), { basePath: '/ops/events' });
+    served.push(dashboard);
+    const origin = new URL(dashboard.url).origin;
+    const bare = await fetch(`${origin}/ops/events`, { redirect: 'manual' });
+    expect(bare.status).toBe(301);
+    expect(bare.headers.get('location')).toBe('/ops/events/');
+    expect((await fetch(`${origin}/ops/events/`)).status).toBe(200);
+    const overview = (await (await fetch(`${origin}/ops/events/api/overview`)).json()) as { types: Array<{ type: string }> };
+    expect(overview.types.map((t) => t.type)).toEqual([TYPE]);
+  });
+
+  it('pushes the overview to open pages as server-sent events', async () => {
+    const { dashboard, service } = await setUp({ refreshMs: 200 });
+    const controller = new AbortController();
+    const response = await fetch(new URL('api/live', dashboard.url), { signal: controller.signal });
+    expect(response.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    const reader = response.body!.getReader();
+    let seen = '';
+    const frames = async () => {
+      const { value } = await reader.read();
+      seen += new TextDecoder().decode(value);
+      return seen;
+    };
+    await waitFor(async () => (await frames()).includes('"scheduled":9'), 'an overview frame with 9 scheduled');
+    await service.enqueue(new OrderDue('late-comer'), { minutes: 5 });
+    await waitFor(async () => (await frames()).includes('"scheduled":10'), 'a later frame with 10 scheduled');
+    controller.abort();
+  });
+
+  it('reports its own health, and refuses bad options with a typed error', async () => {
+    const { get } = await setUp();
+    expect((await get('api/health')).json).toMatchObject({ ready: true, redis: 'up' });
+    const service = redis.service();
+    expect(() => createDashboard(service, { auth: { token: 'short' } })).toThrow(InvalidOptionError);
+    expect(() => createDashboard(service, { basePath: 'no-slash' })).toThrow(InvalidOptionError);
+    expect(() => createDashboard(service, { refreshMs: 1 })).toThrow(InvalidOptionError);
+  });
+
+  it('while Redis is down answers 503, and carries on once it is back', async () => {
+    const prefix = redis.prefix();
+    await seedOrders(redis, prefix);
+    const dashboard = await serveDashboard(redis.service({ prefix }), { timeoutMs: 1_000 });
+    served.push(dashboard);
+    const overview = () => fetch(new URL('api/overview', dashboard.url));
+    expect((await overview()).status).toBe(200);
+    await redis.server.kill();
+    try {
+      const down = await overview();
+      expect(down.status).toBe(503);
+      expect(((await down.json()) as { error: { code: string } }).error.code).toBe('redis-unavailable');
+    } finally {
+      await redis.server.restart();
+    }
+    await waitFor(async () => (await overview()).status === 200, 'the overview once Redis is back');
+  });
+});

@@ -13,6 +13,8 @@ import type { RedisLayout } from '../redis/redis-layout';
 export const ACTIVITY_SLOT_MS = 10_000;
 /** How long a slot's hash is kept: the dashboard charts up to the last hour. */
 export const ACTIVITY_RETENTION_MS = 3_600_000;
+/** Longest close() waits to write the last counts: a silent Redis must not hold a shutdown. */
+const CLOSE_FLUSH_MS = 1_000;
 /** Slots an instance keeps while Redis is unreachable, per type, before dropping the oldest. */
 const UNSENT_SLOTS_KEPT = ACTIVITY_RETENTION_MS / ACTIVITY_SLOT_MS;
 
@@ -126,6 +128,8 @@ export class ActivityRecorder {
   constructor(
     private readonly client: RedisClient,
     private readonly layout: RedisLayout,
+    /** Longest one write may take (the service's commandTimeoutMs): then it counts as failed. */
+    private readonly timeoutMs: number,
   ) {
     this.timer = setInterval(() => void this.flush(), ACTIVITY_SLOT_MS);
     this.timer.unref();
@@ -139,12 +143,12 @@ export class ActivityRecorder {
   }
 
   /** Writes what was counted; what fails to reach Redis is kept (bounded) for the next flush. */
-  flush(): Promise<void> {
-    this.flushing ??= this.write().finally(() => (this.flushing = undefined));
+  flush(timeoutMs = this.timeoutMs): Promise<void> {
+    this.flushing ??= this.write(timeoutMs).finally(() => (this.flushing = undefined));
     return this.flushing;
   }
 
-  private async write(): Promise<void> {
+  private async write(timeoutMs: number): Promise<void> {
     await Promise.all(
       [...this.types].map(async ([type, activity]) => {
         const slots = activity.take();
@@ -160,21 +164,33 @@ export class ActivityRecorder {
           counts.lateness.forEach((n, k) => n > 0 && pipeline.hincrby(key, `l${k}`, n));
           pipeline.pexpire(key, ACTIVITY_RETENTION_MS + ACTIVITY_SLOT_MS);
         }
+        let timer: NodeJS.Timeout | undefined;
         try {
-          const replies = (await pipeline.exec()) ?? [];
+          const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error('activity not written in time')), timeoutMs)));
+          const replies = (await Promise.race([pipeline.exec(), late])) ?? [];
           if (replies.some(([error]) => error)) throw new Error('activity not written');
         } catch {
           // Written again next time; an increment that did land is then counted twice, which a chart can bear.
           activity.giveBack(slots);
+        } finally {
+          clearTimeout(timer);
         }
       }),
     );
   }
 
-  /** Stops the timer and writes what is left. */
+  /** Stops the timer and writes what is left, if Redis takes it within a second. */
   async close(): Promise<void> {
     clearInterval(this.timer);
-    await this.flush();
+    const bound = Math.min(this.timeoutMs, CLOSE_FLUSH_MS);
+    let timer: NodeJS.Timeout | undefined;
+    const written = (async () => {
+      // A periodic write still under way holds what it took: wait for it, then write the rest.
+      await this.flushing;
+      await this.flush(bound);
+    })();
+    await Promise.race([written, new Promise<void>((resolve) => (timer = setTimeout(resolve, bound)))]);
+    clearTimeout(timer);
   }
 }
 

@@ -137,7 +137,7 @@ export class DelayedEventService {
       cancel: (route, id) => this.scripts.cancel(this.layout.forEvent(route, id), id, false),
     });
     this.inspector = new Inspector(this.connections.command, this.layout, this.codec, this.scripts);
-    this.activityRecorder = this.options.recordActivity ? new ActivityRecorder(this.connections.command, this.layout) : undefined;
+    this.activityRecorder = this.options.recordActivity ? new ActivityRecorder(this.connections.command, this.layout, this.options.commandTimeoutMs) : undefined;
     this.wakes$ = wakeListener(this.connections, this.layout.wakeChannel, {
       pingEveryMs: this.options.readerBlockMs,
       pingTimeoutMs: this.options.watchdogGraceMs,
@@ -390,7 +390,7 @@ export class DelayedEventService {
       this.registrations.clear();
       this.recurringLoop?.unsubscribe();
       await Promise.all(registrations.map((r) => this.unregister(r)));
-      // The last slot's counts, if Redis takes them within the command timeout.
+      // The last slot's counts, if Redis takes them within a second.
       await this.activityRecorder?.close().catch(() => undefined);
       this.metrics.complete();
       this.log.close();

@@ -46,7 +46,7 @@ async function waitFor(check: () => Promise<boolean> | boolean, timeoutMs = 300_
 }
 
 /** Bytes per event: scheduled (not yet due), and delivered and waiting in every group's ready list. */
-async function memory(port: number, groups: number, prefix: string): Promise<{ scheduled: number; delivered: number }> {
+export async function fanOutMemory(port: number, groups: number, prefix: string): Promise<{ scheduled: number; delivered: number }> {
   const redis = new Redis(port, '127.0.0.1');
   const service = new DelayedEventService({ redis: `redis://127.0.0.1:${port}`, prefix });
   try {
@@ -73,7 +73,7 @@ async function memory(port: number, groups: number, prefix: string): Promise<{ s
 }
 
 /** Events handled per second in every group: HANDLED events all due, then each group's handler starts. */
-async function endToEnd(port: number, groups: number, prefix: string): Promise<number> {
+export async function fanOutEndToEnd(port: number, groups: number, prefix: string): Promise<number> {
   const redis = new Redis(port, '127.0.0.1');
   const services = groupNames(groups).map(() => new DelayedEventService({ redis: `redis://127.0.0.1:${port}`, prefix }));
   try {
@@ -105,10 +105,10 @@ async function main(): Promise<void> {
     const add = (key: string, value: number) => runs.set(key, [...(runs.get(key) ?? []), value]);
     for (let r = 0; r < REPEATS; r++) {
       for (const groups of [1, 3, 5]) {
-        const m = await memory(server.port, groups, `m${r}x${groups}`);
+        const m = await fanOutMemory(server.port, groups, `m${r}x${groups}`);
         add(`scheduled ${groups}`, m.scheduled);
         add(`delivered ${groups}`, m.delivered);
-        add(`e2e ${groups}`, await endToEnd(server.port, groups, `e${r}x${groups}`));
+        add(`e2e ${groups}`, await fanOutEndToEnd(server.port, groups, `e${r}x${groups}`));
         console.log(`repetition ${r + 1}, ${groups} group(s) done`);
       }
     }
@@ -142,4 +142,5 @@ async function versionOfRedis(): Promise<string> {
   return execFileSync('redis-server', ['--version'], { encoding: 'utf8' }).split(' sha=')[0] ?? 'Redis';
 }
 
-void main();
+// Run by npm run bench:fan-out; imported by run.ts for its fan-out rows.
+if (require.main === module) void main();

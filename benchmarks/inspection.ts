@@ -44,10 +44,14 @@ async function time(call: () => Promise<unknown>): Promise<{ median: number; max
   return { median: median(ms), max: Math.max(...ms) };
 }
 
-async function main(): Promise<void> {
-  const server = await RedisServer.start();
-  const service = new DelayedEventService({ redis: server.url, prefix: 'bench' });
+export type InspectionTimings = Array<[string, { median: number; max: number }]>;
+
+/** Fills `events` pending events into a fresh prefix on the server at `port`, then times each inspection call. */
+export async function inspectionLatency(port: number, events: number, prefix = 'bench'): Promise<{ rows: InspectionTimings; buckets: number; fillSeconds: number; version: string }> {
+  const url = `redis://127.0.0.1:${port}`;
+  const service = new DelayedEventService({ redis: url, prefix });
   try {
+    const EVENTS = events;
     const filling = performance.now();
     // A fixed pseudo-random spread (LCG): runs compare.
     let seed = 42;
@@ -62,7 +66,7 @@ async function main(): Promise<void> {
     if (counts?.scheduled !== EVENTS) throw new Error(`expected ${EVENTS} scheduled, counted ${JSON.stringify(counts)}`);
     const middle = `r${Math.floor(EVENTS / 2)}`;
 
-    const rows: Array<[string, { median: number; max: number }]> = [
+    const rows: InspectionTimings = [
       ['`counts(EventClass)`', await time(() => service.counts(Reminder))],
       ['`counts(typeName)` (resolves the name: 1 EXISTS)', await time(() => service.counts('bench.inspect'))],
       ['`find(EventClass, id)`, scheduled', await time(() => service.find(Reminder, middle))],
@@ -72,19 +76,30 @@ async function main(): Promise<void> {
       [`\`list(EventClass, 'scheduled')\`, page of 100 at offset ${(EVENTS / 2).toLocaleString('en-US')}`, await time(() => service.list(Reminder, 'scheduled', { offset: EVENTS / 2, limit: 100 }))],
       ['`types()` (SCAN of the whole keyspace)', await time(() => service.types())],
     ];
-    const client = new Redis(server.url);
-    const buckets = await client.zcard('bench:{bench.inspect}:b');
+    const client = new Redis(url);
+    const buckets = await client.zcard(`${prefix}:{bench.inspect}:b`);
     const version = /redis_version:(\S+)/.exec(await client.info('server'))?.[1] ?? '?';
+    await client.flushall();
     client.disconnect();
+    return { rows, buckets, fillSeconds, version };
+  } finally {
+    await service.close();
+  }
+}
+
+async function main(): Promise<void> {
+  const server = await RedisServer.start();
+  try {
+    const { rows, buckets, fillSeconds, version } = await inspectionLatency(server.port, EVENTS);
     console.log(`${EVENTS.toLocaleString('en-US')} events pending in one type (${buckets.toLocaleString('en-US')} schedule buckets), filled in ${fillSeconds.toFixed(1)} s;`);
     console.log(`${cpus().length} cores (${cpus()[0]?.model ?? 'unknown CPU'}, ${arch()}), Node ${process.version}, Redis ${version}; median of ${RUNS} calls each.\n`);
     console.log('| call | median (ms) | slowest of 20 (ms) |');
     console.log('|---|---:|---:|');
     for (const [name, t] of rows) console.log(`| ${name} | ${t.median.toFixed(2)} | ${t.max.toFixed(2)} |`);
   } finally {
-    await service.close();
     await server.stop();
   }
 }
 
-void main();
+// Run by npm run bench:inspection; imported by run.ts for its inspection rows.
+if (require.main === module) void main();

@@ -1,4 +1,3 @@
-import { cpus } from 'node:os';
 
 export interface Row {
   readonly scenario: string;
@@ -20,6 +19,8 @@ export interface Row {
   readonly emptyScriptMicros?: readonly number[];
   /** Likewise, of our own Lua script for the operation, with none of the service around it. */
   readonly ourScriptsMicros?: readonly number[];
+  /** What limits the row, as measured in this run, shown beside a missed target. */
+  readonly floorNote?: string;
 }
 
 const PEERS = ['bullmq', 'bee-queue'] as const;
@@ -42,15 +43,39 @@ function cell(values: readonly number[] | undefined): string {
   return values.length === 1 ? m : `${m} (${format(Math.min(...values))}–${format(Math.max(...values))})`;
 }
 
-/** Our advantage over the better peer: >1 means we are better, whichever way the metric points. */
-export function advantage(row: Row): number | undefined {
-  const ours = row.values.ours;
-  const peers = PEERS.map((p) => row.values[p]).filter((v): v is number[] => !!v && v.length > 0).map(median);
-  if (!ours || peers.length === 0) return undefined;
-  const o = median(ours);
+function ratio(row: Row, ours: number, peers: readonly number[]): number {
   const best = row.higherIsBetter ? Math.max(...peers) : Math.min(...peers);
-  if (row.higherIsBetter) return o / best;
-  return o === 0 ? Infinity : best / o;
+  if (row.higherIsBetter) return ours / best;
+  return ours === 0 ? Infinity : best / ours;
+}
+
+/**
+ * Our advantage over the better peer in each repetition (> 1: ours is better,
+ * whichever way the metric points): the libraries of one repetition ran back to
+ * back, so a ratio within it is steadier than a ratio of medians when the
+ * machine's speed drifts between repetitions. Rows whose libraries ran a
+ * different number of times fall back to the ratio of medians.
+ */
+export function ratios(row: Row): number[] | undefined {
+  const ours = row.values.ours;
+  const peers = PEERS.map((p) => row.values[p]).filter((v): v is number[] => !!v && v.length > 0);
+  if (!ours || ours.length === 0 || peers.length === 0) return undefined;
+  if (peers.every((p) => p.length === ours.length)) return ours.map((o, r) => ratio(row, o, peers.map((p) => p[r]!)));
+  return [ratio(row, median(ours), peers.map(median))];
+}
+
+/** The median of the per-repetition ratios. */
+export function advantage(row: Row): number | undefined {
+  const all = ratios(row);
+  return all && median(all);
+}
+
+function ratioCell(row: Row): string {
+  const all = ratios(row);
+  if (!all) return '–';
+  const x = (v: number) => (v === Infinity ? '∞' : v.toFixed(2));
+  const m = `${x(median(all))}×`;
+  return all.length === 1 ? m : `${m} (${x(Math.min(...all))}–${x(Math.max(...all))})`;
 }
 
 function verdict(row: Row): string {
@@ -67,7 +92,7 @@ function verdict(row: Row): string {
 
 function target(row: Row): string {
   const parts: string[] = [];
-  if (row.targetRatio !== undefined) parts.push(`≥ ${row.targetRatio}× better`);
+  if (row.targetRatio !== undefined) parts.push(row.higherIsBetter || row.targetRatio <= 1 ? `≥ ${row.targetRatio}× the better peer` : `≤ ${(1 / row.targetRatio).toFixed(2)}× the better peer's`);
   if (row.targetAbsolute !== undefined) parts.push(`${row.higherIsBetter ? '≥' : '≤'} ${format(row.targetAbsolute)} ${row.unit}`);
   return parts.join(', ');
 }
@@ -78,24 +103,51 @@ export function renderTable(rows: readonly Row[]): string {
     '|---|---|---|---|---|---|---|---|---|',
   ];
   for (const row of rows) {
-    const a = advantage(row);
-    lines.push(
-      `| ${row.scenario} | ${row.metric} | ${row.unit} | ${cell(row.values.ours)} | ${cell(row.values.bullmq)} | ${cell(row.values['bee-queue'])} | ${a === undefined ? '–' : `${a === Infinity ? '∞' : a.toFixed(2)}×`} | ${target(row)} | ${verdict(row)} |`,
-    );
+    lines.push(`| ${row.scenario} | ${row.metric} | ${row.unit} | ${cell(row.values.ours)} | ${cell(row.values.bullmq)} | ${cell(row.values['bee-queue'])} | ${ratioCell(row)} | ${target(row)} | ${verdict(row)} |`);
   }
   return lines.join('\n');
 }
 
-export function renderResults(rows: readonly Row[], run: { quick: boolean; repeats: number; minutes: number; versions: Record<string, string>; stealPercent: number }): string {
+/**
+ * The targets first: each with what this run measured, met or missed, and for
+ * a missed one bound by a round trip per operation, the floors measured beside it.
+ */
+export function renderTargets(rows: readonly Row[]): string {
+  const lines = ['| target | measured | | floor beside it |', '|---|---|---|---|'];
+  for (const row of rows.filter((r) => verdict(r) !== '')) {
+    const measured: string[] = [];
+    if (row.targetRatio !== undefined) measured.push(ratioCell(row));
+    if (row.targetAbsolute !== undefined && row.values.ours) measured.push(`${format(median(row.values.ours))} ${row.unit}`);
+    const missed = verdict(row) !== 'met';
+    let floor = missed ? (row.floorNote ?? '') : '';
+    if (missed && row.floorMicros?.length) {
+      const perOp = (values: readonly number[] | undefined) => (values && values.length > 0 ? format(1e6 / median(values)) : '–');
+      const peer = Math.min(...PEERS.map((p) => (row.values[p]?.length ? 1e6 / median(row.values[p]!) : Infinity)));
+      floor = `better peer ${format(peer)} µs per operation; ours ${perOp(row.values.ours)}; an empty script through ioredis ${cell(row.emptyScriptMicros)}, our script alone ${cell(row.ourScriptsMicros)}, a bare round trip ${cell(row.floorMicros)}`;
+    }
+    lines.push(`| ${row.scenario}, ${row.metric}: ${target(row)} | ${measured.join(', ')} | ${verdict(row)} | ${floor} |`);
+  }
+  const behind = rows.filter((r) => (advantage(r) ?? Infinity) < 1);
+  lines.push(`| no row below 1.0× the better peer | ${behind.length === 0 ? 'none below' : behind.map((r) => `${r.scenario}, ${r.metric}: ${ratioCell(r)}`).join('; ')} | ${behind.length === 0 ? 'met' : '**missed**'} | |`);
+  return lines.join('\n');
+}
+
+export function renderResults(rows: readonly Row[], run: { quick: boolean; repeats: number; minutes: number; versions: Record<string, string>; stealPercent: number; machine: string }): string {
   return `# Benchmark results
 
-Written by \`npm run bench${run.quick ? ' -- --quick' : ''}\` on ${new Date().toISOString().slice(0, 10)}: one private \`redis-server\`
-(default settings, no persistence) on this machine (${cpus().length} cores), every library through the same
-workload with the payload \`{ n, s: 'x'.repeat(20) }\`; ${run.repeats === 1 ? 'one pass' : `median of ${run.repeats} runs (min–max in brackets)`}.
-The run took ${run.minutes.toFixed(1)} minutes; the host stole ${run.stealPercent.toFixed(0)}% of this VM's CPU time meanwhile
+Written by \`npm run bench${run.quick ? ' -- --quick' : ''}\` on ${new Date().toISOString().slice(0, 10)}, on ${run.machine}: one private
+\`redis-server\` (default settings, no persistence) on the same machine as Node, every library through the same
+workload with the payload \`{ n, s: 'x'.repeat(20) }\`; ${run.repeats === 1 ? 'one pass' : `${run.repeats} repetitions, the libraries back to back within each; each figure is the median (min–max in brackets)`}.
+The run took ${run.minutes.toFixed(1)} minutes; the host stole ${run.stealPercent.toFixed(1)}% of this VM's CPU time meanwhile
 (above a few percent, figures swing between runs: compare within one run). Peers: BullMQ ${run.versions.bullmq}, Bee-Queue ${run.versions['bee-queue']}; ioredis ${run.versions.ioredis}.
-"ours vs better peer" is our advantage over the better of the two (> 1 means ours is better, for lower-is-better
-measures too). How each scenario is measured: [README.md](README.md).
+"ours vs better peer" is our advantage over the better of the two in each repetition, as the median of those
+ratios (> 1 means ours is better, for lower-is-better measures too). How each scenario is measured: [README.md](README.md).
+
+## Targets
+
+${renderTargets(rows)}
+
+## Every row
 
 ${renderTable(rows)}
 ${renderFloor(rows)}

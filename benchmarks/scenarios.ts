@@ -72,11 +72,98 @@ export async function endToEnd(queue: BenchQueue, count: number, parallelism: nu
   await queue.addBulk(range(first, count), dueIn);
   await sleep(Math.max(0, added + dueIn + 50 - Date.now()));
   let handled = 0;
+  const start = await queue.prepareWorker(parallelism, () => handled++);
   const started = performance.now();
-  await queue.startWorker(parallelism, () => handled++);
+  start();
   await waitUntilDrained(queue);
   if (handled < count) throw new Error(`${queue.library}: handled ${handled} of ${count}`);
   return count / ((performance.now() - started) / 1000);
+}
+
+/** What handling costs, per handled event, measured over scenario 3's window. */
+export interface HandlingCost {
+  /** Events handled per second. */
+  readonly rate: number;
+  /** Redis CPU (used_cpu_sys + used_cpu_user), µs per event. */
+  readonly redisCpuMicros: number;
+  /** This Node process's CPU (user + system), µs per event: every library runs in it, one at a time. */
+  readonly nodeCpuMicros: number;
+  /** Redis commands (script calls and the commands they run), per event. */
+  readonly commands: number;
+}
+
+async function redisCpuSeconds(redis: Redis): Promise<number> {
+  const info = await redis.info('cpu');
+  return Number(/used_cpu_sys:([\d.]+)/.exec(info)![1]) + Number(/used_cpu_user:([\d.]+)/.exec(info)![1]);
+}
+
+async function commandCalls(redis: Redis): Promise<number> {
+  let calls = 0;
+  for (const [, command, n] of (await redis.info('commandstats')).matchAll(/cmdstat_([a-z|]+):calls=(\d+)/g)) {
+    if (command !== 'info' && command !== 'config') calls += Number(n);
+  }
+  return calls;
+}
+
+/**
+ * Scenario 3 with its costs: `count` events all due, then handlers start;
+ * events handled per second until Redis holds none, and Redis CPU, Node CPU
+ * and Redis commands over that window, per event. The window's own polling
+ * (`pending()`, a few hundred calls) is in the commands: at most a few
+ * hundredths of a command per event.
+ */
+export async function endToEndCost(queue: BenchQueue, redis: Redis, count: number, parallelism: number): Promise<HandlingCost> {
+  const dueIn = 200;
+  const added = Date.now();
+  await queue.addBulk(range(0, count), dueIn);
+  await sleep(Math.max(0, added + dueIn + 50 - Date.now()));
+  let handled = 0;
+  const start = await queue.prepareWorker(parallelism, () => handled++);
+  const [redisCpu, calls] = [await redisCpuSeconds(redis), await commandCalls(redis)];
+  const nodeCpu = process.cpuUsage();
+  const started = performance.now();
+  start();
+  await waitUntilDrained(queue);
+  const seconds = (performance.now() - started) / 1000;
+  const node = process.cpuUsage(nodeCpu);
+  const [redisCpuAfter, callsAfter] = [await redisCpuSeconds(redis), await commandCalls(redis)];
+  if (handled < count) throw new Error(`${queue.library}: handled ${handled} of ${count}`);
+  return {
+    rate: count / seconds,
+    redisCpuMicros: ((redisCpuAfter - redisCpu) * 1e6) / count,
+    nodeCpuMicros: (node.user + node.system) / count,
+    commands: (callsAfter - calls) / count,
+  };
+}
+
+/**
+ * Scenario 4b: handlers running at parallelism 64; `count` events with delays
+ * of 1-40 ms added all at once (every add call started together); lateness =
+ * handler start - (add call time + delay).
+ */
+export async function burstLateness(queue: BenchQueue, count: number): Promise<Lateness & { storedMs: number }> {
+  const due = new Array<number>(count);
+  const late: number[] = [];
+  await queue.startWorker(64, (n) => late.push(Date.now() - due[n]!));
+  const adds: Array<Promise<void>> = [];
+  const started = performance.now();
+  for (let n = 0; n < count; n++) {
+    const delay = 1 + Math.floor(Math.random() * 40);
+    due[n] = Date.now() + delay;
+    adds.push(queue.add(n, delay));
+  }
+  await Promise.all(adds);
+  // Until every add was confirmed: an event due before its own add was confirmed is late by at least the difference.
+  const storedMs = performance.now() - started;
+  await waitUntilDrained(queue);
+  while (late.length < count) await sleep(1);
+  return { ...percentiles(late), storedMs };
+}
+
+function percentiles(values: number[]): Lateness {
+  const sorted = values.sort((a, b) => a - b);
+  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
+  return { p50: at(0.5), p99: at(0.99), max: sorted[sorted.length - 1]! };
 }
 
 /** Scenario 4: handlers running; events added at `rate`/s with delays of 100-2,000 ms; lateness = handler start - due. */
@@ -98,9 +185,7 @@ export async function lateness(queue: BenchQueue, count: number, rate: number): 
   }
   await Promise.all(adds);
   await waitUntilDrained(queue);
-  const sorted = late.sort((a, b) => a - b);
-  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
-  return { p50: at(0.5), p99: at(0.99), max: sorted[sorted.length - 1]! };
+  return percentiles(late);
 }
 
 /** Scenario 6: Redis commands (script calls and the commands they run) per handled event, enqueue included. */

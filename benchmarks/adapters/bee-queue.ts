@@ -27,11 +27,16 @@ export const beeQueue: BenchQueueFactory = {
       addBulk: async (ns, delayMs) => {
         for (const chunk of chunks(ns)) await producer.saveAll(chunk.map((n) => job(n, delayMs)));
       },
-      startWorker: async (parallelism, onStart) => {
-        worker = new BeeQueue<Data>(queueName, { redis, activateDelayedJobs: true, removeOnSuccess: true, getEvents: false });
-        await worker.ready();
-        worker.process(parallelism, async (j) => onStart(j.data.n));
+      prepareWorker: async (parallelism, onStart) => {
+        const w = new BeeQueue<Data>(queueName, { redis, activateDelayedJobs: true, removeOnSuccess: true, getEvents: false });
+        worker = w;
+        await w.ready();
+        return () =>
+          w.process(parallelism, async (j) => {
+            onStart(j.data.n);
+          });
       },
+      startWorker: async (parallelism, onStart) => (await bench.prepareWorker(parallelism, onStart))(),
       pending: async () => {
         const health = await producer.checkHealth();
         return health.waiting + health.active + health.delayed;

@@ -5,7 +5,13 @@ export interface BenchQueue {
   add(n: number, delayMs: number): Promise<void>;
   /** Adds many events with the library's batch API, 1,000 per call. */
   addBulk(ns: readonly number[], delayMs: number): Promise<void>;
-  /** Starts handlers: a no-op that reports the event's number and start time. */
+  /**
+   * Constructs and connects handlers (an async no-op that reports the event's
+   * number as it starts) without letting them take anything; the function it
+   * resolves to lets them start. Timed scenarios start the clock between the two.
+   */
+  prepareWorker(parallelism: number, onStart: (n: number) => void): Promise<() => void>;
+  /** prepareWorker, then start. */
   startWorker(parallelism: number, onStart: (n: number) => void): Promise<void>;
   /** Events stored and not yet handled successfully. */
   pending(): Promise<number>;

@@ -22,10 +22,19 @@ export const bullmq: BenchQueueFactory = {
       addBulk: async (ns, delayMs) => {
         for (const chunk of chunks(ns)) await queue.addBulk(chunk.map((n) => ({ name: 'e', data: { n, s: PAYLOAD_S }, opts: { delay: delayMs } })));
       },
-      startWorker: async (parallelism, onStart) => {
-        worker = new Worker(queueName, async (job) => onStart((job.data as { n: number }).n), { connection, concurrency: parallelism, removeOnComplete: { count: 0 }, removeOnFail: { count: 0 } });
-        await worker.waitUntilReady();
+      prepareWorker: async (parallelism, onStart) => {
+        const w = new Worker(
+          queueName,
+          async (job) => {
+            onStart((job.data as { n: number }).n);
+          },
+          { connection, concurrency: parallelism, removeOnComplete: { count: 0 }, removeOnFail: { count: 0 }, autorun: false },
+        );
+        worker = w;
+        await w.waitUntilReady();
+        return () => void w.run();
       },
+      startWorker: async (parallelism, onStart) => (await bench.prepareWorker(parallelism, onStart))(),
       pending: async () => {
         const counts = await queue.getJobCounts('delayed', 'wait', 'active', 'prioritized');
         return Object.values(counts).reduce((a, b) => a + b, 0);

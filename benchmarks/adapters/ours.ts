@@ -1,7 +1,7 @@
 import 'reflect-metadata';
 import { Redis } from 'ioredis';
 import { firstValueFrom } from 'rxjs';
-import { DelayedEvent, DelayedEventService } from '../../src';
+import { DelayedEvent, DelayedEventService, type DelayedEventServiceOptions } from '../../src';
 import { type BenchQueue, type BenchQueueFactory, PAYLOAD_S, chunks } from './bench-queue';
 
 @DelayedEvent('bench.event')
@@ -13,33 +13,50 @@ class BenchEvent {
   ) {}
 }
 
-export const ours: BenchQueueFactory = {
-  library: 'ours',
-  async create(port, queueName) {
-    const service = new DelayedEventService({ redis: `redis://127.0.0.1:${port}`, prefix: queueName });
-    const event = (n: number) => new BenchEvent(`${n}`, n, PAYLOAD_S);
-    const observer = new Redis(port, '127.0.0.1');
-    const keys = `${queueName}:{bench.event}`;
-    const queue: BenchQueue = {
-      library: 'ours',
-      add: async (n, delayMs) => {
-        await service.enqueue(event(n), delayMs);
-      },
-      addBulk: async (ns, delayMs) => {
-        for (const chunk of chunks(ns)) await firstValueFrom(service.enqueueBatch(chunk.map((n) => ({ event: event(n), delay: delayMs }))));
-      },
-      startWorker: async (parallelism, onStart) => {
-        service.addHandler(BenchEvent, (e) => (onStart(e.n), true), parallelism);
-      },
-      pending: async () => {
-        // Every stored event has its envelope in the meta hash until it is completed.
-        return observer.hlen(`${keys}:m`);
-      },
-      close: async () => {
-        await service.close();
-        observer.disconnect();
-      },
-    };
-    return queue;
-  },
-};
+/** This service with `options` beside its defaults (ours: the defaults alone). */
+export function oursWith(options: Partial<DelayedEventServiceOptions>, library = 'ours'): BenchQueueFactory {
+  return {
+    library,
+    create: (port, queueName) => createOurs(port, queueName, options),
+  };
+}
+
+export const ours: BenchQueueFactory = oursWith({});
+
+async function createOurs(port: number, queueName: string, options: Partial<DelayedEventServiceOptions>): Promise<BenchQueue> {
+  const service = new DelayedEventService({ redis: `redis://127.0.0.1:${port}`, prefix: queueName, ...options });
+  const event = (n: number) => new BenchEvent(`${n}`, n, PAYLOAD_S);
+  const observer = new Redis(port, '127.0.0.1');
+  const keys = `${queueName}:{bench.event}`;
+  const queue: BenchQueue = {
+    library: 'ours',
+    add: async (n, delayMs) => {
+      await service.enqueue(event(n), delayMs);
+    },
+    addBulk: async (ns, delayMs) => {
+      for (const chunk of chunks(ns)) await firstValueFrom(service.enqueueBatch(chunk.map((n) => ({ event: event(n), delay: delayMs }))));
+    },
+    prepareWorker: async (parallelism, onStart) => {
+      // Connected and its scripts loaded; a handler's own reading connections open as it starts, as BullMQ's and Bee-Queue's workers start reading.
+      await service.waitUntilReady();
+      return () =>
+        service.addHandler(
+          BenchEvent,
+          async (e) => {
+            onStart(e.n);
+          },
+          parallelism,
+        );
+    },
+    startWorker: async (parallelism, onStart) => (await queue.prepareWorker(parallelism, onStart))(),
+    pending: async () => {
+      // Every stored event has its envelope in the meta hash until it is completed.
+      return observer.hlen(`${keys}:m`);
+    },
+    close: async () => {
+      await service.close();
+      observer.disconnect();
+    },
+  };
+  return queue;
+}

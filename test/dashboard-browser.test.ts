@@ -119,4 +119,21 @@ describe('the dashboard in a real browser', () => {
     await expect.poll(() => page.locator('[data-testid="events"] tbody tr').count()).toBe(2);
     await expect.poll(async () => (await fetch(new URL('api/types/dash.order/events/dead-1', dashboard.url)).then((r) => r.json()) as { state: string }).state).toBe('scheduled');
   });
+
+  it('in read-only mode shows no action at all', async () => {
+    const readOnly = await serveDashboard(source, { readOnly: true, refreshMs: 500 });
+    try {
+      await page.goto(`${readOnly.url}#/types/dash.order/dead`);
+      await page.locator('tr[data-id="dead-0"]').waitFor();
+      await page.locator('.badge', { hasText: 'read-only' }).waitFor();
+      expect(await page.locator('[data-testid="pause-toggle"]').count()).toBe(0);
+      expect(await page.locator('[data-testid="replay-selected"]').count()).toBe(0);
+      expect(await page.locator('tr[data-id="dead-0"] input[type="checkbox"]').count()).toBe(0);
+      await page.locator('tr[data-id="dead-0"] a').click();
+      await page.locator('[data-testid="event-fields"]').waitFor();
+      expect(await page.locator('button').count()).toBe(0);
+    } finally {
+      await readOnly.close();
+    }
+  });
 });

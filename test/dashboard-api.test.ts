@@ -145,6 +145,7 @@ describe('the dashboard HTTP API', () => {
       [post('api/types/no.such.type/pause'), 'unknown-type'],
       [get(`api/types/${encodeURIComponent('{bad}')}/events`), 'bad-argument'],
       [get(`api/types/${TYPE}/events?state=sleeping`), 'bad-state'],
+      [get(`api/types/${TYPE}/events/%E0%A4%A`), 'bad-path'],
       [get(`api/types/${TYPE}/events?limit=5000`), 'bad-limit'],
       [get(`api/types/${TYPE}/events?group=${encodeURIComponent('a b')}`), 'bad-group'],
       [get(`api/types/${TYPE}/timeline?horizon=forever`), 'bad-horizon'],

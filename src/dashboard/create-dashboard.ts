@@ -108,7 +108,7 @@ export function createDashboard(source: DashboardSource, options: DashboardOptio
     }
 
     if (!path.startsWith('/api/')) throw new HttpError(404, 'no-route', `nothing at ${path}`);
-    const segments = path.slice(5).split('/').map((s) => decodeURIComponent(s));
+    const segments = path.slice(5).split('/').map(decodeSegment);
     if (method === 'POST') {
       if (readOnly) throw new HttpError(403, 'read-only', 'this dashboard is read-only');
       checkAction(req);
@@ -134,6 +134,14 @@ export function createDashboard(source: DashboardSource, options: DashboardOptio
       sendError(res, asHttpError(thrown));
     });
   };
+}
+
+function decodeSegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    throw new HttpError(400, 'bad-path', `cannot decode ${JSON.stringify(segment)}: percent-encode type names and ids (encodeURIComponent)`);
+  }
 }
 
 /** Server-sent events: the overview, each time it is read, until the page goes away. */

@@ -16,6 +16,13 @@ export class FaultEvent {
 }
 
 const say = (line: object) => process.stdout.write(`${JSON.stringify({ ...line, pid: process.pid, at: Date.now() })}\n`);
+// A worker that dies of its own error says why first, so a test can tell that from a kill.
+for (const event of ['uncaughtException', 'unhandledRejection'] as const) {
+  process.on(event, (error: unknown) => {
+    say({ crashed: `${event}: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}` });
+    process.exit(70);
+  });
+}
 const env = (name: string, fallback: number) => Number(process.env[name] ?? fallback);
 
 const service = new DelayedEventService({

@@ -257,8 +257,12 @@ describe('fault injection: every accepted event is handled at least once or dead
       const running = () => fleet.lines.filter((l) => l.pid === pid && l.start).length - fleet.lines.filter((l) => l.pid === pid && l.ok).length;
       await fleet.until(() => running() >= 1_000, `1,000 handlers running in round ${round + 1}`, 30_000);
       await fleet.kill(pid, 'SIGTERM'); // the worker calls close() and exits when it resolves
+      // Its last line may be read just after it ended.
+      const saidClosed = () => fleet.lines.some((l) => l.pid === pid && (l.closed || l.crashed));
+      await fleet.until(saidClosed, `round ${round + 1}: the worker's last line`, 5_000).catch(() => undefined);
       const closed = fleet.lines.findIndex((l) => l.pid === pid && l.closed);
-      expect(closed).toBeGreaterThan(-1);
+      const how = () => JSON.stringify({ exit: fleet.exits.get(pid), crashed: fleet.lines.find((l) => l.pid === pid && l.crashed)?.crashed });
+      expect(closed, `round ${round + 1}: the worker ended without closing: ${how()}`).toBeGreaterThan(-1);
       // Every handler it started finished before close resolved, and none started after.
       expect(running()).toBe(0);
       expect(fleet.lines.slice(closed).some((l) => l.pid === pid && l.start)).toBe(false);

@@ -15,12 +15,16 @@ export interface Line {
   readonly ready?: boolean;
   readonly produced?: number;
   readonly closed?: boolean;
+  /** The process is about to die of an error it did not handle. */
+  readonly crashed?: string;
 }
 
 /** Service instances as separate Node processes (fault-worker.ts), every line they report, every kill. */
 export class Fleet {
   readonly lines: Line[] = [];
   readonly kills: Array<{ pid: number; at: number }> = [];
+  /** How each process that ended ended, for failure messages. */
+  readonly exits = new Map<number, { code: number | null; signal: NodeJS.Signals | null }>();
   private readonly children = new Map<number, ChildProcess>();
 
   spawn(env: Record<string, string>): number {
@@ -30,7 +34,10 @@ export class Fleet {
     });
     const pid = child.pid!;
     this.children.set(pid, child);
-    child.once('exit', () => this.children.delete(pid));
+    child.once('exit', (code, signal) => {
+      this.children.delete(pid);
+      this.exits.set(pid, { code, signal });
+    });
     createInterface({ input: child.stdout! }).on('line', (text) => {
       if (text.startsWith('{')) this.lines.push(JSON.parse(text) as Line);
     });

@@ -105,4 +105,24 @@ describe('Redis outages', () => {
       await proxy.stop();
     }
   });
+
+  it('an inspection call on a connection that went silent fails with RedisCallTimeoutError near its deadline too', async () => {
+    const proxy = await TcpProxy.start(redis.server.port);
+    try {
+      const service = redis.service({ redis: proxy.url, prefix: redis.prefix(), commandTimeoutMs: 400 });
+      expect(await service.enqueue(new WorkItem('seen'), 60_000)).toBe('scheduled');
+      expect((await service.counts(WorkItem))?.scheduled).toBe(1);
+      for (const call of [() => service.counts(WorkItem), () => service.find(WorkItem, 'seen'), () => service.list(WorkItem, 'scheduled'), () => service.dueTimeline(WorkItem)]) {
+        // Every connection open now goes silent: the command connection among them.
+        expect(proxy.blackholeConnectionsThatSent('')).toBeGreaterThan(0);
+        const started = Date.now();
+        await expect(call()).rejects.toBeInstanceOf(RedisCallTimeoutError);
+        expect(Date.now() - started).toBeLessThan(1_500);
+        // The stuck connection was reset: inspection works again on a fresh one.
+        await waitFor(async () => (await service.counts(WorkItem).catch(() => undefined))?.scheduled === 1, 'counts on a fresh connection', 10_000);
+      }
+    } finally {
+      await proxy.stop();
+    }
+  });
 });

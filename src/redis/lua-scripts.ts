@@ -169,6 +169,11 @@ export class LuaScripts {
     this.scripts = Object.fromEntries(SCRIPT_NAMES.map((name) => [name, loadScript(name)])) as Record<ScriptName, LoadedScript>;
   }
 
+  /** Any other Redis work of the service under the same deadline as the scripts: an inspection call, say. */
+  bounded<R>(work: Promise<R>, name: string): Promise<R> {
+    return this.deadlines.bound(work, name);
+  }
+
   private run(name: ScriptName, ...args: Array<string | number>): Promise<unknown> {
     return this.deadlines.bound(evalScript(this.client, this.scripts[name], args), name);
   }

@@ -657,6 +657,8 @@ export class DelayedEventService {
 
   // Inspection and control (src/service/inspector.ts; docs/api.md, "Inspection").
   // Each takes an event class, or a type name: then payloads come back as parsed JSON.
+  // Each bounded call fails with RedisCallTimeoutError after commandTimeoutMs, as the
+  // scripts do; types() is not: its SCAN takes as long as the keyspace is large.
 
   /** Every event type with stored events, registered groups or a pause under this prefix, whichever instance stored them. */
   types(): Promise<EventTypeInfo[]> {
@@ -665,21 +667,21 @@ export class DelayedEventService {
 
   /** Events in each state (and per group, where groups are registered); undefined for a type name nothing is stored under. */
   counts(eventClass: EventTarget): Promise<EventCounts | undefined> {
-    return this.inspector.counts(eventClass);
+    return this.scripts.bounded(this.inspector.counts(eventClass), 'counts');
   }
 
   /** One stored event and its state, or undefined. */
   find<T extends DelayedEventInstance>(eventClass: EventClass<T>, id: string): Promise<InspectedEvent<T> | undefined>;
   find(type: string, id: string): Promise<InspectedEvent<JsonEvent> | undefined>;
   find<T extends DelayedEventInstance>(eventClass: EventTarget<T>, id: string): Promise<InspectedEvent<T | JsonEvent> | undefined> {
-    return this.inspector.find(eventClass, id);
+    return this.scripts.bounded(this.inspector.find(eventClass, id), 'find');
   }
 
   /** One page (limit 1..1,000) of the events in `state`, in that state's order. */
   list<T extends DelayedEventInstance>(eventClass: EventClass<T>, state: EventState, options?: ListOptions): Promise<Array<InspectedEvent<T>>>;
   list(type: string, state: EventState, options?: ListOptions): Promise<Array<InspectedEvent<JsonEvent>>>;
   list<T extends DelayedEventInstance>(eventClass: EventTarget<T>, state: EventState, options?: ListOptions): Promise<Array<InspectedEvent<T | JsonEvent>>> {
-    return this.inspector.list(eventClass, state, options);
+    return this.scripts.bounded(this.inspector.list(eventClass, state, options), 'list');
   }
 
   /** Moves a scheduled or ready event to a new due time (a delay from now, or a Date), keeping payload, context and attempts; false when it is not stored, in flight or dead. */
@@ -694,25 +696,25 @@ export class DelayedEventService {
 
   /** Stops dispatching and claiming the type in every instance, across restarts, until resume(); enqueues still store. */
   pause(eventClass: EventTarget): Promise<boolean> {
-    return this.inspector.pause(eventClass);
+    return this.scripts.bounded(this.inspector.pause(eventClass), 'pause');
   }
 
   resume(eventClass: EventTarget): Promise<boolean> {
-    return this.inspector.resume(eventClass);
+    return this.scripts.bounded(this.inspector.resume(eventClass), 'resume');
   }
 
   isPaused(eventClass: EventTarget): Promise<boolean> {
-    return this.inspector.isPaused(eventClass);
+    return this.scripts.bounded(this.inspector.isPaused(eventClass), 'isPaused');
   }
 
   /** How many scheduled events fall due in each slot from now to a horizon (default an hour in 60 slots); undefined for a type name nothing is stored under. */
   dueTimeline(eventClass: EventTarget, options?: DueTimelineOptions): Promise<DueTimeline | undefined> {
-    return this.inspector.dueTimeline(eventClass, options);
+    return this.scripts.bounded(this.inspector.dueTimeline(eventClass, options), 'dueTimeline');
   }
 
   /** What the whole fleet enqueued, handled, failed and dead-lettered of the type, and its lateness, per 10 s over the last `windowMs` (default 15 min, at most 1 h). */
   activity(eventClass: EventTarget, windowMs?: number): Promise<ActivitySlot[]> {
-    return this.inspector.activity(eventClass, windowMs);
+    return this.scripts.bounded(this.inspector.activity(eventClass, windowMs), 'activity');
   }
 }
 

@@ -90,9 +90,13 @@ function verdict(row: Row): string {
   return checks.every(Boolean) ? 'met' : '**missed**';
 }
 
+/** In the ratio's own direction (above 1: ours better), and for a lower-is-better row also as a share of the peer's figure. */
 function target(row: Row): string {
   const parts: string[] = [];
-  if (row.targetRatio !== undefined) parts.push(row.higherIsBetter || row.targetRatio <= 1 ? `≥ ${row.targetRatio}× the better peer` : `≤ ${(1 / row.targetRatio).toFixed(2)}× the better peer's`);
+  if (row.targetRatio !== undefined) {
+    const share = !row.higherIsBetter && row.targetRatio !== 1 ? ` (ours ≤ ${(1 / row.targetRatio).toFixed(2)}× its ${row.unit})` : '';
+    parts.push(`≥ ${row.targetRatio}× the better peer${share}`);
+  }
   if (row.targetAbsolute !== undefined) parts.push(`${row.higherIsBetter ? '≥' : '≤'} ${format(row.targetAbsolute)} ${row.unit}`);
   return parts.join(', ');
 }
@@ -109,11 +113,31 @@ export function renderTable(rows: readonly Row[]): string {
 }
 
 /**
+ * Every target of the benchmark (issue #22), found among the rows by scenario
+ * number and measure: one the run did not measure (a quick run, --scenarios)
+ * is listed as such rather than left out.
+ */
+const TARGETS: ReadonlyArray<{ readonly scenario: string; readonly metric: string; readonly target: string }> = [
+  { scenario: '1. ', metric: 'one at a time', target: 'one enqueue at a time ≥ 1.0× the better peer' },
+  { scenario: '2. ', metric: '100,000 events', target: "memory per pending event ≤ 0.5× the better peer's bytes" },
+  { scenario: '3. end-to-end, all due, 20,000 at parallelism 32', metric: 'handled per second', target: 'end-to-end at parallelism 32 ≥ 2.5× the better peer' },
+  { scenario: '3. end-to-end, all due', metric: '5,000 at parallelism 1', target: 'end-to-end at parallelism 1 ≥ 1.5× the better peer' },
+  { scenario: '3. end-to-end, all due, 20,000 at parallelism 32', metric: 'Redis CPU per handled event', target: "Redis CPU per handled event ≤ 0.25× the better peer's" },
+  { scenario: '4. lateness, ', metric: 'p99', target: 'lateness at 200/s: p99 ≤ 5 ms' },
+  { scenario: '4. lateness, ', metric: 'max', target: 'lateness at 200/s: max ≤ 20 ms' },
+  { scenario: '4. burst lateness', metric: 'p99', target: 'burst lateness: p99 ≤ 20 ms' },
+  { scenario: '5. backlog of 5,000,000 against 10,000', metric: 'enqueue, 64 in flight', target: 'backlog of 5,000,000 against 10,000: enqueue (64 in flight) within 20%' },
+  { scenario: '5. backlog of 5,000,000 against 10,000', metric: 'end-to-end, 2,000 due at parallelism 32', target: 'backlog of 5,000,000 against 10,000: end-to-end within 20%' },
+];
+
+/**
  * The targets first: each with what this run measured, met or missed, and for
  * a missed one bound by a round trip per operation, the floors measured beside it.
  */
 export function renderTargets(rows: readonly Row[]): string {
   const lines = ['| target | measured | | floor beside it |', '|---|---|---|---|'];
+  const behind = rows.filter((r) => (advantage(r) ?? Infinity) < 1);
+  lines.push(`| no row below 1.0× the better peer | ${behind.length === 0 ? 'none below' : behind.map((r) => `${r.scenario}, ${r.metric}: ${ratioCell(r)}`).join('; ')} | ${behind.length === 0 ? 'met' : '**missed**'} | |`);
   for (const row of rows.filter((r) => verdict(r) !== '')) {
     const measured: string[] = [];
     if (row.targetRatio !== undefined) measured.push(ratioCell(row));
@@ -127,21 +151,35 @@ export function renderTargets(rows: readonly Row[]): string {
     }
     lines.push(`| ${row.scenario}, ${row.metric}: ${target(row)} | ${measured.join(', ')} | ${verdict(row)} | ${floor} |`);
   }
-  const behind = rows.filter((r) => (advantage(r) ?? Infinity) < 1);
-  lines.push(`| no row below 1.0× the better peer | ${behind.length === 0 ? 'none below' : behind.map((r) => `${r.scenario}, ${r.metric}: ${ratioCell(r)}`).join('; ')} | ${behind.length === 0 ? 'met' : '**missed**'} | |`);
+  for (const t of TARGETS) {
+    const found = rows.some((r) => r.scenario.startsWith(t.scenario) && r.metric === t.metric && verdict(r) !== '');
+    if (!found) lines.push(`| ${t.target} | not measured in this run | | |`);
+  }
   return lines.join('\n');
 }
 
-export function renderResults(rows: readonly Row[], run: { quick: boolean; repeats: number; minutes: number; versions: Record<string, string>; stealPercent: number; machine: string }): string {
+export interface RunDescription {
+  readonly quick: boolean;
+  readonly repeats: number;
+  readonly minutes: number;
+  /** Package versions: `ours` (this service), bullmq, bee-queue, ioredis. */
+  readonly versions: Record<string, string>;
+  readonly stealPercent: number;
+  /** CPU model, cores, Node and Redis versions. */
+  readonly machine: string;
+}
+
+export function renderResults(rows: readonly Row[], run: RunDescription): string {
   return `# Benchmark results
 
-Written by \`npm run bench${run.quick ? ' -- --quick' : ''}\` on ${new Date().toISOString().slice(0, 10)}, on ${run.machine}: one private
-\`redis-server\` (default settings, no persistence) on the same machine as Node, every library through the same
-workload with the payload \`{ n, s: 'x'.repeat(20) }\`; ${run.repeats === 1 ? 'one pass' : `${run.repeats} repetitions, the libraries back to back within each; each figure is the median (min–max in brackets)`}.
-The run took ${run.minutes.toFixed(1)} minutes; the host stole ${run.stealPercent.toFixed(1)}% of this VM's CPU time meanwhile
-(above a few percent, figures swing between runs: compare within one run). Peers: BullMQ ${run.versions.bullmq}, Bee-Queue ${run.versions['bee-queue']}; ioredis ${run.versions.ioredis}.
-"ours vs better peer" is our advantage over the better of the two in each repetition, as the median of those
-ratios (> 1 means ours is better, for lower-is-better measures too). How each scenario is measured: [README.md](README.md).
+Written by \`npm run bench${run.quick ? ' -- --quick' : ''}\`${run.repeats !== (run.quick ? 1 : 5) ? ` with \`--reps=${run.repeats}\`` : ''} on ${new Date().toISOString().slice(0, 10)}.${run.quick ? ' A quick run (smaller lateness, backlog and inspection sizes): a check of the harness, not figures to quote.' : ''}
+
+- **Machine**: ${run.machine}. One private \`redis-server\` (default settings, no persistence) on the same machine as Node.
+- **Libraries**: reactive-delayed-events ${run.versions.ours} (ours), BullMQ ${run.versions.bullmq}, Bee-Queue ${run.versions['bee-queue']}; ioredis ${run.versions.ioredis}. Every library runs the same workload with the payload \`{ n, s: 'x'.repeat(20) }\` and an async no-op handler.
+- **Run**: ${run.repeats === 1 ? 'one pass' : `${run.repeats} repetitions, the libraries back to back within each; each figure is the median (min–max in brackets)`}. It took ${run.minutes.toFixed(1)} minutes; the host stole ${run.stealPercent.toFixed(1)}% of this machine's CPU time meanwhile (above a few percent, figures swing between runs: compare within one run).
+- **Ratios**: "ours vs better peer" is our figure against the better of the two peers within each repetition, reported as the median of those per-repetition ratios (their min–max in brackets); above 1 means ours is better, for lower-is-better measures too.
+
+How each scenario is measured: [README.md](README.md).
 
 ## Targets
 
@@ -172,10 +210,10 @@ export function renderFloor(rows: readonly Row[]): string {
     'In these rows every operation waits for one round trip: an awaited enqueue must be confirmed by Redis, and at',
     'parallelism 1 the next event can only be claimed once the handler has given its slot back. "Bare round trip" is',
     'an awaited `PING` over a plain socket, no client library, measured next to each library\'s run (median, min–max):',
-    'no client and no script can take less per operation. On this VM it is bimodal, ~15–30 µs while the scheduler',
-    'keeps Node and Redis on one core and ~50–60 µs while they run on two, so compare a row only with the floor',
-    'measured next to it. Next to our run, two bare loops of awaited ioredis calls (`script-floor.ts`): "empty',
-    'script" returns at once but gets the arguments our script gets, the least any design that runs one script per',
+    'no client and no script can take less per operation. On a VM it moves between runs with where the scheduler',
+    'places Node and Redis, so compare a row only with the floor measured next to it. Next to our run, two bare',
+    'loops of awaited ioredis calls (`script-floor.ts`): "empty script" returns at once but gets the arguments our',
+    'script gets, the least any design that runs one script per',
     'operation costs with this client; "our scripts alone" is our own Lua script for the operation with none of the',
     'service around it, the least the service can take without changing its scripts or its client library.',
     '"Left" is what the target leaves per operation beyond each of these floors: beyond the bare round trip for',
@@ -201,9 +239,10 @@ export function renderFloor(rows: readonly Row[]): string {
   return lines.join('\n') + '\n';
 }
 
-/** Bar chart: one group per throughput or lateness row, bars scaled to the group's largest value. */
+/** Bar chart: one group per compared throughput or lateness row (p99 and max), bars scaled to the group's largest value. */
 export function renderChart(rows: readonly Row[]): string {
-  const shown = rows.filter((r) => (r.unit === 'events/s' && !r.scenario.startsWith('5.')) || (r.unit === 'ms' && r.metric !== 'p50'));
+  const compared = (r: Row) => PEERS.some((p) => (r.values[p]?.length ?? 0) > 0);
+  const shown = rows.filter((r) => compared(r) && ((r.unit === 'events/s' && !r.scenario.startsWith('5.')) || (r.unit === 'ms' && (r.metric === 'p99' || r.metric === 'max'))));
   const libraries = ['ours', ...PEERS];
   const colors: Record<string, string> = { ours: '#2b7a3d', bullmq: '#c0392b', 'bee-queue': '#d4a017' };
   const barHeight = 14;

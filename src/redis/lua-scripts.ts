@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 import { CallDeadlines } from './call-deadlines';
+import { bulkString, sendPrewritten, takesPrewritten } from './prewritten-evalsha';
 import { parseEnvelope } from '../core/envelope';
 import { NotReplicatedError } from '../core/errors';
 import type { TypeKeys } from './redis-layout';
@@ -59,11 +60,23 @@ function isMissingScript(error: unknown): boolean {
  * ioredis's defineCommand does the same but cost ~4 µs more a call, a few
  * percent of an event at parallelism 1 (measured with the benchmarks).
  */
-function evalScript(client: RedisClient, script: LoadedScript, args: ReadonlyArray<string | number>): Promise<unknown> {
-  return client.evalsha(script.sha, script.numberOfKeys, ...args).catch((error: unknown) => {
+function evalScript(client: RedisClient, script: LoadedScript, args: ReadonlyArray<string | number>, numberOfKeys = script.numberOfKeys): Promise<unknown> {
+  return client.evalsha(script.sha, numberOfKeys, ...args).catch((error: unknown) => {
     if (!isMissingScript(error)) throw error;
-    return client.eval(script.lua, script.numberOfKeys, ...args);
+    return client.eval(script.lua, numberOfKeys, ...args);
   });
+}
+
+/** Keys a plain enqueue (no replace) passes to lua/enqueue.lua: meta, schedule, recent, slot guard. */
+const PLAIN_ENQUEUE_KEYS = 4;
+
+function enqueueStatus(status: number): EnqueueStatus {
+  return status === 0 ? 'duplicate' : status === 2 ? 'replaced' : 'scheduled';
+}
+
+/** The enqueue script's reply: one status per event, or one event's status alone. */
+function enqueueStatuses(reply: unknown): EnqueueStatus[] {
+  return typeof reply === 'number' ? [enqueueStatus(reply)] : (reply as number[]).map(enqueueStatus);
 }
 
 /** By its flag, not instanceof: a Cluster of ioredis 5 is no instance of ioredis 6's class. */
@@ -152,6 +165,10 @@ export interface DeadLetterStep {
 export class LuaScripts {
   private readonly scripts: Record<ScriptName, LoadedScript>;
   private readonly deadlines: CallDeadlines;
+  /** Whether plain enqueues go as prewritten EVALSHAs (src/redis/prewritten-evalsha.ts). */
+  private readonly prewritten: boolean;
+  /** Per queue, a plain enqueue's arguments before its events, and their text. */
+  private readonly plainEnqueueHeads = new WeakMap<TypeKeys, { readonly args: readonly string[]; readonly written: string }>();
 
   /**
    * `deadline` bounds every call: a call that outlives it (a frozen Redis, a
@@ -167,6 +184,7 @@ export class LuaScripts {
   ) {
     this.deadlines = new CallDeadlines(deadline.ms, deadline.onStuck);
     this.scripts = Object.fromEntries(SCRIPT_NAMES.map((name) => [name, loadScript(name)])) as Record<ScriptName, LoadedScript>;
+    this.prewritten = takesPrewritten(client);
   }
 
   /** Any other Redis work of the service under the same deadline as the scripts: an inspection call, say. */
@@ -183,23 +201,18 @@ export class LuaScripts {
    * With `durability`, a WAIT follows in the same pipeline (so on a cluster it
    * reaches the node that took the write) and too few replicas is an error.
    */
-  async enqueue(keys: TypeKeys, events: ReadonlyArray<ScheduledBody>, replace: boolean, durability?: Durability): Promise<EnqueueStatus[]> {
-    const args: Array<string | number> = [
-      keys.meta,
-      keys.schedule,
-      keys.ready,
-      keys.inFlight,
-      keys.dead,
-      keys.errors,
-      keys.legacySchedule,
-      keys.slotGuard,
-      keys.recent,
-      keys.groups,
-      keys.pending,
-      replace ? '1' : '0',
-      this.wakeChannel,
-      keys.tag,
-    ];
+  enqueue(keys: TypeKeys, events: ReadonlyArray<ScheduledBody>, replace: boolean, durability?: Durability): Promise<EnqueueStatus[]> {
+    // Not async: each promise an enqueue's reply passes through is a step more before its caller goes on.
+    if (!replace && !durability && this.prewritten) return this.enqueuePrewritten(keys, events);
+    return this.enqueueAsArgs(keys, events, replace, durability);
+  }
+
+  private async enqueueAsArgs(keys: TypeKeys, events: ReadonlyArray<ScheduledBody>, replace: boolean, durability: Durability | undefined): Promise<EnqueueStatus[]> {
+    // A plain enqueue names only the four keys it touches (lua/enqueue.lua says so): fewer arguments to write and read.
+    const args: Array<string | number> = replace
+      ? [keys.meta, keys.schedule, keys.ready, keys.inFlight, keys.dead, keys.errors, keys.legacySchedule, keys.slotGuard, keys.recent, keys.groups, keys.pending, '1', this.wakeChannel, keys.tag]
+      : [keys.meta, keys.schedule, keys.recent, keys.slotGuard, '0', this.wakeChannel, keys.tag];
+    const numberOfKeys = replace ? this.scripts.enqueue.numberOfKeys : PLAIN_ENQUEUE_KEYS;
     // Events of one call mostly share a delay: its argument is built once.
     let lastDelay = -1;
     let delayArg = '';
@@ -216,15 +229,15 @@ export class LuaScripts {
         args.push(e.id, e.body, e.due.atMs);
       }
     }
-    let statuses: number[];
+    let statuses: number | number[];
     if (!durability) {
-      statuses = (await this.run('enqueue', ...args)) as number[];
+      statuses = (await this.deadlines.bound(evalScript(this.client, this.scripts.enqueue, args, numberOfKeys), 'enqueue')) as number | number[];
     } else {
       const enqueue = this.scripts.enqueue;
       const storeAndWait = (loaded: boolean) => {
         const pipeline = this.client.pipeline();
-        if (loaded) pipeline.evalsha(enqueue.sha, enqueue.numberOfKeys, ...args);
-        else pipeline.eval(enqueue.lua, enqueue.numberOfKeys, ...args);
+        if (loaded) pipeline.evalsha(enqueue.sha, numberOfKeys, ...args);
+        else pipeline.eval(enqueue.lua, numberOfKeys, ...args);
         pipeline.wait(durability.replicas, durability.timeoutMs);
         return this.deadlines.bound(pipeline.exec(), 'enqueue+wait', this.deadlines.defaultMs + durability.timeoutMs);
       };
@@ -242,11 +255,63 @@ export class LuaScripts {
       }
       if (!stored || stored[0]) throw stored?.[0] ?? new Error('enqueue got no reply');
       if (!waited || waited[0]) throw waited?.[0] ?? new Error('WAIT got no reply');
-      statuses = stored[1] as number[];
+      statuses = stored[1] as number | number[];
       const acknowledged = Number(waited[1]);
       if (acknowledged < durability.replicas) throw new NotReplicatedError(acknowledged, durability.replicas, durability.timeoutMs);
     }
-    return statuses.map((s) => (s === 0 ? 'duplicate' : s === 2 ? 'replaced' : 'scheduled'));
+    return enqueueStatuses(statuses);
+  }
+
+  /** enqueue() without replace or durability, as a prewritten EVALSHA: the same arguments, written for less. */
+  private enqueuePrewritten(keys: TypeKeys, events: ReadonlyArray<ScheduledBody>): Promise<EnqueueStatus[]> {
+    let call: { readonly args: string[]; readonly written: string };
+    let sent: Promise<unknown>;
+    try {
+      call = this.plainEnqueueCall(keys, events);
+      sent = sendPrewritten(this.client, call.args, call.written);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    // A script Redis does not hold ran nothing: EVAL caches it again.
+    const enqueue = this.scripts.enqueue;
+    return this.deadlines.boundThen(sent, 'enqueue', enqueueStatuses, isMissingScript, () => this.client.eval(enqueue.lua, PLAIN_ENQUEUE_KEYS, ...call.args.slice(2)));
+  }
+
+  /** A plain enqueue's EVALSHA: its arguments (sha, number of keys, keys, ARGV), and their text (see sendPrewritten()). */
+  private plainEnqueueCall(keys: TypeKeys, events: ReadonlyArray<ScheduledBody>): { readonly args: string[]; readonly written: string } {
+    let head = this.plainEnqueueHeads.get(keys);
+    if (!head) {
+      const fixed = [this.scripts.enqueue.sha, String(PLAIN_ENQUEUE_KEYS), keys.meta, keys.schedule, keys.recent, keys.slotGuard, '0', this.wakeChannel, keys.tag];
+      head = { args: fixed, written: fixed.map(bulkString).join('') };
+      this.plainEnqueueHeads.set(keys, head);
+    }
+    const args = head.args.slice();
+    let written = head.written;
+    // As enqueue(): events of one call mostly share a delay, its argument is built once.
+    let lastDelay = -1;
+    let delayArg = '';
+    let delayWritten = '';
+    const sentAt = performance.now();
+    for (const e of events) {
+      let due: string;
+      let dueWritten: string;
+      if ('delayMs' in e.due) {
+        const delay = Math.max(0, Math.round(e.due.delayMs - (sentAt - e.requestedAt)));
+        if (delay !== lastDelay) {
+          lastDelay = delay;
+          delayArg = `+${delay}`;
+          delayWritten = bulkString(delayArg);
+        }
+        due = delayArg;
+        dueWritten = delayWritten;
+      } else {
+        due = String(e.due.atMs);
+        dueWritten = bulkString(due);
+      }
+      args.push(e.id, e.body, due);
+      written += bulkString(e.id) + bulkString(e.body) + dueWritten;
+    }
+    return { args, written };
   }
 
   /** `defaultGroupHere`: a handler of the default group runs in this instance (it registers the group once the type has named ones). */

@@ -454,18 +454,30 @@ export class DelayedEventService {
   private storeOne(prepared: PreparedEvent, replace: boolean, requestedAt: number): Promise<EnqueueStatus> {
     const keys = this.layout.forEvent(prepared.route, prepared.id);
     prepared.requestedAt = requestedAt;
-    return this.batcher.submit(keys, [prepared], replace).then(
-      (statuses) => {
-        this.countStored([prepared], statuses);
-        if (prepared.scope) endScope(prepared.scope, { status: statuses[0]! });
-        return statuses[0]!;
-      },
-      (error: unknown) => {
-        const typed = asConnectionError(error);
-        if (prepared.scope) endScope(prepared.scope, { error: typed });
-        throw typed;
-      },
-    );
+    // Settled from the batcher's reply handler itself: no promise of the batcher's in between.
+    return new Promise<EnqueueStatus>((resolve, reject) => {
+      this.batcher.submitOne(
+        keys,
+        prepared,
+        replace,
+        (status) => {
+          // Called in the batcher's loop over a call's waiters: a throw must reach this caller alone, as a rejection.
+          try {
+            this.countStoredOne(prepared, status);
+          } catch (error) {
+            reject(error);
+            return;
+          }
+          if (prepared.scope) endScope(prepared.scope, { status });
+          resolve(status);
+        },
+        (error: unknown) => {
+          const typed = asConnectionError(error);
+          if (prepared.scope) endScope(prepared.scope, { error: typed });
+          reject(typed);
+        },
+      );
+    });
   }
 
   /** Validates and serializes at the call: errors name the caller's mistake, and the event is captured as it is now. */
@@ -533,6 +545,17 @@ export class DelayedEventService {
       events.forEach((e, i) => e.scope && endScope(e.scope, { status: statuses[i]! }));
       return statuses;
     });
+  }
+
+  /** countStored() of one event, without the tallies a batch needs. */
+  private countStoredOne(event: PreparedEvent, status: EnqueueStatus): void {
+    this.knownTypes.set(event.type, event.route);
+    if (status === 'duplicate') {
+      this.metrics.count(METRIC.duplicatesIgnored, { type: event.type }, 1);
+    } else {
+      this.metrics.count(METRIC.events, { type: event.type, group: '', direction: 'enqueue' }, 1);
+      this.activityRecorder?.of(event.type).enqueued(1);
+    }
   }
 
   private countStored(events: readonly PreparedEvent[], statuses: readonly EnqueueStatus[]): void {

@@ -17,8 +17,7 @@ export const ENQUEUE_CHUNK = 250;
 export const EARLY_FLUSH = 32;
 
 interface Waiter {
-  readonly from: number;
-  readonly count: number;
+  /** Given the statuses of the whole call: its own are `count` from `from`. */
   readonly resolve: (statuses: EnqueueStatus[]) => void;
   readonly reject: (error: unknown) => void;
 }
@@ -40,6 +39,7 @@ interface PendingCall {
  * were opened, on one connection, so Redis sees the enqueues in call order.
  */
 export class EnqueueBatcher {
+  /** Calls being gathered, in the order they were opened, by pendingKey(). */
   private readonly pending = new Map<string, PendingCall>();
   private flushScheduled = false;
 
@@ -53,16 +53,30 @@ export class EnqueueBatcher {
       const count = Math.min(ENQUEUE_CHUNK - call.events.length, events.length - start);
       const from = call.events.length;
       for (let i = start; i < start + count; i++) call.events.push(events[i]!);
-      parts.push(new Promise((resolve, reject) => call.waiters.push({ from, count, resolve, reject })));
+      parts.push(new Promise((resolve, reject) => call.waiters.push({ resolve: (statuses) => resolve(statuses.slice(from, from + count)), reject })));
       start += count;
-      if (call.events.length >= ENQUEUE_CHUNK || (events.length < EARLY_FLUSH && call.events.length >= EARLY_FLUSH)) this.send(this.pendingKey(keys, replace));
+      if (call.events.length >= ENQUEUE_CHUNK || (events.length < EARLY_FLUSH && call.events.length >= EARLY_FLUSH)) this.send(call);
     }
     if (parts.length === 1) return parts[0]!;
     return Promise.all(parts).then((statuses) => statuses.flat());
   }
 
+  /**
+   * submit() of one event, its status told to `resolve` (or the error to
+   * `reject`) straight from the call's reply: a single enqueue's reply then
+   * passes through one promise fewer before its caller goes on.
+   */
+  submitOne(keys: TypeKeys, event: ScheduledBody, replace: boolean, resolve: (status: EnqueueStatus) => void, reject: (error: unknown) => void): void {
+    const call = this.callFor(keys, replace);
+    const from = call.events.length;
+    call.events.push(event);
+    call.waiters.push({ resolve: (statuses) => resolve(statuses[from]!), reject });
+    // submit()'s rule for a call of fewer than EARLY_FLUSH events (EARLY_FLUSH < ENQUEUE_CHUNK).
+    if (call.events.length >= EARLY_FLUSH) this.send(call);
+  }
+
   private callFor(keys: TypeKeys, replace: boolean): PendingCall {
-    const key = this.pendingKey(keys, replace);
+    const key = pendingKey(keys, replace);
     let call = this.pending.get(key);
     if (!call) {
       call = { keys, replace, events: [], waiters: [] };
@@ -77,27 +91,30 @@ export class EnqueueBatcher {
     return call;
   }
 
-  private pendingKey(keys: TypeKeys, replace: boolean): string {
-    return replace ? `r${keys.tag}` : `k${keys.tag}`;
-  }
-
   /** Sends every gathered call now; close() calls it before the connections go. */
   flush(): void {
     this.flushScheduled = false;
-    for (const key of [...this.pending.keys()]) this.send(key);
+    for (const call of [...this.pending.values()]) this.send(call);
   }
 
-  private send(key: string): void {
-    const call = this.pending.get(key);
-    if (!call) return;
-    this.pending.delete(key);
+  private send(call: PendingCall): void {
+    this.pending.delete(pendingKey(call.keys, call.replace));
     this.store(call.keys, call.events, call.replace).then(
       (statuses) => {
-        for (const w of call.waiters) w.resolve(statuses.slice(w.from, w.from + w.count));
+        for (const w of call.waiters) w.resolve(statuses);
       },
       (error: unknown) => {
         for (const w of call.waiters) w.reject(error);
       },
     );
   }
+}
+
+/**
+ * A queue's plain calls go under its tag as it is, with no string built per
+ * enqueue; its replacing calls under '|' and the tag: no tag holds a '|'
+ * (type names may not), so the two never meet.
+ */
+function pendingKey(keys: TypeKeys, replace: boolean): string {
+  return replace ? `|${keys.tag}` : keys.tag;
 }

@@ -35,10 +35,5 @@ for k, id in ipairs(ids) do
   if current[k] and tonumber(current[k]) == scores[k] then back[#back + 1] = id end
 end
 if #back == 0 then return 0 end
-redis.call('ZREM', KEYS[2], unpack(back))
-lease_unpin_if_idle(KEYS[2])
--- Back at the head, in the order they were claimed: they keep their turn.
-local reversed = {}
-for i = #back, 1, -1 do reversed[#reversed + 1] = back[i] end
-redis.call('LPUSH', KEYS[3], unpack(reversed))
+lease_give_back(KEYS[2], KEYS[3], back)
 return #back

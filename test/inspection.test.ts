@@ -64,7 +64,8 @@ describe('inspection and control', () => {
         }
       },
       1,
-      { retry: fixedBackoff(3, 10) },
+      // Claiming only for the free slot: the events behind the running one stay ready.
+      { retry: fixedBackoff(3, 10), prefetch: 0 },
     );
     await service.enqueue(new Inspected('dead', 1), 0, { context: { tenant: 'acme' } });
     await waitFor(async () => (await service.counts(Inspected))?.dead === 1, 'the dead letter');

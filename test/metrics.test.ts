@@ -36,7 +36,8 @@ describe('metrics$', () => {
   it('samples gauges of each state from Redis while subscribed', async () => {
     const service = redis.service({ gaugeIntervalMs: 100, retry: fixedBackoff(1, 10) });
     let release: () => void = () => undefined;
-    service.addHandler(WorkItem, (e) => (e.n === 0 ? false : new Promise<boolean>((resolve) => (release = () => resolve(true)))), 1);
+    // Claiming only for the free slot: the event behind the running one stays ready.
+    service.addHandler(WorkItem, (e) => (e.n === 0 ? false : new Promise<boolean>((resolve) => (release = () => resolve(true)))), 1, { prefetch: 0 });
     await service.enqueue(new WorkItem('dead', 0), 0);
     await waitForDeadLetters(service, WorkItem);
     await service.enqueue(new WorkItem('running', 1), 0);

@@ -58,12 +58,12 @@ describe('a type split over partitions', () => {
     expect(most).toBeLessThanOrEqual(3);
   });
 
-  it('serves every partition in turn when slots are scarce', async () => {
+  it('serves every partition in turn when slots are scarce, claiming only for free slots (prefetch 0)', async () => {
     const prefix = redis.prefix();
     const service = redis.service({ prefix });
     for (let i = 0; i < 40; i++) await service.enqueue(new HotEvent(`e${i}`), 0);
     const order: number[] = [];
-    service.addHandler(HotEvent, (e) => (order.push(partitionOf(e.id, PARTITIONS)), true), 1);
+    service.addHandler(HotEvent, (e) => (order.push(partitionOf(e.id, PARTITIONS)), true), 1, { prefetch: 0 });
     await waitFor(() => order.length === 40, 'all events handled');
     // With one slot and four loaded partitions the readers take turns. Draining one partition
     // after another would switch three times. Alone the readers switch 17-37 times in 40
@@ -72,6 +72,27 @@ describe('a type split over partitions', () => {
     // runs alone, so the bound leaves room: 14 was measured once with two test files beside it.
     const switches = order.filter((p, i) => i > 0 && p !== order[i - 1]).length;
     expect(switches, order.join('')).toBeGreaterThanOrEqual(10);
+  });
+
+  it('serves every partition in turn when slots are scarce, from the events its readers claimed ahead', async () => {
+    const prefix = redis.prefix();
+    const service = redis.service({ prefix });
+    for (let i = 0; i < 40; i++) await service.enqueue(new HotEvent(`e${i}`), 0);
+    const order: number[] = [];
+    // A few milliseconds of work per event: while one runs, every partition's reader claims ahead.
+    service.addHandler(
+      HotEvent,
+      async (e) => {
+        order.push(partitionOf(e.id, PARTITIONS));
+        await new Promise((resolve) => setTimeout(resolve, 3));
+      },
+      1,
+    );
+    await waitFor(() => order.length === 40, 'all events handled');
+    // The one slot goes to the readers' waiting events in turn: draining one partition
+    // after another would switch three times; taking turns switches on nearly every event.
+    const switches = order.filter((p, i) => i > 0 && p !== order[i - 1]).length;
+    expect(switches, order.join('')).toBeGreaterThanOrEqual(20);
   });
 
   it('finds an event’s partition for duplicates, replace and cancel', async () => {

@@ -19,6 +19,7 @@ const SCRIPT_NAMES = [
   'replay-dead',
   'purge-dead',
   'release-claim',
+  'release-unstarted',
   'register-group',
   'remove-group',
   'reschedule',
@@ -417,6 +418,13 @@ export class LuaScripts {
   /** Stores a recurring schedule's next definition if it is still `read`; false when another instance changed it first. */
   async advanceSchedule(keys: TypeKeys, name: string, read: string, next: string): Promise<boolean> {
     return (await this.run('advance-schedule', keys.recurring, keys.slotGuard, name, read, next)) === 1;
+  }
+
+  /** Gives back events claimed ahead and never started (fenced by attempt); resolves how many went back to READY. */
+  async releaseUnstarted(keys: TypeKeys, events: ReadonlyArray<{ readonly id: string; readonly attempt: number }>): Promise<number> {
+    const args: Array<string | number> = [];
+    for (const e of events) args.push(e.id, e.attempt);
+    return (await this.run('release-unstarted', keys.inFlight, keys.ready, keys.slotGuard, ...args)) as number;
   }
 
   /** Gives back the events of the claim `token` whose reply was lost; resolves how many went back to READY. */

@@ -29,6 +29,8 @@ export interface ConsumerParts<T extends DelayedEventInstance> {
   readonly eventClass: EventClass<T>;
   readonly handler: EventHandler<T>;
   readonly parallelism: number;
+  /** Most events the readers hold claimed ahead of free slots, while the handler is quick (HandlerSlots). */
+  readonly prefetch: number;
   readonly timeoutMs: number;
   readonly retry: RetryPolicy;
   readonly scripts: LuaScripts;
@@ -58,7 +60,7 @@ export class Consumer<T extends DelayedEventInstance> {
   private readonly timeouts: FifoTimeouts;
 
   constructor(private readonly parts: ConsumerParts<T>) {
-    this.slots = new HandlerSlots(parts.parallelism);
+    this.slots = new HandlerSlots(parts.parallelism, parts.prefetch);
     this.timeouts = new FifoTimeouts(parts.timeoutMs);
     this.stopping = parts.queues.map(() => new AbortController());
     this.tags = { type: parts.type, group: parts.group };
@@ -113,22 +115,28 @@ export class Consumer<T extends DelayedEventInstance> {
 
   private async handle(claimed: ClaimedEvent): Promise<void> {
     const keys = claimed.keys;
+    // The slot is given back as soon as no handler call runs in it, before the result is written:
+    // the next event starts while the write rides on the reader's next call.
+    let holdsSlot = true;
+    const giveSlot = (durationMs?: number) => {
+      if (!holdsSlot) return;
+      holdsSlot = false;
+      this.slots.give(1, durationMs);
+    };
     try {
       let decoded: DecodedEvent<T>;
       try {
         decoded = this.parts.codec.decode(this.parts.eventClass, claimed.id, claimed.body);
       } catch (error) {
+        giveSlot();
         const reason = error instanceof DecodeError ? error.message : String(error);
         if (this.parts.metrics.noticing) this.noticeDeadLetter(claimed, 'decode', `undecodable: ${reason}`, claimed.body);
         await this.record(() => this.parts.scripts.deadLetter(keys, claimed.id, claimed.attempt, `undecodable: ${reason}`), 'decode');
         return;
       }
       const metrics = this.parts.metrics;
-      let started: number | undefined;
-      if (metrics.listening) {
-        metrics.timing(METRIC.lateness, this.tags, Math.max(0, claimed.claimedAt - claimed.dueAt));
-        started = performance.now();
-      }
+      if (metrics.listening) metrics.timing(METRIC.lateness, this.tags, Math.max(0, claimed.claimedAt - claimed.dueAt));
+      const started = performance.now();
       const invoked = invokeHandler({
         handler: this.parts.handler,
         event: decoded.event,
@@ -139,10 +147,12 @@ export class Consumer<T extends DelayedEventInstance> {
         contextHandler: this.parts.contextHandler,
       });
       const outcome = invoked instanceof Promise ? await invoked : invoked;
+      const durationMs = performance.now() - started;
+      giveSlot(durationMs);
       this.parts.activity?.handled(outcome.ok, claimed.claimedAt - claimed.dueAt);
       if (metrics.listening) {
         const tags = { ...this.tags, outcome: outcome.ok ? 'success' : 'failure' };
-        if (started !== undefined) metrics.timing(METRIC.handlerDuration, tags, performance.now() - started);
+        metrics.timing(METRIC.handlerDuration, tags, durationMs);
         metrics.count(METRIC.handled, tags);
       }
       if (outcome.ok) {
@@ -160,7 +170,7 @@ export class Consumer<T extends DelayedEventInstance> {
         }
       }
     } finally {
-      this.slots.give();
+      giveSlot();
     }
   }
 

@@ -7,6 +7,7 @@ import type { RedisConnections } from '../redis/redis-connections';
 import type { TypeKeys } from '../redis/redis-layout';
 import type { HandlerSlots } from './handler-slots';
 import { Wakeup } from './wakeup';
+import { ClaimedAhead } from './claimed-ahead';
 import type { TypeActivity } from './activity-log';
 
 export interface ReaderSettings {
@@ -16,6 +17,14 @@ export interface ReaderSettings {
   readonly blockMs: number;
   /** How much longer than blockMs a blocking call may take before its connection is presumed dead. */
   readonly watchdogGraceMs: number;
+  /**
+   * How long an event claimed ahead of the handler slots may wait for one:
+   * the part of its lease beyond the handler timeout (leaseGraceMs). A reader
+   * claims ahead only what it expects to start within a quarter of it, and
+   * gives back an event that waited half of it, so a handler started late
+   * still ends within its lease.
+   */
+  readonly graceMs: number;
   /** Counts for the fleet's activity charts (option recordActivity), if kept. */
   readonly activity?: TypeActivity;
 }
@@ -45,13 +54,16 @@ const MAX_CLAIMS = 1_000;
 const PAUSED_RECHECK_MS = 1_000;
 
 /**
- * The hot stream of one type's ready events, claimed only as fast as handler
- * slots free up, and the way successes are recorded: they ride on the next
- * claim (one round trip for both) or, when the reader is idle in Redis, go
- * alone at once. Only one claim per reader is in flight at a time; it asks for
- * the slots it reserved (its share of the free ones, when several partitions'
- * readers share a handler) plus the slots the ridden successes release, so the
- * handler never gets more events than it can run.
+ * The hot stream of one type's ready events, and the way successes are
+ * recorded: they ride on the next claim (one round trip for both) or, when the
+ * reader is idle in Redis, go alone at once. Only one claim per reader is in
+ * flight at a time. It asks for the slots it reserved (its share of the free
+ * ones, when several partitions' readers share a handler) plus, while the
+ * handler is quick, a few events ahead of them (HandlerSlots.aheadAllowed),
+ * which wait here and start as slots free up: the next claim then runs in
+ * Redis while the handler runs those, instead of each waiting for the other.
+ * An event is emitted only with a slot for it, so the handler never runs more
+ * calls than it has slots.
  *
  * When the ready list is empty it blocks in Redis on its own connection,
  * which a watchdog replaces if a call outlives its timeout (a half-open
@@ -105,18 +117,44 @@ export class ReadyReader {
     return new Observable<ClaimedEvent>((subscriber) => {
       const tags = { type: this.keys.type, group: this.keys.group };
       const backoff = new OutageBackoff();
+      const ahead = new ClaimedAhead<ClaimedEvent>(this.settings.graceMs / 2);
+      const planWithinMs = this.settings.graceMs / 4;
+      const noteLate = () => {
+        if (!ahead.anyLate) return;
+        slots.startedLate();
+        this.wakeup.wake();
+      };
+      // A slot offered by the handler's slots: the next waiting event starts in it.
+      const startOne = (): boolean => {
+        const next = subscriber.closed ? undefined : ahead.next();
+        noteLate();
+        if (next === undefined) return false;
+        slots.take(1);
+        subscriber.next(next);
+        return true;
+      };
       // The one listener this reader puts on its stop signal: wake the loop, end a blocking wait.
       const onStop = () => {
         this.wakeup.wake();
         this.dropBlockingConnection();
       };
       stop.addEventListener('abort', onStop, { once: true });
-      const leaveSlots = slots.join(() => this.wakeup.wake());
+      const leaveSlots = slots.join({ startOne, freed: () => this.wakeup.wake() });
+      const room = () => slots.aheadAllowed(planWithinMs) - ahead.length;
+      const hasWork = () => this.successes.length > 0 || ahead.anyLate || (slots.free > 0 && ahead.length === 0) || room() > 0;
+      let servedLast = false;
       const loop = async () => {
         this.collecting = true;
         while (!stop.aborted && !subscriber.closed) {
-          await this.whenWork(slots, stop);
+          // Waiting for work, it still wakes when the first waiting event would be too late to start.
+          while (!stop.aborted) {
+            const untilLate = ahead.sweep();
+            noteLate();
+            if (hasWork()) break;
+            await this.wakeup.wait(untilLate);
+          }
           if (stop.aborted) break;
+          if (ahead.anyLate) await this.giveBackUnstarted(ahead.takeLate());
           if (this.lostClaim && !(await this.releaseLostClaim(stop))) {
             // Redis is still out of reach: successes waiting for a call fail now, as they
             // would in a claim, so their writers keep retrying through the outage.
@@ -124,21 +162,20 @@ export class ReadyReader {
             await sleep(backoff.next(), stop);
             continue;
           }
+          // Sharing slots with other partitions' readers, a reader whose last claim got events lets
+          // those woken meanwhile reserve first (their wake-ups are queued already): turns stay fair.
+          if (servedLast && slots.readerCount > 1) await Promise.resolve();
           const succeeded = this.successes.splice(0, MAX_COMPLETIONS);
-          // Alone, a reader reuses the slots its successes release in the same call. Sharing
-          // slots with other partitions' readers, it lets them go back to the pool, whose turns are fair.
-          const reuse = slots.readerCount === 1 ? succeeded.length : 0;
-          const reserved = stop.aborted ? 0 : slots.reserve(MAX_CLAIMS - Math.min(MAX_CLAIMS, reuse));
+          const reserved = stop.aborted ? 0 : slots.reserve(MAX_CLAIMS);
+          const count = stop.aborted ? 0 : reserved + Math.max(0, Math.min(MAX_CLAIMS - reserved, room()));
           const claim: ClaimLog = { log: this.claimLogKey, token: String(++this.claims) };
-          const count = stop.aborted ? 0 : reserved + reuse;
+          const sentAt = performance.now();
           try {
             const result = await this.scripts.completeAndClaim(this.keys, succeeded, count, this.settings.leaseMs, this.settings.maxAttempts, claim);
             backoff.reset();
             settle(succeeded, result);
-            // Claims beyond the reservation use the slots the successes give back.
             const claimed = result.claimed.length;
-            if (claimed > reserved) slots.take(claimed - reserved);
-            else if (claimed < reserved) slots.give(reserved - claimed);
+            servedLast = claimed > 0;
             this.metrics.count(METRIC.deadLettered, { ...tags, reason: 'lease-expired' }, result.deadLettered.length);
             if (result.deadLettered.length > 0) this.settings.activity?.deadLettered(result.deadLettered.length);
             if (this.metrics.noticing) {
@@ -148,15 +185,21 @@ export class ReadyReader {
               this.metrics.count(METRIC.events, { ...tags, direction: 'dequeue' }, claimed);
               // Events already claimed are handed on even if stop aborted meanwhile: their leases are ours.
               // A literal, not a spread: this runs once per event, and spreading costs more than the copy.
-              for (const r of result.claimed) subscriber.next({ id: r.id, attempt: r.attempt, dueAt: r.dueAt, body: r.body, claimedAt: result.now, keys: this.keys, reader: this });
-            } else if (result.paused) {
-              // Paused for every instance: look again a little later (resume takes effect within this).
+              ahead.add(result.claimed.map((r) => ({ id: r.id, attempt: r.attempt, dueAt: r.dueAt, body: r.body, claimedAt: result.now, keys: this.keys, reader: this })), sentAt);
+            }
+            // The reserved slots, and any freed meanwhile, go to the waiting events: every reader's in turn.
+            slots.unreserve(reserved);
+            slots.offer();
+            if (claimed === 0 && result.paused) {
+              // Paused for every instance: what waits here goes back, and the reader looks again a little later (resume takes effect within this).
+              await this.giveBackUnstarted(ahead.takeAll());
               await sleep(Math.min(PAUSED_RECHECK_MS, this.settings.blockMs), stop);
-            } else if (result.deadLettered.length === 0 && succeeded.length === 0) {
-              await this.waitForReady(stop);
+            } else if (claimed === 0 && result.deadLettered.length === 0 && succeeded.length === 0) {
+              // Nothing ready: block in Redis until something is, but not past the moment an event waiting here would be too late.
+              await this.waitForReady(stop, ahead.sweep());
             }
           } catch {
-            if (reserved > 0) slots.give(reserved);
+            slots.unreserve(reserved);
             // Redis may have run the claim and lost only the reply: give back whatever it took.
             if (count > 0) this.lostClaim = claim;
             for (const s of succeeded) s.reject(new Error('recording the result failed'));
@@ -165,6 +208,8 @@ export class ReadyReader {
             await sleep(backoff.next(), stop);
           }
         }
+        // Stopping: what waits unstarted goes back now rather than when its lease expires.
+        if (!subscriber.closed) await this.giveBackUnstarted(ahead.takeAll());
         this.collecting = false;
         stop.removeEventListener('abort', onStop);
         leaveSlots();
@@ -175,6 +220,20 @@ export class ReadyReader {
       void loop();
       return () => this.dropBlockingConnection();
     });
+  }
+
+  /**
+   * Gives back events claimed ahead that will not start here. If Redis cannot
+   * take them now, their leases expire and bring them back instead.
+   */
+  private async giveBackUnstarted(events: readonly ClaimedEvent[]): Promise<void> {
+    if (events.length === 0) return;
+    try {
+      const released = await this.scripts.releaseUnstarted(this.keys, events);
+      this.metrics.count(METRIC.claimsReleased, { type: this.keys.type, group: this.keys.group }, released);
+    } catch {
+      this.metrics.count(METRIC.redisErrors, { loop: 'reader', type: this.keys.type });
+    }
   }
 
   /**
@@ -196,10 +255,6 @@ export class ReadyReader {
     }
   }
 
-  /** Resolves when a slot is free or a success waits to be recorded. */
-  private async whenWork(slots: HandlerSlots, stop: AbortSignal): Promise<void> {
-    while (this.successes.length === 0 && slots.free <= 0 && !stop.aborted) await this.wakeup.wait();
-  }
 
   /** Sends waiting successes on their own (no claim), on the next turn. */
   private flushSoon(): void {
@@ -223,19 +278,21 @@ export class ReadyReader {
    * head leaves the list as it was, so the event is still claimed atomically by
    * complete-and-claim.lua and a crash here loses nothing.
    */
-  private async waitForReady(stop: AbortSignal): Promise<void> {
+  private async waitForReady(stop: AbortSignal, mostMs = Infinity): Promise<void> {
     // Successes that arrived during the last call go out with the next one instead.
     if (this.successes.length > 0) return;
     if (stop.aborted) return;
+    // Redis takes a timeout in seconds with decimals, and 0 would block forever.
+    const blockMs = Math.max(1, Math.min(this.settings.blockMs, Math.ceil(mostMs)));
     const connection = (this.blocking ??= this.connections.duplicate());
     let watchdog: NodeJS.Timeout | undefined;
     const watchdogFired = new Promise<'watchdog'>((resolve) => {
-      watchdog = setTimeout(() => resolve('watchdog'), this.settings.blockMs + this.settings.watchdogGraceMs);
+      watchdog = setTimeout(() => resolve('watchdog'), blockMs + this.settings.watchdogGraceMs);
     });
     // Successes arriving while we block must not wait for the block to end.
     this.collecting = false;
     try {
-      const outcome = await Promise.race([connection.blmove(this.keys.ready, this.keys.ready, 'LEFT', 'LEFT', this.settings.blockMs / 1000), watchdogFired]);
+      const outcome = await Promise.race([connection.blmove(this.keys.ready, this.keys.ready, 'LEFT', 'LEFT', blockMs / 1000), watchdogFired]);
       if (outcome === 'watchdog') {
         this.metrics.count(METRIC.watchdogResets, { type: this.keys.type });
         this.dropBlockingConnection();

@@ -1,0 +1,26 @@
+-- Transition: IN_FLIGHT -> READY for events a reader claimed ahead of its
+-- handler slots and gives back without having started them: the reader is
+-- stopping, the type was paused, or an event waited for a slot so long that
+-- its lease could run out while its handler runs. No handler ran them, so no
+-- attempt is spent. Fenced by attempt like a completion: an event whose lease
+-- expired and was claimed again meanwhile is not this reader's to give back.
+-- KEYS[1] in-flight zset (id -> lease expiry ms * 1000 + attempt % 1000)
+-- KEYS[2] ready list
+-- KEYS[3] slot guard: never written; declared so that Redis refuses the script
+--         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
+-- ARGV[1..] id, attempt of each event, in the order they were claimed
+-- Returns how many events went back to the head of the ready list.
+-- @include lease-pin
+-- @include lease
+
+local ids = {}
+for i = 1, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
+if #ids == 0 then return 0 end
+local leased = redis.call('ZMSCORE', KEYS[1], unpack(ids))
+local back = {}
+for k, id in ipairs(ids) do
+  if leased[k] and lease_fences(tonumber(leased[k]), tonumber(ARGV[2 * k])) then back[#back + 1] = id end
+end
+if #back == 0 then return 0 end
+lease_give_back(KEYS[1], KEYS[2], back)
+return #back

@@ -1,0 +1,184 @@
+import { describe, expect, it } from 'vitest';
+import { InvalidOptionError, METRIC } from '../src';
+import { ClaimedAhead } from '../src/runtime/claimed-ahead';
+import { WorkItem } from './support/events';
+import { counter, recordMetrics, useRedis } from './support/harness';
+import { waitFor } from './support/wait-for';
+
+/** Leases in flight of test.work under `prefix` (the in-flight set's pin is no lease). */
+async function leasesInFlight(client: { zcard(key: string): Promise<number> }, prefix: string): Promise<number> {
+  const key = `${prefix}:{test.work}:f`;
+  const size = await client.zcard(key);
+  return size === 0 ? 0 : size - 1;
+}
+
+describe('claiming ahead of free handler slots (prefetch)', () => {
+  const redis = useRedis();
+
+  /**
+   * A handler that is quick for its first `quick` calls and makes the next
+   * one wait for the returned release(): by then its pace is known, so its
+   * reader claims ahead while that call runs.
+   */
+  function gatedHandler(quick: number) {
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const state = { handled: [] as Array<{ id: string; attempt: number }>, calls: 0, running: 0, most: 0, gatedId: '' };
+    const handler = async (e: WorkItem, _context: unknown, delivery: { attempt: number }) => {
+      state.running++;
+      state.most = Math.max(state.most, state.running);
+      if (++state.calls === quick + 1) {
+        state.gatedId = e.id;
+        await gate;
+      }
+      state.handled.push({ id: e.id, attempt: delivery.attempt });
+      state.running--;
+    };
+    return { handler, state, release: () => release() };
+  }
+
+  it('holds events claimed ahead while a quick handler runs, yet never runs more calls than its parallelism', async () => {
+    const prefix = redis.prefix();
+    const service = redis.service({ prefix });
+    const { handler, state, release } = gatedHandler(9);
+    for (let i = 0; i < 40; i++) await service.enqueue(new WorkItem(`w${i}`), 0);
+    service.addHandler(WorkItem, handler, 1);
+    await waitFor(() => state.gatedId !== '', 'the gated call running');
+    // The one slot is taken, and the reader still claimed what follows: it waits here to start.
+    await waitFor(async () => (await leasesInFlight(redis.client(), prefix)) > 1, 'events claimed ahead of the running call');
+    release();
+    await waitFor(() => state.handled.length === 40, 'every event handled');
+    expect(state.most).toBe(1);
+    expect(new Set(state.handled.map((h) => h.id)).size).toBe(40);
+    expect(state.handled.every((h) => h.attempt === 1)).toBe(true);
+    await waitFor(async () => (await redis.client().hlen(`${prefix}:{test.work}:m`)) === 0, 'all completed in Redis');
+  });
+
+  it('with prefetch 0 claims only for free slots', async () => {
+    const prefix = redis.prefix();
+    const service = redis.service({ prefix });
+    const { handler, state, release } = gatedHandler(9);
+    for (let i = 0; i < 40; i++) await service.enqueue(new WorkItem(`w${i}`), 0);
+    service.addHandler(WorkItem, handler, 1, { prefetch: 0 });
+    await waitFor(() => state.gatedId !== '', 'the gated call running');
+    // Long enough for a claim ahead to have happened, had the reader made one.
+    await waitFor(async () => (await service.counts(WorkItem))?.ready === 30, 'the rest ready');
+    expect(await leasesInFlight(redis.client(), prefix)).toBe(1);
+    release();
+    await waitFor(() => state.handled.length === 40, 'every event handled');
+  });
+
+  it('gives back unstarted, without spending an attempt, events that waited half of leaseGraceMs, and claims no more ahead while the handler is stuck', async () => {
+    const prefix = redis.prefix();
+    // Half the grace: events claimed ahead may wait 300 ms for a slot.
+    const stuck = redis.service({ prefix, leaseGraceMs: 600 });
+    const metrics = recordMetrics(stuck);
+    const { handler, state, release } = gatedHandler(9);
+    for (let i = 0; i < 40; i++) await stuck.enqueue(new WorkItem(`w${i}`), 0);
+    stuck.addHandler(WorkItem, handler, 1, { timeoutMs: 30_000 });
+    await waitFor(() => state.gatedId !== '', 'the call that never ends running');
+    await waitFor(async () => (await leasesInFlight(redis.client(), prefix)) > 1, 'events claimed ahead');
+    // They go back, and the stuck instance keeps only its running call in flight.
+    await waitFor(async () => (await stuck.counts(WorkItem))?.ready === 30, 'the events held ahead back in READY');
+    expect(await leasesInFlight(redis.client(), prefix)).toBe(1);
+    expect(counter(metrics, METRIC.claimsReleased, { type: 'test.work' })).toBe(30);
+
+    // Another instance handles them, each on its first attempt.
+    const healthy = redis.service({ prefix });
+    const handledThere: Array<{ id: string; attempt: number }> = [];
+    healthy.addHandler(WorkItem, (e, _c, d) => (handledThere.push({ id: e.id, attempt: d.attempt }), true), 4);
+    await waitFor(() => handledThere.length === 30, 'the other instance handling them');
+    expect(handledThere.every((h) => h.attempt === 1)).toBe(true);
+    expect(await leasesInFlight(redis.client(), prefix)).toBe(1);
+    release();
+  });
+
+  it('on close gives back what it holds ahead, so another instance handles it at once on its first attempt', async () => {
+    const prefix = redis.prefix();
+    // Leases far longer than the test: only the give-back can bring the events back in time.
+    const closing = redis.service({ prefix, leaseGraceMs: 120_000, closeTimeoutMs: 200 });
+    const { handler, state, release } = gatedHandler(9);
+    for (let i = 0; i < 40; i++) await closing.enqueue(new WorkItem(`w${i}`), 0);
+    closing.addHandler(WorkItem, handler, 1);
+    await waitFor(() => state.gatedId !== '', 'the gated call running');
+    await waitFor(async () => (await leasesInFlight(redis.client(), prefix)) > 1, 'events claimed ahead');
+    await closing.close();
+    release();
+
+    const next = redis.service({ prefix });
+    const handledThere: Array<{ id: string; attempt: number }> = [];
+    next.addHandler(WorkItem, (e, _c, d) => (handledThere.push({ id: e.id, attempt: d.attempt }), true), 4);
+    await waitFor(() => handledThere.length === 30, 'what was held ahead handled by the next instance');
+    expect(handledThere.every((h) => h.attempt === 1)).toBe(true);
+    expect(handledThere.map((h) => h.id)).not.toContain(state.gatedId);
+  });
+
+  it('gives back what it holds ahead when the type is paused', async () => {
+    const prefix = redis.prefix();
+    const service = redis.service({ prefix });
+    const { handler, state, release } = gatedHandler(9);
+    for (let i = 0; i < 40; i++) await service.enqueue(new WorkItem(`w${i}`), 0);
+    service.addHandler(WorkItem, handler, 1);
+    await waitFor(() => state.gatedId !== '', 'the gated call running');
+    await waitFor(async () => (await leasesInFlight(redis.client(), prefix)) > 1, 'events claimed ahead');
+    await service.pause(WorkItem);
+    await waitFor(async () => (await service.counts(WorkItem))?.ready === 30, 'the events held ahead back in READY');
+    release();
+    await waitFor(async () => (await leasesInFlight(redis.client(), prefix)) === 0, 'the running call completed');
+    expect(state.handled.length).toBe(10);
+    expect((await service.counts(WorkItem))?.ready).toBe(30);
+  });
+
+  it('holds nothing ahead for a handler slower than a quarter of leaseGraceMs', async () => {
+    const prefix = redis.prefix();
+    const service = redis.service({ prefix, leaseGraceMs: 400 });
+    // At parallelism 1 a call of 150 ms starts less than one event within 100 ms: none is claimed ahead.
+    const seenInFlight: number[] = [];
+    let handled = 0;
+    service.addHandler(
+      WorkItem,
+      async () => {
+        seenInFlight.push(await leasesInFlight(redis.client(), prefix));
+        await new Promise((resolve) => setTimeout(resolve, 150));
+        handled++;
+      },
+      1,
+    );
+    for (let i = 0; i < 8; i++) await service.enqueue(new WorkItem(`s${i}`), 0);
+    await waitFor(() => handled === 8, 'every event handled');
+    expect(Math.max(...seenInFlight)).toBe(1);
+  });
+
+  it('refuses a prefetch that is no count', () => {
+    const service = redis.service();
+    for (const prefetch of [-1, 1.5, 10_001]) {
+      expect(() => service.addHandler(WorkItem, () => true, 1, { prefetch })).toThrow(InvalidOptionError);
+    }
+  });
+});
+
+describe('ClaimedAhead', () => {
+  it('starts events in claim order and sets aside those that waited too long', () => {
+    const ahead = new ClaimedAhead<string>(100);
+    ahead.add(['a', 'b'], 0);
+    ahead.add(['c'], 50);
+    expect(ahead.next(80)).toBe('a');
+    expect(ahead.length).toBe(2);
+    // At 120 'b' (claimed at 0) waited too long; 'c' (at 50) has not.
+    expect(ahead.next(120)).toBe('c');
+    expect(ahead.anyLate).toBe(true);
+    expect(ahead.takeLate()).toEqual(['b']);
+    expect(ahead.next(120)).toBeUndefined();
+  });
+
+  it('tells how long until the first waiting event would be late, and hands every event back when asked', () => {
+    const ahead = new ClaimedAhead<string>(100);
+    expect(ahead.sweep(0)).toBe(Infinity);
+    ahead.add(['a'], 10);
+    ahead.add(['b'], 40);
+    expect(ahead.sweep(60)).toBe(50);
+    expect(ahead.sweep(120)).toBe(20);
+    expect(ahead.takeAll()).toEqual(['a', 'b']);
+    expect(ahead.length).toBe(0);
+  });
+});

@@ -590,6 +590,23 @@ local function lease_score(lease_until, attempt)
   return string.format('%.0f', lease_until * LEASE_SCALE + attempt % LEASE_SCALE)
 end
 
+-- lease_score() for the events of one claim, which share an expiry: its
+-- digits are written once, and each attempt's three digits once per call,
+-- instead of a double formatted per event.
+local function lease_scores_until(lease_until)
+  local prefix = string.format('%d', lease_until)
+  local suffixes = {}
+  return function(attempt)
+    local a = attempt % LEASE_SCALE
+    local suffix = suffixes[a]
+    if not suffix then
+      suffix = string.format('%03d', a)
+      suffixes[a] = suffix
+    end
+    return prefix .. suffix
+  end
+end
+
 local function lease_is_scaled(score)
   return score >= SCALED_LEASE_FROM
 end
@@ -724,8 +741,9 @@ if #ARGV >= 6 then
     if #finished > 0 then
       redis.call('HDEL', KEYS[10], unpack(finished))
       if window > 0 then
+        -- One score for every mark, written once rather than converted from a number per mark.
         local marks = {}
-        local until_ms = now + window
+        local until_ms = string.format('%d', now + window)
         for i, id in ipairs(finished) do
           marks[2 * i - 1] = until_ms
           marks[2 * i] = id
@@ -751,12 +769,12 @@ if not ids then
   return {now, stale, claimed, dead, 0}
 end
 
-local lease_until = now + tonumber(ARGV[2])
+local lease_score_of = lease_scores_until(now + tonumber(ARGV[2]))
 local max_attempts = tonumber(ARGV[3])
 local values = redis.call('HMGET', KEYS[3], unpack(ids))
 -- A named group's header carries its attempt and due time; the body is the type's.
 local bodies = group_queue and redis.call('HMGET', KEYS[10], unpack(ids))
-local leases = {}
+local leases, n_leases, n_claimed, n_dead = {}, 0, 0, 0
 for k, id in ipairs(ids) do
   local value = values[k]
   if bodies then
@@ -774,19 +792,21 @@ for k, id in ipairs(ids) do
       redis.call('ZADD', KEYS[4], now, id)
       redis.call('HSET', KEYS[5], id,
         'lease expired on attempt ' .. attempt .. ' of ' .. max_attempts .. ': the handling process died or stalled')
-      dead[#dead + 1] = id
-      dead[#dead + 1] = attempt
+      dead[n_dead + 1] = id
+      dead[n_dead + 2] = attempt
+      n_dead = n_dead + 2
     else
-      attempt = attempt + 1
-      leases[#leases + 1] = lease_score(lease_until, attempt)
-      leases[#leases + 1] = id
-      claimed[#claimed + 1] = id
-      claimed[#claimed + 1] = value
+      leases[n_leases + 1] = lease_score_of(attempt + 1)
+      leases[n_leases + 2] = id
+      n_leases = n_leases + 2
+      claimed[n_claimed + 1] = id
+      claimed[n_claimed + 2] = value
+      n_claimed = n_claimed + 2
     end
   end
 end
 -- The pin goes first: a new set is then created as a skiplist, not converted.
-if #leases > 0 then
+if n_leases > 0 then
   redis.call('ZADD', KEYS[2], LEASE_PIN_SCORE, LEASE_PIN, unpack(leases))
   -- Overwrites the reader's previous log: a reader has one claim in flight at a time.
   if ARGV[5] ~= '' then redis.call('SET', KEYS[8], ARGV[5] .. ':' .. cmsgpack.pack(leases), 'PX', ARGV[2]) end
@@ -895,6 +915,23 @@ local SCALED_LEASE_FROM = 1e14
 -- As a string: Lua would print a number this large in 14 significant digits.
 local function lease_score(lease_until, attempt)
   return string.format('%.0f', lease_until * LEASE_SCALE + attempt % LEASE_SCALE)
+end
+
+-- lease_score() for the events of one claim, which share an expiry: its
+-- digits are written once, and each attempt's three digits once per call,
+-- instead of a double formatted per event.
+local function lease_scores_until(lease_until)
+  local prefix = string.format('%d', lease_until)
+  local suffixes = {}
+  return function(attempt)
+    local a = attempt % LEASE_SCALE
+    local suffix = suffixes[a]
+    if not suffix then
+      suffix = string.format('%03d', a)
+      suffixes[a] = suffix
+    end
+    return prefix .. suffix
+  end
 end
 
 local function lease_is_scaled(score)
@@ -1060,6 +1097,23 @@ local SCALED_LEASE_FROM = 1e14
 -- As a string: Lua would print a number this large in 14 significant digits.
 local function lease_score(lease_until, attempt)
   return string.format('%.0f', lease_until * LEASE_SCALE + attempt % LEASE_SCALE)
+end
+
+-- lease_score() for the events of one claim, which share an expiry: its
+-- digits are written once, and each attempt's three digits once per call,
+-- instead of a double formatted per event.
+local function lease_scores_until(lease_until)
+  local prefix = string.format('%d', lease_until)
+  local suffixes = {}
+  return function(attempt)
+    local a = attempt % LEASE_SCALE
+    local suffix = suffixes[a]
+    if not suffix then
+      suffix = string.format('%03d', a)
+      suffixes[a] = suffix
+    end
+    return prefix .. suffix
+  end
 end
 
 local function lease_is_scaled(score)
@@ -2413,6 +2467,23 @@ local function lease_score(lease_until, attempt)
   return string.format('%.0f', lease_until * LEASE_SCALE + attempt % LEASE_SCALE)
 end
 
+-- lease_score() for the events of one claim, which share an expiry: its
+-- digits are written once, and each attempt's three digits once per call,
+-- instead of a double formatted per event.
+local function lease_scores_until(lease_until)
+  local prefix = string.format('%d', lease_until)
+  local suffixes = {}
+  return function(attempt)
+    local a = attempt % LEASE_SCALE
+    local suffix = suffixes[a]
+    if not suffix then
+      suffix = string.format('%03d', a)
+      suffixes[a] = suffix
+    end
+    return prefix .. suffix
+  end
+end
+
 local function lease_is_scaled(score)
   return score >= SCALED_LEASE_FROM
 end
@@ -3347,6 +3418,23 @@ local SCALED_LEASE_FROM = 1e14
 -- As a string: Lua would print a number this large in 14 significant digits.
 local function lease_score(lease_until, attempt)
   return string.format('%.0f', lease_until * LEASE_SCALE + attempt % LEASE_SCALE)
+end
+
+-- lease_score() for the events of one claim, which share an expiry: its
+-- digits are written once, and each attempt's three digits once per call,
+-- instead of a double formatted per event.
+local function lease_scores_until(lease_until)
+  local prefix = string.format('%d', lease_until)
+  local suffixes = {}
+  return function(attempt)
+    local a = attempt % LEASE_SCALE
+    local suffix = suffixes[a]
+    if not suffix then
+      suffix = string.format('%03d', a)
+      suffixes[a] = suffix
+    end
+    return prefix .. suffix
+  end
 end
 
 local function lease_is_scaled(score)

@@ -49,22 +49,17 @@ local function latest_due(index, bucket)
 end
 
 -- The bucket that takes due time `due` (nil: a new one), its earliest due,
--- when `want_limit` the due time from which on entries belong to a later
--- bucket (nil: none), and whether `due` is earlier than the whole schedule.
-local function schedule_target(index, due, want_limit)
+-- and whether `due` is earlier than the whole schedule.
+local function schedule_target(index, due)
   local below = redis.call('ZRANGE', index, due, '-inf', 'BYSCORE', 'REV', 'LIMIT', 0, 1, 'WITHSCORES')
-  if below[1] then
-    if not want_limit then return below[1], tonumber(below[2]), nil end
-    local above = redis.call('ZRANGE', index, '(' .. due, '+inf', 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
-    return below[1], tonumber(below[2]), tonumber(above[2])
-  end
+  if below[1] then return below[1], tonumber(below[2]), false end
   -- Earlier than every bucket: the first takes it, unless it shares its
   -- earliest due with others (moving its start would leave it overlapping them).
   local first_two = redis.call('ZRANGE', index, 0, 1, 'WITHSCORES')
-  if not first_two[1] then return nil, nil, nil, true end
+  if not first_two[1] then return nil, nil, true end
   local first = tonumber(first_two[2])
-  if first_two[3] and tonumber(first_two[4]) == first then return nil, nil, first, true end
-  return first_two[1], first, first, true
+  if first_two[3] and tonumber(first_two[4]) == first then return nil, nil, true end
+  return first_two[1], first, true
 end
 
 -- Adds list[from..to] to a bucket. Redis finds a listpack entry's place by
@@ -130,14 +125,16 @@ end
 -- Stores entries[from..to] ({due, id}, ascending by due) in `bucket` (nil: a
 -- new bucket), whose earliest due is `lo`. A sorted set that grew past the
 -- listpack limit would stay a skiplist even after shrinking, so a bucket
--- never grows past it: what does not fit goes to new buckets.
+-- never grows past it: what does not fit goes to new buckets. Returns true
+-- when it opened buckets.
 local function schedule_fill(index, bucket, lo, entries, from, to)
   local held = bucket and redis.call('ZCARD', bucket_key(index, bucket)) or 0
   if held + to - from + 1 <= BUCKET_MAX then
+    local opened = not bucket
     bucket = bucket or new_bucket(index, entries[from][1])
     put(index, bucket, entries, from, to)
     if not lo or entries[from][1] < lo then redis.call('ZADD', index, entries[from][1], bucket) end
-    return
+    return opened
   end
   if held == 0 or entries[from][1] >= latest_due(index, bucket) then
     -- Appending, the usual case (one delay for many events): fill the bucket
@@ -149,7 +146,7 @@ local function schedule_fill(index, bucket, lo, entries, from, to)
       from = from + room
     end
     put_in_new_buckets(index, entries, from, to, BUCKET_MAX)
-    return
+    return true
   end
   -- Inserting among its entries: rewrite the bucket as several, with room to grow.
   local key = bucket_key(index, bucket)
@@ -166,24 +163,45 @@ local function schedule_fill(index, bucket, lo, entries, from, to)
   end
   for r = k, to do merged[#merged + 1] = entries[r] end
   put_in_new_buckets(index, merged, 1, #merged, BUCKET_FILL, bucket)
+  return true
 end
 
 -- Schedules entries (a list of {due, id} of ids not scheduled yet), in as few
 -- calls as their due times allow: entries bound for one bucket go in one ZADD.
 -- Returns true when the schedule's earliest due time moved earlier.
+--
+-- Entries spread over many buckets (due times drawn at random) make one run
+-- per bucket. The bucket starts within the entries' range are read once, not
+-- twice per run, and each run goes to the last bucket starting at or before
+-- it, up to the next start. Only opening buckets changes which bucket that
+-- is (a new part can join the group at the next start), so after a run that
+-- opened buckets the index is read again.
 local function schedule_add(index, entries)
   local sorted = true
   for k = 2, #entries do
     if entries[k][1] < entries[k - 1][1] then sorted = false break end
   end
   if not sorted then table.sort(entries, function(a, b) return a[1] < b[1] end) end
+  local n = #entries
   local from, earlier = 1, false
-  while from <= #entries do
-    local bucket, lo, limit, earliest = schedule_target(index, entries[from][1], from < #entries)
-    earlier = earlier or earliest
+  local bucket, lo, starts, s
+  while from <= n do
+    local due = entries[from][1]
+    if not starts then
+      local earliest
+      bucket, lo, earliest = schedule_target(index, due)
+      earlier = earlier or earliest
+      starts = from < n and redis.call('ZRANGE', index, '(' .. string.format('%d', due), string.format('%d', entries[n][1]), 'BYSCORE', 'WITHSCORES') or {}
+      s = 1
+    end
+    while s <= #starts and tonumber(starts[s + 1]) <= due do
+      bucket, lo = starts[s], tonumber(starts[s + 1])
+      s = s + 2
+    end
+    local limit = s <= #starts and tonumber(starts[s + 1]) or nil
     local to = from
-    while to < #entries and (not limit or entries[to + 1][1] < limit) do to = to + 1 end
-    schedule_fill(index, bucket, lo, entries, from, to)
+    while to < n and (not limit or entries[to + 1][1] < limit) do to = to + 1 end
+    if schedule_fill(index, bucket, lo, entries, from, to) then starts = nil end
     from = to + 1
   end
   return earlier

@@ -61,12 +61,7 @@ describe('the delayed-events CLI', () => {
   const cli = (...args: string[]) => run(['--redis', redis.server.url, '--prefix', prefix, ...args]);
 
   /** Every key under the prefix with its DUMP: equal snapshots mean nothing changed. */
-  async function snapshot(): Promise<Record<string, string>> {
-    const client = redis.client();
-    const keys = await redis.keys(`${prefix}:*`);
-    const dumps = await Promise.all(keys.map((key) => client.dumpBuffer(key)));
-    return Object.fromEntries(keys.map((key, i) => [key, dumps[i]?.toString('hex') ?? '']));
-  }
+  const snapshot = () => redis.snapshot(prefix);
 
   beforeAll(async () => {
     await build({ entryPoints: [join(ROOT, 'src', 'cli', 'main.ts')], outfile: CLI, bundle: true, platform: 'node', format: 'cjs', target: 'node20', packages: 'external', logLevel: 'warning' });

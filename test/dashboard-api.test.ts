@@ -42,13 +42,7 @@ describe('the dashboard HTTP API', () => {
     return { prefix, service, dashboard, call, get: (path: string) => call('GET', path), post: (path: string, body: unknown = {}) => call('POST', path, { body }) };
   }
 
-  /** Every key under the prefix with its DUMP, but the activity slots (counts instances add in the background). */
-  async function snapshot(prefix: string): Promise<Record<string, string>> {
-    const client = redis.client();
-    const keys = (await redis.keys(`${prefix}:*`)).filter((key) => !/:a:\d+$/.test(key));
-    const dumps = await Promise.all(keys.map((key) => client.dumpBuffer(key)));
-    return Object.fromEntries(keys.map((key, i) => [key, dumps[i]?.toString('hex') ?? '']));
-  }
+  const snapshot = (prefix: string) => redis.snapshot(prefix);
 
   it('shows every type with its counts per state', async () => {
     const { get } = await setUp();

@@ -18,6 +18,29 @@ describe('delivery', () => {
     expect(seen[0]).toMatchObject({ id: 'p-1', amount: 42 });
   });
 
+  it('keeps handling due events while the same instance stores a large batch', async () => {
+    const prefix = redis.prefix();
+    const service = redis.service({ prefix });
+    const started: string[] = [];
+    service.addHandler(PaymentCheck, (event) => (started.push(event.id), true), 1);
+    await service.enqueue(new PaymentCheck('first', 1), 0);
+    await waitFor(() => started.length === 1, 'the handler idle again');
+    // 50,000 events an hour ahead: the calls storing them leave all at once.
+    let batchStored = false;
+    const batch = firstValueFrom(service.enqueueBatch(Array.from({ length: 50_000 }, (_, i) => ({ event: new PaymentCheck(`later-${i}`, i), delay: 3_600_000 })))).then(() => {
+      batchStored = true;
+    });
+    // Due now, straight into the ready list as a dispatcher would leave it: the waiting reader claims it.
+    const client = redis.client();
+    const now = Number((await client.time())[0]) * 1_000;
+    await client.hset(`${prefix}:{test.payment-check}:m`, 'urgent', `0|${now}|${JSON.stringify([now, { amount: 7 }])}`);
+    await client.rpush(`${prefix}:{test.payment-check}:r`, 'urgent');
+    await waitFor(() => started.includes('urgent'), 'the due event handled');
+    // Its claim went on the handlers' own connection, not behind the batch's calls.
+    expect(batchStored).toBe(false);
+    await batch;
+  });
+
   it('restores nested @Type objects and Dates', async () => {
     const service = redis.service();
     const seen: Reminder[] = [];

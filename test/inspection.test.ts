@@ -37,13 +37,7 @@ class Sentinel {
 describe('inspection and control', () => {
   const redis = useRedis();
 
-  /** Every key under the prefix with its DUMP: equal snapshots mean nothing changed. */
-  async function snapshot(prefix: string): Promise<Record<string, string>> {
-    const client = redis.client();
-    const keys = await redis.keys(`${prefix}:*`);
-    const dumps = await Promise.all(keys.map((key) => client.dumpBuffer(key)));
-    return Object.fromEntries(keys.map((key, i) => [key, dumps[i]?.toString('hex') ?? '']));
-  }
+  const snapshot = (prefix: string) => redis.snapshot(prefix);
 
   /**
    * One event in each state: 'dead' dead-lettered, 'running' in flight (its

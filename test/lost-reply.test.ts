@@ -53,9 +53,9 @@ describe('a call whose reply is lost', () => {
       service.addHandler(WorkItem, (event, _context, delivery) => void handled.push(`${event.id}#${delivery.attempt}`), 1);
       await service.enqueue(new WorkItem('warm-up'), 0);
       await waitFor(() => handled.length === 1, 'the warm-up handled');
-      // The reader waits in BLMOVE on its own connection; replies to the command connection (claims) are lost from now on.
+      // The reader waits in BLMOVE on its own connection; replies to the handlers' connection (claims, which name the reader's claim log) are lost from now on.
       await waitFor(() => proxy.timesSent('BLMOVE') > 0, 'the reader waiting');
-      expect(proxy.loseRepliesOfConnectionsThatSent('EVAL')).toBe(1);
+      expect(proxy.loseRepliesOfConnectionsThatSent(`${prefix}:{test.work}:c:`)).toBe(1);
 
       // Straight into the ready list, as a dispatcher would leave it: the blocked reader wakes and claims on the silent connection.
       const client = redis.client();
@@ -108,7 +108,8 @@ describe('a call whose reply is lost', () => {
       service.addHandler(WorkItem, (event) => void handled.push(event.id), 1);
       await service.enqueue(new WorkItem('before'), 200);
       await waitFor(() => handled.length === 1, 'an event handled through a wake-up');
-      expect(proxy.blackholeConnectionsThatSent('SUBSCRIBE')).toBe(1);
+      // The command itself, as RESP carries it: script texts sent with EVAL mention subscriber groups.
+      expect(proxy.blackholeConnectionsThatSent('\r\nSUBSCRIBE\r\n')).toBe(1);
 
       await waitFor(() => counter(metrics, METRIC.wakeListenerResets) >= 1, 'the silent subscriber replaced', 5_000);
       await service.enqueue(new WorkItem('after'), 200);

@@ -395,7 +395,11 @@ export class LuaScripts {
 
   /** Registers subscriber group `group` of a queue (a type or one partition); true when it is new. */
   async registerGroup(keys: TypeKeys, group: string): Promise<boolean> {
-    return (await this.run('register-group', keys.groups, keys.slotGuard, group)) === 1;
+    // With its text, not its SHA: addHandler does not wait for the registration, and an enqueue
+    // sent right after must not run first, as it would while a NOSCRIPT reply came back and the
+    // script was sent again; events falling due meanwhile would miss the group.
+    const script = this.scripts['register-group'];
+    return (await this.deadlines.bound(this.client.eval(script.lua, script.numberOfKeys, keys.groups, keys.slotGuard, group), 'register-group')) === 1;
   }
 
   /** Unregisters a named group and drops up to `limit` of the events it holds; says whether it was registered and how many are left. */

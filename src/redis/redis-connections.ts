@@ -8,6 +8,7 @@ import type { RedisClient } from './lua-scripts';
 export class RedisConnections {
   readonly command: RedisClient;
   private readonly owned = new Set<RedisClient>();
+  private handlingConnection: RedisClient | undefined;
 
   constructor(source: string | RedisClient, private readonly onError: (error: Error) => void) {
     if (typeof source === 'string') {
@@ -33,6 +34,22 @@ export class RedisConnections {
     if (this.owned.has(this.command) && this.command.status === 'ready') this.command.disconnect(true);
   }
 
+  /**
+   * The connection of the handlers' loops (dispatch, claims, results), opened
+   * with the first handler: on the command connection their calls would queue
+   * behind a burst of enqueues, and events due meanwhile would wait for all of
+   * them to be stored. Always the service's own, even when the command
+   * connection was handed in.
+   */
+  get handling(): RedisClient {
+    return (this.handlingConnection ??= this.duplicate());
+  }
+
+  /** Forces the handlers' connection to reconnect (see resetCommandConnection). */
+  resetHandlingConnection(): void {
+    if (this.handlingConnection?.status === 'ready') this.handlingConnection.disconnect(true);
+  }
+
   /** A new connection with the same settings, for a blocking reader or a subscriber. */
   duplicate(): RedisClient {
     const source = this.command;
@@ -46,6 +63,7 @@ export class RedisConnections {
   }
 
   async close(): Promise<void> {
+    this.handlingConnection = undefined;
     const clients = [...this.owned];
     this.owned.clear();
     await Promise.all(

@@ -111,6 +111,8 @@ export class DelayedEventService {
   private readonly layout: RedisLayout;
   private readonly connections: RedisConnections;
   private readonly scripts: LuaScripts;
+  /** The scripts of the handlers' loops, on their own connection (RedisConnections.handling); made with the first handler. */
+  private handlingScripts: LuaScripts | undefined;
   private readonly codec: EventCodec;
   private readonly batcher: EnqueueBatcher;
   private readonly contextStore = new EventContextStore();
@@ -247,20 +249,21 @@ export class DelayedEventService {
     // Per partition: the type's dispatcher moves due events to every registered group;
     // a named group also runs its own, for its retries and expired leases, and a blocking reader.
     const dispatchSettings = { batchSize: this.options.dispatchBatchSize, pollIntervalMs: this.options.pollIntervalMs };
+    const scripts = this.scriptsOfHandlers();
     const dispatchers: Dispatcher[] = [];
     const queues: ConsumerQueue[] = this.layout.partitionsOf(route).map((shared) => {
       this.registerGroup(shared, group);
       // The default group's handlers here keep getting events once the type has named groups.
       if (group !== DEFAULT_GROUP && this.registrations.has(`${type}|${DEFAULT_GROUP}`)) this.registerGroup(shared, DEFAULT_GROUP);
-      const typeDispatcher = new Dispatcher(shared, this.scripts, this.metrics, { ...dispatchSettings, defaultGroupHere: group === DEFAULT_GROUP }, this.wakes$);
+      const typeDispatcher = new Dispatcher(shared, scripts, this.metrics, { ...dispatchSettings, defaultGroupHere: group === DEFAULT_GROUP }, this.wakes$);
       dispatchers.push(typeDispatcher);
       const keys = this.layout.forGroup(shared, group);
       let ownDispatcher = typeDispatcher;
       if (keys !== shared) {
-        ownDispatcher = new Dispatcher(keys, this.scripts, this.metrics, { ...dispatchSettings, defaultGroupHere: false }, this.wakes$);
+        ownDispatcher = new Dispatcher(keys, scripts, this.metrics, { ...dispatchSettings, defaultGroupHere: false }, this.wakes$);
         dispatchers.push(ownDispatcher);
       }
-      const reader = new ReadyReader(keys, this.scripts, this.connections, this.metrics, {
+      const reader = new ReadyReader(keys, scripts, this.connections, this.metrics, {
         leaseMs: timeoutMs + this.options.leaseGraceMs,
         graceMs: this.options.leaseGraceMs,
         maxAttempts: retry.maxAttempts,
@@ -280,7 +283,7 @@ export class DelayedEventService {
       prefetch,
       timeoutMs,
       retry,
-      scripts: this.scripts,
+      scripts,
       codec: this.codec,
       metrics: this.metrics,
       contextStore: this.contextStore,
@@ -646,6 +649,23 @@ export class DelayedEventService {
    * A Redis call outlived commandTimeoutMs. The service's own connection is
    * reset; a client handed in stays as it is, so its owner is told.
    */
+  /** The scripts the handlers' loops call: on a connection of their own, so enqueues never hold them up. */
+  private scriptsOfHandlers(): LuaScripts {
+    this.handlingScripts ??= new LuaScripts(
+      this.connections.handling,
+      this.layout.wakeChannel,
+      {
+        ms: this.options.commandTimeoutMs,
+        onStuck: () => {
+          this.metrics.count(METRIC.redisCallTimeouts, { connection: 'owned' });
+          this.connections.resetHandlingConnection();
+        },
+      },
+      this.options.idempotencyWindowMs,
+    );
+    return this.handlingScripts;
+  }
+
   private commandStuck(): void {
     const owned = this.connections.ownsCommandConnection;
     this.metrics.count(METRIC.redisCallTimeouts, { connection: owned ? 'owned' : 'passed-in' });

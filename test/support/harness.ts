@@ -90,6 +90,17 @@ export function useRedis(serverArgs: string[] = []) {
     async flushScripts(): Promise<void> {
       await Promise.all((await harness.masters()).map((master) => master.script('FLUSH')));
     },
+    /**
+     * Every key under `prefix` with its DUMP: equal snapshots mean nothing
+     * changed. The activity counts (`:a:<slot>`) are left out: running
+     * services add to them in the background every 10 s.
+     */
+    async snapshot(prefix: string): Promise<Record<string, string>> {
+      const client = harness.client();
+      const keys = (await harness.keys(`${prefix}:*`)).filter((key) => !/:a:\d+$/.test(key));
+      const dumps = await Promise.all(keys.map((key) => client.dumpBuffer(key)));
+      return Object.fromEntries(keys.map((key, i) => [key, dumps[i]?.toString('hex') ?? '']));
+    },
     /** Every key matching `pattern`, from every master on a cluster. */
     async keys(pattern: string): Promise<string[]> {
       const perMaster = await Promise.all((await harness.masters()).map((master) => master.keys(pattern)));

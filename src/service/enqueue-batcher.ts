@@ -12,7 +12,12 @@ export const ENQUEUE_CHUNK = 250;
 /**
  * Single enqueues gathered in one tick leave in calls of this many as they
  * come, not all at the end of the tick: Redis runs one call while Node
- * prepares the next, instead of each waiting for the other.
+ * prepares the next, instead of each waiting for the other. While the tick
+ * goes on the calls grow, each as large as all those that left before it in
+ * the tick (up to ENQUEUE_CHUNK): a burst of thousands of enqueues then costs
+ * Redis fewer, larger calls, where events with scattered due times share
+ * their buckets' writes (2,000 events due at random within 40 ms: ~8 µs of
+ * Redis time each in calls of 32, ~5.5 in calls of 250).
  */
 export const EARLY_FLUSH = 32;
 
@@ -41,6 +46,8 @@ interface PendingCall {
 export class EnqueueBatcher {
   /** Calls being gathered, in the order they were opened, by pendingKey(). */
   private readonly pending = new Map<string, PendingCall>();
+  /** Events of single enqueues sent so far this tick, by pendingKey(): the next call may be as large. */
+  private readonly sentThisTick = new Map<string, number>();
   private flushScheduled = false;
 
   constructor(private readonly store: (keys: TypeKeys, events: ScheduledBody[], replace: boolean) => Promise<EnqueueStatus[]>) {}
@@ -55,7 +62,8 @@ export class EnqueueBatcher {
       for (let i = start; i < start + count; i++) call.events.push(events[i]!);
       parts.push(new Promise((resolve, reject) => call.waiters.push({ resolve: (statuses) => resolve(statuses.slice(from, from + count)), reject })));
       start += count;
-      if (call.events.length >= ENQUEUE_CHUNK || (events.length < EARLY_FLUSH && call.events.length >= EARLY_FLUSH)) this.send(call);
+      if (call.events.length >= ENQUEUE_CHUNK) this.send(call);
+      else if (events.length < EARLY_FLUSH && call.events.length >= this.earlyFlushAt(call)) this.sendEarly(call);
     }
     if (parts.length === 1) return parts[0]!;
     return Promise.all(parts).then((statuses) => statuses.flat());
@@ -71,8 +79,18 @@ export class EnqueueBatcher {
     const from = call.events.length;
     call.events.push(event);
     call.waiters.push({ resolve: (statuses) => resolve(statuses[from]!), reject });
-    // submit()'s rule for a call of fewer than EARLY_FLUSH events (EARLY_FLUSH < ENQUEUE_CHUNK).
-    if (call.events.length >= EARLY_FLUSH) this.send(call);
+    if (call.events.length >= this.earlyFlushAt(call)) this.sendEarly(call);
+  }
+
+  /** How many single enqueues a call gathers before it leaves early: EARLY_FLUSH, growing through the tick. */
+  private earlyFlushAt(call: PendingCall): number {
+    return Math.min(ENQUEUE_CHUNK, Math.max(EARLY_FLUSH, this.sentThisTick.get(pendingKey(call.keys, call.replace)) ?? 0));
+  }
+
+  private sendEarly(call: PendingCall): void {
+    const key = pendingKey(call.keys, call.replace);
+    this.sentThisTick.set(key, (this.sentThisTick.get(key) ?? 0) + call.events.length);
+    this.send(call);
   }
 
   private callFor(keys: TypeKeys, replace: boolean): PendingCall {
@@ -94,6 +112,7 @@ export class EnqueueBatcher {
   /** Sends every gathered call now; close() calls it before the connections go. */
   flush(): void {
     this.flushScheduled = false;
+    this.sentThisTick.clear();
     for (const call of [...this.pending.values()]) this.send(call);
   }
 

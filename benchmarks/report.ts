@@ -19,6 +19,8 @@ export interface Row {
   readonly emptyScriptMicros?: readonly number[];
   /** Likewise, of our own Lua script for the operation, with none of the service around it. */
   readonly ourScriptsMicros?: readonly number[];
+  /** One enqueue at a time: the same script with a flat schedule (script-floor.ts), µs per call, and bytes per pending event of it and of ours. */
+  readonly flatSchedule?: { readonly micros: readonly number[]; readonly bytes: readonly number[]; readonly ourBytes: readonly number[] };
   /** What limits the row, as measured in this run, shown beside a missed target. */
   readonly floorNote?: string;
 }
@@ -148,6 +150,16 @@ export function renderTargets(rows: readonly Row[]): string {
       const perOp = (values: readonly number[] | undefined) => (values && values.length > 0 ? format(1e6 / median(values)) : '–');
       const peer = Math.min(...PEERS.map((p) => (row.values[p]?.length ? 1e6 / median(row.values[p]!) : Infinity)));
       floor = `better peer ${format(peer)} µs per operation; ours ${perOp(row.values.ours)}; an empty script through ioredis ${cell(row.emptyScriptMicros)}, our script alone ${cell(row.ourScriptsMicros)}, a bare round trip ${cell(row.floorMicros)}`;
+      const flat = row.flatSchedule;
+      if (flat?.micros.length) {
+        // The trade that would reach it: memory per pending event is a target too (≤ 0.5× the better peer).
+        const memory = rows.find((r) => r.scenario.startsWith('2. '));
+        const peerBytes = memory ? Math.min(...PEERS.map((p) => (memory.values[p]?.length ? median(memory.values[p]!) : Infinity))) : undefined;
+        floor +=
+          `. The same script with a flat schedule (one sorted set, as the peers keep theirs) instead of buckets: ${cell(flat.micros)} µs, ` +
+          `but ${format(median(flat.bytes))} B of Redis memory per pending event against our ${format(median(flat.ourBytes))} B in the same loops` +
+          (peerBytes !== undefined && Number.isFinite(peerBytes) ? ` (the memory target allows ${format(peerBytes / 2)} B)` : '');
+      }
     }
     lines.push(`| ${row.scenario}, ${row.metric}: ${target(row)} | ${measured.join(', ')} | ${verdict(row)} | ${floor} |`);
   }

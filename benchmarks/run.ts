@@ -75,7 +75,7 @@ async function main(): Promise<void> {
    * measured next to each library's run, and an empty script and our scripts alone (script-floor.ts) next to ours.
    */
   const measure = async (
-    row: Omit<Row, 'values' | 'floorMicros' | 'emptyScriptMicros' | 'ourScriptsMicros'> & { roundTripBound?: { script: ScriptFloorRow; count: number } },
+    row: Omit<Row, 'values' | 'floorMicros' | 'emptyScriptMicros' | 'ourScriptsMicros' | 'flatSchedule'> & { roundTripBound?: { script: ScriptFloorRow; count: number } },
     run: (factory: BenchQueueFactory) => Promise<number>,
     only = libraries,
   ) => {
@@ -84,6 +84,7 @@ async function main(): Promise<void> {
     const floorMicros: number[] = [];
     const emptyScript: number[] = [];
     const ourScripts: number[] = [];
+    const flatSchedule = { micros: [] as number[], bytes: [] as number[], ourBytes: [] as number[] };
     for (let r = 0; r < repeats; r++) {
       for (const factory of only) {
         if (roundTripBound) {
@@ -92,6 +93,11 @@ async function main(): Promise<void> {
             const floor = await scriptFloorMicros(server.port, roundTripBound.script, roundTripBound.count);
             emptyScript.push(floor.emptyScript);
             ourScripts.push(floor.ourScripts);
+            if (floor.flatSchedule) {
+              flatSchedule.micros.push(floor.flatSchedule.micros);
+              flatSchedule.bytes.push(floor.flatSchedule.bytes);
+              flatSchedule.ourBytes.push(floor.flatSchedule.ourBytes);
+            }
           }
         }
         const value = await run(factory);
@@ -99,7 +105,8 @@ async function main(): Promise<void> {
         log(`${row.scenario} / ${row.metric} / ${factory.library}: ${value.toFixed(2)} ${row.unit}`);
       }
     }
-    rows.push(roundTripBound ? { ...described, values, floorMicros, emptyScriptMicros: emptyScript, ourScriptsMicros: ourScripts } : { ...described, values });
+    const flat = flatSchedule.micros.length > 0 ? { flatSchedule } : {};
+    rows.push(roundTripBound ? { ...described, values, floorMicros, emptyScriptMicros: emptyScript, ourScriptsMicros: ourScripts, ...flat } : { ...described, values });
   };
   /** One run per library and repetition giving several figures, each a row of its own. */
   const measureMany = async <K extends string>(described: Record<K, Omit<Row, 'values'>>, run: (factory: BenchQueueFactory) => Promise<Record<K, number>>, only = libraries) => {
@@ -142,6 +149,8 @@ async function main(): Promise<void> {
       // Beside the three libraries, in the same repetitions: ours without the idempotency marks
       // (idempotencyWindowMs, on by default), to show what they cost of the handling.
       const unmarked = oursWith({ idempotencyWindowMs: 0 }, 'ours, idempotencyWindowMs: 0');
+      // ... and ours claiming only for free handler slots (prefetch 0), to show what claiming ahead gives.
+      const unprefetched = oursWith({}, 'ours, prefetch: 0', { prefetch: 0 });
       await measureMany<keyof HandlingCost>(
         {
           rate: { scenario, metric: 'handled per second', unit: 'events/s', higherIsBetter: true, targetRatio: 2.5 },
@@ -150,8 +159,14 @@ async function main(): Promise<void> {
           commands: { scenario, metric: 'Redis commands per handled event', unit: 'commands', higherIsBetter: false },
         },
         (f) => withQueue(f, server.port, (q, redis) => endToEndCost(q, redis, 20_000, 32)),
-        [...libraries, unmarked],
+        [...libraries, unmarked, unprefetched],
       );
+      for (const metric of ['handled per second', 'Redis CPU per handled event', 'Node CPU per handled event', 'Redis commands per handled event']) {
+        const at = rows.findIndex((r) => r.scenario === scenario && r.metric === metric);
+        const { [unprefetched.library]: alone = [], ...values } = rows[at]!.values;
+        rows[at] = { ...rows[at]!, values };
+        rows.push({ scenario, metric: `${metric}, prefetch: 0`, unit: rows[at]!.unit, higherIsBetter: rows[at]!.higherIsBetter, values: { ours: alone } });
+      }
       for (const metric of ['handled per second', 'Redis CPU per handled event']) {
         const at = rows.findIndex((r) => r.scenario === scenario && r.metric === metric);
         const { [unmarked.library]: without = [], ...values } = rows[at]!.values;
@@ -164,10 +179,18 @@ async function main(): Promise<void> {
         rows.push({ scenario, metric: `${metric}, idempotencyWindowMs: 0`, unit: rows[at]!.unit, higherIsBetter: rows[at]!.higherIsBetter, values: { ours: without } });
       }
     }
-    if (wanted(3)) await measure(
-      { scenario: '3. end-to-end, all due', metric: '5,000 at parallelism 1', unit: 'events/s', higherIsBetter: true, targetRatio: 1.5, roundTripBound: { script: 'claims at parallelism 1', count: 5_000 } },
-      (f) => withQueue(f, server.port, (q) => endToEnd(q, 5_000, 1)),
-    );
+    if (wanted(3)) {
+      const unprefetched = oursWith({}, 'ours, prefetch: 0', { prefetch: 0 });
+      await measure(
+        { scenario: '3. end-to-end, all due', metric: '5,000 at parallelism 1', unit: 'events/s', higherIsBetter: true, targetRatio: 1.5, roundTripBound: { script: 'claims at parallelism 1', count: 5_000 } },
+        (f) => withQueue(f, server.port, (q) => endToEnd(q, 5_000, 1)),
+        [...libraries, unprefetched],
+      );
+      const at = rows.length - 1;
+      const { [unprefetched.library]: alone = [], ...values } = rows[at]!.values;
+      rows[at] = { ...rows[at]!, values };
+      rows.push({ scenario: '3. end-to-end, all due', metric: '5,000 at parallelism 1, prefetch: 0', unit: 'events/s', higherIsBetter: true, values: { ours: alone } });
+    }
     for (const [rate, count] of wanted(4) ? ([[200, quick ? 600 : 2_000], [5_000, 5_000]] as const) : []) {
       const results: Record<string, Array<{ p50: number; p99: number; max: number }>> = {};
       for (let r = 0; r < repeats; r++) {

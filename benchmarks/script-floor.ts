@@ -20,6 +20,34 @@ export type ScriptFloorRow = 'one enqueue at a time' | 'claims at parallelism 1'
 export interface ScriptFloor {
   readonly emptyScript: number;
   readonly ourScripts: number;
+  /**
+   * One enqueue at a time only: the trade the target would take. A flat
+   * schedule, one sorted set as the peers keep theirs, instead of our small
+   * buckets: µs per call of such a script (Redis's clock, the idempotency
+   * check and the store as ours, then one ZADD), and bytes of Redis memory per
+   * pending event stored by it and by our script in the same loops.
+   */
+  readonly flatSchedule?: { readonly micros: number; readonly bytes: number; readonly ourBytes: number };
+}
+
+/**
+ * Our enqueue of one new event with the schedule as one sorted set: what the
+ * bucket lookup and room check of lua/enqueue.lua cost, and what they save.
+ * KEYS[1] meta hash, KEYS[2] schedule zset, KEYS[3] recent zset; ARGV as our
+ * plain enqueue's (id, body and '+<delay>' in ARGV[4..6]). Not the service's:
+ * a measurement of the design it did not take.
+ */
+const FLAT_SCHEDULE_ENQUEUE = `
+local t = redis.call('TIME')
+local due = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(string.sub(ARGV[6], 2))
+if redis.call('ZSCORE', KEYS[3], ARGV[4]) then return 0 end
+local printed = string.format('%d', due)
+if redis.call('HSETNX', KEYS[1], ARGV[4], '0|' .. printed .. '|' .. ARGV[5]) == 0 then return 0 end
+redis.call('ZADD', KEYS[2], printed, ARGV[4])
+return 1`;
+
+async function usedMemory(redis: Redis): Promise<number> {
+  return Number(/used_memory:(\d+)/.exec(await redis.info('memory'))![1]);
 }
 
 const body = (n: number) => JSON.stringify([Date.now(), { n, s: PAYLOAD_S }]);
@@ -38,19 +66,40 @@ export async function scriptFloorMicros(port: number, row: ScriptFloorRow, count
   const sha = async (lua: string) => (await redis.script('LOAD', lua)) as string;
   const emptySha = await sha('return 1');
   const enqueueSha = await sha(loadLua('enqueue').lua);
-  // The keys and arguments LuaScripts sends (src/redis/lua-scripts.ts), so the floor is measured on the scripts as run.
+  // The keys and arguments LuaScripts sends (src/redis/lua-scripts.ts), so the floor is measured on the scripts as run:
+  // every key for the batches below, the four a plain enqueue names for one event at a time.
   const enqueueKeys = [keys.meta, keys.schedule, keys.ready, keys.inFlight, keys.dead, keys.errors, keys.legacySchedule, keys.slotGuard, keys.recent, keys.groups, keys.pending];
   const enqueueArgs = (ids: readonly number[], due: string) => [...enqueueKeys, '0', `${keys.tag}:nobody-listens`, keys.tag, ...ids.flatMap((n) => [`${n}`, body(n), due])];
+  const plainArgs = (layout: { meta: string; schedule: string; recent: string; slotGuard: string; tag: string }, n: number) => [
+    layout.meta,
+    layout.schedule,
+    layout.recent,
+    layout.slotGuard,
+    '0',
+    `${layout.tag}:nobody-listens`,
+    layout.tag,
+    `${n}`,
+    body(n),
+    '+60000',
+  ];
   const claimKeys = [keys.ready, keys.inFlight, keys.meta, keys.dead, keys.errors, keys.slotGuard, keys.recent, `${keys.claimLogPrefix}floor`, keys.pending, keys.sharedMeta, keys.paused];
   // Lease ms, max attempts, idempotency window (the default), claim token.
   const claimArgs = [60_000, 10, 300_000, 'floor'];
   try {
     if (row === 'one enqueue at a time') {
       let n = 0;
-      const emptyScript = await microsPerCall(count, () => redis.evalsha(emptySha, enqueueKeys.length, ...enqueueArgs([n++], '+60000')));
+      const emptyScript = await microsPerCall(count, () => redis.evalsha(emptySha, 4, ...plainArgs(keys, n++)));
       n = 0;
-      const ourScripts = await microsPerCall(count, () => redis.evalsha(enqueueSha, enqueueKeys.length, ...enqueueArgs([n++], '+60000')));
-      return { emptyScript, ourScripts };
+      const before = await usedMemory(redis);
+      const ourScripts = await microsPerCall(count, () => redis.evalsha(enqueueSha, 4, ...plainArgs(keys, n++)));
+      const ourBytes = ((await usedMemory(redis)) - before) / count;
+      const flatKeys = new RedisLayout(`${prefix}-flat`).forType('bench.event');
+      const flatSha = await sha(FLAT_SCHEDULE_ENQUEUE);
+      n = 0;
+      const flatBefore = await usedMemory(redis);
+      const flat = await microsPerCall(count, () => redis.evalsha(flatSha, 4, ...plainArgs(flatKeys, n++)));
+      const flatBytes = ((await usedMemory(redis)) - flatBefore) / count;
+      return { emptyScript, ourScripts, flatSchedule: { micros: flat, bytes: flatBytes, ourBytes } };
     }
     // As the reader calls it with one slot: complete the event handled before, claim the next.
     const emptyScript = await microsPerCall(count, () => redis.evalsha(emptySha, claimKeys.length, ...claimKeys, 1, ...claimArgs, 'some-id', 1));
@@ -81,7 +130,7 @@ export async function scriptFloorMicros(port: number, row: ScriptFloorRow, count
   } finally {
     // The schedule's buckets are keys of their own: remove everything under the prefix.
     for (let cursor = '0'; ; ) {
-      const [next, found] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1_000);
+      const [next, found] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1_000);
       if (found.length > 0) await redis.unlink(...found);
       cursor = next;
       if (cursor === '0') break;

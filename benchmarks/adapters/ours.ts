@@ -1,7 +1,7 @@
 import 'reflect-metadata';
 import { Redis } from 'ioredis';
 import { firstValueFrom } from 'rxjs';
-import { DelayedEvent, DelayedEventService, type DelayedEventServiceOptions } from '../../src';
+import { DelayedEvent, DelayedEventService, type DelayedEventServiceOptions, type HandlerOptions } from '../../src';
 import { type BenchQueue, type BenchQueueFactory, PAYLOAD_S, chunks } from './bench-queue';
 
 @DelayedEvent('bench.event')
@@ -13,17 +13,17 @@ class BenchEvent {
   ) {}
 }
 
-/** This service with `options` beside its defaults (ours: the defaults alone). */
-export function oursWith(options: Partial<DelayedEventServiceOptions>, library = 'ours'): BenchQueueFactory {
+/** This service with `options` (and its handlers with `handlerOptions`) beside its defaults (ours: the defaults alone). */
+export function oursWith(options: Partial<DelayedEventServiceOptions>, library = 'ours', handlerOptions: HandlerOptions = {}): BenchQueueFactory {
   return {
     library,
-    create: (port, queueName) => createOurs(port, queueName, options),
+    create: (port, queueName) => createOurs(port, queueName, options, handlerOptions),
   };
 }
 
 export const ours: BenchQueueFactory = oursWith({});
 
-async function createOurs(port: number, queueName: string, options: Partial<DelayedEventServiceOptions>): Promise<BenchQueue> {
+async function createOurs(port: number, queueName: string, options: Partial<DelayedEventServiceOptions>, handlerOptions: HandlerOptions): Promise<BenchQueue> {
   const service = new DelayedEventService({ redis: `redis://127.0.0.1:${port}`, prefix: queueName, ...options });
   const event = (n: number) => new BenchEvent(`${n}`, n, PAYLOAD_S);
   const observer = new Redis(port, '127.0.0.1');
@@ -46,6 +46,7 @@ async function createOurs(port: number, queueName: string, options: Partial<Dela
             onStart(e.n);
           },
           parallelism,
+          handlerOptions,
         );
     },
     startWorker: async (parallelism, onStart) => (await queue.prepareWorker(parallelism, onStart))(),

@@ -53,10 +53,10 @@ interface PreparedEvent extends EncodedEvent {
 }
 
 /**
- * Events a handler holds claimed ahead of its free slots by default: as many
- * as a call of complete-and-claim takes for its cost per event to level off
- * (end to end at parallelism 32: +40% from 32 to 256 ahead, measured with the
- * benchmarks), the figure Spring AMQP picked for its consumers' prefetch.
+ * Events a handler holds claimed ahead of its free slots by default: enough
+ * that a call of complete-and-claim carries over a hundred events and its
+ * cost per event levels off (benchmarks/RESULTS.md shows the end-to-end rows
+ * with prefetch 0 beside it); the figure Spring AMQP picked for its consumers.
  */
 const DEFAULT_PREFETCH = 250;
 

@@ -31,6 +31,10 @@ const operation = fc.oneof(
     arbitrary: fc.record({ kind: fc.constant('complete batch' as const), entries: fc.uniqueArray(fc.record({ id, stale: fc.boolean() }), { selector: (e) => e.id, minLength: 2, maxLength: 5 }) }),
   },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('fail' as const), id, stale: fc.boolean(), then: fc.constantFrom('retry now', 'retry later', 'dead letter') }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({ kind: fc.constant('give back' as const), entries: fc.uniqueArray(fc.record({ id, stale: fc.boolean() }), { selector: (e) => e.id, minLength: 1, maxLength: 4 }) }),
+  },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('cancel' as const), id }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('replay' as const) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('purge' as const), id }) },
@@ -124,6 +128,13 @@ describe('the event state machine', () => {
             }
             // A result of an attempt that is not the one in flight changes nothing.
             expect(done).toBe(current);
+          } else if (op.kind === 'give back') {
+            // Events claimed ahead and never started: those still in flight at that attempt go back to the head of READY, in order, their attempt unspent.
+            const back = op.entries.filter((e) => model.get(e.id)?.state === 'inFlight' && !e.stale).map((e) => e.id);
+            const given = op.entries.map((e) => ({ id: e.id, attempt: (model.get(e.id)?.attempt ?? 1) - (e.stale ? 1 : 0) }));
+            expect(await scripts.releaseUnstarted(keys, given)).toBe(back.length);
+            for (const b of back) Object.assign(model.get(b)!, { state: 'ready', attempt: model.get(b)!.attempt - 1 });
+            ready = [...back, ...ready];
           } else if (op.kind === 'cancel') {
             expect(await scripts.cancel(keys, op.id)).toBe(model.delete(op.id));
             ready = ready.filter((r) => r !== op.id);

@@ -184,7 +184,7 @@ export class ReadyReader {
             if (claimed > 0) {
               this.metrics.count(METRIC.events, { ...tags, direction: 'dequeue' }, claimed);
               // Events already claimed are handed on even if stop aborted meanwhile: their leases are ours.
-              // A literal, not a spread: this runs once per event, and spreading costs more than the copy.
+              // A literal, not a spread of the record: this runs once per event.
               ahead.add(result.claimed.map((r) => ({ id: r.id, attempt: r.attempt, dueAt: r.dueAt, body: r.body, claimedAt: result.now, keys: this.keys, reader: this })), sentAt);
             }
             // The reserved slots, and any freed meanwhile, go to the waiting events: every reader's in turn.
@@ -200,6 +200,7 @@ export class ReadyReader {
             }
           } catch {
             slots.unreserve(reserved);
+            slots.offer();
             // Redis may have run the claim and lost only the reply: give back whatever it took.
             if (count > 0) this.lostClaim = claim;
             for (const s of succeeded) s.reject(new Error('recording the result failed'));

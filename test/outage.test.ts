@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { METRIC, RedisCallTimeoutError } from '../src';
+import { METRIC, RedisCallTimeoutError, RedisConnectionError } from '../src';
 import { WorkItem } from './support/events';
 import { counter, recordMetrics, useRedis } from './support/harness';
 import { TcpProxy } from './support/tcp-proxy';
@@ -34,6 +34,30 @@ describe('Redis outages', () => {
     } finally {
       process.off('unhandledRejection', onUnhandled);
     }
+  });
+
+  it('a call in flight when Redis dies fails at once, not at its deadline, and handling resumes as soon as Redis is back', async () => {
+    const prefix = redis.prefix();
+    // A deadline longer than this test: only the closed connection can end the waits.
+    const service = redis.service({ prefix, commandTimeoutMs: 120_000 });
+    const handled = new Set<string>();
+    service.addHandler(WorkItem, (e) => void handled.add(e.id), 4);
+    await service.enqueue(new WorkItem('warm-up'), 0);
+    await waitFor(() => handled.has('warm-up'), 'the service running');
+
+    // Frozen, Redis takes the enqueue and the readers' calls and answers none; then it dies.
+    process.kill(redis.server.pid!, 'SIGSTOP');
+    const outcome = service.enqueue(new WorkItem('unanswered'), 0).then(
+      () => 'stored',
+      (error: unknown) => error,
+    );
+    await redis.server.kill();
+    expect(await outcome).toBeInstanceOf(RedisConnectionError);
+
+    await redis.server.restart();
+    // Sent again, as the error says is safe; handled without waiting for any deadline.
+    await waitFor(async () => (await service.enqueue(new WorkItem('unanswered'), 0).catch(() => 'down')) !== 'down', 'Redis taking the enqueue again', 20_000);
+    await waitFor(() => handled.has('unanswered'), 'the event handled', 20_000);
   });
 
   it('a success that finishes while Redis is down is recorded once it is back, and the event is not handled again', async () => {

@@ -77,6 +77,12 @@ export class CallDeadlines {
     });
   }
 
+  /** Fails every call in flight now with `error(name)`, as when the connection that carried them closed. */
+  failAll(error: (name: string) => unknown): void {
+    for (const entry of this.pending) entry.reject(error(entry.name));
+    this.pending.clear();
+  }
+
   private ensureSweeping(): void {
     if (this.sweeper) return;
     // A quarter of the shortest deadline: a stuck call fails within 1.25× its deadline.

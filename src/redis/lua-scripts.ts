@@ -3,7 +3,7 @@ import type { Cluster, Redis } from 'ioredis';
 import { CallDeadlines } from './call-deadlines';
 import { bulkString, sendPrewritten, takesPrewritten } from './prewritten-evalsha';
 import { parseEnvelope } from '../core/envelope';
-import { NotReplicatedError } from '../core/errors';
+import { NotReplicatedError, RedisConnectionError } from '../core/errors';
 import type { TypeKeys } from './redis-layout';
 import { LUA_SOURCES } from './lua-sources.generated';
 
@@ -186,6 +186,20 @@ export class LuaScripts {
     this.deadlines = new CallDeadlines(deadline.ms, deadline.onStuck);
     this.scripts = Object.fromEntries(SCRIPT_NAMES.map((name) => [name, loadScript(name)])) as Record<ScriptName, LoadedScript>;
     this.prewritten = takesPrewritten(client);
+    // A connection that never sends a command again (autoResendUnfulfilledCommands: false) drops the
+    // calls it had sent when it closes: ioredis never settles them, and they would hang until their
+    // deadline. They fail at once instead, like the outage they are. Calls made while it was not
+    // ready wait in ioredis's offline queue and are sent on reconnect, so they are left alone.
+    // A Cluster re-routes its own.
+    if (!isCluster(client) && client.options.autoResendUnfulfilledCommands === false) {
+      let ready = client.status === 'ready';
+      client.on('ready', () => (ready = true));
+      client.on('close', () => {
+        if (!ready) return;
+        ready = false;
+        this.deadlines.failAll((name) => new RedisConnectionError('other', `the connection closed before Redis answered ${name}; it may have run (enqueueing an event again is safe)`));
+      });
+    }
   }
 
   /** Any other Redis work of the service under the same deadline as the scripts: an inspection call, say. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { InvalidOptionError, METRIC } from '../src';
+import { type DelayedEventService, type HandlerOptions, InvalidOptionError, METRIC } from '../src';
 import { ClaimedAhead } from '../src/runtime/claimed-ahead';
 import { WorkItem } from './support/events';
 import { counter, recordMetrics, useRedis } from './support/harness';
@@ -37,15 +37,24 @@ describe('claiming ahead of free handler slots (prefetch)', () => {
     return { handler, state, release: () => release() };
   }
 
+  /**
+   * 40 events due now, then a handler at parallelism 1 whose tenth call waits for
+   * release(): resolves once that call runs and the reader holds events claimed ahead.
+   */
+  async function holdingAhead(service: DelayedEventService, prefix: string, options: HandlerOptions = {}) {
+    const gated = gatedHandler(9);
+    for (let i = 0; i < 40; i++) await service.enqueue(new WorkItem(`w${i}`), 0);
+    service.addHandler(WorkItem, gated.handler, 1, options);
+    await waitFor(() => gated.state.gatedId !== '', 'the gated call running');
+    await waitFor(async () => (await leasesInFlight(redis.client(), prefix)) > 1, 'events claimed ahead of the running call');
+    return gated;
+  }
+
   it('holds events claimed ahead while a quick handler runs, yet never runs more calls than its parallelism', async () => {
     const prefix = redis.prefix();
     const service = redis.service({ prefix });
-    const { handler, state, release } = gatedHandler(9);
-    for (let i = 0; i < 40; i++) await service.enqueue(new WorkItem(`w${i}`), 0);
-    service.addHandler(WorkItem, handler, 1);
-    await waitFor(() => state.gatedId !== '', 'the gated call running');
     // The one slot is taken, and the reader still claimed what follows: it waits here to start.
-    await waitFor(async () => (await leasesInFlight(redis.client(), prefix)) > 1, 'events claimed ahead of the running call');
+    const { state, release } = await holdingAhead(service, prefix);
     release();
     await waitFor(() => state.handled.length === 40, 'every event handled');
     expect(state.most).toBe(1);
@@ -61,7 +70,7 @@ describe('claiming ahead of free handler slots (prefetch)', () => {
     for (let i = 0; i < 40; i++) await service.enqueue(new WorkItem(`w${i}`), 0);
     service.addHandler(WorkItem, handler, 1, { prefetch: 0 });
     await waitFor(() => state.gatedId !== '', 'the gated call running');
-    // Long enough for a claim ahead to have happened, had the reader made one.
+    // The events behind the running call stay in READY, for any instance: none is claimed ahead.
     await waitFor(async () => (await service.counts(WorkItem))?.ready === 30, 'the rest ready');
     expect(await leasesInFlight(redis.client(), prefix)).toBe(1);
     release();
@@ -73,11 +82,7 @@ describe('claiming ahead of free handler slots (prefetch)', () => {
     // Half the grace: events claimed ahead may wait 300 ms for a slot.
     const stuck = redis.service({ prefix, leaseGraceMs: 600 });
     const metrics = recordMetrics(stuck);
-    const { handler, state, release } = gatedHandler(9);
-    for (let i = 0; i < 40; i++) await stuck.enqueue(new WorkItem(`w${i}`), 0);
-    stuck.addHandler(WorkItem, handler, 1, { timeoutMs: 30_000 });
-    await waitFor(() => state.gatedId !== '', 'the call that never ends running');
-    await waitFor(async () => (await leasesInFlight(redis.client(), prefix)) > 1, 'events claimed ahead');
+    const { release } = await holdingAhead(stuck, prefix, { timeoutMs: 30_000 });
     // They go back, and the stuck instance keeps only its running call in flight.
     await waitFor(async () => (await stuck.counts(WorkItem))?.ready === 30, 'the events held ahead back in READY');
     expect(await leasesInFlight(redis.client(), prefix)).toBe(1);
@@ -97,11 +102,7 @@ describe('claiming ahead of free handler slots (prefetch)', () => {
     const prefix = redis.prefix();
     // Leases far longer than the test: only the give-back can bring the events back in time.
     const closing = redis.service({ prefix, leaseGraceMs: 120_000, closeTimeoutMs: 200 });
-    const { handler, state, release } = gatedHandler(9);
-    for (let i = 0; i < 40; i++) await closing.enqueue(new WorkItem(`w${i}`), 0);
-    closing.addHandler(WorkItem, handler, 1);
-    await waitFor(() => state.gatedId !== '', 'the gated call running');
-    await waitFor(async () => (await leasesInFlight(redis.client(), prefix)) > 1, 'events claimed ahead');
+    const { state, release } = await holdingAhead(closing, prefix);
     await closing.close();
     release();
 
@@ -116,11 +117,7 @@ describe('claiming ahead of free handler slots (prefetch)', () => {
   it('gives back what it holds ahead when the type is paused', async () => {
     const prefix = redis.prefix();
     const service = redis.service({ prefix });
-    const { handler, state, release } = gatedHandler(9);
-    for (let i = 0; i < 40; i++) await service.enqueue(new WorkItem(`w${i}`), 0);
-    service.addHandler(WorkItem, handler, 1);
-    await waitFor(() => state.gatedId !== '', 'the gated call running');
-    await waitFor(async () => (await leasesInFlight(redis.client(), prefix)) > 1, 'events claimed ahead');
+    const { state, release } = await holdingAhead(service, prefix);
     await service.pause(WorkItem);
     await waitFor(async () => (await service.counts(WorkItem))?.ready === 30, 'the events held ahead back in READY');
     release();

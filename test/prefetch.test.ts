@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { type DelayedEventService, type HandlerOptions, InvalidOptionError, METRIC } from '../src';
 import { ClaimedAhead } from '../src/runtime/claimed-ahead';
+import { HandlerSlots } from '../src/runtime/handler-slots';
 import { WorkItem } from './support/events';
 import { counter, recordMetrics, useRedis } from './support/harness';
 import { waitFor } from './support/wait-for';
@@ -114,6 +115,39 @@ describe('claiming ahead of free handler slots (prefetch)', () => {
     expect(handledThere.map((h) => h.id)).not.toContain(state.gatedId);
   });
 
+  it('gives back only the claims it holds: an event replaced and claimed again by another instance stays with it', async () => {
+    const prefix = redis.prefix();
+    // Holding as many ahead as it may: it claims nothing more.
+    const holding = redis.service({ prefix, closeTimeoutMs: 200 });
+    const { state, release } = await holdingAhead(holding, prefix, { prefetch: 30 });
+    const held = (await redis.client().zrange(`${prefix}:{test.work}:f`, '0', '-1')).find((id) => id.startsWith('w') && id !== state.gatedId)!;
+    // Replaced while held here: its lease goes, it is due again, and another instance claims it on the same attempt.
+    expect(await holding.enqueue(new WorkItem(held, 99), 0, { replace: true })).toBe('replaced');
+    let releaseOther!: () => void;
+    const otherGate = new Promise<void>((resolve) => (releaseOther = resolve));
+    const otherStarts: string[] = [];
+    const other = redis.service({ prefix });
+    other.addHandler(
+      WorkItem,
+      async (e, _context, delivery) => {
+        otherStarts.push(`${e.id}#${e.n}#${delivery.attempt}`);
+        if (e.id === held) await otherGate;
+      },
+      1,
+      { prefetch: 0 },
+    );
+    await waitFor(() => otherStarts.includes(`${held}#99#1`), 'the replaced event running in the other instance');
+    // Closing gives back what the first instance holds, but not the other instance's claim of that id.
+    await holding.close();
+    expect(await redis.client().zscore(`${prefix}:{test.work}:f`, held)).not.toBeNull();
+    expect(await redis.client().lrange(`${prefix}:{test.work}:r`, 0, -1)).not.toContain(held);
+    releaseOther();
+    release();
+    // The other 29 held there come back and are handled here; the replaced one only once.
+    await waitFor(() => otherStarts.length === 30, 'what the first instance held handled by the other');
+    expect(otherStarts.filter((s) => s.startsWith(`${held}#`))).toEqual([`${held}#99#1`]);
+  });
+
   it('gives back what it holds ahead when the type is paused', async () => {
     const prefix = redis.prefix();
     const service = redis.service({ prefix });
@@ -146,11 +180,32 @@ describe('claiming ahead of free handler slots (prefetch)', () => {
     expect(Math.max(...seenInFlight)).toBe(1);
   });
 
+  it('starts events claimed for free slots even when the claim took longer than half of leaseGraceMs', async () => {
+    // A grace of 2 ms: every claim's round trip is longer than the 1 ms an event may wait for a slot.
+    const service = redis.service({ leaseGraceMs: 2 });
+    const handled = new Set<string>();
+    service.addHandler(WorkItem, (e) => void handled.add(e.id), 4);
+    for (let i = 0; i < 20; i++) await service.enqueue(new WorkItem(`g${i}`), 0);
+    await waitFor(() => handled.size === 20, 'every event handled');
+  });
+
   it('refuses a prefetch that is no count', () => {
     const service = redis.service();
     for (const prefetch of [-1, 1.5, 10_001]) {
       expect(() => service.addHandler(WorkItem, () => true, 1, { prefetch })).toThrow(InvalidOptionError);
     }
+  });
+});
+
+describe('HandlerSlots', () => {
+  it("lets a handler's readers together hold ahead no more than it is expected to start", () => {
+    const slots = new HandlerSlots(4, 250);
+    for (let r = 0; r < 8; r++) slots.join({ startOne: () => false, freed: () => undefined });
+    slots.take(1);
+    slots.give(1, 50);
+    // 4 slots, 50 ms a call: 100 events start within 1,250 ms, shared by the 8 readers.
+    expect(8 * slots.aheadAllowed(1_250)).toBeLessThanOrEqual(100);
+    expect(slots.aheadAllowed(1_250)).toBeGreaterThan(0);
   });
 });
 

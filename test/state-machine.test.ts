@@ -131,7 +131,13 @@ describe('the event state machine', () => {
           } else if (op.kind === 'give back') {
             // Events claimed ahead and never started: those still in flight at that attempt go back to the head of READY, in order, their attempt unspent.
             const back = op.entries.filter((e) => model.get(e.id)?.state === 'inFlight' && !e.stale).map((e) => e.id);
-            const given = op.entries.map((e) => ({ id: e.id, attempt: (model.get(e.id)?.attempt ?? 1) - (e.stale ? 1 : 0) }));
+            // A stale one names a lease this claim did not write: another attempt's.
+            const given = await Promise.all(
+              op.entries.map(async (e) => {
+                const score = Number((await client.zscore(keys.inFlight, e.id)) ?? 1_000);
+                return { id: e.id, leaseScore: String(e.stale ? score - 1 : score) };
+              }),
+            );
             expect(await scripts.releaseUnstarted(keys, given)).toBe(back.length);
             for (const b of back) Object.assign(model.get(b)!, { state: 'ready', attempt: model.get(b)!.attempt - 1 });
             ready = [...back, ...ready];

@@ -80,6 +80,15 @@ function enqueueStatuses(reply: unknown): EnqueueStatus[] {
   return typeof reply === 'number' ? [enqueueStatus(reply)] : (reply as number[]).map(enqueueStatus);
 }
 
+/**
+ * The in-flight score complete-and-claim.lua gave an event it claimed: Redis's
+ * `now` of that call plus `leaseMs`, in whole ms, then the attempt modulo
+ * 1000 in three digits (lua/includes/lease.lua, lease_scores_until).
+ */
+export function leaseScore(claimedAt: number, leaseMs: number, attempt: number): string {
+  return `${Math.floor(claimedAt + leaseMs)}${String(attempt % 1000).padStart(3, '0')}`;
+}
+
 /** By its flag, not instanceof: a Cluster of ioredis 5 is no instance of ioredis 6's class. */
 function isCluster(client: RedisClient): client is Cluster {
   return client.isCluster;
@@ -438,10 +447,13 @@ export class LuaScripts {
     return (await this.run('advance-schedule', keys.recurring, keys.slotGuard, name, read, next)) === 1;
   }
 
-  /** Gives back events claimed ahead and never started (fenced by attempt); resolves how many went back to READY. */
-  async releaseUnstarted(keys: TypeKeys, events: ReadonlyArray<{ readonly id: string; readonly attempt: number }>): Promise<number> {
-    const args: Array<string | number> = [];
-    for (const e of events) args.push(e.id, e.attempt);
+  /**
+   * Gives back events claimed ahead and never started, each fenced by the
+   * lease score its claim wrote (leaseScore()); resolves how many went back to READY.
+   */
+  async releaseUnstarted(keys: TypeKeys, events: ReadonlyArray<{ readonly id: string; readonly leaseScore: string }>): Promise<number> {
+    const args: string[] = [];
+    for (const e of events) args.push(e.id, e.leaseScore);
     return (await this.run('release-unstarted', keys.inFlight, keys.ready, keys.slotGuard, ...args)) as number;
   }
 

@@ -126,15 +126,15 @@ export class HandlerSlots {
 
   /**
    * How many events one reader may hold claimed ahead of the free slots: its
-   * share of `prefetch`, but no more than the handler is expected to start
-   * within `withinMs` at its pace (each slot starts one event per average
-   * call). None until a call has finished (the pace is unknown), nor for a
+   * share of `prefetch`, or of what the handler is expected to start within
+   * `withinMs` at its pace (each slot starts one event per average call),
+   * whichever is less. None until a call has finished (the pace is unknown), nor for a
    * while after startedLate().
    */
   aheadAllowed(withinMs: number): number {
     if (this.prefetch === 0 || this.averageMs === undefined || this.aheadSuspended > 0) return 0;
-    const share = Math.ceil(this.prefetch / Math.max(1, this.readers.length));
+    const readers = Math.max(1, this.readers.length);
     const startable = Math.floor((this.capacity * withinMs) / Math.max(this.averageMs, 0.001));
-    return Math.min(share, startable);
+    return Math.floor(Math.min(this.prefetch, startable) / readers);
   }
 }

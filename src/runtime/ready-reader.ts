@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { Observable } from 'rxjs';
-import type { ClaimLog, ClaimResult, ClaimedRecord, LuaScripts, RedisClient } from '../redis/lua-scripts';
+import { type ClaimLog, type ClaimResult, type ClaimedRecord, type LuaScripts, type RedisClient, leaseScore } from '../redis/lua-scripts';
 import { METRIC, type Metrics } from './metrics';
 import { OutageBackoff, sleep } from './outage-backoff';
 import type { RedisConnections } from '../redis/redis-connections';
@@ -169,35 +169,9 @@ export class ReadyReader {
           const reserved = stop.aborted ? 0 : slots.reserve(MAX_CLAIMS);
           const count = stop.aborted ? 0 : reserved + Math.max(0, Math.min(MAX_CLAIMS - reserved, room()));
           const claim: ClaimLog = { log: this.claimLogKey, token: String(++this.claims) };
-          const sentAt = performance.now();
+          let result: ClaimResult;
           try {
-            const result = await this.scripts.completeAndClaim(this.keys, succeeded, count, this.settings.leaseMs, this.settings.maxAttempts, claim);
-            backoff.reset();
-            settle(succeeded, result);
-            const claimed = result.claimed.length;
-            servedLast = claimed > 0;
-            this.metrics.count(METRIC.deadLettered, { ...tags, reason: 'lease-expired' }, result.deadLettered.length);
-            if (result.deadLettered.length > 0) this.settings.activity?.deadLettered(result.deadLettered.length);
-            if (this.metrics.noticing) {
-              for (const d of result.deadLettered) this.metrics.notice({ kind: 'dead-letter', ...tags, id: d.id, attempt: d.attempt, reason: 'lease-expired', error: `lease expired on attempt ${d.attempt}` });
-            }
-            if (claimed > 0) {
-              this.metrics.count(METRIC.events, { ...tags, direction: 'dequeue' }, claimed);
-              // Events already claimed are handed on even if stop aborted meanwhile: their leases are ours.
-              // A literal, not a spread of the record: this runs once per event.
-              ahead.add(result.claimed.map((r) => ({ id: r.id, attempt: r.attempt, dueAt: r.dueAt, body: r.body, claimedAt: result.now, keys: this.keys, reader: this })), sentAt);
-            }
-            // The reserved slots, and any freed meanwhile, go to the waiting events: every reader's in turn.
-            slots.unreserve(reserved);
-            slots.offer();
-            if (claimed === 0 && result.paused) {
-              // Paused for every instance: what waits here goes back, and the reader looks again a little later (resume takes effect within this).
-              await this.giveBackUnstarted(ahead.takeAll());
-              await sleep(Math.min(PAUSED_RECHECK_MS, this.settings.blockMs), stop);
-            } else if (claimed === 0 && result.deadLettered.length === 0 && succeeded.length === 0) {
-              // Nothing ready: block in Redis until something is, but not past the moment an event waiting here would be too late.
-              await this.waitForReady(stop, ahead.sweep());
-            }
+            result = await this.scripts.completeAndClaim(this.keys, succeeded, count, this.settings.leaseMs, this.settings.maxAttempts, claim);
           } catch {
             slots.unreserve(reserved);
             slots.offer();
@@ -207,10 +181,46 @@ export class ReadyReader {
             if (stop.aborted) break;
             this.metrics.count(METRIC.redisErrors, { loop: 'reader', type: this.keys.type });
             await sleep(backoff.next(), stop);
+            continue;
+          }
+          // Waits for a slot count from here: an event handed to a free slot at once never waits, however long the call took.
+          const arrivedAt = performance.now();
+          backoff.reset();
+          settle(succeeded, result);
+          const claimed = result.claimed.length;
+          servedLast = claimed > 0;
+          this.metrics.count(METRIC.deadLettered, { ...tags, reason: 'lease-expired' }, result.deadLettered.length);
+          if (result.deadLettered.length > 0) this.settings.activity?.deadLettered(result.deadLettered.length);
+          if (this.metrics.noticing) {
+            for (const d of result.deadLettered) this.metrics.notice({ kind: 'dead-letter', ...tags, id: d.id, attempt: d.attempt, reason: 'lease-expired', error: `lease expired on attempt ${d.attempt}` });
+          }
+          if (claimed > 0) {
+            this.metrics.count(METRIC.events, { ...tags, direction: 'dequeue' }, claimed);
+            // Events already claimed are handed on even if stop aborted meanwhile: their leases are ours.
+            // A literal, not a spread of the record: this runs once per event.
+            ahead.add(result.claimed.map((r) => ({ id: r.id, attempt: r.attempt, dueAt: r.dueAt, body: r.body, claimedAt: result.now, keys: this.keys, reader: this })), arrivedAt);
+          }
+          // The reserved slots, and any freed meanwhile, go to the waiting events: every reader's in turn.
+          slots.unreserve(reserved);
+          slots.offer();
+          if (claimed === 0 && result.paused) {
+            // Paused for every instance: what waits here goes back, and the reader looks again a little later (resume takes effect within this).
+            await this.giveBackUnstarted(ahead.takeAll());
+            await sleep(Math.min(PAUSED_RECHECK_MS, this.settings.blockMs), stop);
+          } else if (claimed === 0 && result.deadLettered.length === 0 && succeeded.length === 0) {
+            // Nothing ready: block in Redis until something is, but not past the moment an event
+            // waiting here would be too late, nor while one already is (it goes back first).
+            const untilLate = ahead.sweep();
+            noteLate();
+            if (!ahead.anyLate && !(await this.waitForReady(stop, untilLate)) && !stop.aborted) {
+              this.metrics.count(METRIC.redisErrors, { loop: 'reader', type: this.keys.type });
+              await sleep(backoff.next(), stop);
+            }
           }
         }
-        // Stopping: what waits unstarted goes back now rather than when its lease expires.
-        if (!subscriber.closed) await this.giveBackUnstarted(ahead.takeAll());
+        // Stopping, or abandoned by a close that stopped waiting: what waits unstarted goes back
+        // now rather than when its lease expires.
+        await this.giveBackUnstarted(ahead.takeAll());
         this.collecting = false;
         stop.removeEventListener('abort', onStop);
         leaveSlots();
@@ -230,7 +240,8 @@ export class ReadyReader {
   private async giveBackUnstarted(events: readonly ClaimedEvent[]): Promise<void> {
     if (events.length === 0) return;
     try {
-      const released = await this.scripts.releaseUnstarted(this.keys, events);
+      const leased = events.map((e) => ({ id: e.id, leaseScore: leaseScore(e.claimedAt, this.settings.leaseMs, e.attempt) }));
+      const released = await this.scripts.releaseUnstarted(this.keys, leased);
       this.metrics.count(METRIC.claimsReleased, { type: this.keys.type, group: this.keys.group }, released);
     } catch {
       this.metrics.count(METRIC.redisErrors, { loop: 'reader', type: this.keys.type });
@@ -279,10 +290,10 @@ export class ReadyReader {
    * head leaves the list as it was, so the event is still claimed atomically by
    * complete-and-claim.lua and a crash here loses nothing.
    */
-  private async waitForReady(stop: AbortSignal, mostMs = Infinity): Promise<void> {
+  private async waitForReady(stop: AbortSignal, mostMs = Infinity): Promise<boolean> {
     // Successes that arrived during the last call go out with the next one instead.
-    if (this.successes.length > 0) return;
-    if (stop.aborted) return;
+    if (this.successes.length > 0) return true;
+    if (stop.aborted) return true;
     // Redis takes a timeout in seconds with decimals, and 0 would block forever.
     const blockMs = Math.max(1, Math.min(this.settings.blockMs, Math.ceil(mostMs)));
     const connection = (this.blocking ??= this.connections.duplicate());
@@ -298,6 +309,10 @@ export class ReadyReader {
         this.metrics.count(METRIC.watchdogResets, { type: this.keys.type });
         this.dropBlockingConnection();
       }
+      return true;
+    } catch {
+      // Redis refused the wait (an outage, LOADING) or its connection closed (stop drops it): the loop backs off.
+      return false;
     } finally {
       this.collecting = true;
       clearTimeout(watchdog);

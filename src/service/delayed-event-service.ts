@@ -601,11 +601,16 @@ export class DelayedEventService {
   }
 
   /** Registers the group in Redis; through an outage, again until it lands (dispatch meanwhile delivers to the groups registered). */
+  /**
+   * Registers `group` of a queue, retrying through an outage. Sent on both
+   * connections: an enqueue made after addHandler (command connection) and
+   * this instance's first dispatch (handlers' connection) each run after it.
+   */
   private registerGroup(shared: TypeKeys, group: string): void {
     const backoff = new OutageBackoff();
     const attempt = (): void => {
       if (this.closing) return;
-      this.scripts.registerGroup(shared, group).then(
+      Promise.all([this.scripts.registerGroup(shared, group), this.scriptsOfHandlers().registerGroup(shared, group)]).then(
         () => undefined,
         () => {
           this.metrics.count(METRIC.redisErrors, { loop: 'connection', type: shared.type });

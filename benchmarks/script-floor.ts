@@ -84,7 +84,8 @@ export async function scriptFloorMicros(port: number, row: ScriptFloorRow, count
   ];
   const claimKeys = [keys.ready, keys.inFlight, keys.meta, keys.dead, keys.errors, keys.slotGuard, keys.recent, `${keys.claimLogPrefix}floor`, keys.pending, keys.sharedMeta, keys.paused];
   // Lease ms, max attempts, idempotency window (the default), claim token.
-  const claimArgs = [60_000, 10, 300_000, 'floor'];
+  // Lease ms, max attempts, idempotency window, claim token; the one claimed starts at once; no start marks.
+  const claimArgs = [60_000, 10, 300_000, 'floor', 1, 0];
   try {
     if (row === 'one enqueue at a time') {
       let n = 0;
@@ -109,19 +110,19 @@ export async function scriptFloorMicros(port: number, row: ScriptFloorRow, count
     }
     const dispatchSha = await sha(loadLua('dispatch-due').lua);
     for (let moved = 0; moved < count; ) {
-      const dispatchKeys = [keys.schedule, keys.inFlight, keys.ready, keys.legacySchedule, keys.meta, keys.slotGuard, keys.recent, keys.groups, keys.pending, keys.paused];
+      const dispatchKeys = [keys.schedule, keys.inFlight, keys.ready, keys.legacySchedule, keys.meta, keys.slotGuard, keys.recent, keys.groups, keys.pending, keys.paused, keys.errors];
       const [due] = (await redis.evalsha(dispatchSha, dispatchKeys.length, ...dispatchKeys, 1_000, '0')) as number[];
       if (!due) throw new Error(`script floor: only ${moved} of ${count} events became ready`);
       moved += due;
     }
     const claimSha = await sha(loadLua('complete-and-claim').lua);
-    let previous: [string, number] | undefined;
+    let previous: [string, string] | undefined;
     let claimed = 0;
     const ourScripts = await microsPerCall(count + 1, async () => {
-      const [, , flat] = (await redis.evalsha(claimSha, claimKeys.length, ...claimKeys, 1, ...claimArgs, ...(previous ?? []))) as [number, number[], string[]];
+      const [, , flat, , , claim] = (await redis.evalsha(claimSha, claimKeys.length, ...claimKeys, 1, ...claimArgs, ...(previous ?? []))) as [number, number[], string[], string[], number, string];
       if (flat.length > 0) {
-        // The claim returns the envelope as stored (attempt 0): the claim's attempt is 1.
-        previous = [flat[0]!, 1];
+        // The next call completes it, named by its claim.
+        previous = [flat[0]!, claim];
         claimed++;
       }
     });

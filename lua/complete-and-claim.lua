@@ -1,13 +1,15 @@
--- Transitions, in one round trip: IN_FLIGHT -> (removed) for the events whose
+-- Transitions, in one round trip: marks the events claimed ahead whose
+-- handlers started since, then IN_FLIGHT -> (removed) for the events whose
 -- handlers succeeded, then READY -> IN_FLIGHT (attempt + 1, leased until
 -- now + lease) for as many events as the caller has free handler slots, or
 -- READY -> DEAD for an event whose lease already expired on its last attempt.
--- Completion is fenced by attempt: a result from an attempt that is no longer
--- the one in flight (lease expired, re-claimed, replaced, cancelled) changes nothing.
--- The attempt in flight lives in the lease's score (includes/lease.lua), so
--- completing reads only the in-flight zset and claiming writes no envelope.
+-- Every result is fenced by the claim it belongs to (includes/lease.lua): a
+-- result of a claim that is no longer the one in flight (lease expired,
+-- claimed again, replaced, cancelled) changes nothing.
+-- The attempt in flight is the envelope's plus one, so completing reads only
+-- the in-flight zset and claiming writes no envelope.
 -- KEYS[1] ready list
--- KEYS[2] in-flight zset (id -> lease expiry ms * 1000 + attempt % 1000)
+-- KEYS[2] in-flight zset (id -> lease score, includes/lease.lua)
 -- KEYS[3] meta hash
 -- KEYS[4] dead zset
 -- KEYS[5] errors hash
@@ -26,9 +28,14 @@
 -- ARGV[4] idempotency window ms: completed ids are marked in the recent zset
 --         for that long, so enqueueing one again is a duplicate (0: no marks)
 -- ARGV[5] token of this claim, kept in the claim log with what it took ('': no log)
--- ARGV[6..] id, attempt of each succeeded event
+-- ARGV[6] how many of the events claimed start at once (free slots): their
+--         leases are written started; the rest wait in the reader, not started
+-- ARGV[7] n, how many start marks follow
+-- ARGV[8 .. 7 + 2n] id, claim identity of each event claimed ahead whose handler started
+-- ARGV[8 + 2n ..] id, claim identity of each succeeded event
 -- Returns {Redis now ms, {position of each succeeded event not completed},
---          {id, envelope, ...} claimed, {id, attempt, ...} dead-lettered, 1 if paused}.
+--          {id, envelope, ...} claimed, {id, attempt, ...} dead-lettered,
+--          1 if paused, identity of this claim's leases (not-started score) or ''}.
 -- Positions count the succeeded events from 1. Listing the stale ones, not a
 -- flag per event, keeps the usual reply (every success completed) short.
 -- A claimed event's envelope is returned as stored: its attempt is the one
@@ -43,18 +50,33 @@ local group_queue = KEYS[10] ~= KEYS[3]
 -- Each batch costs a fixed number of calls, whatever its size: in a script,
 -- the calls, not the work they do, are most of the cost.
 local stale = {}
-local removed, had_errors = {}, {}
-local now = now_ms()
-if #ARGV >= 6 then
+local removed = {}
+local now, now_us = now_ms_us()
+local n_starts = tonumber(ARGV[7])
+if n_starts > 0 then
+  -- A started lease keeps its claim's identity with its last bit set; one
+  -- that changed meanwhile (expired, replaced) is no longer this claim's.
   local ids = {}
-  for i = 6, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
+  for i = 8, 7 + 2 * n_starts, 2 do ids[#ids + 1] = ARGV[i] end
+  local leased = redis.call('ZMSCORE', KEYS[2], unpack(ids))
+  local marks = {}
+  for k, id in ipairs(ids) do
+    local identity = tonumber(ARGV[7 + 2 * k])
+    if leased[k] and tonumber(leased[k]) == identity then
+      marks[#marks + 1] = string.format('%.0f', identity + 1)
+      marks[#marks + 1] = id
+    end
+  end
+  if #marks > 0 then redis.call('ZADD', KEYS[2], 'XX', unpack(marks)) end
+end
+local first_success = 8 + 2 * n_starts
+if #ARGV >= first_success then
+  local ids = {}
+  for i = first_success, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
   local leased = redis.call('ZMSCORE', KEYS[2], unpack(ids))
   for k, id in ipairs(ids) do
-    local attempt = tonumber(ARGV[5 + 2 * k])
-    if leased[k] and lease_fences(tonumber(leased[k]), attempt) then
+    if leased[k] and lease_fences(tonumber(leased[k]), tonumber(ARGV[first_success - 1 + 2 * k])) then
       removed[#removed + 1] = id
-      -- Only an event that failed before can have an error recorded.
-      if attempt > 1 then had_errors[#had_errors + 1] = id end
     else
       stale[#stale + 1] = k
     end
@@ -90,24 +112,26 @@ if #ARGV >= 6 then
       end
     end
   end
-  if #had_errors > 0 then redis.call('HDEL', KEYS[5], unpack(had_errors)) end
+  -- An event that failed before, or whose lease ran out before it started, has an error recorded.
+  if #removed > 0 and redis.call('EXISTS', KEYS[5]) == 1 then redis.call('HDEL', KEYS[5], unpack(removed)) end
 end
 
 local claimed, dead = {}, {}
 local count = tonumber(ARGV[1])
 if count > 0 and redis.call('EXISTS', KEYS[11]) == 1 then
   if #removed > 0 then lease_unpin_if_idle(KEYS[2]) end
-  return {now, stale, claimed, dead, 1}
+  return {now, stale, claimed, dead, 1, ''}
 end
 local ids = count > 0 and redis.call('LPOP', KEYS[1], count)
 if not ids then
   if #removed > 0 then lease_unpin_if_idle(KEYS[2]) end
   -- The reader goes idle: its last claim was answered, so its log can go.
   if count > 0 and ARGV[5] ~= '' then redis.call('DEL', KEYS[8]) end
-  return {now, stale, claimed, dead, 0}
+  return {now, stale, claimed, dead, 0, ''}
 end
 
-local lease_score_of = lease_scores_until(now + tonumber(ARGV[2]))
+local not_started, started = lease_claim_scores(now + tonumber(ARGV[2]), now_us)
+local start_now = tonumber(ARGV[6])
 local max_attempts = tonumber(ARGV[3])
 local values = redis.call('HMGET', KEYS[3], unpack(ids))
 -- A named group's header carries its attempt and due time; the body is the type's.
@@ -134,7 +158,7 @@ for k, id in ipairs(ids) do
       dead[n_dead + 2] = attempt
       n_dead = n_dead + 2
     else
-      leases[n_leases + 1] = lease_score_of(attempt + 1)
+      leases[n_leases + 1] = (n_claimed < 2 * start_now) and started or not_started
       leases[n_leases + 2] = id
       n_leases = n_leases + 2
       claimed[n_claimed + 1] = id
@@ -151,4 +175,4 @@ if n_leases > 0 then
 elseif #removed > 0 then
   lease_unpin_if_idle(KEYS[2])
 end
-return {now, stale, claimed, dead, 0}
+return {now, stale, claimed, dead, 0, not_started}

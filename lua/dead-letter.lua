@@ -1,16 +1,17 @@
 -- Transition: IN_FLIGHT -> DEAD with its reason (attempts used up, or the
--- stored envelope cannot be decoded). Fenced by attempt, like complete-and-claim.lua;
+-- stored envelope cannot be decoded). Fenced by the claim, like complete-and-claim.lua;
 -- the envelope gets the attempt that ended, which the dead-letter listing shows.
 -- KEYS[1] meta hash
--- KEYS[2] in-flight zset (id -> lease expiry ms * 1000 + attempt % 1000)
+-- KEYS[2] in-flight zset (id -> lease score, includes/lease.lua)
 -- KEYS[3] dead zset
 -- KEYS[4] errors hash
 -- KEYS[5] slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
 -- ARGV[1] id
--- ARGV[2] attempt
--- ARGV[3] reason
--- Returns 1 when dead-lettered, 0 when the attempt was stale.
+-- ARGV[2] identity of the claim that ran it (its not-started lease score)
+-- ARGV[3] attempt
+-- ARGV[4] reason
+-- Returns 1 when dead-lettered, 0 when the claim was stale.
 -- @include envelope
 -- @include lease-pin
 -- @include lease
@@ -24,8 +25,8 @@ lease_remove(KEYS[2], id)
 -- A value without a header (corrupted by hand) is kept as it is: it is the evidence.
 if string.match(value, '^%d+|%d+|') then
   local _, due, body = envelope_parse(value)
-  redis.call('HSET', KEYS[1], id, envelope_make(tonumber(ARGV[2]), due, body))
+  redis.call('HSET', KEYS[1], id, envelope_make(tonumber(ARGV[3]), due, body))
 end
 redis.call('ZADD', KEYS[3], now_ms(), id)
-redis.call('HSET', KEYS[4], id, ARGV[3])
+redis.call('HSET', KEYS[4], id, ARGV[4])
 return 1

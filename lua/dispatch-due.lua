@@ -1,8 +1,12 @@
 -- Transition: SCHEDULED (due) -> READY, and IN_FLIGHT (lease expired) -> READY,
--- writing the attempt that expired into the envelope (see includes/lease.lua).
+-- writing the attempt that expired into the envelope when its handler had
+-- started (see includes/lease.lua). An event claimed ahead whose instance
+-- stopped before starting it spends no attempt; the note left in its error
+-- makes a second such expiry in a row count, so that an event which stops its
+-- instance before the start reaches Redis still runs out of attempts.
 -- Atomic, so any number of dispatchers may run it at once without a lock.
 -- KEYS[1] schedule index (bucket -> earliest due ms; see includes/schedule.lua)
--- KEYS[2] in-flight zset (id -> lease expiry ms * 1000 + attempt % 1000)
+-- KEYS[2] in-flight zset (id -> lease score, includes/lease.lua)
 -- KEYS[3] ready list
 -- KEYS[4] legacy schedule zset (id -> due ms), written by 0.1; only emptied
 -- KEYS[5] meta hash
@@ -15,6 +19,7 @@
 --         group's own keys name a registry never written: its retries are its own.
 -- KEYS[9] pending hash   (id -> how many groups still hold the event)
 -- KEYS[10] paused flag: while it exists nothing is moved
+-- KEYS[11] errors hash   (id -> last error)
 -- ARGV[1] most events to move in this call
 -- ARGV[2] '1' when a handler of the default group runs here: once the type has
 --         named groups, the default group is registered too, so it keeps getting events
@@ -24,6 +29,8 @@
 -- @include lease
 -- @include schedule
 -- @include groups
+
+local UNSTARTED = 'lease expired before its handler started (the instance that claimed it ahead stopped); attempt not counted'
 
 local limit = tonumber(ARGV[1])
 local now = now_ms()
@@ -95,29 +102,42 @@ local function take_expired()
   local unscaled = redis.call('ZRANGE', KEYS[2], '-inf', math.min(now, SCALED_LEASE_FROM - 1), 'BYSCORE', 'LIMIT', 0, limit)
   local scaled = {}
   if #unscaled < limit then
-    scaled = redis.call('ZRANGE', KEYS[2], SCALED_LEASE_FROM, lease_score(now, LEASE_SCALE - 1), 'BYSCORE', 'LIMIT', 0, limit - #unscaled)
+    scaled = redis.call('ZRANGE', KEYS[2], SCALED_LEASE_FROM, string.format('%d', now) .. '999', 'BYSCORE', 'LIMIT', 0, limit - #unscaled, 'WITHSCORES')
   end
-  local expired = {}
+  local expired, scaled_ids, started = {}, {}, {}
   for _, id in ipairs(unscaled) do expired[#expired + 1] = id end
-  for _, id in ipairs(scaled) do expired[#expired + 1] = id end
+  for i = 1, #scaled, 2 do
+    expired[#expired + 1] = scaled[i]
+    scaled_ids[#scaled_ids + 1] = scaled[i]
+    started[#scaled_ids] = lease_started(tonumber(scaled[i + 1]))
+  end
   if #expired == 0 then return expired end
   -- The leases go first. At Redis's memory limit (noeviction) a script's first
   -- write that may grow memory is refused, and later ones are not: removing
   -- first lets the crashed workers' events come back when memory is short.
   redis.call('ZREM', KEYS[2], unpack(expired))
   lease_unpin_if_idle(KEYS[2])
-  if #scaled > 0 then
-    local values = redis.call('HMGET', KEYS[5], unpack(scaled))
-    local envelopes = {}
-    for k, id in ipairs(scaled) do
+  if #scaled_ids > 0 then
+    local values = redis.call('HMGET', KEYS[5], unpack(scaled_ids))
+    local notes = redis.call('HMGET', KEYS[11], unpack(scaled_ids))
+    local envelopes, noted = {}, {}
+    for k, id in ipairs(scaled_ids) do
       -- A missing envelope (cancelled meanwhile) stays missing; the claim skips it.
       if values[k] then
-        local attempt, due, body = envelope_parse(values[k])
-        envelopes[#envelopes + 1] = id
-        envelopes[#envelopes + 1] = envelope_make(attempt + 1, due, body)
+        local spent = started[k] or notes[k] == UNSTARTED
+        if not started[k] then
+          noted[#noted + 1] = id
+          noted[#noted + 1] = UNSTARTED
+        end
+        if spent then
+          local attempt, due, body = envelope_parse(values[k])
+          envelopes[#envelopes + 1] = id
+          envelopes[#envelopes + 1] = envelope_make(attempt + 1, due, body)
+        end
       end
     end
     if #envelopes > 0 then hset_pairs(KEYS[5], envelopes) end
+    if #noted > 0 then hset_pairs(KEYS[11], noted) end
   end
   return expired
 end

@@ -3,7 +3,7 @@
 -- KEYS[1] meta hash      (id -> envelope)
 -- KEYS[2] schedule index (bucket -> earliest due ms; see includes/schedule.lua)
 -- KEYS[3] ready list
--- KEYS[4] in-flight zset (id -> lease expiry ms * 1000 + attempt % 1000)
+-- KEYS[4] in-flight zset (id -> lease score, includes/lease.lua)
 -- KEYS[5] dead zset      (id -> dead-lettered at ms)
 -- KEYS[6] errors hash    (id -> last error)
 -- KEYS[7] legacy schedule zset (id -> due ms), written by 0.1; only emptied

@@ -5,13 +5,14 @@
 -- taking the lease back leaves the event's attempts as they were.
 -- KEYS[1] claim log of the reader (complete-and-claim.lua): token ':' msgpack
 --         {lease score, id, ...} of its last claim; expires with the leases
--- KEYS[2] in-flight zset (id -> lease expiry ms * 1000 + attempt % 1000)
+-- KEYS[2] in-flight zset (id -> lease score, includes/lease.lua)
 -- KEYS[3] ready list
 -- KEYS[4] slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
 -- ARGV[1] token of the claim whose reply was lost
 -- Returns how many events went back to the head of the ready list.
 -- @include lease-pin
+-- @include lease
 
 local log = redis.call('GET', KEYS[1])
 if not log then return 0 end
@@ -23,16 +24,17 @@ redis.call('DEL', KEYS[1])
 local leases = cmsgpack.unpack(string.sub(log, cut + 1))
 local ids, scores = {}, {}
 for i = 1, #leases, 2 do
-  scores[#scores + 1] = tonumber(leases[i])
+  local score = tonumber(leases[i])
+  scores[#scores + 1] = score - score % 2
   ids[#ids + 1] = leases[i + 1]
 end
 if #ids == 0 then return 0 end
--- Only leases still as the claim left them: a lease renewed, completed or
--- cancelled since is no longer this claim's.
+-- Only leases still of this claim: one completed, cancelled or claimed again
+-- since is no longer this claim's.
 local current = redis.call('ZMSCORE', KEYS[2], unpack(ids))
 local back = {}
 for k, id in ipairs(ids) do
-  if current[k] and tonumber(current[k]) == scores[k] then back[#back + 1] = id end
+  if current[k] and lease_fences(tonumber(current[k]), scores[k]) then back[#back + 1] = id end
 end
 if #back == 0 then return 0 end
 lease_give_back(KEYS[2], KEYS[3], back)

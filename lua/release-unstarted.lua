@@ -2,17 +2,18 @@
 -- handler slots and gives back without having started them: the reader is
 -- stopping, the type was paused, or an event waited for a slot so long that
 -- its lease could run out while its handler runs. No handler ran them, so no
--- attempt is spent. Fenced by the lease's exact score, as the claim wrote it
--- (expiry and attempt): an event whose lease expired, or that was replaced and
--- claimed again meanwhile, is not this reader's to give back.
--- KEYS[1] in-flight zset (id -> lease expiry ms * 1000 + attempt % 1000)
+-- attempt is spent. Fenced by the claim (includes/lease.lua): an event whose
+-- lease expired, or that was replaced and claimed again meanwhile, is not this
+-- reader's to give back.
+-- KEYS[1] in-flight zset (id -> lease score, includes/lease.lua)
 -- KEYS[2] ready list
 -- KEYS[3] slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
--- ARGV[1..] id, lease score of each event (as complete-and-claim.lua wrote it),
---           in the order they were claimed
+-- ARGV[1..] id, identity of the claim that took it (its not-started lease
+--           score), in the order they were claimed
 -- Returns how many events went back to the head of the ready list.
 -- @include lease-pin
+-- @include lease
 
 local ids = {}
 for i = 1, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
@@ -20,7 +21,7 @@ if #ids == 0 then return 0 end
 local leased = redis.call('ZMSCORE', KEYS[1], unpack(ids))
 local back = {}
 for k, id in ipairs(ids) do
-  if leased[k] and tonumber(leased[k]) == tonumber(ARGV[2 * k]) then back[#back + 1] = id end
+  if leased[k] and lease_fences(tonumber(leased[k]), tonumber(ARGV[2 * k])) then back[#back + 1] = id end
 end
 if #back == 0 then return 0 end
 lease_give_back(KEYS[1], KEYS[2], back)

@@ -1,16 +1,17 @@
 -- Transition: IN_FLIGHT -> SCHEDULED at now + backoff, keeping the error.
--- Fenced by attempt, like complete-and-claim.lua; the envelope gets the attempt that failed.
+-- Fenced by the claim, like complete-and-claim.lua; the envelope gets the attempt that failed.
 -- KEYS[1] meta hash
--- KEYS[2] in-flight zset (id -> lease expiry ms * 1000 + attempt % 1000)
+-- KEYS[2] in-flight zset (id -> lease score, includes/lease.lua)
 -- KEYS[3] schedule index (bucket -> earliest due ms; see includes/schedule.lua)
 -- KEYS[4] errors hash
 -- KEYS[5] slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
 -- ARGV[1] id
--- ARGV[2] attempt that failed
--- ARGV[3] backoff ms
--- ARGV[4] error text
--- Returns the new due ms, or -1 when the attempt was stale.
+-- ARGV[2] identity of the claim that ran it (its not-started lease score)
+-- ARGV[3] attempt that failed
+-- ARGV[4] backoff ms
+-- ARGV[5] error text
+-- Returns the new due ms, or -1 when the claim was stale.
 -- @include envelope
 -- @include lease-pin
 -- @include lease
@@ -22,11 +23,11 @@ if not score or not lease_fences(tonumber(score), tonumber(ARGV[2])) then return
 local value = redis.call('HGET', KEYS[1], id)
 if not value then return -1 end
 local _, _, body = envelope_parse(value)
-local attempt = tonumber(ARGV[2])
+local attempt = tonumber(ARGV[3])
 lease_remove(KEYS[2], id)
 
-local due = now_ms() + tonumber(ARGV[3])
+local due = now_ms() + tonumber(ARGV[4])
 redis.call('HSET', KEYS[1], id, envelope_make(attempt, due, body))
 schedule_add(KEYS[3], { { due, id } })
-redis.call('HSET', KEYS[4], id, ARGV[4])
+redis.call('HSET', KEYS[4], id, ARGV[5])
 return due

@@ -119,8 +119,9 @@ describe('on a real Redis Cluster (3 masters, 3 replicas)', () => {
     const far = Array.from({ length: 300 }, (_, i) => ({ id: `far${i}`, body: '[0,{}]', due: { atMs: later + i * 60_000 }, requestedAt: 0 }));
     await scripts.enqueue(keys, [...far, ...['x', 'y'].map((id) => ({ id, body: '[0,{}]', due: { atMs: 1 }, requestedAt: 0 }))], false);
     expect((await scripts.dispatchDue(keys, 10)).movedDue).toBe(2);
-    expect((await scripts.completeAndClaim(keys, [], 2, 60_000, 5)).claimed.map((c) => c.id)).toEqual(['x', 'y']);
-    expect(await scripts.retry(keys, 'y', 1, 3_600_000, 'first failure')).toBeDefined();
+    const [x, y] = (await scripts.completeAndClaim(keys, [], 2, 60_000, 5)).claimed;
+    expect([x?.id, y?.id]).toEqual(['x', 'y']);
+    expect(await scripts.retry(keys, y!, 3_600_000, 'first failure')).toBeDefined();
 
     const migration = await SlotMigration.begin(cluster, keys.meta);
     const buckets = (await migration.keysLeft()).filter((key) => key.startsWith(`${keys.schedule}:`));
@@ -134,14 +135,14 @@ describe('on a real Redis Cluster (3 masters, 3 replicas)', () => {
     // Run against the source alone, the retry would take x's lease and rewrite its envelope, then fail at a moved bucket: x lost.
     // ioredis gives up after its redirections (to the target and back) with Redis's TRYAGAIN or the redirection last followed.
     const refused = /TRYAGAIN|Too many Cluster redirections/;
-    await expect(scripts.retry(keys, 'x', 1, 0, 'second failure')).rejects.toThrow(refused);
+    await expect(scripts.retry(keys, x!, 0, 'second failure')).rejects.toThrow(refused);
     // Every other transition waits too.
     const now = { id: 'z', body: '[0,{}]', due: { atMs: 1 }, requestedAt: 0 };
     for (const transition of [
       () => scripts.enqueue(keys, [now], false),
       () => scripts.dispatchDue(keys, 10),
-      () => scripts.completeAndClaim(keys, [{ id: 'x', attempt: 1 }], 1, 60_000, 5),
-      () => scripts.deadLetter(keys, 'x', 1, 'gave up'),
+      () => scripts.completeAndClaim(keys, [x!], 1, 60_000, 5),
+      () => scripts.deadLetter(keys, x!, 'gave up'),
       () => scripts.cancel(keys, 'far1'),
       () => scripts.replayDead(keys, [], 10),
       () => scripts.purgeDead(keys, ['x'], 10),
@@ -151,7 +152,7 @@ describe('on a real Redis Cluster (3 masters, 3 replicas)', () => {
     expect(await snapshot()).toEqual(before);
 
     await migration.finish();
-    expect(await scripts.retry(keys, 'x', 1, 0, 'second failure')).toBeDefined();
+    expect(await scripts.retry(keys, x!, 0, 'second failure')).toBeDefined();
     expect((await scripts.dispatchDue(keys, 10)).movedDue).toBe(1);
     expect((await scripts.completeAndClaim(keys, [], 1, 60_000, 5)).claimed.map((c) => [c.id, c.attempt])).toEqual([['x', 2]]);
   }, 60_000);

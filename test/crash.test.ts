@@ -1,4 +1,6 @@
+import { lastValueFrom } from 'rxjs';
 import { describe, expect, it } from 'vitest';
+import { fixedBackoff } from '../src';
 import { WorkItem } from './support/events';
 import { useRedis, waitForDeadLetters } from './support/harness';
 import { leaseScore } from './support/leases';
@@ -30,6 +32,37 @@ describe('at least once across crashes', () => {
     }
   });
 
+  it('events claimed ahead and never started spend no attempt when their process is killed (SIGKILL); those running do', async () => {
+    const prefix = redis.prefix();
+    const client = redis.client();
+    // A long grace: events wait claimed ahead for up to half of it before they would be given back.
+    const doomed = new Worker({ ...redis.workerEnv(), PREFIX: prefix, MODE: 'hang', HANDLER_TIMEOUT_MS: '1000', LEASE_GRACE_MS: '4000', MAX_ATTEMPTS: '1' });
+    try {
+      await doomed.waitForLine((l) => l.ready === true);
+      const producer = redis.service({ prefix });
+      // Quick calls teach the worker its handler's pace, so it claims ahead of its 4 slots.
+      for (let i = 0; i < 20; i++) await producer.enqueue(new WorkItem(`warm${i}`), 0);
+      await waitFor(async () => (await client.hlen(`${prefix}:{test.work}:m`)) === 0, 'the warm-up handled');
+      for (let i = 0; i < 4; i++) await producer.enqueue(new WorkItem(`running${i}`), 0);
+      await waitFor(() => doomed.lines.filter((l) => l.started?.startsWith('running')).length === 4, 'four calls running');
+      await lastValueFrom(producer.enqueueBatch(Array.from({ length: 20 }, (_, i) => ({ event: new WorkItem(`held${i}`), delay: 0 }))));
+      // 4 leases running, 20 held ahead, and the pin.
+      await waitFor(async () => (await client.zcard(`${prefix}:{test.work}:f`)) === 25, 'twenty events claimed ahead');
+      await doomed.kill('SIGKILL');
+
+      const rescuer = redis.service({ prefix, retry: fixedBackoff(1, 0) });
+      const handled: Array<{ id: string; attempt: number }> = [];
+      rescuer.addHandler(WorkItem, (e, _c, d) => (handled.push({ id: e.id, attempt: d.attempt }), true), 8);
+      await waitFor(() => handled.length === 20, 'the events held ahead handled after their leases expired', 20_000);
+      expect(handled.every((h) => h.id.startsWith('held') && h.attempt === 1)).toBe(true);
+      // The four that ran spent their only attempt.
+      const letters = await waitForDeadLetters(rescuer, WorkItem, 4);
+      expect(letters.map((l) => l.id).sort()).toEqual(['running0', 'running1', 'running2', 'running3']);
+    } finally {
+      await doomed.kill();
+    }
+  }, 40_000);
+
   it('a crash on the last allowed attempt dead-letters the event with the reason', async () => {
     const prefix = redis.prefix();
     const client = redis.client();
@@ -41,7 +74,7 @@ describe('at least once across crashes', () => {
     const envelope = (await client.hget(`${keys}:m`, 'last'))!;
     await client.hset(`${keys}:m`, 'last', envelope.replace(/^\d+\|/, '9|'));
     await new ScheduleView(client, keys).remove('last');
-    await client.zadd(`${keys}:f`, leaseScore(Date.now() - 1, 10), 'last');
+    await client.zadd(`${keys}:f`, leaseScore(Date.now() - 1), 'last');
     let called = false;
     service.addHandler(WorkItem, () => (called = true), 1);
     const [letter] = await waitForDeadLetters(service, WorkItem);

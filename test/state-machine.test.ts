@@ -13,29 +13,41 @@ const IDS = ['a', 'b', 'c', 'd', 'e'];
 type State = 'scheduled' | 'ready' | 'inFlight' | 'dead';
 interface Modelled {
   state: State;
-  /** The attempt in flight, or the last one started (0: none yet). */
+  /** The attempt in flight, or the last one spent (0: none yet). */
   attempt: number;
   /** Scheduled: due by the next dispatch. In flight: the lease has expired. */
   due: boolean;
+  /** In flight: the claim that holds it, and whether its handler started. */
+  claim?: number;
+  started?: boolean;
+  /** Its error is the note of a lease that ran out before its handler started (lua/dispatch-due.lua). */
+  noted: boolean;
+}
+/** Every claim made in a run, current or long stale: results may name any of them, late. */
+interface Delivery {
+  readonly id: string;
+  readonly claim: number;
+  readonly attempt: number;
 }
 
 const id = fc.constantFrom(...IDS);
+/** Which delivery a result belongs to: an index into every claim made so far, from the newest. */
+const delivery = fc.nat({ max: 40 });
 const operation = fc.oneof(
   { weight: 3, arbitrary: fc.record({ kind: fc.constant('enqueue' as const), entries: fc.array(fc.tuple(id, fc.boolean()), { minLength: 1, maxLength: 6 }), replace: fc.boolean() }) },
   { weight: 3, arbitrary: fc.record({ kind: fc.constant('dispatch' as const), limit: fc.integer({ min: 1, max: 8 }) }) },
-  { weight: 3, arbitrary: fc.record({ kind: fc.constant('claim' as const), count: fc.integer({ min: 1, max: 5 }), expired: fc.boolean() }) },
-  { weight: 2, arbitrary: fc.record({ kind: fc.constant('complete' as const), id, stale: fc.boolean() }) },
+  {
+    weight: 3,
+    arbitrary: fc.record({ kind: fc.constant('claim' as const), count: fc.integer({ min: 1, max: 5 }), startNow: fc.integer({ min: 0, max: 5 }), expired: fc.boolean() }),
+  },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('start' as const), deliveries: fc.uniqueArray(delivery, { minLength: 1, maxLength: 3 }) }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('complete' as const), delivery }) },
   // Successes recorded together, as a reader sends those of one tick: each is fenced on its own.
-  {
-    weight: 1,
-    arbitrary: fc.record({ kind: fc.constant('complete batch' as const), entries: fc.uniqueArray(fc.record({ id, stale: fc.boolean() }), { selector: (e) => e.id, minLength: 2, maxLength: 5 }) }),
-  },
-  { weight: 2, arbitrary: fc.record({ kind: fc.constant('fail' as const), id, stale: fc.boolean(), then: fc.constantFrom('retry now', 'retry later', 'dead letter') }) },
-  {
-    weight: 1,
-    arbitrary: fc.record({ kind: fc.constant('give back' as const), entries: fc.uniqueArray(fc.record({ id, stale: fc.boolean() }), { selector: (e) => e.id, minLength: 1, maxLength: 4 }) }),
-  },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('complete batch' as const), deliveries: fc.uniqueArray(delivery, { minLength: 2, maxLength: 5 }) }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('fail' as const), delivery, then: fc.constantFrom('retry now', 'retry later', 'dead letter') }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('give back' as const), deliveries: fc.uniqueArray(delivery, { minLength: 1, maxLength: 4 }) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('cancel' as const), id }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('reschedule' as const), id, due: fc.boolean() }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('replay' as const) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('purge' as const), id }) },
 );
@@ -44,11 +56,15 @@ const operation = fc.oneof(
  * The Lua transitions of docs/state-machine.md against a model, in random
  * order: every stored event is in exactly one state, with the attempt the
  * model expects, and nothing is left in a structure it does not belong to.
+ * Results (success, retry, dead letter, give-back, start) name any claim made
+ * so far, so results of earlier claims arrive late: after the event was
+ * replaced, cancelled and enqueued again, replayed, its lease expired or it
+ * was claimed again. Only the claim in flight may change the event.
  */
 describe('the event state machine', () => {
   const redis = useRedis();
 
-  it('keeps every event in exactly one state under random transitions (property)', async () => {
+  it('keeps every event in exactly one state under random transitions, fencing every result by its claim (property)', async () => {
     const client = redis.client();
     await fc.assert(
       fc.asyncProperty(fc.array(operation, { minLength: 5, maxLength: 40, size: 'medium' }), async (operations) => {
@@ -56,8 +72,16 @@ describe('the event state machine', () => {
         const keys = layout.forType('test.life');
         const scripts = new LuaScripts(client, layout.wakeChannel, { ms: 10_000, onStuck: () => {} }, 0);
         const model = new Map<string, Modelled>();
+        const deliveries: Delivery[] = [];
         let ready: string[] = [];
         const inState = (state: State) => [...model].filter(([, m]) => m.state === state);
+        const deliveryAt = (index: number): Delivery | undefined => deliveries[deliveries.length - 1 - (index % Math.max(1, deliveries.length))];
+        /** Whether a result of `d` is the one in flight's: only then may it change anything. */
+        const isCurrent = (d: Delivery) => {
+          const m = model.get(d.id);
+          return m?.state === 'inFlight' && m.claim === d.claim;
+        };
+        const picked = (indexes: readonly number[]) => [...new Map(indexes.flatMap((i) => (deliveryAt(i) ? [[deliveryAt(i)!.id, deliveryAt(i)!] as const] : []))).values()];
 
         for (const op of operations) {
           if (op.kind === 'enqueue') {
@@ -66,7 +90,7 @@ describe('the event state machine', () => {
             const expected: EnqueueStatus[] = op.entries.map(([eventId, due]) => {
               const stored = model.has(eventId);
               if (stored && !op.replace) return 'duplicate';
-              model.set(eventId, { state: 'scheduled', attempt: 0, due });
+              model.set(eventId, { state: 'scheduled', attempt: 0, due, noted: false });
               ready = ready.filter((r) => r !== eventId);
               return stored ? 'replaced' : 'scheduled';
             });
@@ -82,72 +106,91 @@ describe('the event state machine', () => {
             expect(list.slice(0, ready.length)).toEqual(ready);
             expect(moved.filter((m) => dueNow.has(m))).toHaveLength(result.movedDue);
             expect(moved.filter((m) => expired.has(m))).toHaveLength(result.movedExpired);
-            for (const m of moved) model.get(m)!.state = 'ready';
+            for (const eventId of moved) {
+              const m = model.get(eventId)!;
+              if (m.state === 'inFlight') {
+                // A lease that ran out before its handler started spends no attempt, unless the last one did the same.
+                if (!m.started && !m.noted) m.attempt -= 1;
+                if (!m.started) m.noted = true;
+              }
+              Object.assign(m, { state: 'ready', claim: undefined, started: undefined });
+            }
             ready = list;
           } else if (op.kind === 'claim') {
-            const result = await scripts.completeAndClaim(keys, [], op.count, op.expired ? -1_000 : 60_000, MAX_ATTEMPTS);
+            const result = await scripts.completeAndClaim(keys, [], op.count, op.expired ? -1_000 : 60_000, MAX_ATTEMPTS, undefined, { startNow: op.startNow });
             const popped = ready.slice(0, op.count);
             ready = ready.slice(op.count);
-            const claimed: Array<{ id: string; attempt: number }> = [];
+            const claimed: Array<{ id: string; attempt: number; started: boolean }> = [];
             const deadLettered: Array<{ id: string; attempt: number }> = [];
             for (const p of popped) {
               const m = model.get(p)!;
               // An event back from an expired lease on its last attempt is dead-lettered, not run again.
               if (m.attempt >= MAX_ATTEMPTS) {
-                m.state = 'dead';
+                Object.assign(m, { state: 'dead', noted: false });
                 deadLettered.push({ id: p, attempt: m.attempt });
               } else {
-                Object.assign(m, { state: 'inFlight', attempt: m.attempt + 1, due: op.expired });
-                claimed.push({ id: p, attempt: m.attempt });
+                claimed.push({ id: p, attempt: m.attempt + 1, started: claimed.length < op.startNow });
               }
             }
-            expect(result.claimed.map((c) => ({ id: c.id, attempt: c.attempt }))).toEqual(claimed);
+            expect(result.claimed.map((c) => ({ id: c.id, attempt: c.attempt, started: c.started }))).toEqual(claimed);
             expect(result.deadLettered).toEqual(deadLettered);
+            for (const c of result.claimed) {
+              // A claim is a new delivery: no earlier claim of the same id shares its identity.
+              expect(deliveries.filter((d) => d.id === c.id && d.claim === c.claim)).toEqual([]);
+              Object.assign(model.get(c.id)!, { state: 'inFlight', attempt: c.attempt, due: op.expired, claim: c.claim, started: c.started });
+              deliveries.push({ id: c.id, claim: c.claim, attempt: c.attempt });
+            }
+          } else if (op.kind === 'start') {
+            const started = picked(op.deliveries);
+            await scripts.completeAndClaim(keys, [], 0, 60_000, MAX_ATTEMPTS, undefined, { started });
+            for (const d of started) if (isCurrent(d)) model.get(d.id)!.started = true;
           } else if (op.kind === 'complete batch') {
-            const succeeded = op.entries.map((e) => ({ id: e.id, attempt: (model.get(e.id)?.attempt ?? 1) - (e.stale ? 1 : 0) }));
-            const expectedStale = op.entries.flatMap((e, i) => (model.get(e.id)?.state === 'inFlight' && !e.stale ? [] : [i]));
+            const succeeded = picked(op.deliveries);
+            const expectedStale = succeeded.flatMap((d, i) => (isCurrent(d) ? [] : [i]));
             const result = await scripts.completeAndClaim(keys, succeeded, 0, 60_000, MAX_ATTEMPTS);
             expect(result.stale).toEqual(expectedStale);
-            op.entries.forEach((e, i) => {
-              if (!expectedStale.includes(i)) model.delete(e.id);
+            succeeded.forEach((d, i) => {
+              if (!expectedStale.includes(i)) model.delete(d.id);
             });
           } else if (op.kind === 'complete' || op.kind === 'fail') {
-            const m = model.get(op.id);
-            const attempt = (m?.attempt ?? 1) - (op.stale ? 1 : 0);
-            const current = m?.state === 'inFlight' && !op.stale;
+            const d = deliveryAt(op.delivery);
+            if (!d) continue;
+            const current = isCurrent(d);
+            const m = model.get(d.id);
             let done: boolean;
             if (op.kind === 'complete') {
-              done = (await scripts.completeAndClaim(keys, [{ id: op.id, attempt }], 0, 60_000, MAX_ATTEMPTS)).stale.length === 0;
-              if (current) model.delete(op.id);
+              done = (await scripts.completeAndClaim(keys, [d], 0, 60_000, MAX_ATTEMPTS)).stale.length === 0;
+              if (current) model.delete(d.id);
             } else if (op.then === 'dead letter') {
-              done = await scripts.deadLetter(keys, op.id, attempt, 'failed');
-              if (current) m.state = 'dead';
+              done = await scripts.deadLetter(keys, d, 'failed');
+              if (current) Object.assign(m!, { state: 'dead', claim: undefined, started: undefined, noted: false });
             } else {
-              done = (await scripts.retry(keys, op.id, attempt, op.then === 'retry now' ? 0 : 3_600_000, 'failed')) !== undefined;
-              if (current) Object.assign(m, { state: 'scheduled', due: op.then === 'retry now' });
+              done = (await scripts.retry(keys, d, op.then === 'retry now' ? 0 : 3_600_000, 'failed')) !== undefined;
+              if (current) Object.assign(m!, { state: 'scheduled', due: op.then === 'retry now', claim: undefined, started: undefined, noted: false });
             }
-            // A result of an attempt that is not the one in flight changes nothing.
+            // A result of a claim that is not the one in flight changes nothing.
             expect(done).toBe(current);
           } else if (op.kind === 'give back') {
-            // Events claimed ahead and never started: those still in flight at that attempt go back to the head of READY, in order, their attempt unspent.
-            const back = op.entries.filter((e) => model.get(e.id)?.state === 'inFlight' && !e.stale).map((e) => e.id);
-            // A stale one names a lease this claim did not write: another attempt's.
-            const given = await Promise.all(
-              op.entries.map(async (e) => {
-                const score = Number((await client.zscore(keys.inFlight, e.id)) ?? 1_000);
-                return { id: e.id, leaseScore: String(e.stale ? score - 1 : score) };
-              }),
-            );
+            // Events claimed ahead and never started: those still in flight for that claim go back to the head of READY, in order, their attempt unspent.
+            const given = picked(op.deliveries);
+            const back = given.filter(isCurrent).map((d) => d.id);
             expect(await scripts.releaseUnstarted(keys, given)).toBe(back.length);
-            for (const b of back) Object.assign(model.get(b)!, { state: 'ready', attempt: model.get(b)!.attempt - 1 });
+            for (const b of back) Object.assign(model.get(b)!, { state: 'ready', attempt: model.get(b)!.attempt - 1, claim: undefined, started: undefined });
             ready = [...back, ...ready];
           } else if (op.kind === 'cancel') {
             expect(await scripts.cancel(keys, op.id)).toBe(model.delete(op.id));
             ready = ready.filter((r) => r !== op.id);
+          } else if (op.kind === 'reschedule') {
+            const m = model.get(op.id);
+            const movable = m?.state === 'scheduled' || m?.state === 'ready';
+            const newDue = await scripts.reschedule(keys, op.id, { atMs: op.due ? 1 : Date.now() + 3_600_000 });
+            expect(newDue !== undefined).toBe(movable);
+            if (movable) Object.assign(m, { state: 'scheduled', due: op.due });
+            ready = ready.filter((r) => r !== op.id || !movable);
           } else if (op.kind === 'replay') {
             const dead = inState('dead');
             expect(await scripts.replayDead(keys, [], 100)).toEqual({ done: dead.length, taken: dead.length });
-            for (const [, m] of dead) Object.assign(m, { state: 'scheduled', attempt: 0, due: true });
+            for (const [, m] of dead) Object.assign(m, { state: 'scheduled', attempt: 0, due: true, noted: false });
           } else {
             const isDead = model.get(op.id)?.state === 'dead';
             expect((await scripts.purgeDead(keys, [op.id], 100)).done).toBe(isDead ? 1 : 0);
@@ -156,7 +199,7 @@ describe('the event state machine', () => {
           await expectRedisToHold(keys, model, ready);
         }
       }),
-      { numRuns: 100 },
+      { numRuns: 150 },
     );
 
     async function expectRedisToHold(keys: TypeKeys, model: Map<string, Modelled>, ready: string[]): Promise<void> {
@@ -177,6 +220,12 @@ describe('the event state machine', () => {
         expect({ id: eventId, attempt }).toEqual({ id: eventId, attempt: m.state === 'inFlight' ? m.attempt - 1 : m.attempt });
       }
       for (const erred of await client.hkeys(keys.errors)) expect(model.has(erred)).toBe(true);
+      // Each lease is its claim's, started or not as the model says.
+      for (const [eventId, m] of model) {
+        if (m.state !== 'inFlight') continue;
+        const score = Number(await client.zscore(keys.inFlight, eventId));
+        expect({ id: eventId, claim: score - (score % 2), started: score % 2 === 1 }).toEqual({ id: eventId, claim: m.claim, started: m.started });
+      }
     }
   }, 180_000);
 });

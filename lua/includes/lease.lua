@@ -1,38 +1,30 @@
--- An in-flight entry's score is its lease expiry (ms) times 1000 plus the
--- claim's attempt modulo 1000. The attempt is the fence for the handler's
--- result: completing checks the score alone, without reading the envelope,
--- and a claim need not rewrite the envelope. While in flight the envelope
--- keeps the attempt before the claim (in flight = envelope attempt + 1); a
--- transition out of flight writes the attempt it ends. Attempts 1000 apart
--- share a fence: a result would have to outlive 1,000 expired leases to
--- pass for a newer attempt. 0.2 scored a lease by its expiry alone, with the
--- attempt in the envelope: such scores are below SCALED_LEASE_FROM (ms stay
--- below 1e14 until the year 5138; scaled ones are above 1e15). Scaled scores
--- stay exact in a double until the year 2255. The in-flight set's pin
--- (includes/lease-pin.lua, included before this file) is no lease.
+-- An in-flight entry's score is its lease expiry (ms) times 1000 plus three
+-- digits that make the claim unique: the microseconds within the millisecond
+-- of the Redis clock when the claim ran, rounded down to even, plus 1 once
+-- the handler has started (a claim for a free slot starts at once; an event
+-- claimed ahead is marked when it starts, includes in complete-and-claim.lua).
+-- The score with its last bit cleared is the claim's identity: every result
+-- (success, retry, dead letter, give-back) names it and applies only while the
+-- lease still has it. A replace, a cancel and a new enqueue, a replay or an
+-- expired lease each end the claim, and the next claim of that id runs in
+-- another script call, at another microsecond: a result of an earlier claim
+-- matches nothing. (Two claims of one id could share a score only if Redis's
+-- clock stepped back onto the very microsecond and lease length of the first.)
+-- The attempt in flight is the envelope's plus one: a claim writes no envelope.
+-- Scores stay exact in a double until the year 2255. 0.2 scored a lease by
+-- its expiry alone: such scores are below SCALED_LEASE_FROM (ms stay below
+-- 1e14 until the year 5138; scaled ones are above 1e15). The in-flight set's
+-- pin (includes/lease-pin.lua, included before this file) is no lease.
 local LEASE_SCALE = 1000
 local SCALED_LEASE_FROM = 1e14
 
--- As a string: Lua would print a number this large in 14 significant digits.
-local function lease_score(lease_until, attempt)
-  return string.format('%.0f', lease_until * LEASE_SCALE + attempt % LEASE_SCALE)
-end
-
--- lease_score() for the events of one claim, which share an expiry: its
--- digits are written once, and each attempt's three digits once per call,
--- instead of a double formatted per event.
-local function lease_scores_until(lease_until)
+-- The two scores of one claim's leases, which share an expiry and a
+-- microsecond: not started, and started. Strings: Lua would print numbers
+-- this large in 14 significant digits.
+local function lease_claim_scores(lease_until, us)
   local prefix = string.format('%d', lease_until)
-  local suffixes = {}
-  return function(attempt)
-    local a = attempt % LEASE_SCALE
-    local suffix = suffixes[a]
-    if not suffix then
-      suffix = string.format('%03d', a)
-      suffixes[a] = suffix
-    end
-    return prefix .. suffix
-  end
+  local even = us - us % 2
+  return prefix .. string.format('%03d', even), prefix .. string.format('%03d', even + 1)
 end
 
 local function lease_is_scaled(score)
@@ -44,10 +36,16 @@ local function lease_expiry(score)
   return score
 end
 
--- Whether an in-flight score is the lease of `attempt`. A 0.2 lease never
--- is: only the 0.2 process that claimed it reports on it, with 0.2's scripts.
-local function lease_fences(score, attempt)
-  return score >= SCALED_LEASE_FROM and score % LEASE_SCALE == attempt % LEASE_SCALE
+-- Whether the handler of a scaled lease has started (its last bit).
+local function lease_started(score)
+  return score % 2 == 1
+end
+
+-- Whether an in-flight score is the lease of the claim `identity` names
+-- (that claim's not-started score). A 0.2 lease never is: only the 0.2
+-- process that claimed it reports on it, with 0.2's scripts.
+local function lease_fences(score, identity)
+  return score >= SCALED_LEASE_FROM and score - score % 2 == identity
 end
 
 -- Earliest moment the type's dispatcher must look again: head of the schedule

@@ -80,15 +80,6 @@ function enqueueStatuses(reply: unknown): EnqueueStatus[] {
   return typeof reply === 'number' ? [enqueueStatus(reply)] : (reply as number[]).map(enqueueStatus);
 }
 
-/**
- * The in-flight score complete-and-claim.lua gave an event it claimed: Redis's
- * `now` of that call plus `leaseMs`, in whole ms, then the attempt modulo
- * 1000 in three digits (lua/includes/lease.lua, lease_scores_until).
- */
-export function leaseScore(claimedAt: number, leaseMs: number, attempt: number): string {
-  return `${Math.floor(claimedAt + leaseMs)}${String(attempt % 1000).padStart(3, '0')}`;
-}
-
 /** By its flag, not instanceof: a Cluster of ioredis 5 is no instance of ioredis 6's class. */
 function isCluster(client: RedisClient): client is Cluster {
   return client.isCluster;
@@ -112,6 +103,13 @@ function followRedirection(cluster: Cluster, error: Error): Promise<void> {
 
 export interface ClaimedRecord {
   readonly id: string;
+  /**
+   * The claim that took it (its lease's not-started score, lua/includes/lease.lua):
+   * every result names it, and applies only while the lease is still this claim's.
+   */
+  readonly claim: number;
+  /** Whether its lease was written started: it was claimed for a free slot. */
+  readonly started: boolean;
   readonly attempt: number;
   readonly dueAt: number;
   readonly body: string;
@@ -136,6 +134,12 @@ export interface DispatchResult {
 }
 
 export type EnqueueStatus = 'scheduled' | 'duplicate' | 'replaced';
+
+/** An event as one claim took it: what a result names to be fenced by that claim. */
+export interface ClaimedRef {
+  readonly id: string;
+  readonly claim: number;
+}
 
 /** Where a reader's claims are logged (a key in its queue's slot), and the token of the claim being made. */
 export interface ClaimLog {
@@ -352,6 +356,7 @@ export class LuaScripts {
       keys.groups,
       keys.pending,
       keys.paused,
+      keys.errors,
       limit,
       defaultGroupHere ? '1' : '0',
     )) as number[];
@@ -366,15 +371,18 @@ export class LuaScripts {
    */
   async completeAndClaim(
     keys: TypeKeys,
-    succeeded: ReadonlyArray<{ id: string; attempt: number }>,
+    succeeded: ReadonlyArray<ClaimedRef>,
     count: number,
     leaseMs: number,
     maxAttempts: number,
     claim: ClaimLog = { log: `${keys.claimLogPrefix}-`, token: '' },
+    options: { readonly startNow?: number; readonly started?: ReadonlyArray<ClaimedRef> } = {},
   ): Promise<ClaimResult> {
-    const args: Array<string | number> = [count, leaseMs, maxAttempts, this.idempotencyWindowMs, claim.token];
-    for (const s of succeeded) args.push(s.id, s.attempt);
-    const [now, stalePositions, flat, dead, paused] = (await this.run(
+    const started = options.started ?? [];
+    const args: Array<string | number> = [count, leaseMs, maxAttempts, this.idempotencyWindowMs, claim.token, options.startNow ?? count, started.length];
+    for (const s of started) args.push(s.id, s.claim);
+    for (const s of succeeded) args.push(s.id, s.claim);
+    const [now, stalePositions, flat, dead, paused, claimScore] = (await this.run(
       'complete-and-claim',
       keys.ready,
       keys.inFlight,
@@ -388,26 +396,29 @@ export class LuaScripts {
       keys.sharedMeta,
       keys.paused,
       ...args,
-    )) as [number, number[], string[], string[], number];
+    )) as [number, number[], string[], string[], number, string];
     const claimed: ClaimedRecord[] = [];
+    const identity = Number(claimScore);
+    const startNow = options.startNow ?? count;
     for (let i = 0; i < flat.length; i += 2) {
       const envelope = parseEnvelope(flat[i + 1]!);
       // The envelope keeps the attempt before the claim; the claim's is the next.
-      claimed.push({ id: flat[i]!, attempt: envelope.attempt + 1, dueAt: envelope.dueAt, body: envelope.body });
+      claimed.push({ id: flat[i]!, claim: identity, started: i < 2 * startNow, attempt: envelope.attempt + 1, dueAt: envelope.dueAt, body: envelope.body });
     }
     const deadLettered: Array<{ id: string; attempt: number }> = [];
     for (let i = 0; i < dead.length; i += 2) deadLettered.push({ id: dead[i]!, attempt: Number(dead[i + 1]) });
     return { now, stale: stalePositions.map((position) => position - 1), claimed, deadLettered, paused: paused === 1 };
   }
 
-  /** Returns the new due time, or undefined when the attempt was stale. */
-  async retry(keys: TypeKeys, id: string, attempt: number, backoffMs: number, error: string): Promise<number | undefined> {
-    const due = (await this.run('retry', keys.meta, keys.inFlight, keys.schedule, keys.errors, keys.slotGuard, id, attempt, backoffMs, error)) as number;
+  /** Returns the new due time, or undefined when the claim was stale. */
+  async retry(keys: TypeKeys, event: ClaimedRef & { readonly attempt: number }, backoffMs: number, error: string): Promise<number | undefined> {
+    const due = (await this.run('retry', keys.meta, keys.inFlight, keys.schedule, keys.errors, keys.slotGuard, event.id, event.claim, event.attempt, backoffMs, error)) as number;
     return due < 0 ? undefined : due;
   }
 
-  async deadLetter(keys: TypeKeys, id: string, attempt: number, reason: string): Promise<boolean> {
-    return (await this.run('dead-letter', keys.meta, keys.inFlight, keys.dead, keys.errors, keys.slotGuard, id, attempt, reason)) === 1;
+  /** True when dead-lettered, false when the claim was stale. */
+  async deadLetter(keys: TypeKeys, event: ClaimedRef & { readonly attempt: number }, reason: string): Promise<boolean> {
+    return (await this.run('dead-letter', keys.meta, keys.inFlight, keys.dead, keys.errors, keys.slotGuard, event.id, event.claim, event.attempt, reason)) === 1;
   }
 
   /** Removes an event in any state; `mark: false` leaves no idempotency mark (an occurrence its schedule will enqueue again). */
@@ -449,11 +460,11 @@ export class LuaScripts {
 
   /**
    * Gives back events claimed ahead and never started, each fenced by the
-   * lease score its claim wrote (leaseScore()); resolves how many went back to READY.
+   * claim that took it; resolves how many went back to READY.
    */
-  async releaseUnstarted(keys: TypeKeys, events: ReadonlyArray<{ readonly id: string; readonly leaseScore: string }>): Promise<number> {
-    const args: string[] = [];
-    for (const e of events) args.push(e.id, e.leaseScore);
+  async releaseUnstarted(keys: TypeKeys, events: ReadonlyArray<ClaimedRef>): Promise<number> {
+    const args: Array<string | number> = [];
+    for (const e of events) args.push(e.id, e.claim);
     return (await this.run('release-unstarted', keys.inFlight, keys.ready, keys.slotGuard, ...args)) as number;
   }
 

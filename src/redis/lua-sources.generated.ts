@@ -75,6 +75,15 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- now_ms(), and the microseconds within that millisecond: a claim's lease
+-- score carries them, so that no two claims of one event share a score
+-- (includes/lease.lua).
+local function now_ms_us()
+  local t = redis.call('TIME')
+  local us = tonumber(t[2])
+  return tonumber(t[1]) * 1000 + math.floor(us / 1000), us % 1000
+end
+
 -- The in-flight zset holds one member besides the leases while any lease is
 -- there: the pin. It is longer than the 64 bytes a listpack-encoded sorted set
 -- may hold in a member (zset-max-listpack-value), so the set is created as a
@@ -487,16 +496,18 @@ return 1
   },
   'complete-and-claim': {
     numberOfKeys: 11,
-    lua: `-- Transitions, in one round trip: IN_FLIGHT -> (removed) for the events whose
+    lua: `-- Transitions, in one round trip: marks the events claimed ahead whose
+-- handlers started since, then IN_FLIGHT -> (removed) for the events whose
 -- handlers succeeded, then READY -> IN_FLIGHT (attempt + 1, leased until
 -- now + lease) for as many events as the caller has free handler slots, or
 -- READY -> DEAD for an event whose lease already expired on its last attempt.
--- Completion is fenced by attempt: a result from an attempt that is no longer
--- the one in flight (lease expired, re-claimed, replaced, cancelled) changes nothing.
--- The attempt in flight lives in the lease's score (includes/lease.lua), so
--- completing reads only the in-flight zset and claiming writes no envelope.
+-- Every result is fenced by the claim it belongs to (includes/lease.lua): a
+-- result of a claim that is no longer the one in flight (lease expired,
+-- claimed again, replaced, cancelled) changes nothing.
+-- The attempt in flight is the envelope's plus one, so completing reads only
+-- the in-flight zset and claiming writes no envelope.
 -- KEYS[1] ready list
--- KEYS[2] in-flight zset (id -> lease expiry ms * 1000 + attempt % 1000)
+-- KEYS[2] in-flight zset (id -> lease score, includes/lease.lua)
 -- KEYS[3] meta hash
 -- KEYS[4] dead zset
 -- KEYS[5] errors hash
@@ -515,9 +526,14 @@ return 1
 -- ARGV[4] idempotency window ms: completed ids are marked in the recent zset
 --         for that long, so enqueueing one again is a duplicate (0: no marks)
 -- ARGV[5] token of this claim, kept in the claim log with what it took ('': no log)
--- ARGV[6..] id, attempt of each succeeded event
+-- ARGV[6] how many of the events claimed start at once (free slots): their
+--         leases are written started; the rest wait in the reader, not started
+-- ARGV[7] n, how many start marks follow
+-- ARGV[8 .. 7 + 2n] id, claim identity of each event claimed ahead whose handler started
+-- ARGV[8 + 2n ..] id, claim identity of each succeeded event
 -- Returns {Redis now ms, {position of each succeeded event not completed},
---          {id, envelope, ...} claimed, {id, attempt, ...} dead-lettered, 1 if paused}.
+--          {id, envelope, ...} claimed, {id, attempt, ...} dead-lettered,
+--          1 if paused, identity of this claim's leases (not-started score) or ''}.
 -- Positions count the succeeded events from 1. Listing the stale ones, not a
 -- flag per event, keeps the usual reply (every success completed) short.
 -- A claimed event's envelope is returned as stored: its attempt is the one
@@ -546,6 +562,15 @@ end
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- now_ms(), and the microseconds within that millisecond: a claim's lease
+-- score carries them, so that no two claims of one event share a score
+-- (includes/lease.lua).
+local function now_ms_us()
+  local t = redis.call('TIME')
+  local us = tonumber(t[2])
+  return tonumber(t[1]) * 1000 + math.floor(us / 1000), us % 1000
 end
 
 -- The in-flight zset holds one member besides the leases while any lease is
@@ -588,41 +613,33 @@ local function lease_give_back(in_flight_key, ready_key, ids)
   redis.call('LPUSH', ready_key, unpack(reversed))
 end
 
--- An in-flight entry's score is its lease expiry (ms) times 1000 plus the
--- claim's attempt modulo 1000. The attempt is the fence for the handler's
--- result: completing checks the score alone, without reading the envelope,
--- and a claim need not rewrite the envelope. While in flight the envelope
--- keeps the attempt before the claim (in flight = envelope attempt + 1); a
--- transition out of flight writes the attempt it ends. Attempts 1000 apart
--- share a fence: a result would have to outlive 1,000 expired leases to
--- pass for a newer attempt. 0.2 scored a lease by its expiry alone, with the
--- attempt in the envelope: such scores are below SCALED_LEASE_FROM (ms stay
--- below 1e14 until the year 5138; scaled ones are above 1e15). Scaled scores
--- stay exact in a double until the year 2255. The in-flight set's pin
--- (includes/lease-pin.lua, included before this file) is no lease.
+-- An in-flight entry's score is its lease expiry (ms) times 1000 plus three
+-- digits that make the claim unique: the microseconds within the millisecond
+-- of the Redis clock when the claim ran, rounded down to even, plus 1 once
+-- the handler has started (a claim for a free slot starts at once; an event
+-- claimed ahead is marked when it starts, includes in complete-and-claim.lua).
+-- The score with its last bit cleared is the claim's identity: every result
+-- (success, retry, dead letter, give-back) names it and applies only while the
+-- lease still has it. A replace, a cancel and a new enqueue, a replay or an
+-- expired lease each end the claim, and the next claim of that id runs in
+-- another script call, at another microsecond: a result of an earlier claim
+-- matches nothing. (Two claims of one id could share a score only if Redis's
+-- clock stepped back onto the very microsecond and lease length of the first.)
+-- The attempt in flight is the envelope's plus one: a claim writes no envelope.
+-- Scores stay exact in a double until the year 2255. 0.2 scored a lease by
+-- its expiry alone: such scores are below SCALED_LEASE_FROM (ms stay below
+-- 1e14 until the year 5138; scaled ones are above 1e15). The in-flight set's
+-- pin (includes/lease-pin.lua, included before this file) is no lease.
 local LEASE_SCALE = 1000
 local SCALED_LEASE_FROM = 1e14
 
--- As a string: Lua would print a number this large in 14 significant digits.
-local function lease_score(lease_until, attempt)
-  return string.format('%.0f', lease_until * LEASE_SCALE + attempt % LEASE_SCALE)
-end
-
--- lease_score() for the events of one claim, which share an expiry: its
--- digits are written once, and each attempt's three digits once per call,
--- instead of a double formatted per event.
-local function lease_scores_until(lease_until)
+-- The two scores of one claim's leases, which share an expiry and a
+-- microsecond: not started, and started. Strings: Lua would print numbers
+-- this large in 14 significant digits.
+local function lease_claim_scores(lease_until, us)
   local prefix = string.format('%d', lease_until)
-  local suffixes = {}
-  return function(attempt)
-    local a = attempt % LEASE_SCALE
-    local suffix = suffixes[a]
-    if not suffix then
-      suffix = string.format('%03d', a)
-      suffixes[a] = suffix
-    end
-    return prefix .. suffix
-  end
+  local even = us - us % 2
+  return prefix .. string.format('%03d', even), prefix .. string.format('%03d', even + 1)
 end
 
 local function lease_is_scaled(score)
@@ -634,10 +651,16 @@ local function lease_expiry(score)
   return score
 end
 
--- Whether an in-flight score is the lease of \`attempt\`. A 0.2 lease never
--- is: only the 0.2 process that claimed it reports on it, with 0.2's scripts.
-local function lease_fences(score, attempt)
-  return score >= SCALED_LEASE_FROM and score % LEASE_SCALE == attempt % LEASE_SCALE
+-- Whether the handler of a scaled lease has started (its last bit).
+local function lease_started(score)
+  return score % 2 == 1
+end
+
+-- Whether an in-flight score is the lease of the claim \`identity\` names
+-- (that claim's not-started score). A 0.2 lease never is: only the 0.2
+-- process that claimed it reports on it, with 0.2's scripts.
+local function lease_fences(score, identity)
+  return score >= SCALED_LEASE_FROM and score - score % 2 == identity
 end
 
 -- Earliest moment the type's dispatcher must look again: head of the schedule
@@ -723,18 +746,33 @@ local group_queue = KEYS[10] ~= KEYS[3]
 -- Each batch costs a fixed number of calls, whatever its size: in a script,
 -- the calls, not the work they do, are most of the cost.
 local stale = {}
-local removed, had_errors = {}, {}
-local now = now_ms()
-if #ARGV >= 6 then
+local removed = {}
+local now, now_us = now_ms_us()
+local n_starts = tonumber(ARGV[7])
+if n_starts > 0 then
+  -- A started lease keeps its claim's identity with its last bit set; one
+  -- that changed meanwhile (expired, replaced) is no longer this claim's.
   local ids = {}
-  for i = 6, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
+  for i = 8, 7 + 2 * n_starts, 2 do ids[#ids + 1] = ARGV[i] end
+  local leased = redis.call('ZMSCORE', KEYS[2], unpack(ids))
+  local marks = {}
+  for k, id in ipairs(ids) do
+    local identity = tonumber(ARGV[7 + 2 * k])
+    if leased[k] and tonumber(leased[k]) == identity then
+      marks[#marks + 1] = string.format('%.0f', identity + 1)
+      marks[#marks + 1] = id
+    end
+  end
+  if #marks > 0 then redis.call('ZADD', KEYS[2], 'XX', unpack(marks)) end
+end
+local first_success = 8 + 2 * n_starts
+if #ARGV >= first_success then
+  local ids = {}
+  for i = first_success, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
   local leased = redis.call('ZMSCORE', KEYS[2], unpack(ids))
   for k, id in ipairs(ids) do
-    local attempt = tonumber(ARGV[5 + 2 * k])
-    if leased[k] and lease_fences(tonumber(leased[k]), attempt) then
+    if leased[k] and lease_fences(tonumber(leased[k]), tonumber(ARGV[first_success - 1 + 2 * k])) then
       removed[#removed + 1] = id
-      -- Only an event that failed before can have an error recorded.
-      if attempt > 1 then had_errors[#had_errors + 1] = id end
     else
       stale[#stale + 1] = k
     end
@@ -770,24 +808,26 @@ if #ARGV >= 6 then
       end
     end
   end
-  if #had_errors > 0 then redis.call('HDEL', KEYS[5], unpack(had_errors)) end
+  -- An event that failed before, or whose lease ran out before it started, has an error recorded.
+  if #removed > 0 and redis.call('EXISTS', KEYS[5]) == 1 then redis.call('HDEL', KEYS[5], unpack(removed)) end
 end
 
 local claimed, dead = {}, {}
 local count = tonumber(ARGV[1])
 if count > 0 and redis.call('EXISTS', KEYS[11]) == 1 then
   if #removed > 0 then lease_unpin_if_idle(KEYS[2]) end
-  return {now, stale, claimed, dead, 1}
+  return {now, stale, claimed, dead, 1, ''}
 end
 local ids = count > 0 and redis.call('LPOP', KEYS[1], count)
 if not ids then
   if #removed > 0 then lease_unpin_if_idle(KEYS[2]) end
   -- The reader goes idle: its last claim was answered, so its log can go.
   if count > 0 and ARGV[5] ~= '' then redis.call('DEL', KEYS[8]) end
-  return {now, stale, claimed, dead, 0}
+  return {now, stale, claimed, dead, 0, ''}
 end
 
-local lease_score_of = lease_scores_until(now + tonumber(ARGV[2]))
+local not_started, started = lease_claim_scores(now + tonumber(ARGV[2]), now_us)
+local start_now = tonumber(ARGV[6])
 local max_attempts = tonumber(ARGV[3])
 local values = redis.call('HMGET', KEYS[3], unpack(ids))
 -- A named group's header carries its attempt and due time; the body is the type's.
@@ -814,7 +854,7 @@ for k, id in ipairs(ids) do
       dead[n_dead + 2] = attempt
       n_dead = n_dead + 2
     else
-      leases[n_leases + 1] = lease_score_of(attempt + 1)
+      leases[n_leases + 1] = (n_claimed < 2 * start_now) and started or not_started
       leases[n_leases + 2] = id
       n_leases = n_leases + 2
       claimed[n_claimed + 1] = id
@@ -831,24 +871,25 @@ if n_leases > 0 then
 elseif #removed > 0 then
   lease_unpin_if_idle(KEYS[2])
 end
-return {now, stale, claimed, dead, 0}
+return {now, stale, claimed, dead, 0, not_started}
 `,
   },
   'dead-letter': {
     numberOfKeys: 5,
     lua: `-- Transition: IN_FLIGHT -> DEAD with its reason (attempts used up, or the
--- stored envelope cannot be decoded). Fenced by attempt, like complete-and-claim.lua;
+-- stored envelope cannot be decoded). Fenced by the claim, like complete-and-claim.lua;
 -- the envelope gets the attempt that ended, which the dead-letter listing shows.
 -- KEYS[1] meta hash
--- KEYS[2] in-flight zset (id -> lease expiry ms * 1000 + attempt % 1000)
+-- KEYS[2] in-flight zset (id -> lease score, includes/lease.lua)
 -- KEYS[3] dead zset
 -- KEYS[4] errors hash
 -- KEYS[5] slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
 -- ARGV[1] id
--- ARGV[2] attempt
--- ARGV[3] reason
--- Returns 1 when dead-lettered, 0 when the attempt was stale.
+-- ARGV[2] identity of the claim that ran it (its not-started lease score)
+-- ARGV[3] attempt
+-- ARGV[4] reason
+-- Returns 1 when dead-lettered, 0 when the claim was stale.
 -- A stored event is "<attempt>|<due ms>|<body json>": the two numbers that
 -- scripts change sit in front so a transition never has to parse the JSON.
 -- A value without a valid header (corrupted by hand) parses as attempt 0 with
@@ -873,6 +914,15 @@ end
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- now_ms(), and the microseconds within that millisecond: a claim's lease
+-- score carries them, so that no two claims of one event share a score
+-- (includes/lease.lua).
+local function now_ms_us()
+  local t = redis.call('TIME')
+  local us = tonumber(t[2])
+  return tonumber(t[1]) * 1000 + math.floor(us / 1000), us % 1000
 end
 
 -- The in-flight zset holds one member besides the leases while any lease is
@@ -915,41 +965,33 @@ local function lease_give_back(in_flight_key, ready_key, ids)
   redis.call('LPUSH', ready_key, unpack(reversed))
 end
 
--- An in-flight entry's score is its lease expiry (ms) times 1000 plus the
--- claim's attempt modulo 1000. The attempt is the fence for the handler's
--- result: completing checks the score alone, without reading the envelope,
--- and a claim need not rewrite the envelope. While in flight the envelope
--- keeps the attempt before the claim (in flight = envelope attempt + 1); a
--- transition out of flight writes the attempt it ends. Attempts 1000 apart
--- share a fence: a result would have to outlive 1,000 expired leases to
--- pass for a newer attempt. 0.2 scored a lease by its expiry alone, with the
--- attempt in the envelope: such scores are below SCALED_LEASE_FROM (ms stay
--- below 1e14 until the year 5138; scaled ones are above 1e15). Scaled scores
--- stay exact in a double until the year 2255. The in-flight set's pin
--- (includes/lease-pin.lua, included before this file) is no lease.
+-- An in-flight entry's score is its lease expiry (ms) times 1000 plus three
+-- digits that make the claim unique: the microseconds within the millisecond
+-- of the Redis clock when the claim ran, rounded down to even, plus 1 once
+-- the handler has started (a claim for a free slot starts at once; an event
+-- claimed ahead is marked when it starts, includes in complete-and-claim.lua).
+-- The score with its last bit cleared is the claim's identity: every result
+-- (success, retry, dead letter, give-back) names it and applies only while the
+-- lease still has it. A replace, a cancel and a new enqueue, a replay or an
+-- expired lease each end the claim, and the next claim of that id runs in
+-- another script call, at another microsecond: a result of an earlier claim
+-- matches nothing. (Two claims of one id could share a score only if Redis's
+-- clock stepped back onto the very microsecond and lease length of the first.)
+-- The attempt in flight is the envelope's plus one: a claim writes no envelope.
+-- Scores stay exact in a double until the year 2255. 0.2 scored a lease by
+-- its expiry alone: such scores are below SCALED_LEASE_FROM (ms stay below
+-- 1e14 until the year 5138; scaled ones are above 1e15). The in-flight set's
+-- pin (includes/lease-pin.lua, included before this file) is no lease.
 local LEASE_SCALE = 1000
 local SCALED_LEASE_FROM = 1e14
 
--- As a string: Lua would print a number this large in 14 significant digits.
-local function lease_score(lease_until, attempt)
-  return string.format('%.0f', lease_until * LEASE_SCALE + attempt % LEASE_SCALE)
-end
-
--- lease_score() for the events of one claim, which share an expiry: its
--- digits are written once, and each attempt's three digits once per call,
--- instead of a double formatted per event.
-local function lease_scores_until(lease_until)
+-- The two scores of one claim's leases, which share an expiry and a
+-- microsecond: not started, and started. Strings: Lua would print numbers
+-- this large in 14 significant digits.
+local function lease_claim_scores(lease_until, us)
   local prefix = string.format('%d', lease_until)
-  local suffixes = {}
-  return function(attempt)
-    local a = attempt % LEASE_SCALE
-    local suffix = suffixes[a]
-    if not suffix then
-      suffix = string.format('%03d', a)
-      suffixes[a] = suffix
-    end
-    return prefix .. suffix
-  end
+  local even = us - us % 2
+  return prefix .. string.format('%03d', even), prefix .. string.format('%03d', even + 1)
 end
 
 local function lease_is_scaled(score)
@@ -961,10 +1003,16 @@ local function lease_expiry(score)
   return score
 end
 
--- Whether an in-flight score is the lease of \`attempt\`. A 0.2 lease never
--- is: only the 0.2 process that claimed it reports on it, with 0.2's scripts.
-local function lease_fences(score, attempt)
-  return score >= SCALED_LEASE_FROM and score % LEASE_SCALE == attempt % LEASE_SCALE
+-- Whether the handler of a scaled lease has started (its last bit).
+local function lease_started(score)
+  return score % 2 == 1
+end
+
+-- Whether an in-flight score is the lease of the claim \`identity\` names
+-- (that claim's not-started score). A 0.2 lease never is: only the 0.2
+-- process that claimed it reports on it, with 0.2's scripts.
+local function lease_fences(score, identity)
+  return score >= SCALED_LEASE_FROM and score - score % 2 == identity
 end
 
 -- Earliest moment the type's dispatcher must look again: head of the schedule
@@ -1001,20 +1049,24 @@ lease_remove(KEYS[2], id)
 -- A value without a header (corrupted by hand) is kept as it is: it is the evidence.
 if string.match(value, '^%d+|%d+|') then
   local _, due, body = envelope_parse(value)
-  redis.call('HSET', KEYS[1], id, envelope_make(tonumber(ARGV[2]), due, body))
+  redis.call('HSET', KEYS[1], id, envelope_make(tonumber(ARGV[3]), due, body))
 end
 redis.call('ZADD', KEYS[3], now_ms(), id)
-redis.call('HSET', KEYS[4], id, ARGV[3])
+redis.call('HSET', KEYS[4], id, ARGV[4])
 return 1
 `,
   },
   'dispatch-due': {
-    numberOfKeys: 10,
+    numberOfKeys: 11,
     lua: `-- Transition: SCHEDULED (due) -> READY, and IN_FLIGHT (lease expired) -> READY,
--- writing the attempt that expired into the envelope (see includes/lease.lua).
+-- writing the attempt that expired into the envelope when its handler had
+-- started (see includes/lease.lua). An event claimed ahead whose instance
+-- stopped before starting it spends no attempt; the note left in its error
+-- makes a second such expiry in a row count, so that an event which stops its
+-- instance before the start reaches Redis still runs out of attempts.
 -- Atomic, so any number of dispatchers may run it at once without a lock.
 -- KEYS[1] schedule index (bucket -> earliest due ms; see includes/schedule.lua)
--- KEYS[2] in-flight zset (id -> lease expiry ms * 1000 + attempt % 1000)
+-- KEYS[2] in-flight zset (id -> lease score, includes/lease.lua)
 -- KEYS[3] ready list
 -- KEYS[4] legacy schedule zset (id -> due ms), written by 0.1; only emptied
 -- KEYS[5] meta hash
@@ -1027,6 +1079,7 @@ return 1
 --         group's own keys name a registry never written: its retries are its own.
 -- KEYS[9] pending hash   (id -> how many groups still hold the event)
 -- KEYS[10] paused flag: while it exists nothing is moved
+-- KEYS[11] errors hash   (id -> last error)
 -- ARGV[1] most events to move in this call
 -- ARGV[2] '1' when a handler of the default group runs here: once the type has
 --         named groups, the default group is registered too, so it keeps getting events
@@ -1055,6 +1108,15 @@ end
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- now_ms(), and the microseconds within that millisecond: a claim's lease
+-- score carries them, so that no two claims of one event share a score
+-- (includes/lease.lua).
+local function now_ms_us()
+  local t = redis.call('TIME')
+  local us = tonumber(t[2])
+  return tonumber(t[1]) * 1000 + math.floor(us / 1000), us % 1000
 end
 
 -- The in-flight zset holds one member besides the leases while any lease is
@@ -1097,41 +1159,33 @@ local function lease_give_back(in_flight_key, ready_key, ids)
   redis.call('LPUSH', ready_key, unpack(reversed))
 end
 
--- An in-flight entry's score is its lease expiry (ms) times 1000 plus the
--- claim's attempt modulo 1000. The attempt is the fence for the handler's
--- result: completing checks the score alone, without reading the envelope,
--- and a claim need not rewrite the envelope. While in flight the envelope
--- keeps the attempt before the claim (in flight = envelope attempt + 1); a
--- transition out of flight writes the attempt it ends. Attempts 1000 apart
--- share a fence: a result would have to outlive 1,000 expired leases to
--- pass for a newer attempt. 0.2 scored a lease by its expiry alone, with the
--- attempt in the envelope: such scores are below SCALED_LEASE_FROM (ms stay
--- below 1e14 until the year 5138; scaled ones are above 1e15). Scaled scores
--- stay exact in a double until the year 2255. The in-flight set's pin
--- (includes/lease-pin.lua, included before this file) is no lease.
+-- An in-flight entry's score is its lease expiry (ms) times 1000 plus three
+-- digits that make the claim unique: the microseconds within the millisecond
+-- of the Redis clock when the claim ran, rounded down to even, plus 1 once
+-- the handler has started (a claim for a free slot starts at once; an event
+-- claimed ahead is marked when it starts, includes in complete-and-claim.lua).
+-- The score with its last bit cleared is the claim's identity: every result
+-- (success, retry, dead letter, give-back) names it and applies only while the
+-- lease still has it. A replace, a cancel and a new enqueue, a replay or an
+-- expired lease each end the claim, and the next claim of that id runs in
+-- another script call, at another microsecond: a result of an earlier claim
+-- matches nothing. (Two claims of one id could share a score only if Redis's
+-- clock stepped back onto the very microsecond and lease length of the first.)
+-- The attempt in flight is the envelope's plus one: a claim writes no envelope.
+-- Scores stay exact in a double until the year 2255. 0.2 scored a lease by
+-- its expiry alone: such scores are below SCALED_LEASE_FROM (ms stay below
+-- 1e14 until the year 5138; scaled ones are above 1e15). The in-flight set's
+-- pin (includes/lease-pin.lua, included before this file) is no lease.
 local LEASE_SCALE = 1000
 local SCALED_LEASE_FROM = 1e14
 
--- As a string: Lua would print a number this large in 14 significant digits.
-local function lease_score(lease_until, attempt)
-  return string.format('%.0f', lease_until * LEASE_SCALE + attempt % LEASE_SCALE)
-end
-
--- lease_score() for the events of one claim, which share an expiry: its
--- digits are written once, and each attempt's three digits once per call,
--- instead of a double formatted per event.
-local function lease_scores_until(lease_until)
+-- The two scores of one claim's leases, which share an expiry and a
+-- microsecond: not started, and started. Strings: Lua would print numbers
+-- this large in 14 significant digits.
+local function lease_claim_scores(lease_until, us)
   local prefix = string.format('%d', lease_until)
-  local suffixes = {}
-  return function(attempt)
-    local a = attempt % LEASE_SCALE
-    local suffix = suffixes[a]
-    if not suffix then
-      suffix = string.format('%03d', a)
-      suffixes[a] = suffix
-    end
-    return prefix .. suffix
-  end
+  local even = us - us % 2
+  return prefix .. string.format('%03d', even), prefix .. string.format('%03d', even + 1)
 end
 
 local function lease_is_scaled(score)
@@ -1143,10 +1197,16 @@ local function lease_expiry(score)
   return score
 end
 
--- Whether an in-flight score is the lease of \`attempt\`. A 0.2 lease never
--- is: only the 0.2 process that claimed it reports on it, with 0.2's scripts.
-local function lease_fences(score, attempt)
-  return score >= SCALED_LEASE_FROM and score % LEASE_SCALE == attempt % LEASE_SCALE
+-- Whether the handler of a scaled lease has started (its last bit).
+local function lease_started(score)
+  return score % 2 == 1
+end
+
+-- Whether an in-flight score is the lease of the claim \`identity\` names
+-- (that claim's not-started score). A 0.2 lease never is: only the 0.2
+-- process that claimed it reports on it, with 0.2's scripts.
+local function lease_fences(score, identity)
+  return score >= SCALED_LEASE_FROM and score - score % 2 == identity
 end
 
 -- Earliest moment the type's dispatcher must look again: head of the schedule
@@ -1503,6 +1563,8 @@ local function groups_release(pending_key, ids)
 end
 
 
+local UNSTARTED = 'lease expired before its handler started (the instance that claimed it ahead stopped); attempt not counted'
+
 local limit = tonumber(ARGV[1])
 local now = now_ms()
 
@@ -1573,29 +1635,42 @@ local function take_expired()
   local unscaled = redis.call('ZRANGE', KEYS[2], '-inf', math.min(now, SCALED_LEASE_FROM - 1), 'BYSCORE', 'LIMIT', 0, limit)
   local scaled = {}
   if #unscaled < limit then
-    scaled = redis.call('ZRANGE', KEYS[2], SCALED_LEASE_FROM, lease_score(now, LEASE_SCALE - 1), 'BYSCORE', 'LIMIT', 0, limit - #unscaled)
+    scaled = redis.call('ZRANGE', KEYS[2], SCALED_LEASE_FROM, string.format('%d', now) .. '999', 'BYSCORE', 'LIMIT', 0, limit - #unscaled, 'WITHSCORES')
   end
-  local expired = {}
+  local expired, scaled_ids, started = {}, {}, {}
   for _, id in ipairs(unscaled) do expired[#expired + 1] = id end
-  for _, id in ipairs(scaled) do expired[#expired + 1] = id end
+  for i = 1, #scaled, 2 do
+    expired[#expired + 1] = scaled[i]
+    scaled_ids[#scaled_ids + 1] = scaled[i]
+    started[#scaled_ids] = lease_started(tonumber(scaled[i + 1]))
+  end
   if #expired == 0 then return expired end
   -- The leases go first. At Redis's memory limit (noeviction) a script's first
   -- write that may grow memory is refused, and later ones are not: removing
   -- first lets the crashed workers' events come back when memory is short.
   redis.call('ZREM', KEYS[2], unpack(expired))
   lease_unpin_if_idle(KEYS[2])
-  if #scaled > 0 then
-    local values = redis.call('HMGET', KEYS[5], unpack(scaled))
-    local envelopes = {}
-    for k, id in ipairs(scaled) do
+  if #scaled_ids > 0 then
+    local values = redis.call('HMGET', KEYS[5], unpack(scaled_ids))
+    local notes = redis.call('HMGET', KEYS[11], unpack(scaled_ids))
+    local envelopes, noted = {}, {}
+    for k, id in ipairs(scaled_ids) do
       -- A missing envelope (cancelled meanwhile) stays missing; the claim skips it.
       if values[k] then
-        local attempt, due, body = envelope_parse(values[k])
-        envelopes[#envelopes + 1] = id
-        envelopes[#envelopes + 1] = envelope_make(attempt + 1, due, body)
+        local spent = started[k] or notes[k] == UNSTARTED
+        if not started[k] then
+          noted[#noted + 1] = id
+          noted[#noted + 1] = UNSTARTED
+        end
+        if spent then
+          local attempt, due, body = envelope_parse(values[k])
+          envelopes[#envelopes + 1] = id
+          envelopes[#envelopes + 1] = envelope_make(attempt + 1, due, body)
+        end
       end
     end
     if #envelopes > 0 then hset_pairs(KEYS[5], envelopes) end
+    if #noted > 0 then hset_pairs(KEYS[11], noted) end
   end
   return expired
 end
@@ -1625,7 +1700,7 @@ return {due, expired, next_at, now}
 -- KEYS[1] meta hash      (id -> envelope)
 -- KEYS[2] schedule index (bucket -> earliest due ms; see includes/schedule.lua)
 -- KEYS[3] ready list
--- KEYS[4] in-flight zset (id -> lease expiry ms * 1000 + attempt % 1000)
+-- KEYS[4] in-flight zset (id -> lease score, includes/lease.lua)
 -- KEYS[5] dead zset      (id -> dead-lettered at ms)
 -- KEYS[6] errors hash    (id -> last error)
 -- KEYS[7] legacy schedule zset (id -> due ms), written by 0.1; only emptied
@@ -1713,6 +1788,15 @@ end
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- now_ms(), and the microseconds within that millisecond: a claim's lease
+-- score carries them, so that no two claims of one event share a score
+-- (includes/lease.lua).
+local function now_ms_us()
+  local t = redis.call('TIME')
+  local us = tonumber(t[2])
+  return tonumber(t[1]) * 1000 + math.floor(us / 1000), us % 1000
 end
 
 -- The in-flight zset holds one member besides the leases while any lease is
@@ -2360,6 +2444,15 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- now_ms(), and the microseconds within that millisecond: a claim's lease
+-- score carries them, so that no two claims of one event share a score
+-- (includes/lease.lua).
+local function now_ms_us()
+  local t = redis.call('TIME')
+  local us = tonumber(t[2])
+  return tonumber(t[1]) * 1000 + math.floor(us / 1000), us % 1000
+end
+
 
 if ARGV[1] == 'default' and redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 return redis.call('HSETNX', KEYS[1], ARGV[1], now_ms())
@@ -2374,7 +2467,7 @@ return redis.call('HSETNX', KEYS[1], ARGV[1], now_ms())
 -- taking the lease back leaves the event's attempts as they were.
 -- KEYS[1] claim log of the reader (complete-and-claim.lua): token ':' msgpack
 --         {lease score, id, ...} of its last claim; expires with the leases
--- KEYS[2] in-flight zset (id -> lease expiry ms * 1000 + attempt % 1000)
+-- KEYS[2] in-flight zset (id -> lease score, includes/lease.lua)
 -- KEYS[3] ready list
 -- KEYS[4] slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
@@ -2420,6 +2513,80 @@ local function lease_give_back(in_flight_key, ready_key, ids)
   redis.call('LPUSH', ready_key, unpack(reversed))
 end
 
+-- An in-flight entry's score is its lease expiry (ms) times 1000 plus three
+-- digits that make the claim unique: the microseconds within the millisecond
+-- of the Redis clock when the claim ran, rounded down to even, plus 1 once
+-- the handler has started (a claim for a free slot starts at once; an event
+-- claimed ahead is marked when it starts, includes in complete-and-claim.lua).
+-- The score with its last bit cleared is the claim's identity: every result
+-- (success, retry, dead letter, give-back) names it and applies only while the
+-- lease still has it. A replace, a cancel and a new enqueue, a replay or an
+-- expired lease each end the claim, and the next claim of that id runs in
+-- another script call, at another microsecond: a result of an earlier claim
+-- matches nothing. (Two claims of one id could share a score only if Redis's
+-- clock stepped back onto the very microsecond and lease length of the first.)
+-- The attempt in flight is the envelope's plus one: a claim writes no envelope.
+-- Scores stay exact in a double until the year 2255. 0.2 scored a lease by
+-- its expiry alone: such scores are below SCALED_LEASE_FROM (ms stay below
+-- 1e14 until the year 5138; scaled ones are above 1e15). The in-flight set's
+-- pin (includes/lease-pin.lua, included before this file) is no lease.
+local LEASE_SCALE = 1000
+local SCALED_LEASE_FROM = 1e14
+
+-- The two scores of one claim's leases, which share an expiry and a
+-- microsecond: not started, and started. Strings: Lua would print numbers
+-- this large in 14 significant digits.
+local function lease_claim_scores(lease_until, us)
+  local prefix = string.format('%d', lease_until)
+  local even = us - us % 2
+  return prefix .. string.format('%03d', even), prefix .. string.format('%03d', even + 1)
+end
+
+local function lease_is_scaled(score)
+  return score >= SCALED_LEASE_FROM
+end
+
+local function lease_expiry(score)
+  if score >= SCALED_LEASE_FROM then return math.floor(score / LEASE_SCALE) end
+  return score
+end
+
+-- Whether the handler of a scaled lease has started (its last bit).
+local function lease_started(score)
+  return score % 2 == 1
+end
+
+-- Whether an in-flight score is the lease of the claim \`identity\` names
+-- (that claim's not-started score). A 0.2 lease never is: only the 0.2
+-- process that claimed it reports on it, with 0.2's scripts.
+local function lease_fences(score, identity)
+  return score >= SCALED_LEASE_FROM and score - score % 2 == identity
+end
+
+-- Earliest moment the type's dispatcher must look again: head of the schedule
+-- or the first lease to expire; -1 when neither holds anything.
+-- The schedule index's scores are its buckets' earliest due times, so its
+-- head is the schedule's. 0.2 leases sort before every scaled one, so when
+-- the head is one of them the first scaled lease is read too.
+local function next_due(schedule_index, in_flight_key)
+  local s = redis.call('ZRANGE', schedule_index, 0, 0, 'WITHSCORES')
+  local l = redis.call('ZRANGE', in_flight_key, 0, 0, 'WITHSCORES')
+  local best = -1
+  if s[2] then best = tonumber(s[2]) end
+  local function consider(at)
+    if best < 0 or at < best then best = at end
+  end
+  if l[2] and l[1] ~= LEASE_PIN then
+    local head = tonumber(l[2])
+    consider(lease_expiry(head))
+    if not lease_is_scaled(head) then
+      local scaled = redis.call('ZRANGE', in_flight_key, SCALED_LEASE_FROM, '+inf', 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
+      if scaled[2] then consider(lease_expiry(tonumber(scaled[2]))) end
+    end
+  end
+  return best
+end
+
 
 local log = redis.call('GET', KEYS[1])
 if not log then return 0 end
@@ -2431,16 +2598,17 @@ redis.call('DEL', KEYS[1])
 local leases = cmsgpack.unpack(string.sub(log, cut + 1))
 local ids, scores = {}, {}
 for i = 1, #leases, 2 do
-  scores[#scores + 1] = tonumber(leases[i])
+  local score = tonumber(leases[i])
+  scores[#scores + 1] = score - score % 2
   ids[#ids + 1] = leases[i + 1]
 end
 if #ids == 0 then return 0 end
--- Only leases still as the claim left them: a lease renewed, completed or
--- cancelled since is no longer this claim's.
+-- Only leases still of this claim: one completed, cancelled or claimed again
+-- since is no longer this claim's.
 local current = redis.call('ZMSCORE', KEYS[2], unpack(ids))
 local back = {}
 for k, id in ipairs(ids) do
-  if current[k] and tonumber(current[k]) == scores[k] then back[#back + 1] = id end
+  if current[k] and lease_fences(tonumber(current[k]), scores[k]) then back[#back + 1] = id end
 end
 if #back == 0 then return 0 end
 lease_give_back(KEYS[2], KEYS[3], back)
@@ -2453,15 +2621,15 @@ return #back
 -- handler slots and gives back without having started them: the reader is
 -- stopping, the type was paused, or an event waited for a slot so long that
 -- its lease could run out while its handler runs. No handler ran them, so no
--- attempt is spent. Fenced by the lease's exact score, as the claim wrote it
--- (expiry and attempt): an event whose lease expired, or that was replaced and
--- claimed again meanwhile, is not this reader's to give back.
--- KEYS[1] in-flight zset (id -> lease expiry ms * 1000 + attempt % 1000)
+-- attempt is spent. Fenced by the claim (includes/lease.lua): an event whose
+-- lease expired, or that was replaced and claimed again meanwhile, is not this
+-- reader's to give back.
+-- KEYS[1] in-flight zset (id -> lease score, includes/lease.lua)
 -- KEYS[2] ready list
 -- KEYS[3] slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
--- ARGV[1..] id, lease score of each event (as complete-and-claim.lua wrote it),
---           in the order they were claimed
+-- ARGV[1..] id, identity of the claim that took it (its not-started lease
+--           score), in the order they were claimed
 -- Returns how many events went back to the head of the ready list.
 -- The in-flight zset holds one member besides the leases while any lease is
 -- there: the pin. It is longer than the 64 bytes a listpack-encoded sorted set
@@ -2503,6 +2671,80 @@ local function lease_give_back(in_flight_key, ready_key, ids)
   redis.call('LPUSH', ready_key, unpack(reversed))
 end
 
+-- An in-flight entry's score is its lease expiry (ms) times 1000 plus three
+-- digits that make the claim unique: the microseconds within the millisecond
+-- of the Redis clock when the claim ran, rounded down to even, plus 1 once
+-- the handler has started (a claim for a free slot starts at once; an event
+-- claimed ahead is marked when it starts, includes in complete-and-claim.lua).
+-- The score with its last bit cleared is the claim's identity: every result
+-- (success, retry, dead letter, give-back) names it and applies only while the
+-- lease still has it. A replace, a cancel and a new enqueue, a replay or an
+-- expired lease each end the claim, and the next claim of that id runs in
+-- another script call, at another microsecond: a result of an earlier claim
+-- matches nothing. (Two claims of one id could share a score only if Redis's
+-- clock stepped back onto the very microsecond and lease length of the first.)
+-- The attempt in flight is the envelope's plus one: a claim writes no envelope.
+-- Scores stay exact in a double until the year 2255. 0.2 scored a lease by
+-- its expiry alone: such scores are below SCALED_LEASE_FROM (ms stay below
+-- 1e14 until the year 5138; scaled ones are above 1e15). The in-flight set's
+-- pin (includes/lease-pin.lua, included before this file) is no lease.
+local LEASE_SCALE = 1000
+local SCALED_LEASE_FROM = 1e14
+
+-- The two scores of one claim's leases, which share an expiry and a
+-- microsecond: not started, and started. Strings: Lua would print numbers
+-- this large in 14 significant digits.
+local function lease_claim_scores(lease_until, us)
+  local prefix = string.format('%d', lease_until)
+  local even = us - us % 2
+  return prefix .. string.format('%03d', even), prefix .. string.format('%03d', even + 1)
+end
+
+local function lease_is_scaled(score)
+  return score >= SCALED_LEASE_FROM
+end
+
+local function lease_expiry(score)
+  if score >= SCALED_LEASE_FROM then return math.floor(score / LEASE_SCALE) end
+  return score
+end
+
+-- Whether the handler of a scaled lease has started (its last bit).
+local function lease_started(score)
+  return score % 2 == 1
+end
+
+-- Whether an in-flight score is the lease of the claim \`identity\` names
+-- (that claim's not-started score). A 0.2 lease never is: only the 0.2
+-- process that claimed it reports on it, with 0.2's scripts.
+local function lease_fences(score, identity)
+  return score >= SCALED_LEASE_FROM and score - score % 2 == identity
+end
+
+-- Earliest moment the type's dispatcher must look again: head of the schedule
+-- or the first lease to expire; -1 when neither holds anything.
+-- The schedule index's scores are its buckets' earliest due times, so its
+-- head is the schedule's. 0.2 leases sort before every scaled one, so when
+-- the head is one of them the first scaled lease is read too.
+local function next_due(schedule_index, in_flight_key)
+  local s = redis.call('ZRANGE', schedule_index, 0, 0, 'WITHSCORES')
+  local l = redis.call('ZRANGE', in_flight_key, 0, 0, 'WITHSCORES')
+  local best = -1
+  if s[2] then best = tonumber(s[2]) end
+  local function consider(at)
+    if best < 0 or at < best then best = at end
+  end
+  if l[2] and l[1] ~= LEASE_PIN then
+    local head = tonumber(l[2])
+    consider(lease_expiry(head))
+    if not lease_is_scaled(head) then
+      local scaled = redis.call('ZRANGE', in_flight_key, SCALED_LEASE_FROM, '+inf', 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
+      if scaled[2] then consider(lease_expiry(tonumber(scaled[2]))) end
+    end
+  end
+  return best
+end
+
 
 local ids = {}
 for i = 1, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
@@ -2510,7 +2752,7 @@ if #ids == 0 then return 0 end
 local leased = redis.call('ZMSCORE', KEYS[1], unpack(ids))
 local back = {}
 for k, id in ipairs(ids) do
-  if leased[k] and tonumber(leased[k]) == tonumber(ARGV[2 * k]) then back[#back + 1] = id end
+  if leased[k] and lease_fences(tonumber(leased[k]), tonumber(ARGV[2 * k])) then back[#back + 1] = id end
 end
 if #back == 0 then return 0 end
 lease_give_back(KEYS[1], KEYS[2], back)
@@ -2558,6 +2800,15 @@ end
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- now_ms(), and the microseconds within that millisecond: a claim's lease
+-- score carries them, so that no two claims of one event share a score
+-- (includes/lease.lua).
+local function now_ms_us()
+  local t = redis.call('TIME')
+  local us = tonumber(t[2])
+  return tonumber(t[1]) * 1000 + math.floor(us / 1000), us % 1000
 end
 
 -- Subscriber groups (fan-out). A type's due event is delivered to every group
@@ -2682,6 +2933,15 @@ end
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- now_ms(), and the microseconds within that millisecond: a claim's lease
+-- score carries them, so that no two claims of one event share a score
+-- (includes/lease.lua).
+local function now_ms_us()
+  local t = redis.call('TIME')
+  local us = tonumber(t[2])
+  return tonumber(t[1]) * 1000 + math.floor(us / 1000), us % 1000
 end
 
 -- The schedule of a type (state SCHEDULED) is split into buckets: sorted sets
@@ -3033,6 +3293,15 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- now_ms(), and the microseconds within that millisecond: a claim's lease
+-- score carries them, so that no two claims of one event share a score
+-- (includes/lease.lua).
+local function now_ms_us()
+  local t = redis.call('TIME')
+  local us = tonumber(t[2])
+  return tonumber(t[1]) * 1000 + math.floor(us / 1000), us % 1000
+end
+
 -- The schedule of a type (state SCHEDULED) is split into buckets: sorted sets
 -- id -> due small enough for Redis's compact listpack encoding (about 20 bytes
 -- an entry, against about 110 in a skiplist), and an index sorted set
@@ -3338,18 +3607,19 @@ return new_due
   'retry': {
     numberOfKeys: 5,
     lua: `-- Transition: IN_FLIGHT -> SCHEDULED at now + backoff, keeping the error.
--- Fenced by attempt, like complete-and-claim.lua; the envelope gets the attempt that failed.
+-- Fenced by the claim, like complete-and-claim.lua; the envelope gets the attempt that failed.
 -- KEYS[1] meta hash
--- KEYS[2] in-flight zset (id -> lease expiry ms * 1000 + attempt % 1000)
+-- KEYS[2] in-flight zset (id -> lease score, includes/lease.lua)
 -- KEYS[3] schedule index (bucket -> earliest due ms; see includes/schedule.lua)
 -- KEYS[4] errors hash
 -- KEYS[5] slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
 -- ARGV[1] id
--- ARGV[2] attempt that failed
--- ARGV[3] backoff ms
--- ARGV[4] error text
--- Returns the new due ms, or -1 when the attempt was stale.
+-- ARGV[2] identity of the claim that ran it (its not-started lease score)
+-- ARGV[3] attempt that failed
+-- ARGV[4] backoff ms
+-- ARGV[5] error text
+-- Returns the new due ms, or -1 when the claim was stale.
 -- A stored event is "<attempt>|<due ms>|<body json>": the two numbers that
 -- scripts change sit in front so a transition never has to parse the JSON.
 -- A value without a valid header (corrupted by hand) parses as attempt 0 with
@@ -3374,6 +3644,15 @@ end
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- now_ms(), and the microseconds within that millisecond: a claim's lease
+-- score carries them, so that no two claims of one event share a score
+-- (includes/lease.lua).
+local function now_ms_us()
+  local t = redis.call('TIME')
+  local us = tonumber(t[2])
+  return tonumber(t[1]) * 1000 + math.floor(us / 1000), us % 1000
 end
 
 -- The in-flight zset holds one member besides the leases while any lease is
@@ -3416,41 +3695,33 @@ local function lease_give_back(in_flight_key, ready_key, ids)
   redis.call('LPUSH', ready_key, unpack(reversed))
 end
 
--- An in-flight entry's score is its lease expiry (ms) times 1000 plus the
--- claim's attempt modulo 1000. The attempt is the fence for the handler's
--- result: completing checks the score alone, without reading the envelope,
--- and a claim need not rewrite the envelope. While in flight the envelope
--- keeps the attempt before the claim (in flight = envelope attempt + 1); a
--- transition out of flight writes the attempt it ends. Attempts 1000 apart
--- share a fence: a result would have to outlive 1,000 expired leases to
--- pass for a newer attempt. 0.2 scored a lease by its expiry alone, with the
--- attempt in the envelope: such scores are below SCALED_LEASE_FROM (ms stay
--- below 1e14 until the year 5138; scaled ones are above 1e15). Scaled scores
--- stay exact in a double until the year 2255. The in-flight set's pin
--- (includes/lease-pin.lua, included before this file) is no lease.
+-- An in-flight entry's score is its lease expiry (ms) times 1000 plus three
+-- digits that make the claim unique: the microseconds within the millisecond
+-- of the Redis clock when the claim ran, rounded down to even, plus 1 once
+-- the handler has started (a claim for a free slot starts at once; an event
+-- claimed ahead is marked when it starts, includes in complete-and-claim.lua).
+-- The score with its last bit cleared is the claim's identity: every result
+-- (success, retry, dead letter, give-back) names it and applies only while the
+-- lease still has it. A replace, a cancel and a new enqueue, a replay or an
+-- expired lease each end the claim, and the next claim of that id runs in
+-- another script call, at another microsecond: a result of an earlier claim
+-- matches nothing. (Two claims of one id could share a score only if Redis's
+-- clock stepped back onto the very microsecond and lease length of the first.)
+-- The attempt in flight is the envelope's plus one: a claim writes no envelope.
+-- Scores stay exact in a double until the year 2255. 0.2 scored a lease by
+-- its expiry alone: such scores are below SCALED_LEASE_FROM (ms stay below
+-- 1e14 until the year 5138; scaled ones are above 1e15). The in-flight set's
+-- pin (includes/lease-pin.lua, included before this file) is no lease.
 local LEASE_SCALE = 1000
 local SCALED_LEASE_FROM = 1e14
 
--- As a string: Lua would print a number this large in 14 significant digits.
-local function lease_score(lease_until, attempt)
-  return string.format('%.0f', lease_until * LEASE_SCALE + attempt % LEASE_SCALE)
-end
-
--- lease_score() for the events of one claim, which share an expiry: its
--- digits are written once, and each attempt's three digits once per call,
--- instead of a double formatted per event.
-local function lease_scores_until(lease_until)
+-- The two scores of one claim's leases, which share an expiry and a
+-- microsecond: not started, and started. Strings: Lua would print numbers
+-- this large in 14 significant digits.
+local function lease_claim_scores(lease_until, us)
   local prefix = string.format('%d', lease_until)
-  local suffixes = {}
-  return function(attempt)
-    local a = attempt % LEASE_SCALE
-    local suffix = suffixes[a]
-    if not suffix then
-      suffix = string.format('%03d', a)
-      suffixes[a] = suffix
-    end
-    return prefix .. suffix
-  end
+  local even = us - us % 2
+  return prefix .. string.format('%03d', even), prefix .. string.format('%03d', even + 1)
 end
 
 local function lease_is_scaled(score)
@@ -3462,10 +3733,16 @@ local function lease_expiry(score)
   return score
 end
 
--- Whether an in-flight score is the lease of \`attempt\`. A 0.2 lease never
--- is: only the 0.2 process that claimed it reports on it, with 0.2's scripts.
-local function lease_fences(score, attempt)
-  return score >= SCALED_LEASE_FROM and score % LEASE_SCALE == attempt % LEASE_SCALE
+-- Whether the handler of a scaled lease has started (its last bit).
+local function lease_started(score)
+  return score % 2 == 1
+end
+
+-- Whether an in-flight score is the lease of the claim \`identity\` names
+-- (that claim's not-started score). A 0.2 lease never is: only the 0.2
+-- process that claimed it reports on it, with 0.2's scripts.
+local function lease_fences(score, identity)
+  return score >= SCALED_LEASE_FROM and score - score % 2 == identity
 end
 
 -- Earliest moment the type's dispatcher must look again: head of the schedule
@@ -3775,13 +4052,13 @@ if not score or not lease_fences(tonumber(score), tonumber(ARGV[2])) then return
 local value = redis.call('HGET', KEYS[1], id)
 if not value then return -1 end
 local _, _, body = envelope_parse(value)
-local attempt = tonumber(ARGV[2])
+local attempt = tonumber(ARGV[3])
 lease_remove(KEYS[2], id)
 
-local due = now_ms() + tonumber(ARGV[3])
+local due = now_ms() + tonumber(ARGV[4])
 redis.call('HSET', KEYS[1], id, envelope_make(attempt, due, body))
 schedule_add(KEYS[3], { { due, id } })
-redis.call('HSET', KEYS[4], id, ARGV[4])
+redis.call('HSET', KEYS[4], id, ARGV[5])
 return due
 `,
   },

@@ -45,7 +45,8 @@ export interface TypeKeys {
   /** List of ids due now, oldest first. State READY. */
   readonly ready: string;
   /**
-   * Sorted set: id -> lease expiry ms * 1000 + attempt % 1000. State IN_FLIGHT.
+   * Sorted set: id -> lease expiry ms * 1000 + the claim's microsecond, its
+   * last bit set once the handler started (lua/includes/lease.lua). State IN_FLIGHT.
    * While it holds a lease it also holds LEASE_PIN, which is no event.
    */
   readonly inFlight: string;

@@ -45,7 +45,7 @@ export interface ConsumerParts<T extends DelayedEventInstance> {
 /**
  * Runs one event type's handler: claimed events from all its queues flow
  * through at most `parallelism` handler calls, and each outcome is recorded in
- * Redis (complete, retry with backoff, or dead letter), fenced by attempt.
+ * Redis (complete, retry with backoff, or dead letter), fenced by the claim.
  */
 export class Consumer<T extends DelayedEventInstance> {
   private readonly slots: HandlerSlots;
@@ -131,7 +131,7 @@ export class Consumer<T extends DelayedEventInstance> {
         giveSlot();
         const reason = error instanceof DecodeError ? error.message : String(error);
         if (this.parts.metrics.noticing) this.noticeDeadLetter(claimed, 'decode', `undecodable: ${reason}`, claimed.body);
-        await this.record(() => this.parts.scripts.deadLetter(keys, claimed.id, claimed.attempt, `undecodable: ${reason}`), 'decode');
+        await this.record(() => this.parts.scripts.deadLetter(keys, claimed, `undecodable: ${reason}`), 'decode');
         return;
       }
       const metrics = this.parts.metrics;
@@ -156,14 +156,14 @@ export class Consumer<T extends DelayedEventInstance> {
         metrics.count(METRIC.handled, tags);
       }
       if (outcome.ok) {
-        await this.record(() => claimed.reader.complete(claimed.id, claimed.attempt));
+        await this.record(() => claimed.reader.complete(claimed));
       } else if (outcome.permanent || claimed.attempt >= this.parts.retry.maxAttempts) {
         const reason = `${outcome.error} (attempt ${claimed.attempt} of ${this.parts.retry.maxAttempts})`;
         if (this.parts.metrics.noticing) this.noticeDeadLetter(claimed, outcome.permanent ? 'permanent' : 'attempts-exhausted', reason, decoded.event);
-        await this.record(() => this.parts.scripts.deadLetter(keys, claimed.id, claimed.attempt, reason), outcome.permanent ? 'permanent' : 'attempts-exhausted');
+        await this.record(() => this.parts.scripts.deadLetter(keys, claimed, reason), outcome.permanent ? 'permanent' : 'attempts-exhausted');
       } else {
         const backoffMs = safeBackoff(this.parts.retry, claimed.attempt, outcome.cause, decoded.event);
-        const recorded = await this.record(async () => (await this.parts.scripts.retry(keys, claimed.id, claimed.attempt, backoffMs, outcome.error)) !== undefined);
+        const recorded = await this.record(async () => (await this.parts.scripts.retry(keys, claimed, backoffMs, outcome.error)) !== undefined);
         if (recorded) {
           this.parts.metrics.count(METRIC.retries, this.tags);
           this.retryScheduled.get(keys.tag)?.();

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { Observable } from 'rxjs';
-import { type ClaimLog, type ClaimResult, type ClaimedRecord, type LuaScripts, type RedisClient, leaseScore } from '../redis/lua-scripts';
+import type { ClaimLog, ClaimResult, ClaimedRecord, ClaimedRef, LuaScripts, RedisClient } from '../redis/lua-scripts';
 import { METRIC, type Metrics } from './metrics';
 import { OutageBackoff, sleep } from './outage-backoff';
 import type { RedisConnections } from '../redis/redis-connections';
@@ -37,9 +37,7 @@ export interface ClaimedEvent extends ClaimedRecord {
   readonly reader: ReadyReader;
 }
 
-interface PendingSuccess {
-  readonly id: string;
-  readonly attempt: number;
+interface PendingSuccess extends ClaimedRef {
   resolve(completed: boolean): void;
   reject(error: unknown): void;
 }
@@ -72,6 +70,12 @@ const PAUSED_RECHECK_MS = 1_000;
 export class ReadyReader {
   private blocking: RedisClient | undefined;
   private readonly successes: PendingSuccess[] = [];
+  /**
+   * Events claimed ahead whose handlers started here since the last call: the
+   * next call marks their leases started, so that only an attempt that ran
+   * counts when a lease runs out (lua/includes/lease.lua).
+   */
+  private readonly starts: ClaimedRef[] = [];
   /** True while the loop may pick successes up; false while it blocks in Redis or has stopped. */
   private collecting = false;
   private readonly wakeup = new Wakeup();
@@ -93,13 +97,23 @@ export class ReadyReader {
     this.claimLogKey = keys.claimLogPrefix + randomBytes(8).toString('hex');
   }
 
-  /** Records a handler's success; resolves true when completed, false when its attempt was stale. */
-  complete(id: string, attempt: number): Promise<boolean> {
+  /** Records a handler's success; resolves true when completed, false when its claim was stale. */
+  complete(event: ClaimedRef): Promise<boolean> {
     return new Promise((resolve, reject) => {
-      this.successes.push({ id, attempt, resolve, reject });
-      if (!this.collecting) this.flushSoon();
-      else this.wakeSoon();
+      this.successes.push({ id: event.id, claim: event.claim, resolve, reject });
+      this.sendSoon();
     });
+  }
+
+  /** Has the next call mark an event claimed ahead as started. */
+  private started(event: ClaimedRef): void {
+    this.starts.push({ id: event.id, claim: event.claim });
+    this.sendSoon();
+  }
+
+  private sendSoon(): void {
+    if (!this.collecting) this.flushSoon();
+    else this.wakeSoon();
   }
 
   /** Woken on the next turn, so the successes of one tick share a call. */
@@ -130,6 +144,7 @@ export class ReadyReader {
         noteLate();
         if (next === undefined) return false;
         slots.take(1);
+        if (!next.started) this.started(next);
         subscriber.next(next);
         return true;
       };
@@ -141,7 +156,7 @@ export class ReadyReader {
       stop.addEventListener('abort', onStop, { once: true });
       const leaveSlots = slots.join({ startOne, freed: () => this.wakeup.wake() });
       const room = () => slots.aheadAllowed(planWithinMs) - ahead.length;
-      const hasWork = () => this.successes.length > 0 || ahead.anyLate || (slots.free > 0 && ahead.length === 0) || room() > 0;
+      const hasWork = () => this.successes.length > 0 || this.starts.length > 0 || ahead.anyLate || (slots.free > 0 && ahead.length === 0) || room() > 0;
       let servedLast = false;
       const loop = async () => {
         this.collecting = true;
@@ -166,12 +181,15 @@ export class ReadyReader {
           // those woken meanwhile reserve first (their wake-ups are queued already): turns stay fair.
           if (servedLast && slots.readerCount > 1) await Promise.resolve();
           const succeeded = this.successes.splice(0, MAX_COMPLETIONS);
+          const started = this.starts.splice(0, MAX_COMPLETIONS);
           const reserved = stop.aborted ? 0 : slots.reserve(MAX_CLAIMS);
           const count = stop.aborted ? 0 : reserved + Math.max(0, Math.min(MAX_CLAIMS - reserved, room()));
           const claim: ClaimLog = { log: this.claimLogKey, token: String(++this.claims) };
+          // Events for the reserved slots start as soon as the reply comes, unless events claimed earlier wait for them.
+          const startNow = ahead.length === 0 ? reserved : 0;
           let result: ClaimResult;
           try {
-            result = await this.scripts.completeAndClaim(this.keys, succeeded, count, this.settings.leaseMs, this.settings.maxAttempts, claim);
+            result = await this.scripts.completeAndClaim(this.keys, succeeded, count, this.settings.leaseMs, this.settings.maxAttempts, claim, { startNow, started });
           } catch {
             slots.unreserve(reserved);
             slots.offer();
@@ -198,7 +216,10 @@ export class ReadyReader {
             this.metrics.count(METRIC.events, { ...tags, direction: 'dequeue' }, claimed);
             // Events already claimed are handed on even if stop aborted meanwhile: their leases are ours.
             // A literal, not a spread of the record: this runs once per event.
-            ahead.add(result.claimed.map((r) => ({ id: r.id, attempt: r.attempt, dueAt: r.dueAt, body: r.body, claimedAt: result.now, keys: this.keys, reader: this })), arrivedAt);
+            ahead.add(
+              result.claimed.map((r) => ({ id: r.id, claim: r.claim, started: r.started, attempt: r.attempt, dueAt: r.dueAt, body: r.body, claimedAt: result.now, keys: this.keys, reader: this })),
+              arrivedAt,
+            );
           }
           // The reserved slots, and any freed meanwhile, go to the waiting events: every reader's in turn.
           slots.unreserve(reserved);
@@ -240,8 +261,7 @@ export class ReadyReader {
   private async giveBackUnstarted(events: readonly ClaimedEvent[]): Promise<void> {
     if (events.length === 0) return;
     try {
-      const leased = events.map((e) => ({ id: e.id, leaseScore: leaseScore(e.claimedAt, this.settings.leaseMs, e.attempt) }));
-      const released = await this.scripts.releaseUnstarted(this.keys, leased);
+      const released = await this.scripts.releaseUnstarted(this.keys, events);
       this.metrics.count(METRIC.claimsReleased, { type: this.keys.type, group: this.keys.group }, released);
     } catch {
       this.metrics.count(METRIC.redisErrors, { loop: 'reader', type: this.keys.type });
@@ -268,7 +288,7 @@ export class ReadyReader {
   }
 
 
-  /** Sends waiting successes on their own (no claim), on the next turn. */
+  /** Sends waiting successes and start marks on their own (no claim), on the next turn. */
   private flushSoon(): void {
     if (this.flushScheduled) return;
     this.flushScheduled = true;
@@ -276,9 +296,12 @@ export class ReadyReader {
       this.flushScheduled = false;
       if (this.collecting) return; // the loop took over meanwhile
       const succeeded = this.successes.splice(0, MAX_COMPLETIONS);
-      if (this.successes.length > 0) this.flushSoon();
-      if (succeeded.length === 0) return;
-      this.scripts.completeAndClaim(this.keys, succeeded, 0, this.settings.leaseMs, this.settings.maxAttempts, { log: this.claimLogKey, token: '' }).then(
+      const started = this.starts.splice(0, MAX_COMPLETIONS);
+      if (this.successes.length > 0 || this.starts.length > 0) this.flushSoon();
+      if (succeeded.length === 0 && started.length === 0) return;
+      // A start mark that does not land (an outage) costs nothing but that mark: the event's
+      // attempt then counts only if its lease runs out twice (lua/dispatch-due.lua).
+      this.scripts.completeAndClaim(this.keys, succeeded, 0, this.settings.leaseMs, this.settings.maxAttempts, { log: this.claimLogKey, token: '' }, { started }).then(
         (result) => settle(succeeded, result),
         (error: unknown) => succeeded.forEach((s) => s.reject(error)),
       );

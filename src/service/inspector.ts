@@ -94,7 +94,7 @@ const SCAN_COUNT = 1_000;
 const FORBIDDEN_IN_TYPE = /[{}\s|#]/;
 /** LEASE_PIN as ioredis reads it back (its 0xFF byte is no UTF-8): what a reply holds in its place. */
 const PIN_AS_READ = LEASE_PIN.toString('utf8');
-/** Lease scores of 0.2 were the expiry alone; scaled ones are expiry * 1000 + attempt % 1000 (lua/includes/lease.lua). */
+/** Lease scores of 0.2 were the expiry alone; scaled ones are expiry * 1000 + three digits of the claim (lua/includes/lease.lua). */
 const SCALED_LEASE_FROM = 1e14;
 
 /** A type as the caller named it: its keys per partition (only those found, for a name). */

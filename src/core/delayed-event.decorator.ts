@@ -1,5 +1,6 @@
 import 'reflect-metadata';
-import { UnregisteredEventClassError } from './errors';
+import { InvalidArgumentError, UnregisteredEventClassError } from './errors';
+import { TYPE_NAME_RULE, isTypeName } from './names';
 
 const ROUTE = Symbol.for('reactive-delayed-events:route');
 
@@ -26,8 +27,6 @@ export interface EventRoute {
   readonly partitions: number;
 }
 
-/** Characters that would break the key layout's hash tag, its separators or partition suffix. */
-const FORBIDDEN = /[{}\s|#]/;
 const MAX_PARTITIONS = 1_024;
 
 /**
@@ -35,8 +34,8 @@ const MAX_PARTITIONS = 1_024;
  * contract: minifiers and refactors may rename classes, stored events stay readable.
  */
 export function DelayedEvent(typeName: string, options: DelayedEventOptions = {}): ClassDecorator {
-  if (typeof typeName !== 'string' || typeName.length === 0 || typeName.length > 200 || FORBIDDEN.test(typeName)) {
-    throw new TypeError(`@DelayedEvent type name must be 1-200 characters without braces, '|', '#' or whitespace; got ${JSON.stringify(typeName)}`);
+  if (!isTypeName(typeName)) {
+    throw new InvalidArgumentError('typeName', `@DelayedEvent type name must be ${TYPE_NAME_RULE}; got ${JSON.stringify(typeName)}`);
   }
   const partitions = options.partitions ?? 1;
   if (!Number.isInteger(partitions) || partitions < 1 || partitions > MAX_PARTITIONS) {

@@ -3,6 +3,7 @@ import { type DelayedEventInstance, type EventClass, type EventRoute, eventRoute
 import { InvalidEventError, PayloadTooLargeError, SerializationError, describe } from './errors';
 import { type EventContext, isEventContext } from './event-context';
 import { FlatPayloads } from './flat-payload';
+import { checkEventId } from './names';
 
 export interface EncodedEvent {
   readonly route: EventRoute;
@@ -93,6 +94,7 @@ export class EventCodec {
     if (typeof id !== 'string' || id.length === 0) {
       throw new InvalidEventError(`${event.constructor.name} has id ${JSON.stringify(id) ?? String(id)}; every event needs a non-empty string id, unique within type '${type}'`);
     }
+    checkEventId(id, type);
     if (context !== undefined && !isEventContext(context)) {
       throw new InvalidEventError('context must be an object whose values are all strings');
     }

@@ -83,11 +83,11 @@ function state(text: string | null): EventState {
 }
 
 /** Checked by the service too; here so that a bad one is refused before anything is read. */
-const GROUP_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
+const GROUP_NAME = /^(?!\.{1,2}$)[A-Za-z0-9_.-]{1,64}$/;
 
 function group(text: unknown): string | undefined {
   if (text === undefined || text === null || text === '') return undefined;
-  if (typeof text !== 'string' || !GROUP_NAME.test(text)) throw badRequest('bad-group', "a group name is 1-64 letters, digits, '_', '.' or '-'");
+  if (typeof text !== 'string' || !GROUP_NAME.test(text)) throw badRequest('bad-group', "a group name is 1-64 letters, digits, '_', '.' or '-', not '.' or '..'");
   return text;
 }
 

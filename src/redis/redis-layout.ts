@@ -11,7 +11,7 @@ import type { EventRoute } from '../core/delayed-event.decorator';
 export interface TypeKeys {
   /** The event type, for metrics. */
   readonly type: string;
-  /** The hash tag's content: the type, or `type#partition`; names the queue in wake-ups. */
+  /** Names the queue: the hash tag's content (the type, or `type#partition`), then `|group` for a named group's keys. */
   readonly tag: string;
   /** The subscriber group these keys deliver to: `default`, or a group's name. */
   readonly group: string;
@@ -79,12 +79,15 @@ export const LEASE_PIN = Buffer.concat([Buffer.from([0xff]), Buffer.from('pin: k
 /** The group of handlers registered without a `group` option. */
 export const DEFAULT_GROUP = 'default';
 
-/** Group names go into keys and metric tags: short, no hash-tag braces, separators or spaces. */
-export const GROUP_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
 
 export class RedisLayout {
   /** Keys by tag: every enqueue and claim asks, and building seven strings each time shows in profiles. */
   private readonly byTag = new Map<string, TypeKeys>();
+  /**
+   * A queue's groups' keys, per queue: apart from byTag, so that no type name
+   * (a type may hold '/') can be taken for a type and group.
+   */
+  private readonly byGroup = new WeakMap<TypeKeys, Map<string, TypeKeys>>();
 
   constructor(readonly prefix: string) {
     if (!/^[A-Za-z0-9_.:-]{1,64}$/.test(prefix)) {
@@ -153,9 +156,12 @@ export class RedisLayout {
    */
   forGroup(queue: TypeKeys, group: string): TypeKeys {
     if (group === DEFAULT_GROUP) return queue;
-    const tag = `${queue.tag}/${group}`;
-    const known = this.byTag.get(tag);
+    let groups = this.byGroup.get(queue);
+    if (!groups) this.byGroup.set(queue, (groups = new Map()));
+    const known = groups.get(group);
     if (known) return known;
+    // '|' is in no type or group name: no type's tag can be a group's.
+    const tag = `${queue.tag}|${group}`;
     const base = `${this.prefix}:{${queue.tag}}`;
     const own = `${base}:g:${group}`;
     const keys: TypeKeys = {
@@ -178,7 +184,7 @@ export class RedisLayout {
       claimLogPrefix: `${own}:c:`,
       slotGuard: queue.slotGuard,
     };
-    this.byTag.set(tag, keys);
+    groups.set(group, keys);
     return keys;
   }
 

@@ -24,7 +24,8 @@ import { RedisConnections } from '../redis/redis-connections';
 import { pingWithin, waitForRedis } from '../redis/redis-readiness';
 import { ServiceLog } from '../runtime/service-log';
 import type { EnqueueScope, ServiceHealth } from './instrumentation';
-import { DEFAULT_GROUP, GROUP_NAME, RedisLayout, type TypeKeys } from '../redis/redis-layout';
+import { DEFAULT_GROUP, RedisLayout, type TypeKeys } from '../redis/redis-layout';
+import { checkGroupOption, checkIdArgument } from '../core/names';
 import { type RetryPolicy, checkRetryPolicy } from '../core/retry-policy';
 import { type DelayedEventServiceOptions, type ResolvedOptions, integer, positive, resolveOptions } from './service-options';
 import { type Wake, wakeListener } from '../runtime/wake-listener';
@@ -86,10 +87,7 @@ export interface HandlerOptions {
 /** Validates a group option; undefined is the default group. */
 function groupName(group: string | undefined): string {
   if (group === undefined) return DEFAULT_GROUP;
-  if (typeof group !== 'string' || !GROUP_NAME.test(group)) {
-    throw new InvalidOptionError('group', `must be 1-64 letters, digits, '_', '.' or '-'; got ${JSON.stringify(group)}`);
-  }
-  return group;
+  return checkGroupOption(group);
 }
 
 interface Registration {
@@ -218,6 +216,7 @@ export class DelayedEventService {
 
   /** Removes a stored event in any state; resolves whether it existed. */
   async cancel<T extends DelayedEventInstance>(eventClass: EventClass<T> | string, id: string): Promise<boolean> {
+    checkIdArgument(id);
     // A type name (tools without the app's classes) is looked up among the partitions stored.
     const keys = typeof eventClass === 'string' ? await this.inspector.queueFor(eventClass, id) : this.layout.forEvent(eventRouteOf(eventClass), id);
     if (!keys) return false;

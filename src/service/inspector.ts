@@ -7,7 +7,8 @@ import type { EventCodec } from '../core/event-codec';
 import type { EventContext } from '../core/event-context';
 import { type JsonEvent, parseStoredBody } from '../core/stored-body';
 import type { DueSpec, LuaScripts, RedisClient } from '../redis/lua-scripts';
-import { DEFAULT_GROUP, GROUP_NAME, LEASE_PIN, type RedisLayout, type TypeKeys } from '../redis/redis-layout';
+import { DEFAULT_GROUP, LEASE_PIN, type RedisLayout, type TypeKeys } from '../redis/redis-layout';
+import { GROUP_NAME_RULE, checkIdArgument, checkTypeName, isGroupName } from '../core/names';
 import { ACTIVITY_RETENTION_MS, type ActivitySlot, readActivity } from '../runtime/activity-log';
 import { type DueTimeline, readDueTimeline } from './due-timeline';
 
@@ -91,7 +92,6 @@ const MAX_PARTITIONS = 1_024;
 const BUCKET_WALK = 256;
 const SCAN_COUNT = 1_000;
 /** Type names the decorator refuses: they would break the keys' hash tag. */
-const FORBIDDEN_IN_TYPE = /[{}\s|#]/;
 /** LEASE_PIN as ioredis reads it back (its 0xFF byte is no UTF-8): what a reply holds in its place. */
 const PIN_AS_READ = LEASE_PIN.toString('utf8');
 /** Lease scores of 0.2 were the expiry alone; scaled ones are expiry * 1000 + three digits of the claim (lua/includes/lease.lua). */
@@ -217,7 +217,7 @@ export class Inspector {
 
   /** One event, or undefined when the type or id is not stored. */
   async find<T extends DelayedEventInstance>(target: EventTarget<T>, id: string): Promise<InspectedEvent<T | JsonEvent> | undefined> {
-    checkId(id);
+    checkIdArgument(id);
     const resolved = await this.resolve(target);
     const keys = resolved && (await this.queueOf(resolved, id));
     if (!resolved || !keys) return undefined;
@@ -385,7 +385,7 @@ export class Inspector {
   }
 
   private async moveDue(target: EventTarget, id: string, due: DueSpec): Promise<boolean> {
-    checkId(id);
+    checkIdArgument(id);
     const resolved = await this.resolve(target);
     const keys = resolved && (await this.queueOf(resolved, id));
     if (!keys) return false;
@@ -623,16 +623,6 @@ function leaseExpiry(score: number): number {
   return score >= SCALED_LEASE_FROM ? Math.floor(score / 1000) : score;
 }
 
-function checkTypeName(type: string): string {
-  if (typeof type !== 'string' || type.length === 0 || type.length > 200 || FORBIDDEN_IN_TYPE.test(type)) {
-    throw new InvalidArgumentError('type', `a type name is 1-200 characters without braces, '|', '#' or whitespace; got ${JSON.stringify(type)}`);
-  }
-  return type;
-}
-
-function checkId(id: unknown): void {
-  if (typeof id !== 'string' || id.length === 0) throw new InvalidArgumentError('id', `expected a non-empty string, got ${JSON.stringify(id) ?? String(id)}`);
-}
 
 function pageNumber(name: string, value: number | undefined, fallback: number, min: number, max: number): number {
   if (value === undefined) return fallback;
@@ -642,6 +632,6 @@ function pageNumber(name: string, value: number | undefined, fallback: number, m
 
 function groupOption(group: string | undefined): string {
   if (group === undefined) return DEFAULT_GROUP;
-  if (typeof group !== 'string' || !GROUP_NAME.test(group)) throw new InvalidArgumentError('group', `must be 1-64 letters, digits, '_', '.' or '-'; got ${JSON.stringify(group)}`);
+  if (!isGroupName(group)) throw new InvalidArgumentError('group', `must be ${GROUP_NAME_RULE}; got ${JSON.stringify(group)}`);
   return group;
 }

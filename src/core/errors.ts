@@ -85,13 +85,14 @@ export class RedisCallTimeoutError extends DelayedEventError {
 }
 
 /** Why Redis could not be reached; see classifyRedisError. */
-export type RedisConnectionFailure = 'refused' | 'auth' | 'tls' | 'timeout' | 'other';
+export type RedisConnectionFailure = 'refused' | 'auth' | 'tls' | 'timeout' | 'permission' | 'other';
 
 /**
  * Redis cannot be used: nothing listens (`refused`), it refused the
  * credentials (`auth`: WRONGPASS, NOAUTH), the TLS handshake failed (`tls`: a
- * rediss:// URL to a plain port or the reverse, an untrusted certificate), or
- * it did not answer in time (`timeout`). `cause` is what ioredis reported.
+ * rediss:// URL to a plain port or the reverse, an untrusted certificate),
+ * it did not answer in time (`timeout`), or the ACL user may not run a
+ * command the service needs (`permission`: NOPERM). `cause` is what ioredis reported.
  */
 export class RedisConnectionError extends DelayedEventError {
   constructor(
@@ -109,6 +110,7 @@ export function classifyRedisError(error: unknown): RedisConnectionFailure {
   const code = typeof error === 'object' && error !== null ? String((error as { code?: unknown }).code ?? '') : '';
   const message = error instanceof Error ? error.message : String(error);
   if (/^(WRONGPASS|NOAUTH)\b/.test(message) || /invalid (username-password pair|password)/i.test(message)) return 'auth';
+  if (/^NOPERM\b/.test(message)) return 'permission';
   if (code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'EHOSTUNREACH' || code === 'ENETUNREACH') return 'refused';
   if (/^(ERR_SSL|ERR_TLS|EPROTO$|CERT_|DEPTH_ZERO|SELF_SIGNED|UNABLE_TO_VERIFY)/.test(code) || /\b(SSL|TLS)\b|wrong version number|certificate/i.test(message)) return 'tls';
   if (code === 'ETIMEDOUT' || code === 'REDIS_TIMEOUT' || /timed? ?out/i.test(message)) return 'timeout';

@@ -6,6 +6,7 @@ import { parseEnvelope } from '../core/envelope';
 import { NotReplicatedError, RedisConnectionError } from '../core/errors';
 import type { TypeKeys } from './redis-layout';
 import { LUA_SOURCES } from './lua-sources.generated';
+import { ScriptPermissions, isPermissionError, permissionError } from './permissions';
 
 export type RedisClient = Redis | Cluster;
 
@@ -28,9 +29,12 @@ const SCRIPT_NAMES = [
 type ScriptName = (typeof SCRIPT_NAMES)[number];
 
 interface LoadedScript {
+  readonly name: ScriptName;
   readonly lua: string;
   readonly sha: string;
   readonly numberOfKeys: number;
+  /** What an ACL user needs to run it. */
+  readonly commands: readonly string[];
 }
 
 /**
@@ -39,15 +43,15 @@ interface LoadedScript {
  * are compiled in (src/redis/lua-sources.generated.ts, written from lua/ by
  * `npm run embed-lua`): nothing is read from disk, so bundles work too.
  */
-export function loadLua(name: string): { lua: string; numberOfKeys: number } {
+export function loadLua(name: string): { lua: string; numberOfKeys: number; commands: readonly string[] } {
   const script = Object.hasOwn(LUA_SOURCES, name) ? LUA_SOURCES[name as keyof typeof LUA_SOURCES] : undefined;
   if (!script) throw new Error(`reactive-delayed-events: no Lua script '${name}' (lua/${name}.lua); after adding one, run npm run embed-lua`);
-  return { lua: script.lua, numberOfKeys: script.numberOfKeys };
+  return { lua: script.lua, numberOfKeys: script.numberOfKeys, commands: script.commands };
 }
 
 function loadScript(name: ScriptName): LoadedScript {
-  const { lua, numberOfKeys } = loadLua(name);
-  return { lua, numberOfKeys, sha: createHash('sha1').update(lua).digest('hex') };
+  const { lua, numberOfKeys, commands } = loadLua(name);
+  return { name, lua, numberOfKeys, commands, sha: createHash('sha1').update(lua).digest('hex') };
 }
 
 /** NOSCRIPT: Redis does not hold the script (it restarted, or a replica that never ran it took over). */
@@ -61,11 +65,20 @@ function isMissingScript(error: unknown): boolean {
  * ioredis's defineCommand does the same but cost ~4 µs more a call, a few
  * percent of an event at parallelism 1 (measured with the benchmarks).
  */
-function evalScript(client: RedisClient, script: LoadedScript, args: ReadonlyArray<string | number>, numberOfKeys = script.numberOfKeys): Promise<unknown> {
-  return client.evalsha(script.sha, numberOfKeys, ...args).catch((error: unknown) => {
+function evalScript(client: RedisClient, script: LoadedScript, args: ReadonlyArray<string | number>, numberOfKeys = script.numberOfKeys, permissions?: ScriptPermissions): Promise<unknown> {
+  return client.evalsha(script.sha, numberOfKeys, ...args).then(undefined, (error: unknown) => {
+    if (isPermissionError(error)) throw refused(script, error, permissions);
     if (!isMissingScript(error)) throw error;
-    return client.eval(script.lua, numberOfKeys, ...args);
+    return client.eval(script.lua, numberOfKeys, ...args).then(undefined, (again: unknown) => {
+      throw isPermissionError(again) ? refused(script, again, permissions) : again;
+    });
   });
+}
+
+/** A NOPERM, which the permission check should have prevented (an ACL narrowed since): every answer is asked again. */
+function refused(script: LoadedScript, error: unknown, permissions: ScriptPermissions | undefined): Error {
+  permissions?.forget();
+  return permissionError(`a command of the ${script.name} script (${error instanceof Error ? error.message : String(error)})`, error);
 }
 
 /** Keys a plain enqueue (no replace) passes to lua/enqueue.lua: meta, schedule, recent, slot guard. */
@@ -181,6 +194,7 @@ export class LuaScripts {
   private readonly deadlines: CallDeadlines;
   /** Whether plain enqueues go as prewritten EVALSHAs (src/redis/prewritten-evalsha.ts). */
   private readonly prewritten: boolean;
+  private readonly permissions: ScriptPermissions;
   /** Per queue, a plain enqueue's arguments before its events, and their text. */
   private readonly plainEnqueueHeads = new WeakMap<TypeKeys, { readonly args: readonly string[]; readonly written: string }>();
 
@@ -198,6 +212,7 @@ export class LuaScripts {
   ) {
     this.deadlines = new CallDeadlines(deadline.ms, deadline.onStuck);
     this.scripts = Object.fromEntries(SCRIPT_NAMES.map((name) => [name, loadScript(name)])) as Record<ScriptName, LoadedScript>;
+    this.permissions = new ScriptPermissions(client, wakeChannel);
     this.prewritten = takesPrewritten(client);
     // A connection that never sends a command again (autoResendUnfulfilledCommands: false) drops the
     // calls it had sent when it closes: ioredis never settles them, and they would hang until their
@@ -221,7 +236,16 @@ export class LuaScripts {
   }
 
   private run(name: ScriptName, ...args: Array<string | number>): Promise<unknown> {
-    return this.deadlines.bound(evalScript(this.client, this.scripts[name], args), name);
+    const script = this.scripts[name];
+    const checking = this.permitted(script, String(args[0]));
+    if (checking) return checking.then(() => this.deadlines.bound(evalScript(this.client, script, args, script.numberOfKeys, this.permissions), name));
+    return this.deadlines.bound(evalScript(this.client, script, args, script.numberOfKeys, this.permissions), name);
+  }
+
+  /** Undefined when the user may run `script` on the queue of `key` (known already); else the check under way (src/redis/permissions.ts). */
+  private permitted(script: LoadedScript, key: string): Promise<void> | undefined {
+    const checking = this.permissions.ensure(script.name, key, script.commands);
+    return checking && this.deadlines.bound(checking, `${script.name} (permission check)`);
   }
 
   /**
@@ -230,6 +254,8 @@ export class LuaScripts {
    * reaches the node that took the write) and too few replicas is an error.
    */
   enqueue(keys: TypeKeys, events: ReadonlyArray<ScheduledBody>, replace: boolean, durability?: Durability): Promise<EnqueueStatus[]> {
+    const checking = this.permitted(this.scripts.enqueue, keys.meta);
+    if (checking) return checking.then(() => this.enqueue(keys, events, replace, durability));
     // Not async: each promise an enqueue's reply passes through is a step more before its caller goes on.
     if (!replace && !durability && this.prewritten) return this.enqueuePrewritten(keys, events);
     return this.enqueueAsArgs(keys, events, replace, durability);
@@ -259,7 +285,7 @@ export class LuaScripts {
     }
     let statuses: number | number[];
     if (!durability) {
-      statuses = (await this.deadlines.bound(evalScript(this.client, this.scripts.enqueue, args, numberOfKeys), 'enqueue')) as number | number[];
+      statuses = (await this.deadlines.bound(evalScript(this.client, this.scripts.enqueue, args, numberOfKeys, this.permissions), 'enqueue')) as number | number[];
     } else {
       const enqueue = this.scripts.enqueue;
       const storeAndWait = (loaded: boolean) => {

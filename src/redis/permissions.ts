@@ -1,0 +1,103 @@
+import { RedisConnectionError } from '../core/errors';
+import type { RedisClient } from './lua-scripts';
+
+/**
+ * Redis runs a script's commands one by one and keeps what the first ones
+ * wrote when it refuses a later one (an ACL without that command, key or
+ * channel): the change would be half applied. So before a script first runs
+ * on a queue, Redis is asked (redis.acl_check_cmd, Redis 7 and later) whether
+ * this user may run every command the script holds, on the queue's keys and
+ * the wake-up channel; a refusal fails the call with a RedisConnectionError
+ * (reason 'permission') naming what to grant, and nothing runs.
+ *
+ * Answers are kept per script and queue, and asked again after
+ * PERMISSION_RECHECK_MS, after a reconnect, and after any NOPERM: an ACL
+ * narrowed while the service runs is noticed within that time or at its first
+ * refusal. Redis 6.2 has no acl_check_cmd: there every check passes.
+ */
+export const PERMISSION_RECHECK_MS = 60_000;
+
+const CHECK = `
+if not redis.acl_check_cmd then return {} end
+local refused = {}
+for i = 2, #ARGV do
+  local command = ARGV[i]
+  local ok
+  if command == 'PUBLISH' then ok = redis.acl_check_cmd(command, ARGV[1], 'x')
+  elseif command == 'TIME' then ok = redis.acl_check_cmd(command)
+  else ok = redis.acl_check_cmd(command, KEYS[1]) end
+  if not ok then refused[#refused + 1] = command end
+end
+return refused`;
+
+/** Whether an error is Redis's refusal under ACL. */
+export function isPermissionError(error: unknown): boolean {
+  return error instanceof Error && /^NOPERM\b/.test(error.message);
+}
+
+export function permissionError(what: string, cause?: unknown): RedisConnectionError {
+  return new RedisConnectionError(
+    'permission',
+    `the Redis user may not run ${what}${cause instanceof Error ? ` (Redis said: ${cause.message})` : ''}: grant it in the user's ACL (the README lists what the service needs; ACL LOG in redis-cli shows what was refused); nothing was stored or changed`,
+    cause === undefined ? undefined : { cause },
+  );
+}
+
+interface Answer {
+  readonly at: number;
+  /** Resolves when allowed; rejects with a RedisConnectionError('permission') otherwise. */
+  readonly check: Promise<void>;
+  ok: boolean;
+}
+
+/** The permission answers of one connection; see the comment at the top of this file. */
+export class ScriptPermissions {
+  private answers = new Map<string, Answer>();
+
+  constructor(
+    private readonly client: RedisClient,
+    private readonly channel: string,
+  ) {
+    client.on('ready', () => this.forget());
+  }
+
+  /** Asks again for everything: after a reconnect or a NOPERM. */
+  forget(): void {
+    this.answers = new Map();
+  }
+
+  /**
+   * Undefined when `commands` are known to be allowed on `key` (the usual
+   * case, answered without waiting); otherwise a promise of the answer.
+   */
+  ensure(name: string, key: string, commands: readonly string[]): Promise<void> | undefined {
+    const id = `${name}\n${key}`;
+    const known = this.answers.get(id);
+    const now = performance.now();
+    if (known && now - known.at < PERMISSION_RECHECK_MS) return known.ok ? undefined : known.check;
+    const answer: Answer = { at: now, ok: false, check: this.ask(key, commands) };
+    answer.check.then(
+      () => (answer.ok = true),
+      (error: unknown) => {
+        // Only a refusal is remembered; a failed check (an outage) is asked again next time.
+        if (!(error instanceof RedisConnectionError && error.reason === 'permission')) this.answers.delete(id);
+      },
+    );
+    this.answers.set(id, answer);
+    return answer.check;
+  }
+
+  private async ask(key: string, commands: readonly string[]): Promise<void> {
+    let refused: string[];
+    try {
+      refused = (await this.client.eval(CHECK, 1, key, this.channel, ...commands)) as string[];
+    } catch (error) {
+      if (isPermissionError(error)) throw permissionError(`EVAL on ${key}`, error);
+      throw error;
+    }
+    if (refused.length > 0) {
+      const what = refused.map((c) => (c === 'PUBLISH' ? `PUBLISH on channel ${this.channel}` : c)).join(', ');
+      throw permissionError(`${what} (on ${key})`);
+    }
+  }
+}

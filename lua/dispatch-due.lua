@@ -20,10 +20,17 @@
 -- KEYS[9] pending hash   (id -> how many groups still hold the event)
 -- KEYS[10] paused flag: while it exists nothing is moved
 -- KEYS[11] errors hash   (id -> last error)
+-- KEYS[12] the queue's marker (register-group.lua): set while Redis holds the
+--         registrations of groups and recurring schedules made on this queue
 -- ARGV[1] most events to move in this call
 -- ARGV[2] '1' when a handler of the default group runs here: once the type has
 --         named groups, the default group is registered too, so it keeps getting events
--- Returns {moved due, moved with expired lease, next due ms or -1, Redis now ms}.
+-- ARGV[3] '1' when the caller registered something on this queue (a named
+--         group, a recurring schedule): a missing marker then means Redis lost
+--         it (a restart without persistence, FLUSHALL, a failover to an empty
+--         replica); the marker is set again and the reply says so
+-- Returns {moved due, moved with expired lease, next due ms or -1, Redis now ms,
+--          1 if the caller's registrations were lost (ARGV[3])}.
 -- @include envelope
 -- @include lease-pin
 -- @include lease
@@ -35,7 +42,13 @@ local UNSTARTED = 'lease expired before its handler started (the instance that c
 local limit = tonumber(ARGV[1])
 local now = now_ms()
 
-if redis.call('EXISTS', KEYS[10]) == 1 then return {0, 0, -1, now} end
+local lost = 0
+if ARGV[3] == '1' and redis.call('EXISTS', KEYS[12]) == 0 then
+  redis.pcall('SET', KEYS[12], now)
+  lost = 1
+end
+
+if redis.call('EXISTS', KEYS[10]) == 1 then return {0, 0, -1, now, lost} end
 -- Written once, and with pcall: at Redis's memory limit this write, the first
 -- of the call, is refused, and the script must still go on freeing memory.
 if ARGV[2] == '1' and redis.call('EXISTS', KEYS[8]) == 1 and redis.call('HEXISTS', KEYS[8], 'default') == 0 then
@@ -157,4 +170,4 @@ local expired = move_here(take_expired())
 local next_at = next_due(KEYS[1], KEYS[2])
 local legacy = tonumber(redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')[2])
 if legacy and (next_at < 0 or legacy < next_at) then next_at = legacy end
-return {due, expired, next_at, now}
+return {due, expired, next_at, now, lost}

@@ -6,10 +6,15 @@
 -- KEYS[1] group registry (group -> registered at ms)
 -- KEYS[2] slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
+-- KEYS[3] the queue's marker: set with its first registration and never removed,
+--         so that its absence tells the instances that Redis lost their
+--         registrations (dispatch-due.lua)
 -- ARGV[1] group name
 -- Returns 1 when newly registered, 0 when it already was (or is the default
 -- group of a type without named groups, which needs no registry).
 -- @include envelope
 
 if ARGV[1] == 'default' and redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-return redis.call('HSETNX', KEYS[1], ARGV[1], now_ms())
+local now = now_ms()
+redis.call('SET', KEYS[3], now, 'NX')
+return redis.call('HSETNX', KEYS[1], ARGV[1], now)

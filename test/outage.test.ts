@@ -1,3 +1,4 @@
+import { lastValueFrom } from 'rxjs';
 import { describe, expect, it } from 'vitest';
 import { METRIC, RedisCallTimeoutError, RedisConnectionError } from '../src';
 import { WorkItem } from './support/events';
@@ -34,6 +35,33 @@ describe('Redis outages', () => {
     } finally {
       process.off('unhandledRejection', onUnhandled);
     }
+  });
+
+  it('while Redis refuses connections an enqueue fails within about a second (refused), and is not stored when Redis is back', async () => {
+    const prefix = redis.prefix();
+    // A deadline far longer than the wait: only the connection's state can end it.
+    const service = redis.service({ prefix, commandTimeoutMs: 60_000 });
+    await service.enqueue(new WorkItem('warm-up'), 60_000);
+    await redis.server.kill();
+    const startedAt = performance.now();
+    const single = await service.enqueue(new WorkItem('ghost'), 0).then(
+      () => 'stored',
+      (error: unknown) => error,
+    );
+    expect(single).toBeInstanceOf(RedisConnectionError);
+    expect((single as RedisConnectionError).reason).toBe('refused');
+    expect(performance.now() - startedAt).toBeLessThan(5_000);
+    const batch = await lastValueFrom(service.enqueueBatch([{ event: new WorkItem('ghost-batch-1') }, { event: new WorkItem('ghost-batch-2') }])).then(
+      () => 'stored',
+      (error: unknown) => error,
+    );
+    expect(batch).toBeInstanceOf(RedisConnectionError);
+
+    await redis.server.restart();
+    // The first enqueue that goes through is sent after anything a queue could have held back.
+    await waitFor(async () => (await service.enqueue(new WorkItem('after'), 60_000).catch(() => 'down')) !== 'down', 'Redis taking enqueues again', 20_000);
+    for (const id of ['ghost', 'ghost-batch-1', 'ghost-batch-2']) expect(await service.find(WorkItem, id)).toBeUndefined();
+    expect((await service.find(WorkItem, 'after'))?.state).toBe('scheduled');
   });
 
   it('a call in flight when Redis dies fails at once, not at its deadline, and handling resumes as soon as Redis is back', async () => {

@@ -47,7 +47,7 @@ export class CallDeadlines {
    * between the call and its caller instead of three: each is a step more
    * before an awaited enqueue's caller goes on.
    */
-  boundThen<T, R>(call: Promise<T>, name: string, map: (value: T) => R, retryOn: (error: unknown) => boolean, retry: () => Promise<T>): Promise<R> {
+  boundThen<T, R>(call: Promise<T>, name: string, map: (value: T) => R, retryOn: (error: unknown) => boolean, retry: (error: unknown) => Promise<T>): Promise<R> {
     return new Promise<R>((resolve, reject) => {
       const entry: Pending = { deadline: performance.now() + this.defaultMs, name, ms: this.defaultMs, reject };
       this.pending.add(entry);
@@ -68,7 +68,7 @@ export class CallDeadlines {
         if (!retryOn(error)) return fail(error);
         let again: Promise<T>;
         try {
-          again = retry();
+          again = retry(error);
         } catch (thrown) {
           return fail(thrown);
         }

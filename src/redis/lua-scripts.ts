@@ -7,6 +7,7 @@ import { NotReplicatedError, RedisConnectionError } from '../core/errors';
 import type { TypeKeys } from './redis-layout';
 import { LUA_SOURCES } from './lua-sources.generated';
 import { ScriptPermissions, isPermissionError, permissionError } from './permissions';
+import { READY_WAIT_MS, isUnsent, nextReady, whenReady } from './ready-gate';
 
 export type RedisClient = Redis | Cluster;
 
@@ -65,9 +66,11 @@ function isMissingScript(error: unknown): boolean {
  * ioredis's defineCommand does the same but cost ~4 µs more a call, a few
  * percent of an event at parallelism 1 (measured with the benchmarks).
  */
-function evalScript(client: RedisClient, script: LoadedScript, args: ReadonlyArray<string | number>, numberOfKeys = script.numberOfKeys, permissions?: ScriptPermissions): Promise<unknown> {
+function evalScript(client: RedisClient, script: LoadedScript, args: ReadonlyArray<string | number>, numberOfKeys = script.numberOfKeys, permissions?: ScriptPermissions, unsentRetries = 1): Promise<unknown> {
   return client.evalsha(script.sha, numberOfKeys, ...args).then(undefined, (error: unknown) => {
     if (isPermissionError(error)) throw refused(script, error, permissions);
+    // Not sent (the connection is being replaced): sending it once it is back is safe.
+    if (isUnsent(error) && unsentRetries > 0) return nextReady(client).then(() => evalScript(client, script, args, numberOfKeys, permissions, unsentRetries - 1));
     if (!isMissingScript(error)) throw error;
     return client.eval(script.lua, numberOfKeys, ...args).then(undefined, (again: unknown) => {
       throw isPermissionError(again) ? refused(script, again, permissions) : again;
@@ -144,6 +147,8 @@ export interface DispatchResult {
   /** Next due time or lease expiry, Redis clock; -1 when nothing waits. */
   readonly nextDue: number;
   readonly now: number;
+  /** The caller's registrations on this queue were lost (Redis came back empty); asked only with `registeredHere`. */
+  readonly registrationsLost: boolean;
 }
 
 export type EnqueueStatus = 'scheduled' | 'duplicate' | 'replaced';
@@ -209,6 +214,8 @@ export class LuaScripts {
     private readonly wakeChannel: string,
     deadline: { readonly ms: number; readonly onStuck: () => void },
     private readonly idempotencyWindowMs: number,
+    /** How long a call waits for a connection that is not ready before it fails, unsent. */
+    private readonly readyWaitMs = Math.min(READY_WAIT_MS, deadline.ms),
   ) {
     this.deadlines = new CallDeadlines(deadline.ms, deadline.onStuck);
     this.scripts = Object.fromEntries(SCRIPT_NAMES.map((name) => [name, loadScript(name)])) as Record<ScriptName, LoadedScript>;
@@ -230,12 +237,20 @@ export class LuaScripts {
     }
   }
 
-  /** Any other Redis work of the service under the same deadline as the scripts: an inspection call, say. */
-  bounded<R>(work: Promise<R>, name: string): Promise<R> {
-    return this.deadlines.bound(work, name);
+  /**
+   * Any other Redis work of the service under the same deadline as the
+   * scripts (an inspection call, say), started once the connection is ready.
+   */
+  bounded<R>(name: string, work: () => Promise<R>): Promise<R> {
+    const waiting = whenReady(this.client, this.readyWaitMs);
+    if (waiting) return waiting.then(() => this.deadlines.bound(work(), name));
+    return this.deadlines.bound(work(), name);
   }
 
   private run(name: ScriptName, ...args: Array<string | number>): Promise<unknown> {
+    // Sent only on a ready connection: a call that gave up waiting was never sent (src/redis/ready-gate.ts).
+    const waiting = whenReady(this.client, this.readyWaitMs);
+    if (waiting) return waiting.then(() => this.run(name, ...args));
     const script = this.scripts[name];
     const checking = this.permitted(script, String(args[0]));
     if (checking) return checking.then(() => this.deadlines.bound(evalScript(this.client, script, args, script.numberOfKeys, this.permissions), name));
@@ -254,6 +269,8 @@ export class LuaScripts {
    * reaches the node that took the write) and too few replicas is an error.
    */
   enqueue(keys: TypeKeys, events: ReadonlyArray<ScheduledBody>, replace: boolean, durability?: Durability): Promise<EnqueueStatus[]> {
+    const waiting = whenReady(this.client, this.readyWaitMs);
+    if (waiting) return waiting.then(() => this.enqueue(keys, events, replace, durability));
     const checking = this.permitted(this.scripts.enqueue, keys.meta);
     if (checking) return checking.then(() => this.enqueue(keys, events, replace, durability));
     // Not async: each promise an enqueue's reply passes through is a step more before its caller goes on.
@@ -328,7 +345,14 @@ export class LuaScripts {
     }
     // A script Redis does not hold ran nothing: EVAL caches it again.
     const enqueue = this.scripts.enqueue;
-    return this.deadlines.boundThen(sent, 'enqueue', enqueueStatuses, isMissingScript, () => this.client.eval(enqueue.lua, PLAIN_ENQUEUE_KEYS, ...call.args.slice(2)));
+    return this.deadlines.boundThen(
+      sent,
+      'enqueue',
+      enqueueStatuses,
+      (error) => isMissingScript(error) || isUnsent(error),
+      // Not sent at all (the connection is being replaced): sent again once it is back, as arguments.
+      (error) => (isUnsent(error) ? nextReady(this.client, this.readyWaitMs).then(() => evalScript(this.client, enqueue, call.args.slice(2), PLAIN_ENQUEUE_KEYS, this.permissions)) : this.client.eval(enqueue.lua, PLAIN_ENQUEUE_KEYS, ...call.args.slice(2))),
+    );
   }
 
   /** A plain enqueue's EVALSHA: its arguments (sha, number of keys, keys, ARGV), and their text (see sendPrewritten()). */
@@ -369,8 +393,8 @@ export class LuaScripts {
   }
 
   /** `defaultGroupHere`: a handler of the default group runs in this instance (it registers the group once the type has named ones). */
-  async dispatchDue(keys: TypeKeys, limit: number, defaultGroupHere = false): Promise<DispatchResult> {
-    const [movedDue, movedExpired, nextDue, now] = (await this.run(
+  async dispatchDue(keys: TypeKeys, limit: number, defaultGroupHere = false, registeredHere = false): Promise<DispatchResult> {
+    const [movedDue, movedExpired, nextDue, now, lost] = (await this.run(
       'dispatch-due',
       keys.schedule,
       keys.inFlight,
@@ -383,10 +407,12 @@ export class LuaScripts {
       keys.pending,
       keys.paused,
       keys.errors,
+      keys.marker,
       limit,
       defaultGroupHere ? '1' : '0',
+      registeredHere ? '1' : '0',
     )) as number[];
-    return { movedDue: movedDue ?? 0, movedExpired: movedExpired ?? 0, nextDue: nextDue ?? -1, now: now ?? Date.now() };
+    return { movedDue: movedDue ?? 0, movedExpired: movedExpired ?? 0, nextDue: nextDue ?? -1, now: now ?? Date.now(), registrationsLost: lost === 1 };
   }
 
   /**
@@ -459,7 +485,8 @@ export class LuaScripts {
     // sent right after must not run first, as it would while a NOSCRIPT reply came back and the
     // script was sent again; events falling due meanwhile would miss the group.
     const script = this.scripts['register-group'];
-    return (await this.deadlines.bound(this.client.eval(script.lua, script.numberOfKeys, keys.groups, keys.slotGuard, group), 'register-group')) === 1;
+    await whenReady(this.client, this.readyWaitMs);
+    return (await this.deadlines.bound(this.client.eval(script.lua, script.numberOfKeys, keys.groups, keys.slotGuard, keys.marker, group), 'register-group')) === 1;
   }
 
   /** Unregisters a named group and drops up to `limit` of the events it holds; says whether it was registered and how many are left. */

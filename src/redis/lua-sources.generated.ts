@@ -1062,8 +1062,8 @@ return 1
 `,
   },
   'dispatch-due': {
-    numberOfKeys: 11,
-    commands: ['EXISTS', 'HDEL', 'HEXISTS', 'HGETALL', 'HINCRBY', 'HMGET', 'HSET', 'LPUSH', 'RPUSH', 'TIME', 'ZADD', 'ZCARD', 'ZCOUNT', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZSCORE'],
+    numberOfKeys: 12,
+    commands: ['EXISTS', 'HDEL', 'HEXISTS', 'HGETALL', 'HINCRBY', 'HMGET', 'HSET', 'LPUSH', 'RPUSH', 'SET', 'TIME', 'ZADD', 'ZCARD', 'ZCOUNT', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZSCORE'],
     lua: `-- Transition: SCHEDULED (due) -> READY, and IN_FLIGHT (lease expired) -> READY,
 -- writing the attempt that expired into the envelope when its handler had
 -- started (see includes/lease.lua). An event claimed ahead whose instance
@@ -1086,10 +1086,17 @@ return 1
 -- KEYS[9] pending hash   (id -> how many groups still hold the event)
 -- KEYS[10] paused flag: while it exists nothing is moved
 -- KEYS[11] errors hash   (id -> last error)
+-- KEYS[12] the queue's marker (register-group.lua): set while Redis holds the
+--         registrations of groups and recurring schedules made on this queue
 -- ARGV[1] most events to move in this call
 -- ARGV[2] '1' when a handler of the default group runs here: once the type has
 --         named groups, the default group is registered too, so it keeps getting events
--- Returns {moved due, moved with expired lease, next due ms or -1, Redis now ms}.
+-- ARGV[3] '1' when the caller registered something on this queue (a named
+--         group, a recurring schedule): a missing marker then means Redis lost
+--         it (a restart without persistence, FLUSHALL, a failover to an empty
+--         replica); the marker is set again and the reply says so
+-- Returns {moved due, moved with expired lease, next due ms or -1, Redis now ms,
+--          1 if the caller's registrations were lost (ARGV[3])}.
 -- A stored event is "<attempt>|<due ms>|<body json>": the two numbers that
 -- scripts change sit in front so a transition never has to parse the JSON.
 -- A value without a valid header (corrupted by hand) parses as attempt 0 with
@@ -1574,7 +1581,13 @@ local UNSTARTED = 'lease expired before its handler started (the instance that c
 local limit = tonumber(ARGV[1])
 local now = now_ms()
 
-if redis.call('EXISTS', KEYS[10]) == 1 then return {0, 0, -1, now} end
+local lost = 0
+if ARGV[3] == '1' and redis.call('EXISTS', KEYS[12]) == 0 then
+  redis.pcall('SET', KEYS[12], now)
+  lost = 1
+end
+
+if redis.call('EXISTS', KEYS[10]) == 1 then return {0, 0, -1, now, lost} end
 -- Written once, and with pcall: at Redis's memory limit this write, the first
 -- of the call, is refused, and the script must still go on freeing memory.
 if ARGV[2] == '1' and redis.call('EXISTS', KEYS[8]) == 1 and redis.call('HEXISTS', KEYS[8], 'default') == 0 then
@@ -1696,7 +1709,7 @@ local expired = move_here(take_expired())
 local next_at = next_due(KEYS[1], KEYS[2])
 local legacy = tonumber(redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')[2])
 if legacy and (next_at < 0 or legacy < next_at) then next_at = legacy end
-return {due, expired, next_at, now}
+return {due, expired, next_at, now, lost}
 `,
   },
   'enqueue': {
@@ -2414,8 +2427,8 @@ return purged
 `,
   },
   'register-group': {
-    numberOfKeys: 2,
-    commands: ['EXISTS', 'HSETNX', 'TIME'],
+    numberOfKeys: 3,
+    commands: ['EXISTS', 'HSETNX', 'SET', 'TIME'],
     lua: `-- Registers a subscriber group of a type: from now on every event of the type
 -- that falls due is delivered to it too (dispatch-due.lua), whether or not any
 -- of its handlers runs. The default group (handlers without a group) needs no
@@ -2424,6 +2437,9 @@ return purged
 -- KEYS[1] group registry (group -> registered at ms)
 -- KEYS[2] slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
+-- KEYS[3] the queue's marker: set with its first registration and never removed,
+--         so that its absence tells the instances that Redis lost their
+--         registrations (dispatch-due.lua)
 -- ARGV[1] group name
 -- Returns 1 when newly registered, 0 when it already was (or is the default
 -- group of a type without named groups, which needs no registry).
@@ -2464,7 +2480,9 @@ end
 
 
 if ARGV[1] == 'default' and redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-return redis.call('HSETNX', KEYS[1], ARGV[1], now_ms())
+local now = now_ms()
+redis.call('SET', KEYS[3], now, 'NX')
+return redis.call('HSETNX', KEYS[1], ARGV[1], now)
 `,
   },
   'release-claim': {

@@ -14,7 +14,10 @@ export class RedisConnections {
     if (typeof source === 'string') {
       // Never re-send a command after a reconnect: Redis may have run it and lost
       // only the reply, and an enqueue or a claim must not take effect twice.
-      this.command = this.own(new Redis(source, { autoResendUnfulfilledCommands: false }));
+      // No offline queue either: a call made while the connection is down would
+      // wait there and be sent on reconnect, after its caller was told it failed.
+      // Calls wait for a ready connection instead (src/redis/ready-gate.ts), unsent.
+      this.command = this.own(new Redis(source, { autoResendUnfulfilledCommands: false, enableOfflineQueue: false }));
     } else {
       this.command = source;
     }
@@ -50,10 +53,20 @@ export class RedisConnections {
     if (this.handlingConnection?.status === 'ready') this.handlingConnection.disconnect(true);
   }
 
-  /** A new connection with the same settings, for a blocking reader or a subscriber. */
+  /** A new connection with the same settings, for the handlers' loops. */
   duplicate(): RedisClient {
     const source = this.command;
     return this.own(source instanceof Cluster ? source.duplicate() : source.duplicate());
+  }
+
+  /**
+   * A new connection for a blocking reader or a subscriber: these change
+   * nothing, so their calls may wait in an offline queue for the connection
+   * to come back, as a subscription must.
+   */
+  duplicateForWaiting(): RedisClient {
+    const source = this.command;
+    return this.own(source instanceof Cluster ? source.duplicate() : source.duplicate({ enableOfflineQueue: true }));
   }
 
   /** Drops a connection at once: pending commands reject, a blocked command stops blocking. */

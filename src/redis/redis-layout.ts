@@ -32,6 +32,13 @@ export interface TypeKeys {
   readonly pending: string;
   /** String: while it exists, the type's events are neither dispatched nor claimed, in every instance. */
   readonly paused: string;
+  /**
+   * String, set with the queue's first group or schedule registration and
+   * never removed: gone, it says Redis lost the registrations (lua/dispatch-due.lua).
+   */
+  readonly marker: string;
+  /** String: the same for the recurring schedules kept here (src/service/recurring-schedules.ts). */
+  readonly recurringMarker: string;
   /** Hash: recurring schedule name -> its definition (JSON); a partitioned type keeps them in partition 0. */
   readonly recurring: string;
   /**
@@ -134,6 +141,8 @@ export class RedisLayout {
       groups: `${base}:groups`,
       pending: `${base}:n`,
       paused: `${base}:p`,
+      marker: `${base}:here`,
+      recurringMarker: `${base}:sched:here`,
       recurring: `${base}:sched`,
       schedule: `${base}:b`,
       legacySchedule: `${base}:s`,
@@ -173,6 +182,8 @@ export class RedisLayout {
       groups: `${own}:groups`,
       pending: queue.pending,
       paused: queue.paused,
+      marker: queue.marker,
+      recurringMarker: queue.recurringMarker,
       recurring: queue.recurring,
       schedule: `${own}:b`,
       legacySchedule: `${own}:s`,

@@ -2,6 +2,7 @@ import type { Cluster, Redis } from 'ioredis';
 import { RedisConnectionError, classifyRedisError, describe } from '../core/errors';
 import type { RedisClient } from './lua-scripts';
 import { LUA_SOURCES } from './lua-sources.generated';
+import { isUnsent, whenReady } from './ready-gate';
 
 /** Between PINGs that failed at once (a closed connection), while waiting for Redis. */
 const RETRY_MS = 100;
@@ -33,7 +34,11 @@ function within<T>(promise: Promise<T>, ms: number): Promise<{ value: T } | unde
 /** Whether Redis answers a PING within `ms`. */
 export async function pingWithin(client: RedisClient, ms: number): Promise<boolean> {
   try {
-    return (await within(client.ping(), ms)) !== undefined;
+    const startedAt = performance.now();
+    // The service's connections keep no offline queue: a PING waits for the connection, within the same bound.
+    const waiting = whenReady(client, ms);
+    if (waiting) await waiting;
+    return (await within(client.ping(), ms - (performance.now() - startedAt))) !== undefined;
   } catch {
     return false;
   }
@@ -67,8 +72,10 @@ export async function waitForRedis(client: RedisClient, timeoutMs: number): Prom
         }
       } catch (error) {
         if (error instanceof RedisConnectionError) throw error;
-        lastError = error;
-        if (classifyRedisError(error) === 'auth') throw connectionError('auth', error);
+        // A PING not sent (the connection is not up yet; it keeps no offline queue) says nothing:
+        // the connection's own error, if any, says why.
+        if (!isUnsent(error)) lastError = error;
+        if (lastError !== undefined && classifyRedisError(lastError) === 'auth') throw connectionError('auth', lastError);
         ping = undefined;
         await new Promise((resolve) => setTimeout(resolve, Math.min(RETRY_MS, Math.max(0, deadline - performance.now()))).unref());
       }

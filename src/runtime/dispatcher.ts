@@ -11,6 +11,11 @@ export interface DispatcherSettings {
   readonly pollIntervalMs: number;
   /** A handler of the default group runs in this instance: once the type has named groups, the default group stays registered. */
   readonly defaultGroupHere: boolean;
+  /**
+   * This instance registered something on the queue (a named group): told when
+   * Redis lost it, so it registers again (lua/dispatch-due.lua, ARGV[3]).
+   */
+  readonly onRegistrationsLost?: () => void;
 }
 
 /**
@@ -58,8 +63,9 @@ export class Dispatcher {
       // Whatever woke us before this look, the look itself will see.
       this.wakeup.clear();
       try {
-        const result = await this.scripts.dispatchDue(this.keys, this.settings.batchSize, this.settings.defaultGroupHere);
+        const result = await this.scripts.dispatchDue(this.keys, this.settings.batchSize, this.settings.defaultGroupHere, this.settings.onRegistrationsLost !== undefined);
         backoff.reset();
+        if (result.registrationsLost) this.settings.onRegistrationsLost?.();
         this.metrics.count(METRIC.dispatched, { ...tags, reason: 'due' }, result.movedDue);
         this.metrics.count(METRIC.dispatched, { ...tags, reason: 'lease-expired' }, result.movedExpired);
         if (result.movedDue + result.movedExpired >= this.settings.batchSize) continue;

@@ -319,7 +319,7 @@ export class ReadyReader {
     if (stop.aborted) return true;
     // Redis takes a timeout in seconds with decimals, and 0 would block forever.
     const blockMs = Math.max(1, Math.min(this.settings.blockMs, Math.ceil(mostMs)));
-    const connection = (this.blocking ??= this.connections.duplicate());
+    const connection = (this.blocking ??= this.connections.duplicateForWaiting());
     let watchdog: NodeJS.Timeout | undefined;
     const watchdogFired = new Promise<'watchdog'>((resolve) => {
       watchdog = setTimeout(() => resolve('watchdog'), blockMs + this.settings.watchdogGraceMs);

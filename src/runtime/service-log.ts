@@ -107,6 +107,19 @@ export class ServiceLog {
     }
   };
 
+  /**
+   * Redis lost what this instance had registered (groups, schedules) and it
+   * registers them again: one record per time it happens.
+   */
+  registrationsLost(fields: Record<string, unknown>): void {
+    if (this.closed) return;
+    this.write(
+      'warn',
+      { prefix: this.settings.prefix, ...fields },
+      'Redis lost what this instance had registered (it restarted without persistence, was flushed, or failed over to an empty replica); registering it again. Events stored before are gone with it',
+    );
+  }
+
   close(): void {
     this.closed = true;
     if (this.probe) clearInterval(this.probe);

@@ -35,7 +35,7 @@ export function wakeListener(connections: RedisConnections, channel: string, set
     // while we were not subscribed is caught by a look at every type.
     const lookEverywhere = () => subscriber.next({ tag: WAKE_ALL, due: 0 });
     const listen = (): RedisClient => {
-      const connection = connections.duplicate();
+      const connection = connections.duplicateForWaiting();
       connection.on('message', (from: string, message: string) => {
         if (from !== channel) return;
         const cut = message.lastIndexOf('|');

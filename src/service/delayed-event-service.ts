@@ -26,6 +26,8 @@ import { ServiceLog } from '../runtime/service-log';
 import type { EnqueueScope, ServiceHealth } from './instrumentation';
 import { DEFAULT_GROUP, RedisLayout, type TypeKeys } from '../redis/redis-layout';
 import { checkGroupOption, checkIdArgument } from '../core/names';
+import { READY_WAIT_MS, isUnsent, whenReady } from '../redis/ready-gate';
+import { permissionError } from '../redis/permissions';
 import { type RetryPolicy, checkRetryPolicy } from '../core/retry-policy';
 import { type DelayedEventServiceOptions, type ResolvedOptions, integer, positive, resolveOptions } from './service-options';
 import { type Wake, wakeListener } from '../runtime/wake-listener';
@@ -155,6 +157,7 @@ export class DelayedEventService {
       pollIntervalMs: this.options.pollIntervalMs,
       store: (occurrences, replace) => this.storeOccurrences(occurrences, replace),
       cancel: (route, id) => this.scripts.cancel(this.layout.forEvent(route, id), id, false),
+      onLost: (type, names) => this.log.registrationsLost({ type, schedules: names }),
     });
     this.inspector = new Inspector(this.connections.command, this.layout, this.codec, this.scripts);
     this.activityRecorder = this.options.recordActivity ? new ActivityRecorder(this.connections.command, this.layout, this.options.commandTimeoutMs) : undefined;
@@ -217,6 +220,7 @@ export class DelayedEventService {
   /** Removes a stored event in any state; resolves whether it existed. */
   async cancel<T extends DelayedEventInstance>(eventClass: EventClass<T> | string, id: string): Promise<boolean> {
     checkIdArgument(id);
+    await this.whenReady(async () => undefined);
     // A type name (tools without the app's classes) is looked up among the partitions stored.
     const keys = typeof eventClass === 'string' ? await this.inspector.queueFor(eventClass, id) : this.layout.forEvent(eventRouteOf(eventClass), id);
     if (!keys) return false;
@@ -254,7 +258,9 @@ export class DelayedEventService {
       this.registerGroup(shared, group);
       // The default group's handlers here keep getting events once the type has named groups.
       if (group !== DEFAULT_GROUP && this.registrations.has(`${type}|${DEFAULT_GROUP}`)) this.registerGroup(shared, DEFAULT_GROUP);
-      const typeDispatcher = new Dispatcher(shared, scripts, this.metrics, { ...dispatchSettings, defaultGroupHere: group === DEFAULT_GROUP }, this.wakes$);
+      // A named group's registration is this instance's to restore if Redis loses it.
+      const onRegistrationsLost = group === DEFAULT_GROUP ? undefined : () => this.registrationLost(shared, group);
+      const typeDispatcher = new Dispatcher(shared, scripts, this.metrics, { ...dispatchSettings, defaultGroupHere: group === DEFAULT_GROUP, onRegistrationsLost }, this.wakes$);
       dispatchers.push(typeDispatcher);
       const keys = this.layout.forGroup(shared, group);
       let ownDispatcher = typeDispatcher;
@@ -345,6 +351,7 @@ export class DelayedEventService {
   /** By type name, for tools without the app's classes: events come back as parsed JSON. */
   deadLetters(type: string, page?: { group?: string; offset?: number; limit?: number }): Promise<Array<DeadLetter<JsonEvent>>>;
   async deadLetters<T extends DelayedEventInstance>(eventClass: EventClass<T> | string, page: { group?: string; offset?: number; limit?: number } = {}): Promise<Array<DeadLetter<T>>> {
+    await this.whenReady(async () => undefined);
     const offset = integer('offset', page.offset, 0, 0, Number.MAX_SAFE_INTEGER);
     const limit = integer('limit', page.limit, 100, 1, 10_000);
     const group = groupName(page.group);
@@ -432,18 +439,20 @@ export class DelayedEventService {
    */
   async schedule<T extends DelayedEventInstance>(name: string, template: T, spec: RecurrenceSpec, options: ScheduleOptions = {}): Promise<void> {
     this.assertOpen();
-    await this.recurring.define(name, template, spec, options);
+    await this.whenReady(() => this.recurring.define(name, template, spec, options));
     this.startRecurring();
   }
 
   /** Removes a recurring schedule (and the occurrence it had enqueued ahead); resolves whether it existed. */
   async unschedule<T extends DelayedEventInstance>(eventClass: EventClass<T> | string, name: string): Promise<boolean> {
+    await this.whenReady(async () => undefined);
     const route = await this.recurringRoute(eventClass);
     return route ? this.recurring.remove(route, name) : false;
   }
 
   /** The recurring schedules of `eventClass` (or a type name), each with its spec and next occurrence. */
   async schedules<T extends DelayedEventInstance>(eventClass: EventClass<T> | string): Promise<RecurringSchedule[]> {
+    await this.whenReady(async () => undefined);
     const route = await this.recurringRoute(eventClass);
     return route ? this.recurring.describe(route) : [];
   }
@@ -620,6 +629,18 @@ export class DelayedEventService {
     attempt();
   }
 
+  /**
+   * Redis no longer holds the registration of `group` (it restarted empty, was
+   * flushed, or failed over to an empty replica): registered again, and said once.
+   */
+  private registrationLost(shared: TypeKeys, group: string): void {
+    if (this.closing || !this.registrations.has(`${shared.type}|${group}`)) return;
+    this.log.registrationsLost({ type: shared.type, queue: shared.tag, group });
+    this.registerGroup(shared, group);
+    // The default group's handlers here keep getting events, as addHandler arranged.
+    if (this.registrations.has(`${shared.type}|${DEFAULT_GROUP}`)) this.registerGroup(shared, DEFAULT_GROUP);
+  }
+
   private async unregister(registration: Registration): Promise<void> {
     registration.stopDispatching();
     await registration.consumer.stop(this.options.closeTimeoutMs);
@@ -690,6 +711,8 @@ export class DelayedEventService {
   }
 
   private async sampleGauges(): Promise<GaugeSample[]> {
+    // Not sampled until the command connection is ready (it keeps no offline queue).
+    if (this.connections.command.status !== 'ready') return [];
     const [queues, eviction] = await Promise.all([this.sampleQueueGauges(), this.sampleEviction()]);
     return [...queues, ...eviction];
   }
@@ -732,26 +755,32 @@ export class DelayedEventService {
 
   /** Every event type with stored events, registered groups or a pause under this prefix, whichever instance stored them. */
   types(): Promise<EventTypeInfo[]> {
-    return this.inspector.types();
+    return this.whenReady(() => this.inspector.types());
+  }
+
+  /** Runs `work` once the command connection is ready, or fails unsent within about a second (src/redis/ready-gate.ts). */
+  private whenReady<R>(work: () => Promise<R>): Promise<R> {
+    const waiting = whenReady(this.connections.command, Math.min(READY_WAIT_MS, this.options.commandTimeoutMs));
+    return waiting ? waiting.then(work) : work();
   }
 
   /** Events in each state (and per group, where groups are registered); undefined for a type name nothing is stored under. */
   counts(eventClass: EventTarget): Promise<EventCounts | undefined> {
-    return this.scripts.bounded(this.inspector.counts(eventClass), 'counts');
+    return this.scripts.bounded('counts', () => this.inspector.counts(eventClass));
   }
 
   /** One stored event and its state, or undefined. */
   find<T extends DelayedEventInstance>(eventClass: EventClass<T>, id: string): Promise<InspectedEvent<T> | undefined>;
   find(type: string, id: string): Promise<InspectedEvent<JsonEvent> | undefined>;
   find<T extends DelayedEventInstance>(eventClass: EventTarget<T>, id: string): Promise<InspectedEvent<T | JsonEvent> | undefined> {
-    return this.scripts.bounded(this.inspector.find(eventClass, id), 'find');
+    return this.scripts.bounded('find', () => this.inspector.find(eventClass, id));
   }
 
   /** One page (limit 1..1,000) of the events in `state`, in that state's order. */
   list<T extends DelayedEventInstance>(eventClass: EventClass<T>, state: EventState, options?: ListOptions): Promise<Array<InspectedEvent<T>>>;
   list(type: string, state: EventState, options?: ListOptions): Promise<Array<InspectedEvent<JsonEvent>>>;
   list<T extends DelayedEventInstance>(eventClass: EventTarget<T>, state: EventState, options?: ListOptions): Promise<Array<InspectedEvent<T | JsonEvent>>> {
-    return this.scripts.bounded(this.inspector.list(eventClass, state, options), 'list');
+    return this.scripts.bounded('list', () => this.inspector.list(eventClass, state, options));
   }
 
   /** Moves a scheduled or ready event to a new due time (a delay from now, or a Date), keeping payload, context and attempts; false when it is not stored, in flight or dead. */
@@ -766,25 +795,25 @@ export class DelayedEventService {
 
   /** Stops dispatching and claiming the type in every instance, across restarts, until resume(); enqueues still store. */
   pause(eventClass: EventTarget): Promise<boolean> {
-    return this.scripts.bounded(this.inspector.pause(eventClass), 'pause');
+    return this.scripts.bounded('pause', () => this.inspector.pause(eventClass));
   }
 
   resume(eventClass: EventTarget): Promise<boolean> {
-    return this.scripts.bounded(this.inspector.resume(eventClass), 'resume');
+    return this.scripts.bounded('resume', () => this.inspector.resume(eventClass));
   }
 
   isPaused(eventClass: EventTarget): Promise<boolean> {
-    return this.scripts.bounded(this.inspector.isPaused(eventClass), 'isPaused');
+    return this.scripts.bounded('isPaused', () => this.inspector.isPaused(eventClass));
   }
 
   /** How many scheduled events fall due in each slot from now to a horizon (default an hour in 60 slots); undefined for a type name nothing is stored under. */
   dueTimeline(eventClass: EventTarget, options?: DueTimelineOptions): Promise<DueTimeline | undefined> {
-    return this.scripts.bounded(this.inspector.dueTimeline(eventClass, options), 'dueTimeline');
+    return this.scripts.bounded('dueTimeline', () => this.inspector.dueTimeline(eventClass, options));
   }
 
   /** What the whole fleet enqueued, handled, failed and dead-lettered of the type, and its lateness, per 10 s over the last `windowMs` (default 15 min, at most 1 h). */
   activity(eventClass: EventTarget, windowMs?: number): Promise<ActivitySlot[]> {
-    return this.scripts.bounded(this.inspector.activity(eventClass, windowMs), 'activity');
+    return this.scripts.bounded('activity', () => this.inspector.activity(eventClass, windowMs));
   }
 }
 
@@ -797,10 +826,17 @@ function endScope(scope: EnqueueScope, result: Parameters<NonNullable<EnqueueSco
   }
 }
 
-/** Refused credentials reach the caller as a RedisConnectionError ('auth'), not as ioredis's reply error. */
+/**
+ * Refused credentials, refused commands and a connection being replaced reach
+ * the caller as a RedisConnectionError, not as ioredis's errors.
+ */
 function asConnectionError(error: unknown): unknown {
-  if (error instanceof Error && !(error instanceof RedisConnectionError) && classifyRedisError(error) === 'auth') {
+  if (!(error instanceof Error) || error instanceof RedisConnectionError) return error;
+  const reason = classifyRedisError(error);
+  if (reason === 'auth') {
     return new RedisConnectionError('auth', `Redis refused the credentials (${error.message.split(' ')[0]}); check the user and password in the URL or client`, { cause: error });
   }
+  if (reason === 'permission') return permissionError('a command of the enqueue', error);
+  if (isUnsent(error)) return new RedisConnectionError('other', 'the connection to Redis was closing, so the call was not sent (sending it again is safe)', { cause: error });
   return error;
 }

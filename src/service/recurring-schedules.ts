@@ -1,3 +1,4 @@
+import { whenReady } from '../redis/ready-gate';
 import { randomBytes } from 'node:crypto';
 import { Observable } from 'rxjs';
 import type { DelayedEventInstance, EventRoute } from '../core/delayed-event.decorator';
@@ -73,6 +74,16 @@ export interface RecurringSettings {
   readonly store: (occurrences: readonly Occurrence[], replace: boolean) => Promise<void>;
   /** Cancels an occurrence enqueued ahead when its schedule is replaced or removed. */
   readonly cancel: (route: EventRoute, id: string) => Promise<boolean>;
+  /** Redis lost the schedules this instance defined; they are being stored again. */
+  readonly onLost: (type: string, names: readonly string[]) => void;
+}
+
+/** A schedule this instance defined, kept to store it again if Redis loses it. */
+interface DefinedHere {
+  readonly name: string;
+  readonly template: DelayedEventInstance;
+  readonly spec: RecurrenceSpec;
+  readonly options: ScheduleOptions;
 }
 
 /** The id of a schedule's occurrence: deterministic, so every instance that enqueues it enqueues the same event. */
@@ -91,6 +102,8 @@ export function occurrenceId(name: string, at: number): string {
  */
 export class RecurringSchedules {
   private readonly wakeup = new Wakeup();
+  /** Per type (its route as JSON), the schedules defined here, by name. */
+  private readonly definedHere = new Map<string, { readonly route: EventRoute; readonly schedules: Map<string, DefinedHere> }>();
 
   constructor(
     private readonly client: RedisClient,
@@ -134,6 +147,11 @@ export class RecurringSchedules {
       ahead: [],
       version: randomBytes(8).toString('hex'),
     });
+    // Kept once stored, so the loop never takes a schedule still being saved for one Redis lost.
+    const routeKey = JSON.stringify(encoded.route);
+    let here = this.definedHere.get(routeKey);
+    if (!here) this.definedHere.set(routeKey, (here = { route: encoded.route, schedules: new Map() }));
+    here.schedules.set(name, { name, template, spec, options });
   }
 
   /** Each schedule of a type as `schedules()` shows it. */
@@ -159,7 +177,13 @@ export class RecurringSchedules {
     const keys = this.layout.recurringOf({ type: definition.type, partitions: definition.partitions });
     const current = await this.client.hget(keys.recurring, definition.name);
     if (current && sameSchedule(JSON.parse(current) as ScheduleDefinition, definition)) return;
-    const replies = await this.client.multi().hget(keys.recurring, definition.name).hset(keys.recurring, definition.name, JSON.stringify(definition)).exec();
+    const replies = await this.client
+      .multi()
+      .hget(keys.recurring, definition.name)
+      .hset(keys.recurring, definition.name, JSON.stringify(definition))
+      // The queue's marker: gone, it tells the instances that Redis lost what was registered here.
+      .set(keys.recurringMarker, String(Date.now()), 'NX')
+      .exec();
     const previous = replies?.[0]?.[1] as string | null | undefined;
     await this.client.hset(this.layout.recurringIndex, definition.type, String(definition.partitions));
     if (previous) await this.settleAhead(JSON.parse(previous) as ScheduleDefinition, definition);
@@ -168,6 +192,7 @@ export class RecurringSchedules {
 
   /** Removes a schedule, reading it in the same transaction; resolves whether it existed. */
   async remove(route: EventRoute, name: string): Promise<boolean> {
+    this.definedHere.get(JSON.stringify(route))?.schedules.delete(name);
     const keys = this.layout.recurringOf(route);
     const replies = await this.client.multi().hget(keys.recurring, name).hdel(keys.recurring, name).exec();
     const previous = replies?.[0]?.[1] as string | null | undefined;
@@ -204,6 +229,9 @@ export class RecurringSchedules {
     while (!signal.aborted) {
       this.wakeup.clear();
       try {
+        // The command connection keeps no offline queue: wait for it (at start-up, after an outage).
+        await whenReady(this.client);
+        await this.restoreDefinedHere();
         await this.advanceAll();
         backoff.reset();
         await this.wakeup.wait(this.settings.pollIntervalMs);
@@ -211,6 +239,26 @@ export class RecurringSchedules {
         this.metrics.count(METRIC.redisErrors, { loop: 'recurring', type: '' });
         await sleep(backoff.next(), signal);
       }
+    }
+  }
+
+  /**
+   * Stores again the schedules defined here whose queue lost its marker: Redis
+   * lost them (restarted empty, flushed, failed over to an empty replica).
+   * One removed by another instance (the marker is there, the schedule not)
+   * is forgotten here instead.
+   */
+  private async restoreDefinedHere(): Promise<void> {
+    for (const { route, schedules } of this.definedHere.values()) {
+      if (schedules.size === 0) continue;
+      const keys = this.layout.recurringOf(route);
+      if ((await this.client.exists(keys.recurringMarker)) === 1) {
+        const stored = await this.client.hkeys(keys.recurring);
+        for (const name of [...schedules.keys()]) if (!stored.includes(name)) schedules.delete(name);
+        continue;
+      }
+      this.settings.onLost(route.type, [...schedules.keys()]);
+      for (const s of [...schedules.values()]) await this.define(s.name, s.template, s.spec, s.options);
     }
   }
 

@@ -1,0 +1,78 @@
+import { RedisConnectionError, classifyRedisError, describe } from '../core/errors';
+import type { RedisClient } from './lua-scripts';
+
+/**
+ * How long a call waits for a connection that is not ready (connecting at
+ * start-up, or reconnecting) before it fails. The service's own connections
+ * keep no offline queue (src/redis/redis-connections.ts): a call is sent only
+ * once the connection is ready, and one that gave up here was never sent, so
+ * it cannot take effect later, after its caller was told it failed.
+ */
+export const READY_WAIT_MS = 1_000;
+
+/** ioredis's refusal to send on a connection that is not writable, with no offline queue: the call was never sent. */
+export function isUnsent(error: unknown): boolean {
+  return error instanceof Error && error.message.startsWith("Stream isn't writeable");
+}
+
+/**
+ * After a call came back unsent (isUnsent: the connection is closing though
+ * its status still says ready), waits for it to be ready again, within `maxMs`.
+ */
+export function nextReady(client: RedisClient, maxMs = READY_WAIT_MS): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const settle = (error?: unknown) => {
+      clearTimeout(timer);
+      client.off('ready', onReady);
+      if (error) reject(error);
+      else resolve();
+    };
+    const onReady = () => settle();
+    const timer = setTimeout(() => settle(new RedisConnectionError('other', `the connection to Redis closed and was not back within ${maxMs} ms; nothing was sent`)), maxMs);
+    client.on('ready', onReady);
+  });
+}
+
+/**
+ * Undefined when `client` is ready (the usual case: nothing to wait for);
+ * otherwise a promise that resolves once it is, or rejects after `maxMs`
+ * with a RedisConnectionError whose reason is the last connection error's
+ * ('refused' while nothing accepts connections), or 'timeout'.
+ */
+export function whenReady(client: RedisClient, maxMs = READY_WAIT_MS): Promise<void> | undefined {
+  if (client.status === 'ready') return undefined;
+  return new Promise<void>((resolve, reject) => {
+    let lastError: unknown;
+    const done = () => {
+      clearTimeout(timer);
+      client.off('ready', onReady);
+      client.off('error', onError);
+      client.off('end', onEnd);
+    };
+    const onReady = () => {
+      done();
+      resolve();
+    };
+    const onError = (error: unknown) => {
+      lastError = error;
+      // Refused credentials will be refused again: no point waiting out the bound.
+      if (classifyRedisError(error) === 'auth') fail('auth', `Redis refused the credentials (${describe(error)}); check the user and password in the URL or client; nothing was sent`);
+    };
+    const fail = (reason: ReturnType<typeof classifyRedisError>, detail: string) => {
+      done();
+      reject(new RedisConnectionError(reason, detail, lastError === undefined ? undefined : { cause: lastError }));
+    };
+    const onEnd = () => fail('other', 'the connection was closed; nothing was sent');
+    const timer = setTimeout(() => {
+      const reason = lastError === undefined ? 'timeout' : classifyRedisError(lastError);
+      const why = lastError === undefined ? 'it is still connecting' : describe(lastError);
+      fail(reason === 'other' ? 'timeout' : reason, `no connection to Redis within ${maxMs} ms (${why}); nothing was sent, so nothing will be stored later`);
+    }, maxMs);
+    client.on('ready', onReady);
+    client.on('error', onError);
+    client.on('end', onEnd);
+    if (client.status === 'end') onEnd();
+    // A client made with lazyConnect connects on its first command, which this gate holds back.
+    else if (client.status === 'wait') client.connect().catch(() => undefined);
+  });
+}

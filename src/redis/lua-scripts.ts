@@ -7,7 +7,7 @@ import { NotReplicatedError, RedisConnectionError } from '../core/errors';
 import type { TypeKeys } from './redis-layout';
 import { LUA_SOURCES } from './lua-sources.generated';
 import { ScriptPermissions, isPermissionError, permissionError } from './permissions';
-import { READY_WAIT_MS, isUnsent, nextReady, whenReady } from './ready-gate';
+import { READY_WAIT_MS, ReadyGate, isUnsent, nextReady } from './ready-gate';
 
 export type RedisClient = Redis | Cluster;
 
@@ -200,6 +200,8 @@ export class LuaScripts {
   /** Whether plain enqueues go as prewritten EVALSHAs (src/redis/prewritten-evalsha.ts). */
   private readonly prewritten: boolean;
   private readonly permissions: ScriptPermissions;
+  /** Holds calls until the connection is ready (src/redis/ready-gate.ts). */
+  readonly gate: ReadyGate;
   /** Per queue, a plain enqueue's arguments before its events, and their text. */
   private readonly plainEnqueueHeads = new WeakMap<TypeKeys, { readonly args: readonly string[]; readonly written: string }>();
 
@@ -215,11 +217,12 @@ export class LuaScripts {
     deadline: { readonly ms: number; readonly onStuck: () => void },
     private readonly idempotencyWindowMs: number,
     /** How long a call waits for a connection that is not ready before it fails, unsent. */
-    private readonly readyWaitMs = Math.min(READY_WAIT_MS, deadline.ms),
+    readyWaitMs = Math.min(READY_WAIT_MS, deadline.ms),
   ) {
     this.deadlines = new CallDeadlines(deadline.ms, deadline.onStuck);
     this.scripts = Object.fromEntries(SCRIPT_NAMES.map((name) => [name, loadScript(name)])) as Record<ScriptName, LoadedScript>;
     this.permissions = new ScriptPermissions(client, wakeChannel);
+    this.gate = new ReadyGate(client, readyWaitMs);
     this.prewritten = takesPrewritten(client);
     // A connection that never sends a command again (autoResendUnfulfilledCommands: false) drops the
     // calls it had sent when it closes: ioredis never settles them, and they would hang until their
@@ -242,14 +245,14 @@ export class LuaScripts {
    * scripts (an inspection call, say), started once the connection is ready.
    */
   bounded<R>(name: string, work: () => Promise<R>): Promise<R> {
-    const waiting = whenReady(this.client, this.readyWaitMs);
+    const waiting = this.gate.wait();
     if (waiting) return waiting.then(() => this.deadlines.bound(work(), name));
     return this.deadlines.bound(work(), name);
   }
 
   private run(name: ScriptName, ...args: Array<string | number>): Promise<unknown> {
     // Sent only on a ready connection: a call that gave up waiting was never sent (src/redis/ready-gate.ts).
-    const waiting = whenReady(this.client, this.readyWaitMs);
+    const waiting = this.gate.wait();
     if (waiting) return waiting.then(() => this.run(name, ...args));
     const script = this.scripts[name];
     const checking = this.permitted(script, String(args[0]));
@@ -269,7 +272,7 @@ export class LuaScripts {
    * reaches the node that took the write) and too few replicas is an error.
    */
   enqueue(keys: TypeKeys, events: ReadonlyArray<ScheduledBody>, replace: boolean, durability?: Durability): Promise<EnqueueStatus[]> {
-    const waiting = whenReady(this.client, this.readyWaitMs);
+    const waiting = this.gate.wait();
     if (waiting) return waiting.then(() => this.enqueue(keys, events, replace, durability));
     const checking = this.permitted(this.scripts.enqueue, keys.meta);
     if (checking) return checking.then(() => this.enqueue(keys, events, replace, durability));
@@ -351,7 +354,7 @@ export class LuaScripts {
       enqueueStatuses,
       (error) => isMissingScript(error) || isUnsent(error),
       // Not sent at all (the connection is being replaced): sent again once it is back, as arguments.
-      (error) => (isUnsent(error) ? nextReady(this.client, this.readyWaitMs).then(() => evalScript(this.client, enqueue, call.args.slice(2), PLAIN_ENQUEUE_KEYS, this.permissions)) : this.client.eval(enqueue.lua, PLAIN_ENQUEUE_KEYS, ...call.args.slice(2))),
+      (error) => (isUnsent(error) ? this.gate.next().then(() => evalScript(this.client, enqueue, call.args.slice(2), PLAIN_ENQUEUE_KEYS, this.permissions)) : this.client.eval(enqueue.lua, PLAIN_ENQUEUE_KEYS, ...call.args.slice(2))),
     );
   }
 
@@ -485,7 +488,7 @@ export class LuaScripts {
     // sent right after must not run first, as it would while a NOSCRIPT reply came back and the
     // script was sent again; events falling due meanwhile would miss the group.
     const script = this.scripts['register-group'];
-    await whenReady(this.client, this.readyWaitMs);
+    await this.gate.wait();
     return (await this.deadlines.bound(this.client.eval(script.lua, script.numberOfKeys, keys.groups, keys.slotGuard, keys.marker, group), 'register-group')) === 1;
   }
 

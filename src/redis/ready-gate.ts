@@ -16,6 +16,38 @@ export function isUnsent(error: unknown): boolean {
 }
 
 /**
+ * Holds calls until their connection is ready, and knows why it is not: the
+ * last connection error since it was last ready ('refused' while nothing
+ * accepts connections), even one that came before the call.
+ */
+export class ReadyGate {
+  private lastError: unknown;
+
+  constructor(
+    private readonly client: RedisClient,
+    private readonly maxMs = READY_WAIT_MS,
+  ) {
+    client.on('error', (error: unknown) => (this.lastError = error));
+    client.on('ready', () => (this.lastError = undefined));
+  }
+
+  /**
+   * Undefined when the connection is ready (the usual case: nothing to wait
+   * for); otherwise a promise that resolves once it is, or rejects after
+   * `maxMs` with a RedisConnectionError saying why, nothing sent.
+   */
+  wait(): Promise<void> | undefined {
+    if (this.client.status === 'ready') return undefined;
+    return whenReady(this.client, this.maxMs, this.lastError);
+  }
+
+  /** After a call came back unsent (the connection is closing though its status still says ready): waits for it to be back. */
+  next(): Promise<void> {
+    return nextReady(this.client, this.maxMs);
+  }
+}
+
+/**
  * After a call came back unsent (isUnsent: the connection is closing though
  * its status still says ready), waits for it to be ready again, within `maxMs`.
  */
@@ -37,12 +69,13 @@ export function nextReady(client: RedisClient, maxMs = READY_WAIT_MS): Promise<v
  * Undefined when `client` is ready (the usual case: nothing to wait for);
  * otherwise a promise that resolves once it is, or rejects after `maxMs`
  * with a RedisConnectionError whose reason is the last connection error's
- * ('refused' while nothing accepts connections), or 'timeout'.
+ * ('refused' while nothing accepts connections), or 'timeout'. `knownError`:
+ * the connection's last error before the call, if known.
  */
-export function whenReady(client: RedisClient, maxMs = READY_WAIT_MS): Promise<void> | undefined {
+export function whenReady(client: RedisClient, maxMs = READY_WAIT_MS, knownError?: unknown): Promise<void> | undefined {
   if (client.status === 'ready') return undefined;
   return new Promise<void>((resolve, reject) => {
-    let lastError: unknown;
+    let lastError: unknown = knownError;
     const done = () => {
       clearTimeout(timer);
       client.off('ready', onReady);
@@ -53,14 +86,14 @@ export function whenReady(client: RedisClient, maxMs = READY_WAIT_MS): Promise<v
       done();
       resolve();
     };
+    const fail = (reason: ReturnType<typeof classifyRedisError>, detail: string) => {
+      done();
+      reject(new RedisConnectionError(reason, detail, lastError === undefined ? undefined : { cause: lastError }));
+    };
     const onError = (error: unknown) => {
       lastError = error;
       // Refused credentials will be refused again: no point waiting out the bound.
       if (classifyRedisError(error) === 'auth') fail('auth', `Redis refused the credentials (${describe(error)}); check the user and password in the URL or client; nothing was sent`);
-    };
-    const fail = (reason: ReturnType<typeof classifyRedisError>, detail: string) => {
-      done();
-      reject(new RedisConnectionError(reason, detail, lastError === undefined ? undefined : { cause: lastError }));
     };
     const onEnd = () => fail('other', 'the connection was closed; nothing was sent');
     const timer = setTimeout(() => {

@@ -26,7 +26,7 @@ import { ServiceLog } from '../runtime/service-log';
 import type { EnqueueScope, ServiceHealth } from './instrumentation';
 import { DEFAULT_GROUP, RedisLayout, type TypeKeys } from '../redis/redis-layout';
 import { checkGroupOption, checkIdArgument } from '../core/names';
-import { READY_WAIT_MS, isUnsent, whenReady } from '../redis/ready-gate';
+import { isUnsent } from '../redis/ready-gate';
 import { permissionError } from '../redis/permissions';
 import { type RetryPolicy, checkRetryPolicy } from '../core/retry-policy';
 import { type DelayedEventServiceOptions, type ResolvedOptions, integer, positive, resolveOptions } from './service-options';
@@ -760,7 +760,7 @@ export class DelayedEventService {
 
   /** Runs `work` once the command connection is ready, or fails unsent within about a second (src/redis/ready-gate.ts). */
   private whenReady<R>(work: () => Promise<R>): Promise<R> {
-    const waiting = whenReady(this.connections.command, Math.min(READY_WAIT_MS, this.options.commandTimeoutMs));
+    const waiting = this.scripts.gate.wait();
     return waiting ? waiting.then(work) : work();
   }
 

@@ -4,6 +4,9 @@
  *   ROLE=consumer  handles FaultEvent: {start}, then {ok} when the handler returns true
  *   ROLE=producer  enqueues COUNT events spread over SPREAD_MS: {accepted, status, resent} once Redis
  *                  answered for each; PACED=1 sends each at its due time with no delay, instead of all at once
+ *   ROLE=mutator   stores COUNT ids at version 1, due over SPREAD_MS, and meanwhile ROUNDS × COUNT times
+ *                  stores a random id again at the next version (replace, or cancel then enqueue):
+ *                  {stored, v, status} once Redis answered; {mutated} at the end
  *   GROUP          the consumer's subscriber group (default: the default group); its lines carry it
  *   REDIS_URL, PREFIX; HANDLER_MS (consumer work per event), PARALLELISM, COMMAND_TIMEOUT_MS
  */
@@ -12,7 +15,11 @@ import { DelayedEvent, DelayedEventService } from '../../src';
 
 @DelayedEvent('fault.event')
 export class FaultEvent {
-  constructor(readonly id: string = '') {}
+  constructor(
+    readonly id: string = '',
+    /** Which payload this is, for the mutator's scenario: every replace stores the next. */
+    readonly v: number = 0,
+  ) {}
 }
 
 const say = (line: object) => process.stdout.write(`${JSON.stringify({ ...line, pid: process.pid, at: Date.now() })}\n`);
@@ -34,6 +41,7 @@ const service = new DelayedEventService({
   readerBlockMs: 1_000,
   watchdogGraceMs: 1_000,
   commandTimeoutMs: env('COMMAND_TIMEOUT_MS', 10_000),
+  idempotencyWindowMs: env('IDEMPOTENCY_WINDOW_MS', 300_000),
 });
 
 async function produce(): Promise<void> {
@@ -67,15 +75,53 @@ async function produce(): Promise<void> {
   await service.close();
 }
 
+/** Stores, through every failure, version `v` of `id` due in `delayMs`: replacing, or cancelling first. */
+async function store(id: string, v: number, delayMs: number, how: 'new' | 'replace' | 'cancel'): Promise<void> {
+  for (;;) {
+    try {
+      if (how === 'cancel') await service.cancel(FaultEvent, id);
+      const status = await service.enqueue(new FaultEvent(id, v), delayMs, how === 'replace' ? { replace: true } : {});
+      say({ stored: id, v, status });
+      return;
+    } catch {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+}
+
+async function mutate(): Promise<void> {
+  const count = env('COUNT', 1_000);
+  const spread = env('SPREAD_MS', 10_000);
+  const mutations = env('ROUNDS', 3) * count;
+  const versions = new Map<string, number>();
+  const started = Date.now();
+  for (let n = 0; n < count; n++) {
+    const id = `m${n}`;
+    versions.set(id, 1);
+    await store(id, 1, Math.floor((n / count) * spread), 'new');
+  }
+  // Paced over the spread, so changes meet events scheduled, ready and running.
+  for (let m = 0; m < mutations; m++) {
+    const at = started + Math.floor((m / mutations) * spread);
+    if (at > Date.now()) await new Promise((resolve) => setTimeout(resolve, at - Date.now()));
+    const id = `m${Math.floor(Math.random() * count)}`;
+    const v = versions.get(id)! + 1;
+    versions.set(id, v);
+    await store(id, v, Math.floor(Math.random() * 300), Math.random() < 0.7 ? 'replace' : 'cancel');
+  }
+  say({ mutated: mutations });
+  await service.close();
+}
+
 function consume(): void {
   const work = env('HANDLER_MS', 0);
   const group = process.env.GROUP;
   service.addHandler(
     FaultEvent,
     async (event, _context, delivery) => {
-      say({ start: event.id, attempt: delivery.attempt, group });
+      say({ start: event.id, attempt: delivery.attempt, group, v: event.v });
       if (work > 0) await new Promise((resolve) => setTimeout(resolve, work));
-      say({ ok: event.id, attempt: delivery.attempt, group });
+      say({ ok: event.id, attempt: delivery.attempt, group, v: event.v });
       return true;
     },
     env('PARALLELISM', 16),
@@ -91,4 +137,5 @@ function consume(): void {
 }
 
 if (process.env.ROLE === 'producer') void produce();
+else if (process.env.ROLE === 'mutator') void mutate();
 else consume();

@@ -274,4 +274,38 @@ describe('fault injection: every accepted event is handled at least once or dead
     expect(ledger.lost).toEqual([]);
     expect(ledger.duplicates).toBe(0);
   }, 600_000);
+
+  it('8. replaces and cancels under load while consumers are killed with SIGKILL: the last stored payload of every id is handled', async () => {
+    const { server, redis, fleet } = await scenario();
+    const prefix = 'mutate';
+    // No idempotency window: a cancelled id may be enqueued again at once.
+    const env = { REDIS_URL: server.url, PREFIX: prefix, IDEMPOTENCY_WINDOW_MS: '0' };
+    const count = Math.max(100, Math.round(2_000 * SCALE));
+    const spreadMs = Math.max(5_000, Math.round(20_000 * SCALE));
+    // Handlers long enough that replaces and cancels meet calls still running the old payload.
+    const consumer = () => fleet.spawn({ ...env, ROLE: 'consumer', PARALLELISM: '16', HANDLER_MS: '25' });
+    for (let i = 0; i < 3; i++) await fleet.ready(consumer());
+    fleet.spawn({ ...env, ROLE: 'mutator', COUNT: String(count), ROUNDS: '3', SPREAD_MS: String(spreadMs) });
+    let kills = 0;
+    while (!fleet.lines.some((l) => l.mutated !== undefined)) {
+      await new Promise((resolve) => setTimeout(resolve, 2_000));
+      const consumers = fleet.alive.filter((pid) => fleet.lines.some((l) => l.pid === pid && l.ready));
+      if (consumers.length < 2) continue;
+      await fleet.kill(consumers[Math.floor(Math.random() * consumers.length)]!);
+      kills++;
+      await fleet.ready(consumer());
+    }
+    await fleet.until(async () => (await redis.hlen(`${TYPE_KEYS(prefix)}:m`)) === 0, 'every event completed', 120_000);
+
+    // The last version the mutator stored of each id, and every version a handler finished.
+    const last = new Map<string, number>();
+    for (const l of fleet.lines) if (l.stored !== undefined && l.status !== 'duplicate') last.set(l.stored, l.v!);
+    const finished = new Set(fleet.lines.filter((l) => l.ok !== undefined).map((l) => `${l.ok}@${l.v}`));
+    const lost = [...last].filter(([id, v]) => !finished.has(`${id}@${v}`)).map(([id, v]) => `${id}@${v}`);
+    const replaced = fleet.lines.filter((l) => l.stored !== undefined && l.v! > 1).length;
+    console.log(`FIGURES replaces and cancels: ${JSON.stringify({ ids: last.size, changes: replaced, kills, lost: lost.length, dead: (await deadLettered(redis, prefix)).size })}`);
+    expect(last.size).toBe(count);
+    expect(lost).toEqual([]);
+    expect([...(await deadLettered(redis, prefix))]).toEqual([]);
+  }, 600_000);
 });

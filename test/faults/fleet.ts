@@ -10,6 +10,12 @@ export interface Line {
   readonly resent?: boolean;
   readonly start?: string;
   readonly ok?: string;
+  /** Scenario 8: the payload version a call ran, or a mutator stored. */
+  readonly v?: number;
+  /** Scenario 8: an id whose version `v` the mutator stored (status not 'duplicate'). */
+  readonly stored?: string;
+  /** Scenario 8: the mutator is done. */
+  readonly mutated?: number;
   readonly attempt?: number;
   readonly group?: string;
   readonly ready?: boolean;

@@ -4,11 +4,13 @@
  *   ROLE=consumer  handles FaultEvent: {start}, then {ok} when the handler returns true
  *   ROLE=producer  enqueues COUNT events spread over SPREAD_MS: {accepted, status, resent} once Redis
  *                  answered for each; PACED=1 sends each at its due time with no delay, instead of all at once
- *   ROLE=mutator   stores COUNT ids at version 1, due over SPREAD_MS, and meanwhile ROUNDS × COUNT times
- *                  stores a random id again at the next version (replace, or cancel then enqueue):
+ *   ROLE=mutator   stores COUNT ids at version 1, due over SPREAD_MS, and meanwhile MUTATIONS times
+ *                  stores a random id again at the next version, due at once, and again while that
+ *                  one likely runs (each a replace, or a cancel then an enqueue):
  *                  {stored, v, status} once Redis answered; {mutated} at the end
  *   GROUP          the consumer's subscriber group (default: the default group); its lines carry it
  *   REDIS_URL, PREFIX; HANDLER_MS (consumer work per event), PARALLELISM, COMMAND_TIMEOUT_MS
+ *   FAIL_FIRST     the share (0..1) of first attempts a consumer fails (returns false): {failed}
  */
 import 'reflect-metadata';
 import { DelayedEvent, DelayedEventService } from '../../src';
@@ -92,7 +94,7 @@ async function store(id: string, v: number, delayMs: number, how: 'new' | 'repla
 async function mutate(): Promise<void> {
   const count = env('COUNT', 1_000);
   const spread = env('SPREAD_MS', 10_000);
-  const mutations = env('ROUNDS', 3) * count;
+  const mutations = env('MUTATIONS', count);
   const versions = new Map<string, number>();
   const started = Date.now();
   for (let n = 0; n < count; n++) {
@@ -106,8 +108,11 @@ async function mutate(): Promise<void> {
     if (at > Date.now()) await new Promise((resolve) => setTimeout(resolve, at - Date.now()));
     const id = `m${Math.floor(Math.random() * count)}`;
     const v = versions.get(id)! + 1;
-    versions.set(id, v);
-    await store(id, v, Math.floor(Math.random() * 300), Math.random() < 0.7 ? 'replace' : 'cancel');
+    versions.set(id, v + 1);
+    await store(id, v, 0, Math.random() < 0.7 ? 'replace' : 'cancel');
+    // Again while the first change is likely claimed and running: the call on it goes on with an old payload.
+    await new Promise((resolve) => setTimeout(resolve, 20 + Math.random() * 40));
+    await store(id, v + 1, 0, Math.random() < 0.7 ? 'replace' : 'cancel');
   }
   say({ mutated: mutations });
   await service.close();
@@ -121,6 +126,10 @@ function consume(): void {
     async (event, _context, delivery) => {
       say({ start: event.id, attempt: delivery.attempt, group, v: event.v });
       if (work > 0) await new Promise((resolve) => setTimeout(resolve, work));
+      if (delivery.attempt === 1 && Math.random() < env('FAIL_FIRST', 0)) {
+        say({ failed: event.id, attempt: delivery.attempt, group, v: event.v });
+        return false;
+      }
       say({ ok: event.id, attempt: delivery.attempt, group, v: event.v });
       return true;
     },

@@ -283,9 +283,10 @@ describe('fault injection: every accepted event is handled at least once or dead
     const count = Math.max(100, Math.round(2_000 * SCALE));
     const spreadMs = Math.max(5_000, Math.round(20_000 * SCALE));
     // Handlers long enough that replaces and cancels meet calls still running the old payload.
-    const consumer = () => fleet.spawn({ ...env, ROLE: 'consumer', PARALLELISM: '16', HANDLER_MS: '25' });
+    // Half the first attempts fail: a stale result must not take the retry of the payload that replaced it.
+    const consumer = () => fleet.spawn({ ...env, ROLE: 'consumer', PARALLELISM: '16', HANDLER_MS: '60', FAIL_FIRST: '0.5' });
     for (let i = 0; i < 3; i++) await fleet.ready(consumer());
-    fleet.spawn({ ...env, ROLE: 'mutator', COUNT: String(count), ROUNDS: '3', SPREAD_MS: String(spreadMs) });
+    fleet.spawn({ ...env, ROLE: 'mutator', COUNT: String(count), MUTATIONS: String(Math.round(count / 4)), SPREAD_MS: String(spreadMs) });
     let kills = 0;
     while (!fleet.lines.some((l) => l.mutated !== undefined)) {
       await new Promise((resolve) => setTimeout(resolve, 2_000));

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DelayedEvent, DelayedEventService, PermanentFailure, fixedBackoff } from '../src';
 import { useRedis } from './support/harness';
 import { freePort } from './support/redis-server';
+import { TcpProxy } from './support/tcp-proxy';
 import { waitFor } from './support/wait-for';
 
 @DelayedEvent('cli.payment')
@@ -246,7 +247,7 @@ describe('the delayed-events CLI', () => {
       [['show', '', 'x'], /Invalid type/],
       [['show', 'cli.payment'], /missing required argument 'id'/],
       [['frobnicate'], /unknown command 'frobnicate'/],
-      [['types', '--prefix', 'no spaces'], /--prefix: prefix must be/],
+      [['types', '--prefix', 'no spaces'], /--prefix: Invalid option prefix: must be/],
       [['list', 'cli.payment', '--group', 'no such'], /Invalid group/],
     ];
     const results = await Promise.all(cases.map(([args]) => cli(...args)));
@@ -271,6 +272,52 @@ describe('the delayed-events CLI', () => {
     expect(viaEnv.code).toBe(0);
     expect(JSON.parse(viaEnv.stdout)).toHaveLength(2);
     expect((await run(['--help'])).code).toBe(0);
+  });
+
+  it('escapes control characters of stored text on a terminal, and keeps JSON exact', async () => {
+    const hostilePrefix = 'cli-hostile';
+    const owner = new DelayedEventService({ redis: redis.server.url, prefix: hostilePrefix, logger: false });
+    try {
+      const id = 'evil\u001b]0;pwned\u0007\u001b[2J\u202eid\r\nfake line';
+      await owner.enqueue(new Payment(id, 1), { minutes: 5 });
+      const at = (args: string[]) => run(['--redis', redis.server.url, '--prefix', hostilePrefix, ...args]);
+      for (const args of [['list', 'cli.payment'], ['show', 'cli.payment', id], ['cancel', 'cli.payment', id]]) {
+        const result = await at(args);
+        const printed = result.stdout + result.stderr;
+        expect(printed, args[0]).not.toMatch(/[\u001b\u0007\u202e\r]/);
+        expect(printed, args[0]).toContain('\\u001b');
+        expect(printed, args[0]).not.toMatch(/\nfake line/);
+      }
+      const listed = JSON.parse((await at(['list', 'cli.payment', '--json'])).stdout) as Array<{ id: string }>;
+      expect(listed.map((e) => e.id)).toEqual([id]);
+    } finally {
+      await owner.close();
+    }
+  });
+
+  it('refuses a URL without a host and a database Redis does not have, naming them', async () => {
+    const noHost = await run(['--redis', 'redis://', 'types']);
+    expect(noHost.code).toBe(2);
+    expect(noHost.stderr).toMatch(/names no host/);
+    const noDatabase = await run(['--redis', `${redis.server.url}/99`, 'types']);
+    expect(noDatabase.code).toBe(2);
+    expect(noDatabase.stderr).toMatch(/database 99 does not exist/);
+  });
+
+  it('gives up after --timeout when Redis stops answering after connecting, with exit code 1', async () => {
+    const proxy = await TcpProxy.start(redis.server.port);
+    try {
+      proxy.silenceConnectionsAfter('SCAN');
+      for (const command of ['types', 'stats']) {
+        const started = Date.now();
+        const result = await run(['--redis', proxy.url, '--prefix', prefix, '--timeout', '1000', command]);
+        expect(result.code, command).toBe(1);
+        expect(result.stderr, command).toMatch(/did not answer/);
+        expect(Date.now() - started, command).toBeLessThan(8_000);
+      }
+    } finally {
+      await proxy.stop();
+    }
   });
 
   it('watch redraws counts and rates every second, and exits 0 on SIGINT', async () => {

@@ -1,4 +1,5 @@
 import 'reflect-metadata';
+import { type IncomingHttpHeaders, request as httpRequest } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
 import { InvalidOptionError } from '../src';
 import { createDashboard } from '../src/dashboard';
@@ -177,6 +178,80 @@ describe('the dashboard HTTP API', () => {
     // The same request from the page itself goes through.
     const own = await call('POST', purge, { body, headers: { ...ACTION, 'sec-fetch-site': 'same-origin', origin: new URL(served[0]!.url).origin } });
     expect(own.json).toEqual({ count: 3 });
+  });
+
+  /** A request as a hostile page or client would send it: any Host, any request target, any header. */
+  function raw(dashboardUrl: string, options: { method?: string; target: string; headers?: Record<string, string>; body?: string }): Promise<{ status: number; headers: IncomingHttpHeaders; text: string }> {
+    const { port } = new URL(dashboardUrl);
+    return new Promise((resolve, reject) => {
+      const req = httpRequest({ host: '127.0.0.1', port, method: options.method ?? 'GET', path: options.target, headers: options.headers ?? {} }, (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (text += chunk));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text }));
+      });
+      req.on('error', reject);
+      req.end(options.body);
+    });
+  }
+
+  it('without auth answers only to loopback names: a page that rebinds its own name to 127.0.0.1 is refused', async () => {
+    const { dashboard, prefix } = await setUp();
+    const { port } = new URL(dashboard.url);
+    const before = await snapshot(prefix);
+    const rebound = { host: `attacker.example:${port}`, origin: `http://attacker.example:${port}` };
+    expect((await raw(dashboard.url, { target: '/api/overview', headers: rebound })).status).toBe(403);
+    const purge = await raw(dashboard.url, { method: 'POST', target: `/api/types/${TYPE}/dead-letters/purge`, headers: { ...rebound, ...ACTION }, body: '{"all":true}' });
+    expect(purge.status).toBe(403);
+    expect(await snapshot(prefix)).toEqual(before);
+    for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`]) expect((await raw(dashboard.url, { target: '/api/overview', headers: { host } })).status, host).toBe(200);
+    // An absolute-form request line for another host is refused too.
+    expect((await raw(dashboard.url, { target: 'http://attacker.example/api/overview', headers: { host: `127.0.0.1:${port}` } })).status).toBe(400);
+  });
+
+  it('answers to the names it is told, and with auth to any name', async () => {
+    const allowed = await setUp({ allowedHosts: ['ops.example.com'] });
+    const { port } = new URL(allowed.dashboard.url);
+    expect((await raw(allowed.dashboard.url, { target: '/api/overview', headers: { host: `ops.example.com:${port}` } })).status).toBe(200);
+    expect((await raw(allowed.dashboard.url, { target: '/api/overview', headers: { host: `other.example.com:${port}` } })).status).toBe(403);
+    const token = 'a-long-enough-dashboard-token';
+    const authed = await setUp({ auth: { token } });
+    expect((await raw(authed.dashboard.url, { target: '/api/overview', headers: { host: 'behind.proxy.example', authorization: `Bearer ${token}` } })).status).toBe(200);
+  });
+
+  it('never redirects off its own origin or base path, and copies nothing from the request into a header unescaped', async () => {
+    const { dashboard } = await setUp({ auth: { token: 'a-long-enough-dashboard-token' } });
+    const { port } = new URL(dashboard.url);
+    const host = `127.0.0.1:${port}`;
+    const offsite = await raw(dashboard.url, { target: `//evil.example:${port}`, headers: { host } });
+    expect([301, 302, 303, 307, 308]).not.toContain(offsite.status);
+    const opened = await raw(dashboard.url, { target: '/index.html;x=%0d%0aSet-Cookie:%20a=b?token=a-long-enough-dashboard-token', headers: { host } });
+    for (const value of [opened.headers.location, ...(opened.headers['set-cookie'] ?? [])]) {
+      if (value === undefined) continue;
+      expect(value).not.toMatch(/[\r\n;,]\s*(Set-Cookie|a=b)/i);
+      expect(value).not.toMatch(/^\/\//);
+    }
+  });
+
+  it('takes the token from the header or its cookie only, once from the address of the page, and a bad cookie is a 401', async () => {
+    const token = 'a-long-enough-dashboard-token';
+    const { call, prefix } = await setUp({ auth: { token } });
+    const before = await snapshot(prefix);
+    expect((await call('GET', `api/overview?token=${token}`)).status).toBe(401);
+    expect((await call('POST', `api/types/${TYPE}/dead-letters/purge?token=${token}`, { body: { all: true } })).status).toBe(401);
+    expect((await call('GET', 'api/overview', { headers: { cookie: 'delayed_events_token=%E0%A4%A' } })).status).toBe(401);
+    expect(await snapshot(prefix)).toEqual(before);
+  });
+
+  it('takes actions with exactly a JSON content type', async () => {
+    const { call, prefix } = await setUp();
+    const before = await snapshot(prefix);
+    const purge = `api/types/${TYPE}/dead-letters/purge`;
+    for (const type of ['application/json;x', 'application/json; boundary=1', 'application/jsonx']) {
+      expect((await call('POST', purge, { body: { all: true }, headers: { 'content-type': type, 'x-delayed-events-action': '1' } })).status, type).toBe(415);
+    }
+    expect(await snapshot(prefix)).toEqual(before);
+    expect((await call('POST', purge, { body: { all: true }, headers: { 'content-type': 'application/json; charset=utf-8', 'x-delayed-events-action': '1' } })).json).toEqual({ count: 3 });
   });
 
   it('in read-only mode says so and refuses every action', async () => {

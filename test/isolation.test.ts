@@ -5,7 +5,7 @@ import { counter, recordMetrics, useRedis, waitForDeadLetters } from './support/
 import { waitFor } from './support/wait-for';
 
 /** The ACL the README documents for a service with prefix `app`. */
-const ACL_FOR_APP = '~app:* &app:wake +@connection +info +time +evalsha +eval +hget +hmget +hset +hsetnx +hdel +hlen +zadd +zrem +zrange +zremrangebyrank +zscore +zmscore +zcount +zcard +lpop +rpush +lrem +llen +blmove +publish +subscribe +set +get +del +exists +hkeys +hexists +lpos +lrange +scan +multi +exec +lpush +hincrby +hrandfield +hgetall +pexpire +unlink';
+const ACL_FOR_APP = '~app:* &app:wake +@connection +info +time +evalsha +eval +hget +hmget +hset +hsetnx +hdel +hlen +zadd +zrem +zrange +zremrangebyrank +zscore +zmscore +zcount +zcard +lpop +rpush +lrem +llen +blmove +publish +subscribe +set +get +del +exists +hkeys +hexists +lpos +lrange +scan +multi +exec +lpush +hincrby +hrandfield +hgetall +pexpire +unlink +script|load';
 
 describe('isolation', () => {
   const redis = useRedis();
@@ -33,6 +33,8 @@ describe('isolation', () => {
     await admin.call('ACL', 'SETUSER', 'app-service', 'reset', 'on', '>s3cret', ...ACL_FOR_APP.split(' '));
     const url = `redis://app-service:s3cret@127.0.0.1:${redis.server.port}`;
     const service = redis.service({ redis: url, prefix: 'app', retry: fixedBackoff(1, 10), gaugeIntervalMs: 100 });
+    // A readiness probe built on it passes with the README's ACL (which grants no SCRIPT LOAD).
+    await service.waitUntilReady({ timeoutMs: 5_000 });
     const metrics = recordMetrics(service);
     const handled: string[] = [];
     service.addHandler(PaymentCheck, (e) => (e.id === 'fails' ? false : (handled.push(e.id), true)), 2);
@@ -97,6 +99,12 @@ describe('isolation', () => {
       expect((error as RedisConnectionError).reason).toBe('permission');
       expect((error as Error).message).toContain(missing.toUpperCase());
       expect(await admin.keys(`${prefix}:*`)).toEqual([]);
+      // health() says why the service cannot work, though Redis answers.
+      const health = await service.health();
+      expect(health.ready).toBe(false);
+      expect(health.redis).toBe('up');
+      expect(health.problem?.reason).toBe('permission');
+      expect(health.problem?.message).toContain(missing.toUpperCase());
       // Granted, the same enqueue goes through: the refusal was not remembered past the next check.
       await admin.call('ACL', 'SETUSER', user, `+${missing}`);
       await service.close();
@@ -105,6 +113,24 @@ describe('isolation', () => {
       await again.cancel(PaymentCheck, `refused-${missing}`);
     });
   }
+
+  it.skipIf(redis.topology === 'cluster')('without +subscribe or +pexpire it says once what it does without, and still handles events', async () => {
+    const admin = redis.client();
+    await admin.call('ACL', 'SETUSER', 'no-extras', 'reset', 'on', '>pw', ...ACL_FOR_APP.replace(/app:/g, 'appdeg:').split(' '), '-subscribe', '-pexpire');
+    const warnings: Array<{ fields: Record<string, unknown>; message: string }> = [];
+    const logger = { warn: (fields: object, message: string) => warnings.push({ fields: fields as Record<string, unknown>, message }), error: () => undefined };
+    const service = redis.service({ redis: `redis://no-extras:pw@127.0.0.1:${redis.server.port}`, prefix: 'appdeg', pollIntervalMs: 100, logger });
+    const handled: string[] = [];
+    service.addHandler(PaymentCheck, (e) => void handled.push(e.id), 1);
+    for (let i = 0; i < 3; i++) await service.enqueue(new PaymentCheck(`p${i}`), 0);
+    await waitFor(() => handled.length === 3, 'events handled by polling');
+    await waitFor(() => warnings.some((w) => w.fields.feature === 'wake-ups'), 'the missing subscription said');
+    await service.close();
+    expect(warnings.filter((w) => w.fields.feature === 'wake-ups')).toHaveLength(1);
+    // The activity counts are written on close: refused, and said once.
+    expect(warnings.filter((w) => w.fields.feature === 'activity')).toHaveLength(1);
+    expect(warnings.find((w) => w.fields.feature === 'wake-ups')?.message).toMatch(/\+subscribe/);
+  });
 
   it.skipIf(redis.topology === 'cluster')('a claim refused for want of +set neither runs the handler nor dead-letters the event', async () => {
     const admin = redis.client();

@@ -100,7 +100,8 @@ describe('Prometheus', () => {
       expect(value(samples, 'delayed_events_retries_total', { ...p, type: 'test.payment-check' })).toBe(1);
       expect(value(samples, 'delayed_events_dead_lettered_total', { ...p, type: 'test.payment-check', reason: 'attempts-exhausted' })).toBe(1);
       expect(value(samples, 'delayed_events_dead_lettered_total', { ...p, type: 'test.payment-check', reason: 'permanent' })).toBe(1);
-      expect(value(samples, 'delayed_events_redis_errors_total', { ...p, loop: 'reader', type: 'test.payment-check' })).toBeGreaterThan(0);
+      // Which readers saw the outage depends on where each was when Redis went (a claim waits up to a second for it).
+      expect(value(samples, 'delayed_events_redis_errors_total', { ...p, loop: 'reader' })).toBeGreaterThan(0);
       // Seconds: a 50 ms handler is over 25 ms and under 100 ms.
       const slow = { ...p, type: 'test.slow', group: 'default', outcome: 'success' };
       expect(value(samples, 'delayed_events_handler_duration_seconds_bucket', { ...slow, le: '0.025' })).toBe(0);

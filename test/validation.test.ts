@@ -196,4 +196,37 @@ describe('bad input is rejected at the call with a typed error, and nothing is w
     await service.close();
     await expect(service.enqueue(new PaymentCheck('late'), 10)).rejects.toBeInstanceOf(ServiceClosedError);
   });
+
+  it('every call after close rejects with ServiceClosedError, never an empty answer', async () => {
+    const service = redis.service();
+    await service.enqueue(new PaymentCheck('stored'), 60_000);
+    await service.close();
+    for (const [name, call] of [
+      ['counts', () => service.counts(PaymentCheck)],
+      ['find', () => service.find(PaymentCheck, 'stored')],
+      ['list', () => service.list(PaymentCheck, 'scheduled')],
+      ['types', () => service.types()],
+      ['deadLetters', () => service.deadLetters(PaymentCheck)],
+      ['cancel', () => service.cancel(PaymentCheck, 'stored')],
+      ['pause', () => service.pause(PaymentCheck)],
+      ['schedules', () => service.schedules(PaymentCheck)],
+    ] as const) {
+      await expect((call as () => Promise<unknown>)(), name).rejects.toBeInstanceOf(ServiceClosedError);
+    }
+  });
+
+  it('durations and counts outside their documented range, and a bad prefix, are InvalidOptionErrors', () => {
+    const tooLong = 2 ** 31;
+    for (const option of ['handlerTimeoutMs', 'leaseGraceMs', 'closeTimeoutMs', 'commandTimeoutMs', 'pollIntervalMs', 'readerBlockMs', 'watchdogGraceMs', 'gaugeIntervalMs'] as const) {
+      expect(() => resolveOptions({ redis: 'redis://127.0.0.1:1', [option]: tooLong }), option).toThrow(InvalidOptionError);
+      expect(() => resolveOptions({ redis: 'redis://127.0.0.1:1', [option]: Number.POSITIVE_INFINITY }), option).toThrow(InvalidOptionError);
+    }
+    // Longer than an hour, a poll or a blocking read is no poll at all.
+    expect(() => resolveOptions({ redis: 'redis://127.0.0.1:1', pollIntervalMs: 3_600_001 })).toThrow(/at most 3600000/);
+    expect(() => resolveOptions({ redis: 'redis://127.0.0.1:1', closeTimeoutMs: 2 ** 31 - 1 })).not.toThrow();
+    expect(() => resolveOptions({ redis: 'redis://127.0.0.1:1/x' })).toThrow(/database number/);
+    expect(() => redis.service({ prefix: 'has space' })).toThrow(InvalidOptionError);
+    const service = redis.service();
+    expect(() => service.addHandler(PaymentCheck, () => true, 1, { timeoutMs: tooLong })).toThrow(InvalidOptionError);
+  });
 });

@@ -1,5 +1,5 @@
-import { type DelayedEventService, EVENT_STATES, type EventCounts, type EventState, type InspectedEvent, type JsonEvent } from '../index';
-import { count, json, oneLine, span, table, when } from './format';
+import { type DelayedEventService, EVENT_STATES, type EventCounts, type EventState, type InspectedEvent, type JsonEvent, RedisCallTimeoutError } from '../index';
+import { count, json, oneLine, printable, shown, span, table, when } from './format';
 import { NotFoundError, UsageError, parseDelay, parseWhole } from './parse';
 
 /** What every command works with. */
@@ -11,6 +11,17 @@ export interface Context {
   readonly out: (text: string) => void;
   /** Resolves when the user agreed (or --yes was given); throws a UsageError otherwise. */
   readonly confirm: (question: string, yes: boolean) => Promise<void>;
+  /** How long one Redis read may take (--timeout); the service's calls have it as their deadline too. */
+  readonly timeoutMs: number;
+}
+
+/** The types under the prefix, within the command's timeout: their SCAN has no deadline of its own. */
+export function typesWithin(ctx: Context): ReturnType<DelayedEventService['types']> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new RedisCallTimeoutError('types (SCAN)', ctx.timeoutMs)), ctx.timeoutMs);
+  });
+  return Promise.race([ctx.service.types(), late]).finally(() => clearTimeout(timer));
 }
 
 export interface PageOptions {
@@ -22,7 +33,7 @@ export interface PageOptions {
 const STATE_LABEL: Readonly<Record<EventState, string>> = { scheduled: 'scheduled', ready: 'ready', 'in-flight': 'in flight', dead: 'dead' };
 
 function unknownType(ctx: Context, type: string): NotFoundError {
-  return new NotFoundError(`no events, groups or pause of type '${type}' under prefix '${ctx.prefix}' (\`delayed-events types\` lists what there is)`);
+  return new NotFoundError(`no events, groups or pause of type '${shown(type)}' under prefix '${ctx.prefix}' (\`delayed-events types\` lists what there is)`);
 }
 
 /** The type's counts; a NotFoundError when nothing of it is stored. */
@@ -33,7 +44,7 @@ async function countsOf(ctx: Context, type: string): Promise<EventCounts> {
 }
 
 export async function types(ctx: Context): Promise<void> {
-  const found = await ctx.service.types();
+  const found = await typesWithin(ctx);
   if (ctx.json) return ctx.out(json(found));
   if (found.length === 0) return ctx.out(`no event types under prefix '${ctx.prefix}'`);
   ctx.out(
@@ -45,7 +56,7 @@ export async function types(ctx: Context): Promise<void> {
 }
 
 export async function stats(ctx: Context, type: string | undefined): Promise<void> {
-  const names = type === undefined ? (await ctx.service.types()).map((t) => t.type) : [type];
+  const names = type === undefined ? (await typesWithin(ctx)).map((t) => t.type) : [type];
   const rows = await Promise.all(
     names.map(async (name) => {
       const counts = await countsOf(ctx, name);
@@ -76,7 +87,7 @@ export async function list(ctx: Context, type: string, options: PageOptions & { 
   if (ctx.json) return ctx.out(json(events));
   const inState = options.group ? counts.groups?.[options.group] : counts;
   const total = inState ? inState[state === 'in-flight' ? 'inFlight' : state] : 0;
-  if (events.length === 0) return ctx.out(`no ${STATE_LABEL[state]} events of '${type}'${options.group ? ` in group '${options.group}'` : ''} from offset ${offset} (${count(total)} in all)`);
+  if (events.length === 0) return ctx.out(`no ${STATE_LABEL[state]} events of '${shown(type)}'${options.group ? ` in group '${options.group}'` : ''} from offset ${offset} (${count(total)} in all)`);
   const now = Date.now();
   const rows = events.map((e): string[] => {
     switch (state) {
@@ -119,7 +130,7 @@ function describeEvent(type: string, e: InspectedEvent<JsonEvent>): string {
   if (e.decodeError) fields.push(['unreadable', e.decodeError]);
   const width = Math.max(...fields.map(([k]) => k.length));
   const event = e.event === undefined ? '-' : json(e.event);
-  return [...fields.map(([k, v]) => `${k.padEnd(width)}  ${v}`), `${'event'.padEnd(width)}  ${event.split('\n').join(`\n${' '.repeat(width + 2)}`)}`].join('\n');
+  return [...fields.map(([k, v]) => `${k.padEnd(width)}  ${shown(v)}`), `${'event'.padEnd(width)}  ${printable(event).split('\n').join(`\n${' '.repeat(width + 2)}`)}`].join('\n');
 }
 
 export async function show(ctx: Context, type: string, id: string): Promise<void> {
@@ -131,25 +142,25 @@ async function findEvent(ctx: Context, type: string, id: string): Promise<Inspec
   const event = await ctx.service.find(type, id);
   if (event) return event;
   await countsOf(ctx, type); // says which is missing: the type or the event
-  throw new NotFoundError(`no event '${id}' of type '${type}' under prefix '${ctx.prefix}'`);
+  throw new NotFoundError(`no event '${shown(id)}' of type '${shown(type)}' under prefix '${ctx.prefix}'`);
 }
 
 export async function cancel(ctx: Context, type: string, id: string, yes: boolean): Promise<void> {
   const event = await findEvent(ctx, type, id);
-  await ctx.confirm(`Cancel event '${id}' of '${type}' (${STATE_LABEL[event.state]}, due ${when(event.dueAt)})? It is deleted for good.`, yes);
-  if (!(await ctx.service.cancel(type, id))) throw new NotFoundError(`event '${id}' of type '${type}' is gone already`);
-  ctx.out(ctx.json ? json({ type, id, cancelled: true }) : `cancelled '${id}' of '${type}'`);
+  await ctx.confirm(`Cancel event '${shown(id)}' of '${shown(type)}' (${STATE_LABEL[event.state]}, due ${when(event.dueAt)})? It is deleted for good.`, yes);
+  if (!(await ctx.service.cancel(type, id))) throw new NotFoundError(`event '${shown(id)}' of type '${shown(type)}' is gone already`);
+  ctx.out(ctx.json ? json({ type, id, cancelled: true }) : `cancelled '${shown(id)}' of '${shown(type)}'`);
 }
 
 /** reschedule and run-now: only a scheduled or ready event moves. */
 async function moved(ctx: Context, type: string, id: string, done: boolean, verb: string): Promise<void> {
   if (!done) {
     const event = await findEvent(ctx, type, id);
-    throw new NotFoundError(`event '${id}' of '${type}' is ${STATE_LABEL[event.state]}: only a scheduled or ready event can be moved`);
+    throw new NotFoundError(`event '${shown(id)}' of '${shown(type)}' is ${STATE_LABEL[event.state]}: only a scheduled or ready event can be moved`);
   }
   const event = await ctx.service.find(type, id);
   const dueAt = event?.dueAt;
-  ctx.out(ctx.json ? json({ type, id, state: event?.state ?? 'ready', dueAt }) : `${verb} '${id}' of '${type}': due ${when(dueAt)}${event?.state === 'ready' ? ', ready' : ''}`);
+  ctx.out(ctx.json ? json({ type, id, state: event?.state ?? 'ready', dueAt }) : `${verb} '${shown(id)}' of '${shown(type)}': due ${when(dueAt)}${event?.state === 'ready' ? ', ready' : ''}`);
 }
 
 export async function reschedule(ctx: Context, type: string, id: string, delay: string): Promise<void> {
@@ -167,8 +178,8 @@ export async function pause(ctx: Context, type: string, paused: boolean): Promis
   if (ctx.json) return ctx.out(json({ type, paused }));
   ctx.out(
     paused
-      ? `paused '${type}': no instance dispatches or claims its events until \`delayed-events resume ${type}\`; enqueues still store them`
-      : `resumed '${type}': instances dispatch and claim its events again`,
+      ? `paused '${shown(type)}': no instance dispatches or claims its events until \`delayed-events resume ${type}\`; enqueues still store them`
+      : `resumed '${shown(type)}': instances dispatch and claim its events again`,
   );
 }
 
@@ -179,7 +190,7 @@ export async function dead(ctx: Context, type: string, options: PageOptions): Pr
   const letters = await ctx.service.deadLetters(type, { offset, limit, ...(options.group ? { group: options.group } : {}) });
   if (ctx.json) return ctx.out(json(letters));
   const total = (options.group ? counts.groups?.[options.group]?.dead : counts.dead) ?? 0;
-  if (letters.length === 0) return ctx.out(`no dead letters of '${type}'${options.group ? ` in group '${options.group}'` : ''} from offset ${offset} (${count(total)} in all)`);
+  if (letters.length === 0) return ctx.out(`no dead letters of '${shown(type)}'${options.group ? ` in group '${options.group}'` : ''} from offset ${offset} (${count(total)} in all)`);
   const now = Date.now();
   const more = offset + letters.length < total ? `; --offset ${offset + letters.length} for more` : '';
   ctx.out(
@@ -195,27 +206,27 @@ export async function replay(ctx: Context, type: string, ids: readonly string[],
   const group = options.group ? { group: options.group } : {};
   if (ids.length === 0) {
     const total = (options.group ? counts.groups?.[options.group]?.dead : counts.dead) ?? 0;
-    await ctx.confirm(`Replay all ${count(total)} dead letters of '${type}'${options.group ? ` in group '${options.group}'` : ''}? They are due at once.`, options.yes);
+    await ctx.confirm(`Replay all ${count(total)} dead letters of '${shown(type)}'${options.group ? ` in group '${options.group}'` : ''}? They are due at once.`, options.yes);
   }
   const replayed = await ctx.service.replayDeadLetters(type, ids.length > 0 ? ids : undefined, group);
-  if (ids.length > 0 && replayed === 0) throw new NotFoundError(`none of ${ids.join(', ')} is a dead letter of '${type}'`);
-  ctx.out(ctx.json ? json({ type, replayed }) : `replayed ${count(replayed)} dead letter(s) of '${type}': due now`);
+  if (ids.length > 0 && replayed === 0) throw new NotFoundError(`none of ${ids.join(', ')} is a dead letter of '${shown(type)}'`);
+  ctx.out(ctx.json ? json({ type, replayed }) : `replayed ${count(replayed)} dead letter(s) of '${shown(type)}': due now`);
 }
 
 export async function purge(ctx: Context, type: string, ids: readonly string[], options: { group?: string; yes: boolean }): Promise<void> {
   const counts = await countsOf(ctx, type);
   const total = (options.group ? counts.groups?.[options.group]?.dead : counts.dead) ?? 0;
   const what = ids.length > 0 ? `${ids.length} dead letter(s)` : `all ${count(total)} dead letters`;
-  await ctx.confirm(`Delete ${what} of '${type}'${options.group ? ` in group '${options.group}'` : ''} for good?`, options.yes);
+  await ctx.confirm(`Delete ${what} of '${shown(type)}'${options.group ? ` in group '${options.group}'` : ''} for good?`, options.yes);
   const purged = await ctx.service.purgeDeadLetters(type, ids.length > 0 ? ids : undefined, options.group ? { group: options.group } : {});
-  if (ids.length > 0 && purged === 0) throw new NotFoundError(`none of ${ids.join(', ')} is a dead letter of '${type}'`);
-  ctx.out(ctx.json ? json({ type, purged }) : `purged ${count(purged)} dead letter(s) of '${type}'`);
+  if (ids.length > 0 && purged === 0) throw new NotFoundError(`none of ${ids.join(', ')} is a dead letter of '${shown(type)}'`);
+  ctx.out(ctx.json ? json({ type, purged }) : `purged ${count(purged)} dead letter(s) of '${shown(type)}'`);
 }
 
 export async function schedules(ctx: Context, type: string): Promise<void> {
   const found = await ctx.service.schedules(type);
   if (ctx.json) return ctx.out(json(found));
-  if (found.length === 0) return ctx.out(`no recurring schedules of '${type}' under prefix '${ctx.prefix}'`);
+  if (found.length === 0) return ctx.out(`no recurring schedules of '${shown(type)}' under prefix '${ctx.prefix}'`);
   ctx.out(
     table(
       ['NAME', 'SPEC', 'NEXT', 'CATCH UP'],
@@ -225,7 +236,7 @@ export async function schedules(ctx: Context, type: string): Promise<void> {
 }
 
 export async function unschedule(ctx: Context, type: string, name: string, yes: boolean): Promise<void> {
-  await ctx.confirm(`Remove the recurring schedule '${name}' of '${type}'? No occurrence is enqueued after this.`, yes);
-  if (!(await ctx.service.unschedule(type, name))) throw new NotFoundError(`no recurring schedule '${name}' of '${type}' under prefix '${ctx.prefix}'`);
-  ctx.out(ctx.json ? json({ type, name, removed: true }) : `removed the recurring schedule '${name}' of '${type}'`);
+  await ctx.confirm(`Remove the recurring schedule '${shown(name)}' of '${shown(type)}'? No occurrence is enqueued after this.`, yes);
+  if (!(await ctx.service.unschedule(type, name))) throw new NotFoundError(`no recurring schedule '${shown(name)}' of '${shown(type)}' under prefix '${ctx.prefix}'`);
+  ctx.out(ctx.json ? json({ type, name, removed: true }) : `removed the recurring schedule '${shown(name)}' of '${shown(type)}'`);
 }

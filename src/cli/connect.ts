@@ -30,7 +30,11 @@ export async function connect(options: ConnectionOptions, env: NodeJS.ProcessEnv
       throw new UsageError(`--redis ${JSON.stringify(url)} is not a URL: use redis://[user:password@]host:port[/db] (rediss:// for TLS)`);
     }
     if (parsed.protocol !== 'redis:' && parsed.protocol !== 'rediss:') throw new UsageError(`--redis ${JSON.stringify(url)} must start with redis:// or rediss://`);
+    // ioredis would take a missing host for 127.0.0.1:6379, and a bad database for database 0.
+    if (parsed.hostname === '') throw new UsageError(`--redis ${JSON.stringify(url)} names no host: use redis://host:port`);
+    if (!/^\/?(\d{1,5})?$/.test(parsed.pathname)) throw new UsageError(`--redis ${JSON.stringify(url)}: the path must be a database number, such as /0`);
   }
+  const db = parsed ? Number(parsed.pathname.replace('/', '') || '0') : 0;
   const base: RedisOptions = {
     lazyConnect: true,
     connectTimeout: timeoutMs,
@@ -59,6 +63,14 @@ export async function connect(options: ConnectionOptions, env: NodeJS.ProcessEnv
         timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs / 1_000} s`)), timeoutMs);
       }),
     ]);
+    // ioredis selects the URL's database on connect, and on refusal goes on in database 0: ask again, and stop if it is refused.
+    if (db > 0 && !(options.nodes || options.cluster)) {
+      try {
+        await (client as Redis).select(db);
+      } catch (error) {
+        throw new Error(`database ${db} does not exist there (${(error as Error).message})`);
+      }
+    }
     return client;
   } catch (error) {
     client.disconnect();

@@ -1,5 +1,6 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { networkInterfaces } from 'node:os';
 import type { DelayedEventService } from '../index';
 import { type DashboardAuth, createDashboard } from '../dashboard/index';
 import { UsageError } from './parse';
@@ -9,6 +10,8 @@ export interface DashboardCommandOptions {
   readonly host: string;
   readonly readOnly: boolean;
   readonly auth: DashboardAuth | undefined;
+  /** More host names it answers to (--allow-host), e.g. the name of a reverse proxy in front of it. */
+  readonly allowHosts: readonly string[];
   /** Resolves when the user asks to stop (SIGINT, SIGTERM). */
   readonly stopped: Promise<void>;
   readonly out: (text: string) => void;
@@ -34,7 +37,13 @@ export function authFrom(token: string | undefined, basic: string | undefined): 
 
 /** Serves the dashboard until `stopped` resolves. */
 export async function serveDashboard(service: DelayedEventService, options: DashboardCommandOptions): Promise<void> {
-  const handler = createDashboard(service, { readOnly: options.readOnly, auth: options.auth });
+  // The address it listens on is a name it answers to (every interface's, for 0.0.0.0 or ::);
+  // loopback names always are, without auth. With auth and no --allow-host, every name is.
+  const bound = ['0.0.0.0', '::'].includes(options.host)
+    ? Object.values(networkInterfaces()).flatMap((addresses) => (addresses ?? []).map((a) => a.address))
+    : [options.host];
+  const allowedHosts = options.auth && options.allowHosts.length === 0 ? undefined : [...bound, ...options.allowHosts];
+  const handler = createDashboard(service, { readOnly: options.readOnly, auth: options.auth, ...(allowedHosts ? { allowedHosts } : {}) });
   const server = createServer(handler);
   await new Promise<void>((resolve, reject) => {
     server.once('error', (error: NodeJS.ErrnoException) =>

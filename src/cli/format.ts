@@ -47,8 +47,29 @@ export function count(n: number): string {
   return n.toLocaleString('en-US');
 }
 
-/** Columns padded to their widest cell, two spaces apart; counts (with their rates) right-aligned. */
-export function table(headers: readonly string[], rows: ReadonlyArray<readonly string[]>): string {
+/**
+ * Control characters (C0, DEL, C1), bidirectional overrides and invisible
+ * format characters: in stored text (ids, errors, payloads) they could clear
+ * the screen, set the title, plant links or make an id read as another.
+ */
+const UNPRINTABLE = /[\u0000-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb]/g;
+const UNPRINTABLE_BUT_NEWLINE = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb]/g;
+
+const escaped = (c: string) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;
+
+/** Stored text as the terminal may show it: every control or invisible character written as \uXXXX, newlines too. */
+export function shown(text: string): string {
+  return text.replace(UNPRINTABLE, escaped);
+}
+
+/** A whole output as the terminal may show it: like shown(), but its own line breaks stay. */
+export function printable(text: string): string {
+  return text.replace(UNPRINTABLE_BUT_NEWLINE, escaped);
+}
+
+/** Columns padded to their widest cell, two spaces apart; counts (with their rates) right-aligned. Cells are shown(). */
+export function table(headers: readonly string[], cells: ReadonlyArray<readonly string[]>): string {
+  const rows = cells.map((row) => row.map(shown));
   const widths = headers.map((h, c) => Math.max(h.length, ...rows.map((r) => (r[c] ?? '').length)));
   const numeric = headers.map((_, c) => rows.length > 0 && rows.every((r) => /^[\d,.+\-/s() ]*$/.test(r[c] ?? '') && /^\d/.test(r[c] ?? '')));
   const line = (cells: readonly string[]) =>

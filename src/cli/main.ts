@@ -1,9 +1,10 @@
 import { createInterface } from 'node:readline/promises';
 import { Command, CommanderError } from 'commander';
 import type { Cluster, Redis } from 'ioredis';
-import { DelayedEventError, DelayedEventService } from '../index';
+import { DelayedEventError, DelayedEventService, RedisCallTimeoutError, RedisConnectionError } from '../index';
 import * as commands from './commands';
-import { type ConnectionOptions, connect } from './connect';
+import { CONNECT_TIMEOUT_MS, type ConnectionOptions, connect } from './connect';
+import { printable } from './format';
 import { EXIT, NotFoundError, UsageError, parseWhole } from './parse';
 import { watch } from './watch';
 import { authFrom, serveDashboard } from './dashboard';
@@ -18,6 +19,7 @@ import { authFrom, serveDashboard } from './dashboard';
 interface GlobalOptions extends ConnectionOptions {
   readonly prefix: string;
   readonly json?: boolean;
+  readonly timeout: string;
 }
 
 /** Asks on a terminal; refuses without one (a script must say --yes). */
@@ -35,15 +37,19 @@ async function confirm(question: string, yes: boolean): Promise<void> {
 
 /** Connects, runs `job` with a service on the prefix, and always lets the connection go. */
 async function withService(options: GlobalOptions, job: (ctx: commands.Context) => Promise<void>, persistent = false): Promise<void> {
-  const client: Redis | Cluster = await connect(options, process.env, undefined, persistent);
+  const timeoutMs = parseWhole('--timeout', options.timeout, 10_000, 100, 3_600_000);
+  const client: Redis | Cluster = await connect(options, process.env, Math.min(timeoutMs, CONNECT_TIMEOUT_MS), persistent);
   let service: DelayedEventService | undefined;
   try {
     try {
-      service = new DelayedEventService({ redis: client, prefix: options.prefix });
+      service = new DelayedEventService({ redis: client, prefix: options.prefix, commandTimeoutMs: timeoutMs });
     } catch (error) {
       throw new UsageError(`--prefix: ${(error as Error).message}`);
     }
-    await job({ service, prefix: options.prefix, json: options.json === true, out: (text) => void process.stdout.write(`${text}\n`), confirm });
+    const json = options.json === true;
+    // Stored text reaches a terminal: escaped there (JSON escapes it itself, and stays exact).
+    const out = (text: string) => void process.stdout.write(`${json ? text : printable(text)}\n`);
+    await job({ service, prefix: options.prefix, json, out, confirm: (question, yes) => confirm(printable(question), yes), timeoutMs });
   } finally {
     await service?.close();
     client.disconnect();
@@ -58,6 +64,7 @@ function program(run: (job: (ctx: commands.Context) => Promise<void>, command: C
     .option('--nodes <host:port,...>', 'startup nodes of a Redis Cluster (implies --cluster)')
     .option('--prefix <prefix>', 'key prefix of the services (their `prefix` option)', 'dq')
     .option('--json', 'print JSON instead of tables')
+    .option('--timeout <ms>', 'give up on Redis after this long (exit 1)', '10000')
     .showHelpAfterError('(add --help for usage)')
     .exitOverride();
 
@@ -154,7 +161,8 @@ function program(run: (job: (ctx: commands.Context) => Promise<void>, command: C
     .option('--read-only', 'hide and refuse every action')
     .option('--token <token>', 'require this token (at least 16 characters; default: $DELAYED_EVENTS_DASHBOARD_TOKEN)')
     .option('--basic-auth <user:password>', 'require this user and password (default: $DELAYED_EVENTS_DASHBOARD_BASIC_AUTH)')
-    .action((options: { port: string; host: string; readOnly?: boolean; token?: string; basicAuth?: string }, cmd: Command) => {
+    .option('--allow-host <name...>', 'also answer to this host name (a reverse proxy in front, say); without auth only loopback names and the listen address are served')
+    .action((options: { port: string; host: string; readOnly?: boolean; token?: string; basicAuth?: string; allowHost?: string[] }, cmd: Command) => {
       const port = parseWhole('--port', options.port, 8787, 0, 65_535);
       const auth = authFrom(options.token ?? process.env.DELAYED_EVENTS_DASHBOARD_TOKEN, options.basicAuth ?? process.env.DELAYED_EVENTS_DASHBOARD_BASIC_AUTH);
       const stopped = new Promise<void>((resolve) => {
@@ -168,6 +176,7 @@ function program(run: (job: (ctx: commands.Context) => Promise<void>, command: C
             host: options.host,
             readOnly: options.readOnly === true,
             auth,
+            allowHosts: options.allowHost ?? [],
             stopped,
             out: ctx.out,
             warn: (text) => void process.stderr.write(`delayed-events: ${text}\n`),
@@ -195,10 +204,12 @@ export async function main(argv: readonly string[]): Promise<number> {
       // Help and --version are no error; commander has printed its message already.
       return error.exitCode === 0 ? EXIT.done : EXIT.usage;
     }
-    const code = error instanceof NotFoundError ? EXIT.notFound : EXIT.usage;
+    // Redis out of reach or silent: exit 1, as for something not found (2 is for a wrong command line).
+    const unavailable = error instanceof RedisCallTimeoutError || error instanceof RedisConnectionError;
+    const code = error instanceof NotFoundError || unavailable ? EXIT.notFound : EXIT.usage;
     const known = error instanceof UsageError || error instanceof NotFoundError || error instanceof DelayedEventError || error instanceof TypeError;
     const message = known ? (error as Error).message : `Redis answered: ${(error as Error).message}`;
-    process.stderr.write(`delayed-events: ${message}\n`);
+    process.stderr.write(`delayed-events: ${printable(message)}\n`);
     if (json) process.stdout.write(`${JSON.stringify({ error: message, exitCode: code })}\n`);
     return code;
   }

@@ -1,3 +1,4 @@
+import { typesWithin } from './commands';
 import type { EventCounts, EventTypeInfo } from '../index';
 import type { Context } from './commands';
 import { absolute, count, table } from './format';
@@ -46,7 +47,7 @@ export async function watch(ctx: Context, options: WatchOptions): Promise<void> 
   while (!stop) {
     const started = Date.now();
     if (options.types.length === 0 && started - scannedAt >= RESCAN_MS) {
-      found = await ctx.service.types();
+      found = await typesWithin(ctx);
       scannedAt = started;
     }
     const names = options.types.length > 0 ? options.types : found.map((t) => t.type);

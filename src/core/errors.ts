@@ -140,20 +140,41 @@ export class PermanentFailure extends Error {
     this.name = 'PermanentFailure';
   }
 
-  /** Whether `error` is a PermanentFailure, from this copy of the package or another. */
+  /**
+   * Whether `error` is a PermanentFailure, from this copy of the package or
+   * another. Never throws: a handler may reject with a Proxy whose traps do.
+   */
   static is(error: unknown): error is PermanentFailure {
-    return error instanceof PermanentFailure || (typeof error === 'object' && error !== null && (error as { [PERMANENT]?: unknown })[PERMANENT] === true);
+    try {
+      return error instanceof PermanentFailure || (typeof error === 'object' && error !== null && (error as { [PERMANENT]?: unknown })[PERMANENT] === true);
+    } catch {
+      return false;
+    }
   }
 }
 // On the prototype, not each instance: subclasses inherit it, and it stays out of logged errors.
 Object.defineProperty(PermanentFailure.prototype, PERMANENT, { value: true });
 
 export function describe(error: unknown): string {
-  if (error instanceof Error) return `${error.name}: ${error.message}`;
-  if (typeof error === 'string') return error;
+  // Whatever a handler throws is described here, so nothing here may throw: a
+  // message getter, a Proxy trap or a toString that throws gives 'unprintable error'.
   try {
-    return JSON.stringify(error) ?? String(error);
-  } catch {
+    if (typeof error === 'string') return error;
+    if (error instanceof Error) {
+      const text = `${String(error.name)}: ${String(error.message)}`;
+      return typeof text === 'string' ? text : UNPRINTABLE;
+    }
+    try {
+      const json = JSON.stringify(error);
+      if (typeof json === 'string') return json;
+    } catch {
+      // A cycle, a BigInt, a throwing toJSON: String() below.
+    }
     return String(error);
+  } catch {
+    return UNPRINTABLE;
   }
 }
+
+/** What describe() says of a value that throws when looked at. */
+export const UNPRINTABLE = 'unprintable error';

@@ -3,7 +3,7 @@ import { type Observable, type Subscription, catchError, defer, exhaustMap, map,
 import { InvalidOptionError } from '../index';
 import { type DashboardSource, type Overview, asHttpError, readOverview, typeRoute } from './dashboard-api';
 import { HttpError, SECURITY_HEADERS, sendError, sendJson, within } from './http-io';
-import { type DashboardAuth, TOKEN_COOKIE, checkAction, checkAuthOption, checkCredentials } from './request-guard';
+import { type DashboardAuth, TOKEN_COOKIE, checkAction, checkAllowedHosts, checkAuthOption, checkCredentials, checkHost } from './request-guard';
 import { APP_CSS, APP_JS } from './ui-assets.generated';
 
 export interface DashboardOptions {
@@ -17,6 +17,13 @@ export interface DashboardOptions {
   readonly refreshMs?: number;
   /** Longest a request waits for Redis before it is answered 503; default 10 s. */
   readonly timeoutMs?: number;
+  /**
+   * Host names (without port) the dashboard answers to, besides loopback ones
+   * when it has no auth. Without auth and without this, only `localhost`,
+   * `127.0.0.1` and `[::1]`: a web page that rebinds its own name to your
+   * loopback address is refused. With auth and without this, every name.
+   */
+  readonly allowedHosts?: readonly string[];
 }
 
 /** A Node request handler; `next` (Express, Connect) is not called: every path under the base path is the dashboard's. */
@@ -53,6 +60,7 @@ function normalizedBase(basePath: string | undefined): string {
 export function createDashboard(source: DashboardSource, options: DashboardOptions = {}): DashboardHandler {
   const base = normalizedBase(options.basePath);
   const auth = checkAuthOption(options.auth);
+  const allowedHosts = checkAllowedHosts(options.allowedHosts);
   const readOnly = options.readOnly === true;
   const refreshMs = options.refreshMs ?? 2_000;
   if (!Number.isFinite(refreshMs) || refreshMs < 100) throw new InvalidOptionError('refreshMs', `must be at least 100, got ${String(refreshMs)}`);
@@ -68,17 +76,25 @@ export function createDashboard(source: DashboardSource, options: DashboardOptio
   );
 
   const serve = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    const url = new URL(req.url ?? '/', 'http://dashboard.invalid');
+    checkHost(req, allowedHosts, auth !== undefined);
+    const target = req.url ?? '/';
+    // '//host/…' would read as another host's address, and a redirect built from it would lead there.
+    if (target.startsWith('//')) throw new HttpError(404, 'no-route', 'nothing at that path');
+    const url = new URL(target.startsWith('/') ? target : new URL(target).pathname + new URL(target).search, 'http://dashboard.invalid');
     let path = url.pathname;
     if (base && (path === base || path.startsWith(`${base}/`))) path = path.slice(base.length);
-    const token = url.searchParams.get('token') ?? undefined;
+    const isPage = path === '' || path === '/' || path === '/index.html';
+    // A ?token= opens the page once (then lives in a cookie); API calls and actions take it only from the header or cookie.
+    const token = isPage ? (url.searchParams.get('token') ?? undefined) : undefined;
     checkCredentials(req, auth, token);
     const method = req.method ?? 'GET';
 
-    if (path === '' || path === '/' || path === '/index.html') {
+    if (isPage) {
       if (method !== 'GET' && method !== 'HEAD') throw new HttpError(405, 'method', 'the page is read with GET');
-      const shown = (req as { originalUrl?: string }).originalUrl ?? req.url ?? '/';
-      const shownPath = shown.split('?')[0]!;
+      // Where the page is, as the browser sees it (Express mounts keep it in originalUrl), as a
+      // same-origin path of safe characters only: it goes into Location and Set-Cookie.
+      const shown = (req as { originalUrl?: string }).originalUrl ?? target;
+      const shownPath = safePath(shown.startsWith('/') ? shown.split('?')[0]! : url.pathname);
       if (token !== undefined && auth && 'token' in auth) {
         // Keep the token out of the address bar and history: it lives in a cookie from now on.
         res.writeHead(303, {
@@ -134,6 +150,16 @@ export function createDashboard(source: DashboardSource, options: DashboardOptio
       sendError(res, asHttpError(thrown));
     });
   };
+}
+
+/**
+ * A request path made safe to send back in a header: one leading slash (never
+ * '//', which a browser reads as another host), and every character outside
+ * the unreserved set and '/' percent-encoded ('%' too, unless it starts a valid escape).
+ */
+function safePath(path: string): string {
+  const single = `/${path.replace(/^\/+/, '')}`;
+  return single.replace(/%(?![0-9A-Fa-f]{2})|[^A-Za-z0-9._~/%-]/g, (c) => encodeURIComponent(c));
 }
 
 function decodeSegment(segment: string): string {

@@ -18,15 +18,74 @@ function sameSecret(given: string, expected: string): boolean {
   return timingSafeEqual(a, b);
 }
 
+/** A cookie's value; undefined when absent or malformed (a bad percent-encoding is no credential). */
 function cookie(req: IncomingMessage, name: string): string | undefined {
   for (const part of (req.headers.cookie ?? '').split(';')) {
     const eq = part.indexOf('=');
-    if (eq > 0 && part.slice(0, eq).trim() === name) return decodeURIComponent(part.slice(eq + 1).trim());
+    if (eq > 0 && part.slice(0, eq).trim() === name) {
+      try {
+        return decodeURIComponent(part.slice(eq + 1).trim());
+      } catch {
+        return undefined;
+      }
+    }
   }
   return undefined;
 }
 
-/** Throws 401 unless the request carries the credentials `auth` asks for; `queryToken` is a `?token=` the caller read. */
+/** Host names every dashboard without auth answers to: the loopback ones. */
+const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]', '::1']);
+
+/** The host name of a Host header, without its port, lower-cased; IPv6 keeps its brackets. */
+export function hostName(host: string): string {
+  const lower = host.trim().toLowerCase();
+  if (lower.startsWith('[')) {
+    const close = lower.indexOf(']');
+    return close < 0 ? lower : lower.slice(0, close + 1);
+  }
+  const colon = lower.lastIndexOf(':');
+  return colon < 0 ? lower : lower.slice(0, colon);
+}
+
+/**
+ * Refuses a request whose Host the dashboard does not answer to. A page on
+ * another site can make a browser send requests to a loopback port through a
+ * name it controls (DNS rebinding): its Host then names that site. Without
+ * auth only loopback names (and `allowedHosts`) are served; with auth, every
+ * name unless `allowedHosts` is given. An absolute-form request line must name
+ * the same host as its Host header.
+ */
+export function checkHost(req: IncomingMessage, allowedHosts: ReadonlySet<string> | undefined, authenticated: boolean): void {
+  const host = req.headers.host;
+  if (typeof host !== 'string' || host === '') throw new HttpError(400, 'host', 'a request needs a Host header');
+  const url = req.url ?? '/';
+  if (!url.startsWith('/')) {
+    let target: URL;
+    try {
+      target = new URL(url);
+    } catch {
+      throw new HttpError(400, 'bad-path', 'the request target is not a path');
+    }
+    if (target.host.toLowerCase() !== host.toLowerCase()) throw new HttpError(400, 'host', 'the request line names another host than the Host header');
+  }
+  const name = hostName(host);
+  if (allowedHosts) {
+    if (allowedHosts.has(name) || (!authenticated && LOOPBACK_HOSTS.has(name))) return;
+  } else if (authenticated || LOOPBACK_HOSTS.has(name) || name.endsWith('.localhost')) {
+    return;
+  }
+  throw new HttpError(403, 'host', `this dashboard does not answer to the host ${JSON.stringify(name)}; without auth it answers to loopback names only (add it to allowedHosts, or --allow-host)`);
+}
+
+export function checkAllowedHosts(hosts: unknown): ReadonlySet<string> | undefined {
+  if (hosts === undefined) return undefined;
+  if (!Array.isArray(hosts) || hosts.some((h) => typeof h !== 'string' || h === '' || /[\s/]/.test(h))) {
+    throw new InvalidOptionError('allowedHosts', 'must be an array of host names (without port), such as ["ops.example.com"]');
+  }
+  return new Set(hosts.map((h: string) => hostName(h.includes(':') && !h.startsWith('[') ? `[${h}]` : h)));
+}
+
+/** Throws 401 unless the request carries the credentials `auth` asks for; `queryToken` is a `?token=` of the page request. */
 export function checkCredentials(req: IncomingMessage, auth: DashboardAuth | undefined, queryToken: string | undefined): void {
   if (!auth) return;
   const header = req.headers.authorization ?? '';
@@ -65,8 +124,9 @@ export function checkAction(req: IncomingMessage): void {
     throw new HttpError(403, 'cross-site', 'actions are refused from an opaque origin');
   }
   if (req.headers[ACTION_HEADER] !== '1') throw new HttpError(403, 'missing-action-header', `actions must send the header ${ACTION_HEADER}: 1`);
-  const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim();
-  if (type !== 'application/json') throw new HttpError(415, 'json-only', 'actions take a JSON body (Content-Type: application/json)');
+  // Exactly JSON: a type with other parameters is no JSON body a form or a beacon could not also send.
+  const type = (req.headers['content-type'] ?? '').replace(/\s+/g, '').toLowerCase();
+  if (type !== 'application/json' && type !== 'application/json;charset=utf-8') throw new HttpError(415, 'json-only', 'actions take a JSON body (Content-Type: application/json)');
 }
 
 export function checkAuthOption(auth: unknown): DashboardAuth | undefined {

@@ -81,7 +81,9 @@ function evalScript(client: RedisClient, script: LoadedScript, args: ReadonlyArr
 /** A NOPERM, which the permission check should have prevented (an ACL narrowed since): every answer is asked again. */
 function refused(script: LoadedScript, error: unknown, permissions: ScriptPermissions | undefined): Error {
   permissions?.forget();
-  return permissionError(`a command of the ${script.name} script (${error instanceof Error ? error.message : String(error)})`, error);
+  const typed = permissionError(`a command of the ${script.name} script`, error);
+  permissions?.refused(typed);
+  return typed;
 }
 
 /** Keys a plain enqueue (no replace) passes to lua/enqueue.lua: meta, schedule, recent, slot guard. */
@@ -218,10 +220,12 @@ export class LuaScripts {
     private readonly idempotencyWindowMs: number,
     /** How long a call waits for a connection that is not ready before it fails, unsent. */
     readyWaitMs = Math.min(READY_WAIT_MS, deadline.ms),
+    /** Told of each refusal by the user's ACL (src/redis/permissions.ts). */
+    onRefused?: (error: RedisConnectionError) => void,
   ) {
     this.deadlines = new CallDeadlines(deadline.ms, deadline.onStuck);
     this.scripts = Object.fromEntries(SCRIPT_NAMES.map((name) => [name, loadScript(name)])) as Record<ScriptName, LoadedScript>;
-    this.permissions = new ScriptPermissions(client, wakeChannel);
+    this.permissions = new ScriptPermissions(client, wakeChannel, onRefused);
     this.gate = new ReadyGate(client, readyWaitMs);
     this.prewritten = takesPrewritten(client);
     // A connection that never sends a command again (autoResendUnfulfilledCommands: false) drops the
@@ -238,6 +242,11 @@ export class LuaScripts {
         this.deadlines.failAll((name) => new RedisConnectionError('other', `the connection closed before Redis answered ${name}; it may have run (enqueueing an event again is safe)`));
       });
     }
+  }
+
+  /** The ACL refusal that holds now, if any (src/redis/permissions.ts). */
+  get refusal(): RedisConnectionError | undefined {
+    return this.permissions.refusal;
   }
 
   /**

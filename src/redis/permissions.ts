@@ -54,11 +54,22 @@ interface Answer {
 export class ScriptPermissions {
   private answers = new Map<string, Answer>();
 
+  /** The refusal that holds now, if any: health() reports it. */
+  refusal: RedisConnectionError | undefined;
+
   constructor(
     private readonly client: RedisClient,
     private readonly channel: string,
+    /** Told of each new refusal (a script's check, or a NOPERM), once per distinct message. */
+    private readonly onRefused: (error: RedisConnectionError) => void = () => undefined,
   ) {
     client.on('ready', () => this.forget());
+  }
+
+  /** A refusal seen (by the check, or as a NOPERM reply): kept for health(), told once per message. */
+  refused(error: RedisConnectionError): void {
+    if (this.refusal?.message !== error.message) this.onRefused(error);
+    this.refusal = error;
   }
 
   /** Asks again for everything: after a reconnect or a NOPERM. */
@@ -77,10 +88,14 @@ export class ScriptPermissions {
     if (known && now - known.at < PERMISSION_RECHECK_MS) return known.ok ? undefined : known.check;
     const answer: Answer = { at: now, ok: false, check: this.ask(key, commands) };
     answer.check.then(
-      () => (answer.ok = true),
+      () => {
+        answer.ok = true;
+        if (this.refusal && [...this.answers.values()].every((a) => a.ok)) this.refusal = undefined;
+      },
       (error: unknown) => {
         // Only a refusal is remembered; a failed check (an outage) is asked again next time.
-        if (!(error instanceof RedisConnectionError && error.reason === 'permission')) this.answers.delete(id);
+        if (error instanceof RedisConnectionError && error.reason === 'permission') this.refused(error);
+        else this.answers.delete(id);
       },
     );
     this.answers.set(id, answer);

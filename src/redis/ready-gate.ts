@@ -95,7 +95,7 @@ export function whenReady(client: RedisClient, maxMs = READY_WAIT_MS, knownError
       // Refused credentials will be refused again: no point waiting out the bound.
       if (classifyRedisError(error) === 'auth') fail('auth', `Redis refused the credentials (${describe(error)}); check the user and password in the URL or client; nothing was sent`);
     };
-    const onEnd = () => fail('other', 'the connection was closed; nothing was sent');
+    const onEnd = () => fail('other', `the connection was closed${lastError === undefined ? '' : ` (${describe(lastError)})`}; nothing was sent`);
     const timer = setTimeout(() => {
       const reason = lastError === undefined ? 'timeout' : classifyRedisError(lastError);
       const why = lastError === undefined ? 'it is still connecting' : describe(lastError);

@@ -18,6 +18,13 @@ export class RedisConnections {
       // wait there and be sent on reconnect, after its caller was told it failed.
       // Calls wait for a ready connection instead (src/redis/ready-gate.ts), unsent.
       this.command = this.own(new Redis(source, { autoResendUnfulfilledCommands: false, enableOfflineQueue: false }));
+      // ioredis answers a refused SELECT (a database Redis does not have) by going on in database 0:
+      // writing another application's keys. The connection stops instead; calls fail, and the error says why.
+      this.command.on('error', (error: Error) => {
+        if (/^ERR (DB index is out of range|invalid DB index)/.test(error.message)) {
+          for (const client of this.owned) client.disconnect();
+        }
+      });
     } else {
       this.command = source;
     }

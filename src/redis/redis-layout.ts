@@ -1,3 +1,4 @@
+import { InvalidOptionError } from '../core/errors';
 import type { EventRoute } from '../core/delayed-event.decorator';
 
 /**
@@ -98,7 +99,7 @@ export class RedisLayout {
 
   constructor(readonly prefix: string) {
     if (!/^[A-Za-z0-9_.:-]{1,64}$/.test(prefix)) {
-      throw new TypeError(`prefix must be 1-64 characters of letters, digits, '_', '.', ':' or '-'; got ${JSON.stringify(prefix)}`);
+      throw new InvalidOptionError('prefix', `must be 1-64 characters of letters, digits, '_', '.', ':' or '-'; got ${JSON.stringify(prefix)}`);
     }
   }
 

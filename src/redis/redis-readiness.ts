@@ -111,6 +111,8 @@ async function loadScripts(client: RedisClient, deadline: number): Promise<void>
     if (loaded === undefined) throw connectionError('timeout', undefined, 0);
   } catch (error) {
     if (error instanceof RedisConnectionError) throw error;
+    // A user without +script: each script is sent with EVAL on its first NOSCRIPT instead (README's ACL).
+    if (classifyRedisError(error) === 'permission') return;
     throw connectionError(classifyRedisError(error), error);
   }
 }

@@ -130,6 +130,8 @@ export class ActivityRecorder {
     private readonly layout: RedisLayout,
     /** Longest one write may take (the service's commandTimeoutMs): then it counts as failed. */
     private readonly timeoutMs: number,
+    /** Told when Redis refuses the writes (an ACL without +hincrby or +pexpire): the charts stay empty. */
+    private readonly onRefused: (error: Error) => void = () => undefined,
   ) {
     this.timer = setInterval(() => void this.flush(), ACTIVITY_SLOT_MS);
     this.timer.unref();
@@ -168,6 +170,8 @@ export class ActivityRecorder {
         try {
           const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error('activity not written in time')), timeoutMs)));
           const replies = (await Promise.race([pipeline.exec(), late])) ?? [];
+          const refused = replies.find(([error]) => error instanceof Error && /^NOPERM\b/.test(error.message));
+          if (refused) this.onRefused(refused[0] as Error);
           if (replies.some(([error]) => error)) throw new Error('activity not written');
         } catch {
           // Written again next time; an increment that did land is then counted twice, which a chart can bear.

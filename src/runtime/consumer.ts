@@ -2,7 +2,8 @@ import { Subscription, merge } from 'rxjs';
 import type { DelayedEventInstance, EventClass } from '../core/delayed-event.decorator';
 import { type DecodedEvent, type EventCodec, DecodeError } from '../core/event-codec';
 import type { EventContextStore } from '../core/event-context';
-import { type ContextHandler, type EventHandler, HandlerDelivery, invokeHandler } from './handler-invocation';
+import { type ContextHandler, type EventHandler, HandlerDelivery, type Outcome, invokeHandler } from './handler-invocation';
+import { describe } from '../core/errors';
 import type { TypeActivity } from './activity-log';
 import { FifoTimeouts } from './fifo-timeouts';
 import { HandlerSlots } from './handler-slots';
@@ -137,16 +138,22 @@ export class Consumer<T extends DelayedEventInstance> {
       const metrics = this.parts.metrics;
       if (metrics.listening) metrics.timing(METRIC.lateness, this.tags, Math.max(0, claimed.claimedAt - claimed.dueAt));
       const started = performance.now();
-      const invoked = invokeHandler({
-        handler: this.parts.handler,
-        event: decoded.event,
-        context: decoded.context,
-        delivery: new HandlerDelivery(claimed.id, this.parts.type, claimed.attempt, this.parts.retry.maxAttempts, claimed.dueAt, decoded.enqueuedAt, this.parts.group),
-        timeouts: this.timeouts,
-        contextStore: this.parts.contextStore,
-        contextHandler: this.parts.contextHandler,
-      });
-      const outcome = invoked instanceof Promise ? await invoked : invoked;
+      let outcome: Outcome;
+      try {
+        const invoked = invokeHandler({
+          handler: this.parts.handler,
+          event: decoded.event,
+          context: decoded.context,
+          delivery: new HandlerDelivery(claimed.id, this.parts.type, claimed.attempt, this.parts.retry.maxAttempts, claimed.dueAt, decoded.enqueuedAt, this.parts.group),
+          timeouts: this.timeouts,
+          contextStore: this.parts.contextStore,
+          contextHandler: this.parts.contextHandler,
+        });
+        outcome = invoked instanceof Promise ? await invoked : invoked;
+      } catch (error) {
+        // invokeHandler never rejects; should anything get past it, the call still fails and the event moves on.
+        outcome = { ok: false, timedOut: false, permanent: false, error: describe(error), cause: error };
+      }
       const durationMs = performance.now() - started;
       giveSlot(durationMs);
       this.parts.activity?.handled(outcome.ok, claimed.claimedAt - claimed.dueAt);

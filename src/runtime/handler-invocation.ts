@@ -1,5 +1,5 @@
 import { type Observable, firstValueFrom, isObservable } from 'rxjs';
-import { PermanentFailure, describe } from '../core/errors';
+import { PermanentFailure, UNPRINTABLE, describe } from '../core/errors';
 import type { EventContext, EventContextStore } from '../core/event-context';
 import type { FifoTimeouts } from './fifo-timeouts';
 
@@ -137,7 +137,8 @@ export function invokeHandler<T>(invocation: Invocation<T>): Outcome | Promise<O
       const error = `handler did not finish within ${timeouts.ms} ms (attempt ${delivery.attempt})`;
       resolve({ ok: false, timedOut: true, permanent: false, error, cause: new Error(error) });
     });
-    (result as Promise<unknown>)
+    // Promise.resolve: a context handler may answer anything, a thenable whose then() throws included.
+    Promise.resolve(result)
       .then(interpretResult, failed)
       .then((outcome) => {
         if (done) return;
@@ -148,8 +149,17 @@ export function invokeHandler<T>(invocation: Invocation<T>): Outcome | Promise<O
   });
 }
 
+/** Never throws, whatever `error` is (a Proxy whose traps throw, an Error whose message getter does). */
 function failed(error: unknown): Outcome {
-  if (PermanentFailure.is(error)) return { ok: false, timedOut: false, permanent: true, error: `permanent failure: ${error.message}`, cause: error };
+  if (PermanentFailure.is(error)) {
+    let reason: string;
+    try {
+      reason = String(error.message);
+    } catch {
+      reason = UNPRINTABLE;
+    }
+    return { ok: false, timedOut: false, permanent: true, error: `permanent failure: ${reason}`, cause: error };
+  }
   return { ok: false, timedOut: false, permanent: false, error: describe(error), cause: error };
 }
 

@@ -107,6 +107,22 @@ export class ServiceLog {
     }
   };
 
+  private readonly degradedSaid = new Set<string>();
+
+  /** A feature that works less well than it should (no wake-ups: polling): one record per feature. */
+  degraded(feature: string, message: string): void {
+    if (this.closed || this.degradedSaid.has(feature)) return;
+    this.degradedSaid.add(feature);
+    this.write('warn', { prefix: this.settings.prefix, feature }, message);
+  }
+
+  /** The ACL user may not run a command the service needs: one record per distinct refusal. */
+  refused(error: Error): void {
+    if (this.closed) return;
+    this.lastError = { message: error.message, at: Date.now() };
+    this.write('warn', { prefix: this.settings.prefix, reason: 'permission', error: error.message }, 'Redis refuses a command the service needs (ACL); what needs it waits until it is granted');
+  }
+
   /**
    * Redis lost what this instance had registered (groups, schedules) and it
    * registers them again: one record per time it happens.

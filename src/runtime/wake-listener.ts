@@ -19,6 +19,8 @@ export interface WakeListenerSettings {
   readonly pingTimeoutMs: number;
   /** Told each time a silent connection was replaced. */
   readonly onReset: () => void;
+  /** Told when Redis refuses the subscription (ACL): wake-ups are lost, dispatchers only poll. */
+  readonly onRefused?: (error: Error) => void;
 }
 
 /**
@@ -42,7 +44,10 @@ export function wakeListener(connections: RedisConnections, channel: string, set
         subscriber.next({ tag: message.slice(0, cut), due: Number(message.slice(cut + 1)) });
       });
       connection.on('ready', lookEverywhere);
-      connection.subscribe(channel).then(lookEverywhere, () => undefined);
+      connection.subscribe(channel).then(lookEverywhere, (error: unknown) => {
+        // Refused (an ACL without +subscribe or the channel): dispatchers still poll every pollIntervalMs.
+        if (error instanceof Error && /^NOPERM\b/.test(error.message)) settings.onRefused?.(error);
+      });
       return connection;
     };
     let connection = listen();

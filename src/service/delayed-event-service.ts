@@ -149,7 +149,7 @@ export class DelayedEventService {
     this.scripts = new LuaScripts(this.connections.command, this.layout.wakeChannel, {
       ms: this.options.commandTimeoutMs,
       onStuck: () => this.commandStuck(),
-    }, this.options.idempotencyWindowMs);
+    }, this.options.idempotencyWindowMs, undefined, (error) => this.log.refused(error));
     this.codec = new EventCodec(this.options.maxPayloadBytes);
     this.batcher = new EnqueueBatcher((keys, events, replace) => this.scripts.enqueue(keys, events, replace, this.options.durableEnqueue));
     this.deadLetterSets = new DeadLetters(this.connections.command, this.scripts, this.codec);
@@ -160,11 +160,14 @@ export class DelayedEventService {
       onLost: (type, names) => this.log.registrationsLost({ type, schedules: names }),
     });
     this.inspector = new Inspector(this.connections.command, this.layout, this.codec, this.scripts);
-    this.activityRecorder = this.options.recordActivity ? new ActivityRecorder(this.connections.command, this.layout, this.options.commandTimeoutMs) : undefined;
+    this.activityRecorder = this.options.recordActivity ? new ActivityRecorder(this.connections.command, this.layout, this.options.commandTimeoutMs, (error) =>
+          this.log.degraded('activity', `Redis refuses the activity counts (${error.message}); the dashboard's charts stay empty: grant +hincrby and +pexpire, or set recordActivity: false`),
+        ) : undefined;
     this.wakes$ = wakeListener(this.connections, this.layout.wakeChannel, {
       pingEveryMs: this.options.readerBlockMs,
       pingTimeoutMs: this.options.watchdogGraceMs,
       onReset: () => this.metrics.count(METRIC.wakeListenerResets, {}),
+      onRefused: (error) => this.log.degraded('wake-ups', `Redis refuses the wake-up subscription (${error.message}); dispatchers find new events by polling every pollIntervalMs instead: grant +subscribe and the channel ${this.layout.wakeChannel}`),
     });
   }
 
@@ -401,11 +404,13 @@ export class DelayedEventService {
       readers += registration.loops?.readers ?? 0;
     }
     const last = this.log.lastError;
+    const problem = this.scripts.refusal ?? this.handlingScripts?.refusal;
     return {
-      ready: up && !this.closing,
+      ready: up && !this.closing && !problem,
       redis: up ? 'up' : 'down',
       loops: { dispatchers, readers },
       ...(last ? { lastError: { message: last.message, at: new Date(last.at) } } : {}),
+      ...(problem ? { problem } : {}),
     };
   }
 
@@ -687,6 +692,8 @@ export class DelayedEventService {
         },
       },
       this.options.idempotencyWindowMs,
+      undefined,
+      (error) => this.log.refused(error),
     );
     return this.handlingScripts;
   }
@@ -758,62 +765,69 @@ export class DelayedEventService {
     return this.whenReady(() => this.inspector.types());
   }
 
+  /** An inspection call: refused after close(), sent once the connection is ready, under the call deadline. */
+  private inspect<R>(name: string, work: () => Promise<R>): Promise<R> {
+    if (this.closing) return Promise.reject(new ServiceClosedError());
+    return this.scripts.bounded(name, work);
+  }
+
   /** Runs `work` once the command connection is ready, or fails unsent within about a second (src/redis/ready-gate.ts). */
   private whenReady<R>(work: () => Promise<R>): Promise<R> {
+    if (this.closing) return Promise.reject(new ServiceClosedError());
     const waiting = this.scripts.gate.wait();
     return waiting ? waiting.then(work) : work();
   }
 
   /** Events in each state (and per group, where groups are registered); undefined for a type name nothing is stored under. */
   counts(eventClass: EventTarget): Promise<EventCounts | undefined> {
-    return this.scripts.bounded('counts', () => this.inspector.counts(eventClass));
+    return this.inspect('counts', () => this.inspector.counts(eventClass));
   }
 
   /** One stored event and its state, or undefined. */
   find<T extends DelayedEventInstance>(eventClass: EventClass<T>, id: string): Promise<InspectedEvent<T> | undefined>;
   find(type: string, id: string): Promise<InspectedEvent<JsonEvent> | undefined>;
   find<T extends DelayedEventInstance>(eventClass: EventTarget<T>, id: string): Promise<InspectedEvent<T | JsonEvent> | undefined> {
-    return this.scripts.bounded('find', () => this.inspector.find(eventClass, id));
+    return this.inspect('find', () => this.inspector.find(eventClass, id));
   }
 
   /** One page (limit 1..1,000) of the events in `state`, in that state's order. */
   list<T extends DelayedEventInstance>(eventClass: EventClass<T>, state: EventState, options?: ListOptions): Promise<Array<InspectedEvent<T>>>;
   list(type: string, state: EventState, options?: ListOptions): Promise<Array<InspectedEvent<JsonEvent>>>;
   list<T extends DelayedEventInstance>(eventClass: EventTarget<T>, state: EventState, options?: ListOptions): Promise<Array<InspectedEvent<T | JsonEvent>>> {
-    return this.scripts.bounded('list', () => this.inspector.list(eventClass, state, options));
+    return this.inspect('list', () => this.inspector.list(eventClass, state, options));
   }
 
   /** Moves a scheduled or ready event to a new due time (a delay from now, or a Date), keeping payload, context and attempts; false when it is not stored, in flight or dead. */
   reschedule(eventClass: EventTarget, id: string, delayOrDate: Delay | Date): Promise<boolean> {
-    return this.inspector.reschedule(eventClass, id, delayOrDate);
+    return this.whenReady(() => this.inspector.reschedule(eventClass, id, delayOrDate));
   }
 
   /** Makes a scheduled or ready event due at once; false when it is not stored, in flight or dead. */
   runNow(eventClass: EventTarget, id: string): Promise<boolean> {
-    return this.inspector.runNow(eventClass, id);
+    return this.whenReady(() => this.inspector.runNow(eventClass, id));
   }
 
   /** Stops dispatching and claiming the type in every instance, across restarts, until resume(); enqueues still store. */
   pause(eventClass: EventTarget): Promise<boolean> {
-    return this.scripts.bounded('pause', () => this.inspector.pause(eventClass));
+    return this.inspect('pause', () => this.inspector.pause(eventClass));
   }
 
   resume(eventClass: EventTarget): Promise<boolean> {
-    return this.scripts.bounded('resume', () => this.inspector.resume(eventClass));
+    return this.inspect('resume', () => this.inspector.resume(eventClass));
   }
 
   isPaused(eventClass: EventTarget): Promise<boolean> {
-    return this.scripts.bounded('isPaused', () => this.inspector.isPaused(eventClass));
+    return this.inspect('isPaused', () => this.inspector.isPaused(eventClass));
   }
 
   /** How many scheduled events fall due in each slot from now to a horizon (default an hour in 60 slots); undefined for a type name nothing is stored under. */
   dueTimeline(eventClass: EventTarget, options?: DueTimelineOptions): Promise<DueTimeline | undefined> {
-    return this.scripts.bounded('dueTimeline', () => this.inspector.dueTimeline(eventClass, options));
+    return this.inspect('dueTimeline', () => this.inspector.dueTimeline(eventClass, options));
   }
 
   /** What the whole fleet enqueued, handled, failed and dead-lettered of the type, and its lateness, per 10 s over the last `windowMs` (default 15 min, at most 1 h). */
   activity(eventClass: EventTarget, windowMs?: number): Promise<ActivitySlot[]> {
-    return this.scripts.bounded('activity', () => this.inspector.activity(eventClass, windowMs));
+    return this.inspect('activity', () => this.inspector.activity(eventClass, windowMs));
   }
 }
 

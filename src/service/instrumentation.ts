@@ -1,3 +1,4 @@
+import type { RedisConnectionError } from '../core/errors';
 import type { EnqueueStatus } from '../redis/lua-scripts';
 
 /** The event an enqueue is storing, as `instrumentEnqueue` sees it. */
@@ -40,4 +41,10 @@ export interface ServiceHealth {
   readonly loops: { readonly dispatchers: number; readonly readers: number };
   /** The last Redis error seen (a connection error, or a failed call of a loop). */
   readonly lastError?: { readonly message: string; readonly at: Date };
+  /**
+   * Why the service cannot work although Redis answers: the ACL user may not
+   * run a command it needs (`reason: 'permission'`, naming it). `ready` is
+   * false while it holds; it clears once the command is allowed again.
+   */
+  readonly problem?: RedisConnectionError;
 }

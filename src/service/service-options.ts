@@ -112,7 +112,7 @@ export function resolveOptions(options: DelayedEventServiceOptions): ResolvedOpt
     // An ioredis 5 client is driven as the ioredis 6 one it is to everything the service calls.
     redis: options.redis as string | Redis | Cluster,
     prefix: options.prefix ?? 'dq',
-    pollIntervalMs: positive('pollIntervalMs', options.pollIntervalMs, 1_000),
+    pollIntervalMs: positive('pollIntervalMs', options.pollIntervalMs, 1_000, HOUR_MS),
     dispatchBatchSize: integer('dispatchBatchSize', options.dispatchBatchSize, 1_000, 1, 5_000),
     handlerTimeoutMs: positive('handlerTimeoutMs', options.handlerTimeoutMs, 30_000),
     leaseGraceMs: positive('leaseGraceMs', options.leaseGraceMs, 5_000),
@@ -120,9 +120,9 @@ export function resolveOptions(options: DelayedEventServiceOptions): ResolvedOpt
     maxPayloadBytes: integer('maxPayloadBytes', options.maxPayloadBytes, 512 * 1024, 64, 256 * 1024 * 1024),
     closeTimeoutMs: positive('closeTimeoutMs', options.closeTimeoutMs, 10_000),
     commandTimeoutMs: positive('commandTimeoutMs', options.commandTimeoutMs, 10_000),
-    readerBlockMs: positive('readerBlockMs', options.readerBlockMs, 5_000),
-    watchdogGraceMs: positive('watchdogGraceMs', options.watchdogGraceMs, 3_000),
-    gaugeIntervalMs: positive('gaugeIntervalMs', options.gaugeIntervalMs, 5_000),
+    readerBlockMs: positive('readerBlockMs', options.readerBlockMs, 5_000, HOUR_MS),
+    watchdogGraceMs: positive('watchdogGraceMs', options.watchdogGraceMs, 3_000, HOUR_MS),
+    gaugeIntervalMs: positive('gaugeIntervalMs', options.gaugeIntervalMs, 5_000, HOUR_MS),
     recordActivity: flag('recordActivity', options.recordActivity, true),
     logger: checkLogger(options.logger),
     logPayloads: options.logPayloads === true,
@@ -153,6 +153,8 @@ function checkRedisUrl(url: string): void {
     throw new InvalidOptionError('redis', `${JSON.stringify(url)} is not a redis:// or rediss:// URL; ${instead}`);
   }
   if (parsed.hostname === '') throw new InvalidOptionError('redis', `${JSON.stringify(url)} names no host; ${instead}`);
+  // ioredis takes '/x' for database 0; a database Redis does not have is checked on connect (src/redis/redis-connections.ts).
+  if (!/^\/?(\d{1,5})?$/.test(parsed.pathname)) throw new InvalidOptionError('redis', `${JSON.stringify(url)}: the path must be a database number, such as /2; ${instead}`);
 }
 
 function checkLogger(logger: Logger | false | undefined): Logger | false {
@@ -170,9 +172,15 @@ function flag(name: string, value: boolean | undefined, fallback: boolean): bool
   return value;
 }
 
-export function positive(name: string, value: number | undefined, fallback: number): number {
+/** The longest a Node timer waits (about 24.8 days): a longer duration would fire at once. */
+export const MAX_TIMER_MS = 2_147_483_647;
+const HOUR_MS = 3_600_000;
+
+/** A duration in ms: above 0, at most `max` (by default the longest a timer can wait). */
+export function positive(name: string, value: number | undefined, fallback: number, max = MAX_TIMER_MS): number {
   if (value === undefined) return fallback;
   if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) throw new InvalidOptionError(name, `must be a finite number > 0, got ${String(value)}`);
+  if (value > max) throw new InvalidOptionError(name, `must be at most ${max} ms${max === MAX_TIMER_MS ? ' (about 24.8 days, the longest a timer can wait)' : ''}, got ${String(value)}`);
   return value;
 }
 

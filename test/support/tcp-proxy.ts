@@ -20,12 +20,17 @@ export class TcpProxy {
     private readonly server: Server,
     readonly port: number,
     private readonly links: Set<Link>,
-    private readonly log: { sent: string },
+    private readonly log: { sent: string; silenceAfter?: string },
   ) {}
+
+  /** From now on, any connection that sends `command` hears nothing more from Redis: it went silent after connecting. */
+  silenceConnectionsAfter(command: string): void {
+    this.log.silenceAfter = command.toUpperCase();
+  }
 
   static async start(targetPort: number): Promise<TcpProxy> {
     const links = new Set<Link>();
-    const log = { sent: '' };
+    const log: { sent: string; silenceAfter?: string } = { sent: '' };
     const server = createServer((client) => {
       const upstream = connect(targetPort, '127.0.0.1');
       const link: Link = { client, upstream, sent: '', blackholed: false, repliesLost: false };
@@ -34,6 +39,7 @@ export class TcpProxy {
         if (link.blackholed) return;
         link.sent += chunk.toString('latin1');
         log.sent += chunk.toString('latin1');
+        if (log.silenceAfter && chunk.toString('latin1').toUpperCase().includes(log.silenceAfter)) link.repliesLost = true;
         upstream.write(chunk);
       });
       upstream.on('data', (chunk) => {

@@ -111,7 +111,7 @@ export async function scriptFloorMicros(port: number, row: ScriptFloorRow, count
     const dispatchSha = await sha(loadLua('dispatch-due').lua);
     for (let moved = 0; moved < count; ) {
       const dispatchKeys = [keys.schedule, keys.inFlight, keys.ready, keys.legacySchedule, keys.meta, keys.slotGuard, keys.recent, keys.groups, keys.pending, keys.paused, keys.errors, keys.marker];
-      const [due] = (await redis.evalsha(dispatchSha, dispatchKeys.length, ...dispatchKeys, 1_000, '0', '0')) as number[];
+      const [due] = (await redis.evalsha(dispatchSha, dispatchKeys.length, ...dispatchKeys, 1_000, '0', '')) as number[];
       if (!due) throw new Error(`script floor: only ${moved} of ${count} events became ready`);
       moved += due;
     }

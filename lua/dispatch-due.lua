@@ -25,12 +25,14 @@
 -- ARGV[1] most events to move in this call
 -- ARGV[2] '1' when a handler of the default group runs here: once the type has
 --         named groups, the default group is registered too, so it keeps getting events
--- ARGV[3] '1' when the caller registered something on this queue (a named
---         group, a recurring schedule): a missing marker then means Redis lost
---         it (a restart without persistence, FLUSHALL, a failover to an empty
---         replica); the marker is set again and the reply says so
+-- ARGV[3] a new marker value, when the caller registered something on this
+--         queue (a named group) and so wants the marker's value; '' otherwise.
+--         A missing marker (Redis lost its data: a restart without persistence,
+--         FLUSHALL, a failover to an empty replica) is set to it. Every
+--         instance remembers the value it saw: a changed value tells each of
+--         them, not only the first to look, that its registrations are gone
 -- Returns {moved due, moved with expired lease, next due ms or -1, Redis now ms,
---          1 if the caller's registrations were lost (ARGV[3])}.
+--          the marker's value (ARGV[3] given) or ''}.
 -- @include envelope
 -- @include lease-pin
 -- @include lease
@@ -42,13 +44,16 @@ local UNSTARTED = 'lease expired before its handler started (the instance that c
 local limit = tonumber(ARGV[1])
 local now = now_ms()
 
-local lost = 0
-if ARGV[3] == '1' and redis.call('EXISTS', KEYS[12]) == 0 then
-  redis.pcall('SET', KEYS[12], now)
-  lost = 1
+local marker = ''
+if ARGV[3] ~= '' then
+  marker = redis.call('GET', KEYS[12])
+  if not marker then
+    marker = ARGV[3]
+    redis.pcall('SET', KEYS[12], marker)
+  end
 end
 
-if redis.call('EXISTS', KEYS[10]) == 1 then return {0, 0, -1, now, lost} end
+if redis.call('EXISTS', KEYS[10]) == 1 then return {0, 0, -1, now, marker} end
 -- Written once, and with pcall: at Redis's memory limit this write, the first
 -- of the call, is refused, and the script must still go on freeing memory.
 if ARGV[2] == '1' and redis.call('EXISTS', KEYS[8]) == 1 and redis.call('HEXISTS', KEYS[8], 'default') == 0 then
@@ -170,4 +175,4 @@ local expired = move_here(take_expired())
 local next_at = next_due(KEYS[1], KEYS[2])
 local legacy = tonumber(redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')[2])
 if legacy and (next_at < 0 or legacy < next_at) then next_at = legacy end
-return {due, expired, next_at, now, lost}
+return {due, expired, next_at, now, marker}

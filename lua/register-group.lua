@@ -10,11 +10,11 @@
 --         so that its absence tells the instances that Redis lost their
 --         registrations (dispatch-due.lua)
 -- ARGV[1] group name
+-- ARGV[2] the marker's value, if it has none yet
 -- Returns 1 when newly registered, 0 when it already was (or is the default
 -- group of a type without named groups, which needs no registry).
 -- @include envelope
 
 if ARGV[1] == 'default' and redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-local now = now_ms()
-redis.call('SET', KEYS[3], now, 'NX')
-return redis.call('HSETNX', KEYS[1], ARGV[1], now)
+redis.call('SET', KEYS[3], ARGV[2], 'NX')
+return redis.call('HSETNX', KEYS[1], ARGV[1], now_ms())

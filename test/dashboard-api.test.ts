@@ -215,6 +215,8 @@ describe('the dashboard HTTP API', () => {
     expect((await raw(allowed.dashboard.url, { target: '/api/overview', headers: { host: `ops.example.com:${port}` } })).status).toBe(200);
     expect((await raw(allowed.dashboard.url, { target: '/api/overview', headers: { host: `other.example.com:${port}` } })).status).toBe(403);
     const token = 'a-long-enough-dashboard-token';
+    // A name with a port would never match a Host's name: refused where it is given.
+    expect(() => createDashboard(allowed.service, { allowedHosts: ['ops.example.com:8080'] })).toThrow(InvalidOptionError);
     const authed = await setUp({ auth: { token } });
     expect((await raw(authed.dashboard.url, { target: '/api/overview', headers: { host: 'behind.proxy.example', authorization: `Bearer ${token}` } })).status).toBe(200);
   });

@@ -150,7 +150,7 @@ describe('leases', () => {
     await client.eval(lua, numberOfKeys, `${keys}:r`, `${keys}:f`, `${keys}:m`, `${keys}:d`, `${keys}:e`, `${keys}:guard`, `${keys}:i`, `${keys}:c:test`, `${keys}:n`, `${keys}:m`, `${keys}:p`, 1, -1_000, 5, 0, '', 1, 0);
     expect(await leasedIds(client, `${keys}:f`)).toEqual(['stalled']);
     const dispatch = loadLua('dispatch-due');
-    await client.eval(dispatch.lua, dispatch.numberOfKeys, `${keys}:b`, `${keys}:f`, `${keys}:r`, `${keys}:s`, `${keys}:m`, `${keys}:guard`, `${keys}:i`, `${keys}:groups`, `${keys}:n`, `${keys}:p`, `${keys}:e`, `${keys}:here`, 100, '0', '0');
+    await client.eval(dispatch.lua, dispatch.numberOfKeys, `${keys}:b`, `${keys}:f`, `${keys}:r`, `${keys}:s`, `${keys}:m`, `${keys}:guard`, `${keys}:i`, `${keys}:groups`, `${keys}:n`, `${keys}:p`, `${keys}:e`, `${keys}:here`, 100, '0', '');
     expect(await client.lrange(`${keys}:r`, 0, -1)).toEqual(['stalled']);
     expect(await client.exists(`${keys}:f`)).toBe(0);
   });

@@ -51,8 +51,29 @@ describe('self-healing after Redis loses its data', () => {
 
     // Said once per loss: one record for the group, one for the schedules.
     const lost = logger.warnings.filter((w) => w.message.startsWith('Redis lost'));
-    expect(lost.filter((w) => w.fields.group === 'billing')).toHaveLength(1);
+    expect(lost.filter((w) => Array.isArray(w.fields.groups) && (w.fields.groups as string[]).includes('billing'))).toHaveLength(1);
     expect(lost.filter((w) => Array.isArray(w.fields.schedules))).toHaveLength(1);
+  });
+
+  it('every instance registers its own groups and schedules again, not only the first to notice', async () => {
+    const prefix = redis.prefix();
+    const instances = ['a', 'b'].map((name) => {
+      const logger = recordingLogger();
+      const service = redis.service({ prefix, pollIntervalMs: 100, logger });
+      const seen: string[] = [];
+      service.addHandler(PaymentCheck, (e) => void seen.push(e.id), 1, { group: `group-${name}` });
+      return { name, service, seen, logger };
+    });
+    await instances[0]!.service.schedule('tick-a', new PaymentCheck(''), { every: 150 });
+    await instances[1]!.service.schedule('tick-b', new PaymentCheck(''), { every: 150 });
+    const registry = `${prefix}:{test.payment-check}:groups`;
+    await waitFor(async () => (await redis.client().hkeys(registry)).sort().join() === 'group-a,group-b', 'both groups registered');
+
+    await flushEveryMaster();
+    await waitFor(async () => (await redis.client().hkeys(registry)).sort().join() === 'group-a,group-b', 'both groups registered again', 10_000);
+    await waitFor(async () => (await instances[0]!.service.schedules(PaymentCheck)).map((s) => s.name).sort().join() === 'tick-a,tick-b', 'both schedules stored again', 10_000);
+    await instances[0]!.service.enqueue(new PaymentCheck('after'), 0);
+    await waitFor(() => instances.every((i) => i.seen.includes('after')), 'the event in both groups', 10_000);
   });
 
   it('a group removed on purpose by another instance is not registered again', async () => {
@@ -81,7 +102,7 @@ describe('self-healing after Redis loses its data', () => {
     await waitFor(() => audit.includes('before'), 'the group running');
     await redis.server.kill();
     await redis.server.restart();
-    await waitFor(() => logger.warnings.some((w) => w.message.startsWith('Redis lost') && w.fields.group === 'audit'), 'the loss noticed', 15_000);
+    await waitFor(() => logger.warnings.some((w) => w.message.startsWith('Redis lost') && Array.isArray(w.fields.groups) && (w.fields.groups as string[]).includes('audit')), 'the loss noticed', 15_000);
     await waitFor(async () => (await redis.client().hexists(`${service.prefix}:{test.payment-check}:groups`, 'audit')) === 1, 'the group registered again');
     await waitFor(async () => (await service.enqueue(new PaymentCheck('after'), 0).catch(() => 'down')) === 'scheduled', 'Redis taking enqueues', 10_000);
     await waitFor(() => audit.includes('after'), 'the group getting events again', 10_000);

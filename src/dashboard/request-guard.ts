@@ -79,7 +79,7 @@ export function checkHost(req: IncomingMessage, allowedHosts: ReadonlySet<string
 
 export function checkAllowedHosts(hosts: unknown): ReadonlySet<string> | undefined {
   if (hosts === undefined) return undefined;
-  if (!Array.isArray(hosts) || hosts.some((h) => typeof h !== 'string' || h === '' || /[\s/]/.test(h))) {
+  if (!Array.isArray(hosts) || hosts.some((h) => typeof h !== 'string' || h === '' || /[\s/]/.test(h) || /^[^:[\]]+:\d+$/.test(h) || /^\[.*\]:\d+$/.test(h))) {
     throw new InvalidOptionError('allowedHosts', 'must be an array of host names (without port), such as ["ops.example.com"]');
   }
   return new Set(hosts.map((h: string) => hostName(h.includes(':') && !h.startsWith('[') ? `[${h}]` : h)));

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 import { CallDeadlines } from './call-deadlines';
 import { bulkString, sendPrewritten, takesPrewritten } from './prewritten-evalsha';
@@ -66,11 +66,21 @@ function isMissingScript(error: unknown): boolean {
  * ioredis's defineCommand does the same but cost ~4 µs more a call, a few
  * percent of an event at parallelism 1 (measured with the benchmarks).
  */
-function evalScript(client: RedisClient, script: LoadedScript, args: ReadonlyArray<string | number>, numberOfKeys = script.numberOfKeys, permissions?: ScriptPermissions, unsentRetries = 1): Promise<unknown> {
+function evalScript(
+  client: RedisClient,
+  script: LoadedScript,
+  args: ReadonlyArray<string | number>,
+  numberOfKeys = script.numberOfKeys,
+  permissions?: ScriptPermissions,
+  gate?: ReadyGate,
+  unsentRetries = 1,
+): Promise<unknown> {
   return client.evalsha(script.sha, numberOfKeys, ...args).then(undefined, (error: unknown) => {
     if (isPermissionError(error)) throw refused(script, error, permissions);
     // Not sent (the connection is being replaced): sending it once it is back is safe.
-    if (isUnsent(error) && unsentRetries > 0) return nextReady(client).then(() => evalScript(client, script, args, numberOfKeys, permissions, unsentRetries - 1));
+    if (isUnsent(error) && unsentRetries > 0) {
+      return (gate ? gate.next() : nextReady(client)).then(() => evalScript(client, script, args, numberOfKeys, permissions, gate, unsentRetries - 1));
+    }
     if (!isMissingScript(error)) throw error;
     return client.eval(script.lua, numberOfKeys, ...args).then(undefined, (again: unknown) => {
       throw isPermissionError(again) ? refused(script, again, permissions) : again;
@@ -149,8 +159,8 @@ export interface DispatchResult {
   /** Next due time or lease expiry, Redis clock; -1 when nothing waits. */
   readonly nextDue: number;
   readonly now: number;
-  /** The caller's registrations on this queue were lost (Redis came back empty); asked only with `registeredHere`. */
-  readonly registrationsLost: boolean;
+  /** The queue's marker value (asked with `newMarker`): a value other than the one seen before says Redis lost its registrations. */
+  readonly marker: string;
 }
 
 export type EnqueueStatus = 'scheduled' | 'duplicate' | 'replaced';
@@ -159,6 +169,11 @@ export type EnqueueStatus = 'scheduled' | 'duplicate' | 'replaced';
 export interface ClaimedRef {
   readonly id: string;
   readonly claim: number;
+}
+
+/** A value for a queue's marker: unique, so that a marker set anew differs from every one seen before. */
+export function newMarkerValue(): string {
+  return randomBytes(8).toString('hex');
 }
 
 /** Where a reader's claims are logged (a key in its queue's slot), and the token of the claim being made. */
@@ -226,7 +241,8 @@ export class LuaScripts {
     this.deadlines = new CallDeadlines(deadline.ms, deadline.onStuck);
     this.scripts = Object.fromEntries(SCRIPT_NAMES.map((name) => [name, loadScript(name)])) as Record<ScriptName, LoadedScript>;
     this.permissions = new ScriptPermissions(client, wakeChannel, onRefused);
-    this.gate = new ReadyGate(client, readyWaitMs);
+    // The permission answers are asked again after a reconnect (the user may have changed).
+    this.gate = new ReadyGate(client, readyWaitMs, () => this.permissions.forget());
     this.prewritten = takesPrewritten(client);
     // A connection that never sends a command again (autoResendUnfulfilledCommands: false) drops the
     // calls it had sent when it closes: ioredis never settles them, and they would hang until their
@@ -265,8 +281,8 @@ export class LuaScripts {
     if (waiting) return waiting.then(() => this.run(name, ...args));
     const script = this.scripts[name];
     const checking = this.permitted(script, String(args[0]));
-    if (checking) return checking.then(() => this.deadlines.bound(evalScript(this.client, script, args, script.numberOfKeys, this.permissions), name));
-    return this.deadlines.bound(evalScript(this.client, script, args, script.numberOfKeys, this.permissions), name);
+    if (checking) return checking.then(() => this.deadlines.bound(evalScript(this.client, script, args, script.numberOfKeys, this.permissions, this.gate), name));
+    return this.deadlines.bound(evalScript(this.client, script, args, script.numberOfKeys, this.permissions, this.gate), name);
   }
 
   /** Undefined when the user may run `script` on the queue of `key` (known already); else the check under way (src/redis/permissions.ts). */
@@ -314,7 +330,7 @@ export class LuaScripts {
     }
     let statuses: number | number[];
     if (!durability) {
-      statuses = (await this.deadlines.bound(evalScript(this.client, this.scripts.enqueue, args, numberOfKeys, this.permissions), 'enqueue')) as number | number[];
+      statuses = (await this.deadlines.bound(evalScript(this.client, this.scripts.enqueue, args, numberOfKeys, this.permissions, this.gate), 'enqueue')) as number | number[];
     } else {
       const enqueue = this.scripts.enqueue;
       const storeAndWait = (loaded: boolean) => {
@@ -363,7 +379,7 @@ export class LuaScripts {
       enqueueStatuses,
       (error) => isMissingScript(error) || isUnsent(error),
       // Not sent at all (the connection is being replaced): sent again once it is back, as arguments.
-      (error) => (isUnsent(error) ? this.gate.next().then(() => evalScript(this.client, enqueue, call.args.slice(2), PLAIN_ENQUEUE_KEYS, this.permissions)) : this.client.eval(enqueue.lua, PLAIN_ENQUEUE_KEYS, ...call.args.slice(2))),
+      (error) => (isUnsent(error) ? this.gate.next().then(() => evalScript(this.client, enqueue, call.args.slice(2), PLAIN_ENQUEUE_KEYS, this.permissions, this.gate)) : this.client.eval(enqueue.lua, PLAIN_ENQUEUE_KEYS, ...call.args.slice(2))),
     );
   }
 
@@ -405,8 +421,8 @@ export class LuaScripts {
   }
 
   /** `defaultGroupHere`: a handler of the default group runs in this instance (it registers the group once the type has named ones). */
-  async dispatchDue(keys: TypeKeys, limit: number, defaultGroupHere = false, registeredHere = false): Promise<DispatchResult> {
-    const [movedDue, movedExpired, nextDue, now, lost] = (await this.run(
+  async dispatchDue(keys: TypeKeys, limit: number, defaultGroupHere = false, newMarker = ''): Promise<DispatchResult> {
+    const [movedDue, movedExpired, nextDue, now, marker] = (await this.run(
       'dispatch-due',
       keys.schedule,
       keys.inFlight,
@@ -422,9 +438,9 @@ export class LuaScripts {
       keys.marker,
       limit,
       defaultGroupHere ? '1' : '0',
-      registeredHere ? '1' : '0',
-    )) as number[];
-    return { movedDue: movedDue ?? 0, movedExpired: movedExpired ?? 0, nextDue: nextDue ?? -1, now: now ?? Date.now(), registrationsLost: lost === 1 };
+      newMarker,
+    )) as [number, number, number, number, string];
+    return { movedDue: movedDue ?? 0, movedExpired: movedExpired ?? 0, nextDue: nextDue ?? -1, now: now ?? Date.now(), marker: String(marker ?? '') };
   }
 
   /**
@@ -498,7 +514,7 @@ export class LuaScripts {
     // script was sent again; events falling due meanwhile would miss the group.
     const script = this.scripts['register-group'];
     await this.gate.wait();
-    return (await this.deadlines.bound(this.client.eval(script.lua, script.numberOfKeys, keys.groups, keys.slotGuard, keys.marker, group), 'register-group')) === 1;
+    return (await this.deadlines.bound(this.client.eval(script.lua, script.numberOfKeys, keys.groups, keys.slotGuard, keys.marker, group, newMarkerValue()), 'register-group')) === 1;
   }
 
   /** Unregisters a named group and drops up to `limit` of the events it holds; says whether it was registered and how many are left. */

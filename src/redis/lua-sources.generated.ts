@@ -1063,7 +1063,7 @@ return 1
   },
   'dispatch-due': {
     numberOfKeys: 12,
-    commands: ['EXISTS', 'HDEL', 'HEXISTS', 'HGETALL', 'HINCRBY', 'HMGET', 'HSET', 'LPUSH', 'RPUSH', 'SET', 'TIME', 'ZADD', 'ZCARD', 'ZCOUNT', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZSCORE'],
+    commands: ['EXISTS', 'GET', 'HDEL', 'HEXISTS', 'HGETALL', 'HINCRBY', 'HMGET', 'HSET', 'LPUSH', 'RPUSH', 'SET', 'TIME', 'ZADD', 'ZCARD', 'ZCOUNT', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZSCORE'],
     lua: `-- Transition: SCHEDULED (due) -> READY, and IN_FLIGHT (lease expired) -> READY,
 -- writing the attempt that expired into the envelope when its handler had
 -- started (see includes/lease.lua). An event claimed ahead whose instance
@@ -1091,12 +1091,14 @@ return 1
 -- ARGV[1] most events to move in this call
 -- ARGV[2] '1' when a handler of the default group runs here: once the type has
 --         named groups, the default group is registered too, so it keeps getting events
--- ARGV[3] '1' when the caller registered something on this queue (a named
---         group, a recurring schedule): a missing marker then means Redis lost
---         it (a restart without persistence, FLUSHALL, a failover to an empty
---         replica); the marker is set again and the reply says so
+-- ARGV[3] a new marker value, when the caller registered something on this
+--         queue (a named group) and so wants the marker's value; '' otherwise.
+--         A missing marker (Redis lost its data: a restart without persistence,
+--         FLUSHALL, a failover to an empty replica) is set to it. Every
+--         instance remembers the value it saw: a changed value tells each of
+--         them, not only the first to look, that its registrations are gone
 -- Returns {moved due, moved with expired lease, next due ms or -1, Redis now ms,
---          1 if the caller's registrations were lost (ARGV[3])}.
+--          the marker's value (ARGV[3] given) or ''}.
 -- A stored event is "<attempt>|<due ms>|<body json>": the two numbers that
 -- scripts change sit in front so a transition never has to parse the JSON.
 -- A value without a valid header (corrupted by hand) parses as attempt 0 with
@@ -1581,13 +1583,16 @@ local UNSTARTED = 'lease expired before its handler started (the instance that c
 local limit = tonumber(ARGV[1])
 local now = now_ms()
 
-local lost = 0
-if ARGV[3] == '1' and redis.call('EXISTS', KEYS[12]) == 0 then
-  redis.pcall('SET', KEYS[12], now)
-  lost = 1
+local marker = ''
+if ARGV[3] ~= '' then
+  marker = redis.call('GET', KEYS[12])
+  if not marker then
+    marker = ARGV[3]
+    redis.pcall('SET', KEYS[12], marker)
+  end
 end
 
-if redis.call('EXISTS', KEYS[10]) == 1 then return {0, 0, -1, now, lost} end
+if redis.call('EXISTS', KEYS[10]) == 1 then return {0, 0, -1, now, marker} end
 -- Written once, and with pcall: at Redis's memory limit this write, the first
 -- of the call, is refused, and the script must still go on freeing memory.
 if ARGV[2] == '1' and redis.call('EXISTS', KEYS[8]) == 1 and redis.call('HEXISTS', KEYS[8], 'default') == 0 then
@@ -1709,7 +1714,7 @@ local expired = move_here(take_expired())
 local next_at = next_due(KEYS[1], KEYS[2])
 local legacy = tonumber(redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')[2])
 if legacy and (next_at < 0 or legacy < next_at) then next_at = legacy end
-return {due, expired, next_at, now, lost}
+return {due, expired, next_at, now, marker}
 `,
   },
   'enqueue': {
@@ -2441,6 +2446,7 @@ return purged
 --         so that its absence tells the instances that Redis lost their
 --         registrations (dispatch-due.lua)
 -- ARGV[1] group name
+-- ARGV[2] the marker's value, if it has none yet
 -- Returns 1 when newly registered, 0 when it already was (or is the default
 -- group of a type without named groups, which needs no registry).
 -- A stored event is "<attempt>|<due ms>|<body json>": the two numbers that
@@ -2480,9 +2486,8 @@ end
 
 
 if ARGV[1] == 'default' and redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-local now = now_ms()
-redis.call('SET', KEYS[3], now, 'NX')
-return redis.call('HSETNX', KEYS[1], ARGV[1], now)
+redis.call('SET', KEYS[3], ARGV[2], 'NX')
+return redis.call('HSETNX', KEYS[1], ARGV[1], now_ms())
 `,
   },
   'release-claim': {

@@ -54,22 +54,30 @@ interface Answer {
 export class ScriptPermissions {
   private answers = new Map<string, Answer>();
 
-  /** The refusal that holds now, if any: health() reports it. */
-  refusal: RedisConnectionError | undefined;
+  private lastRefusal: { readonly error: RedisConnectionError; readonly at: number } | undefined;
 
   constructor(
     private readonly client: RedisClient,
     private readonly channel: string,
     /** Told of each new refusal (a script's check, or a NOPERM), once per distinct message. */
     private readonly onRefused: (error: RedisConnectionError) => void = () => undefined,
-  ) {
-    client.on('ready', () => this.forget());
-  }
+  ) {}
 
   /** A refusal seen (by the check, or as a NOPERM reply): kept for health(), told once per message. */
   refused(error: RedisConnectionError): void {
     if (this.refusal?.message !== error.message) this.onRefused(error);
-    this.refusal = error;
+    this.lastRefusal = { error, at: performance.now() };
+  }
+
+  /**
+   * The refusal that holds now, if any: health() reports it. One not seen
+   * again for PERMISSION_RECHECK_MS lapses: a script called once (a removeGroup
+   * without +unlink, say) does not keep the instance unready for good, while
+   * one its loops keep running into stays.
+   */
+  get refusal(): RedisConnectionError | undefined {
+    if (this.lastRefusal && performance.now() - this.lastRefusal.at > PERMISSION_RECHECK_MS) this.lastRefusal = undefined;
+    return this.lastRefusal?.error;
   }
 
   /** Asks again for everything: after a reconnect or a NOPERM. */
@@ -85,12 +93,17 @@ export class ScriptPermissions {
     const id = `${name}\n${key}`;
     const known = this.answers.get(id);
     const now = performance.now();
-    if (known && now - known.at < PERMISSION_RECHECK_MS) return known.ok ? undefined : known.check;
+    if (known && now - known.at < PERMISSION_RECHECK_MS) {
+      if (known.ok) return undefined;
+      // A refusal said again is still the one health() reports.
+      known.check.catch((error: unknown) => error instanceof RedisConnectionError && this.refused(error));
+      return known.check;
+    }
     const answer: Answer = { at: now, ok: false, check: this.ask(key, commands) };
     answer.check.then(
       () => {
         answer.ok = true;
-        if (this.refusal && [...this.answers.values()].every((a) => a.ok)) this.refusal = undefined;
+        if (this.lastRefusal && [...this.answers.values()].every((a) => a.ok)) this.lastRefusal = undefined;
       },
       (error: unknown) => {
         // Only a refusal is remembered; a failed check (an outage) is asked again next time.

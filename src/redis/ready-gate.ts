@@ -22,13 +22,21 @@ export function isUnsent(error: unknown): boolean {
  */
 export class ReadyGate {
   private lastError: unknown;
+  /** The wait under way, shared by every call made meanwhile: one set of listeners on the client, however many calls wait. */
+  private waiting: Promise<void> | undefined;
+  private reconnecting: Promise<void> | undefined;
 
   constructor(
     private readonly client: RedisClient,
     private readonly maxMs = READY_WAIT_MS,
+    /** Told each time the connection is ready again (after a reconnect). */
+    onReady: () => void = () => undefined,
   ) {
     client.on('error', (error: unknown) => (this.lastError = error));
-    client.on('ready', () => (this.lastError = undefined));
+    client.on('ready', () => {
+      this.lastError = undefined;
+      onReady();
+    });
   }
 
   /**
@@ -38,12 +46,27 @@ export class ReadyGate {
    */
   wait(): Promise<void> | undefined {
     if (this.client.status === 'ready') return undefined;
-    return whenReady(this.client, this.maxMs, this.lastError);
+    if (this.waiting) return this.waiting;
+    const waiting = whenReady(this.client, this.maxMs, this.lastError);
+    if (!waiting) return undefined;
+    this.waiting = waiting;
+    const clear = () => {
+      if (this.waiting === waiting) this.waiting = undefined;
+    };
+    waiting.then(clear, clear);
+    return waiting;
   }
 
   /** After a call came back unsent (the connection is closing though its status still says ready): waits for it to be back. */
   next(): Promise<void> {
-    return nextReady(this.client, this.maxMs);
+    if (this.reconnecting) return this.reconnecting;
+    const reconnecting = nextReady(this.client, this.maxMs);
+    this.reconnecting = reconnecting;
+    const clear = () => {
+      if (this.reconnecting === reconnecting) this.reconnecting = undefined;
+    };
+    reconnecting.then(clear, clear);
+    return reconnecting;
   }
 }
 

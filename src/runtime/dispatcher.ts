@@ -1,5 +1,5 @@
 import { Observable } from 'rxjs';
-import type { LuaScripts } from '../redis/lua-scripts';
+import { type LuaScripts, newMarkerValue } from '../redis/lua-scripts';
 import { METRIC, type Metrics } from './metrics';
 import { OutageBackoff, sleep } from './outage-backoff';
 import type { TypeKeys } from '../redis/redis-layout';
@@ -12,10 +12,11 @@ export interface DispatcherSettings {
   /** A handler of the default group runs in this instance: once the type has named groups, the default group stays registered. */
   readonly defaultGroupHere: boolean;
   /**
-   * This instance registered something on the queue (a named group): told when
-   * Redis lost it, so it registers again (lua/dispatch-due.lua, ARGV[3]).
+   * This instance registered something on the queue (a named group): told the
+   * queue's marker each look, so it can register again when the marker
+   * changed (Redis lost its data; lua/dispatch-due.lua, ARGV[3]).
    */
-  readonly onRegistrationsLost?: () => void;
+  readonly onMarker?: (marker: string) => void;
 }
 
 /**
@@ -63,9 +64,9 @@ export class Dispatcher {
       // Whatever woke us before this look, the look itself will see.
       this.wakeup.clear();
       try {
-        const result = await this.scripts.dispatchDue(this.keys, this.settings.batchSize, this.settings.defaultGroupHere, this.settings.onRegistrationsLost !== undefined);
+        const result = await this.scripts.dispatchDue(this.keys, this.settings.batchSize, this.settings.defaultGroupHere, this.settings.onMarker ? newMarkerValue() : '');
         backoff.reset();
-        if (result.registrationsLost) this.settings.onRegistrationsLost?.();
+        if (result.marker !== '') this.settings.onMarker?.(result.marker);
         this.metrics.count(METRIC.dispatched, { ...tags, reason: 'due' }, result.movedDue);
         this.metrics.count(METRIC.dispatched, { ...tags, reason: 'lease-expired' }, result.movedExpired);
         if (result.movedDue + result.movedExpired >= this.settings.batchSize) continue;

@@ -314,8 +314,8 @@ export class ReadyReader {
    * complete-and-claim.lua and a crash here loses nothing.
    */
   private async waitForReady(stop: AbortSignal, mostMs = Infinity): Promise<boolean> {
-    // Successes that arrived during the last call go out with the next one instead.
-    if (this.successes.length > 0) return true;
+    // Successes and start marks that arrived during the last call go out with the next one instead.
+    if (this.successes.length > 0 || this.starts.length > 0) return true;
     if (stop.aborted) return true;
     // Redis takes a timeout in seconds with decimals, and 0 would block forever.
     const blockMs = Math.max(1, Math.min(this.settings.blockMs, Math.ceil(mostMs)));

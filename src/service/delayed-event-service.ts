@@ -128,6 +128,8 @@ export class DelayedEventService {
   private readonly log: ServiceLog;
   private readonly recurring: RecurringSchedules;
   private recurringLoop: Subscription | undefined;
+  /** Per queue tag, the marker value its dispatchers last read (markerSeen). */
+  private readonly markers = new Map<string, string>();
   /** When the last warning about a stuck call on a client handed in was given; they come at most once a minute. */
   private lastStuckWarning = Number.NEGATIVE_INFINITY;
 
@@ -262,8 +264,8 @@ export class DelayedEventService {
       // The default group's handlers here keep getting events once the type has named groups.
       if (group !== DEFAULT_GROUP && this.registrations.has(`${type}|${DEFAULT_GROUP}`)) this.registerGroup(shared, DEFAULT_GROUP);
       // A named group's registration is this instance's to restore if Redis loses it.
-      const onRegistrationsLost = group === DEFAULT_GROUP ? undefined : () => this.registrationLost(shared, group);
-      const typeDispatcher = new Dispatcher(shared, scripts, this.metrics, { ...dispatchSettings, defaultGroupHere: group === DEFAULT_GROUP, onRegistrationsLost }, this.wakes$);
+      const onMarker = group === DEFAULT_GROUP ? undefined : (marker: string) => this.markerSeen(shared, marker);
+      const typeDispatcher = new Dispatcher(shared, scripts, this.metrics, { ...dispatchSettings, defaultGroupHere: group === DEFAULT_GROUP, onMarker }, this.wakes$);
       dispatchers.push(typeDispatcher);
       const keys = this.layout.forGroup(shared, group);
       let ownDispatcher = typeDispatcher;
@@ -635,15 +637,23 @@ export class DelayedEventService {
   }
 
   /**
-   * Redis no longer holds the registration of `group` (it restarted empty, was
-   * flushed, or failed over to an empty replica): registered again, and said once.
+   * A queue's marker, as a dispatcher of a named group here read it. A value
+   * other than the one seen before means Redis lost this queue's registrations
+   * (it restarted empty, was flushed, or failed over to an empty replica):
+   * every named group of this instance on the queue is registered again, and
+   * the loss said once.
    */
-  private registrationLost(shared: TypeKeys, group: string): void {
-    if (this.closing || !this.registrations.has(`${shared.type}|${group}`)) return;
-    this.log.registrationsLost({ type: shared.type, queue: shared.tag, group });
-    this.registerGroup(shared, group);
+  private markerSeen(shared: TypeKeys, marker: string): void {
+    const seen = this.markers.get(shared.tag);
+    this.markers.set(shared.tag, marker);
+    if (seen === undefined || seen === marker || this.closing) return;
+    const groups = [...this.registrations.keys()].filter((key) => key.startsWith(`${shared.type}|`)).map((key) => key.slice(shared.type.length + 1));
+    const named = groups.filter((g) => g !== DEFAULT_GROUP);
+    if (named.length === 0) return;
+    this.log.registrationsLost({ type: shared.type, queue: shared.tag, groups: named });
+    for (const group of named) this.registerGroup(shared, group);
     // The default group's handlers here keep getting events, as addHandler arranged.
-    if (this.registrations.has(`${shared.type}|${DEFAULT_GROUP}`)) this.registerGroup(shared, DEFAULT_GROUP);
+    if (groups.includes(DEFAULT_GROUP)) this.registerGroup(shared, DEFAULT_GROUP);
   }
 
   private async unregister(registration: Registration): Promise<void> {

@@ -1,3 +1,4 @@
+import { newMarkerValue } from '../redis/lua-scripts';
 import { whenReady } from '../redis/ready-gate';
 import { randomBytes } from 'node:crypto';
 import { Observable } from 'rxjs';
@@ -102,8 +103,8 @@ export function occurrenceId(name: string, at: number): string {
  */
 export class RecurringSchedules {
   private readonly wakeup = new Wakeup();
-  /** Per type (its route as JSON), the schedules defined here, by name. */
-  private readonly definedHere = new Map<string, { readonly route: EventRoute; readonly schedules: Map<string, DefinedHere> }>();
+  /** Per type (its route as JSON), the schedules defined here, by name, and the marker value seen when they were stored. */
+  private readonly definedHere = new Map<string, { readonly route: EventRoute; readonly schedules: Map<string, DefinedHere>; marker: string | null }>();
 
   constructor(
     private readonly client: RedisClient,
@@ -133,7 +134,7 @@ export class RecurringSchedules {
     const now = Date.now();
     const anchor = window.startAt ?? ('every' in stored ? now + stored.every : now);
     const next = occurrenceAtOrAfter(stored, window, anchor, Math.max(now, window.startAt ?? now));
-    await this.save({
+    const marker = await this.save({
       name,
       type: encoded.type,
       partitions: encoded.route.partitions,
@@ -150,8 +151,9 @@ export class RecurringSchedules {
     // Kept once stored, so the loop never takes a schedule still being saved for one Redis lost.
     const routeKey = JSON.stringify(encoded.route);
     let here = this.definedHere.get(routeKey);
-    if (!here) this.definedHere.set(routeKey, (here = { route: encoded.route, schedules: new Map() }));
+    if (!here) this.definedHere.set(routeKey, (here = { route: encoded.route, schedules: new Map(), marker }));
     here.schedules.set(name, { name, template, spec, options });
+    here.marker = marker;
   }
 
   /** Each schedule of a type as `schedules()` shows it. */
@@ -173,21 +175,28 @@ export class RecurringSchedules {
    * schedule again (every replica of an app does at boot) changes nothing: the
    * schedule keeps its anchor and next occurrence.
    */
-  private async save(definition: ScheduleDefinition): Promise<void> {
+  private async save(definition: ScheduleDefinition): Promise<string | null> {
     const keys = this.layout.recurringOf({ type: definition.type, partitions: definition.partitions });
     const current = await this.client.hget(keys.recurring, definition.name);
-    if (current && sameSchedule(JSON.parse(current) as ScheduleDefinition, definition)) return;
+    if (current && sameSchedule(JSON.parse(current) as ScheduleDefinition, definition)) {
+      // Stored already (by another replica, or before markers existed): the marker is set if missing, and read.
+      const replies = await this.client.multi().set(keys.recurringMarker, newMarkerValue(), 'NX').get(keys.recurringMarker).exec();
+      return (replies?.[1]?.[1] as string | null | undefined) ?? null;
+    }
     const replies = await this.client
       .multi()
       .hget(keys.recurring, definition.name)
       .hset(keys.recurring, definition.name, JSON.stringify(definition))
-      // The queue's marker: gone, it tells the instances that Redis lost what was registered here.
-      .set(keys.recurringMarker, String(Date.now()), 'NX')
+      // The queue's marker: gone or changed, it tells the instances that Redis lost what was registered here.
+      .set(keys.recurringMarker, newMarkerValue(), 'NX')
+      .get(keys.recurringMarker)
       .exec();
     const previous = replies?.[0]?.[1] as string | null | undefined;
+    const marker = (replies?.[3]?.[1] as string | null | undefined) ?? null;
     await this.client.hset(this.layout.recurringIndex, definition.type, String(definition.partitions));
     if (previous) await this.settleAhead(JSON.parse(previous) as ScheduleDefinition, definition);
     this.wakeup.wake();
+    return marker;
   }
 
   /** Removes a schedule, reading it in the same transaction; resolves whether it existed. */
@@ -249,14 +258,18 @@ export class RecurringSchedules {
    * is forgotten here instead.
    */
   private async restoreDefinedHere(): Promise<void> {
-    for (const { route, schedules } of this.definedHere.values()) {
+    for (const here of this.definedHere.values()) {
+      const { route, schedules } = here;
       if (schedules.size === 0) continue;
       const keys = this.layout.recurringOf(route);
-      if ((await this.client.exists(keys.recurringMarker)) === 1) {
+      const marker = await this.client.get(keys.recurringMarker);
+      if (marker !== null && marker === here.marker) {
+        // The same Redis data as when they were stored: one gone was removed on purpose.
         const stored = await this.client.hkeys(keys.recurring);
         for (const name of [...schedules.keys()]) if (!stored.includes(name)) schedules.delete(name);
         continue;
       }
+      // Gone, or set anew by another instance that noticed first: what was stored here is gone.
       this.settings.onLost(route.type, [...schedules.keys()]);
       for (const s of [...schedules.values()]) await this.define(s.name, s.template, s.spec, s.options);
     }

@@ -32,12 +32,12 @@ function within<T>(promise: Promise<T>, ms: number): Promise<{ value: T } | unde
 }
 
 /** Whether Redis answers a PING within `ms`. */
-export async function pingWithin(client: RedisClient, ms: number): Promise<boolean> {
+export async function pingWithin(client: RedisClient, ms: number, ready: () => Promise<void> | undefined = () => whenReady(client, ms)): Promise<boolean> {
   try {
     const startedAt = performance.now();
     // The service's connections keep no offline queue: a PING waits for the connection, within the same bound.
-    const waiting = whenReady(client, ms);
-    if (waiting) await waiting;
+    const waiting = ready();
+    if (waiting && (await within(waiting, ms)) === undefined) return false;
     return (await within(client.ping(), ms - (performance.now() - startedAt))) !== undefined;
   } catch {
     return false;

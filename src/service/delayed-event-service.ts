@@ -398,7 +398,8 @@ export class DelayedEventService {
    * error seen. Never rejects.
    */
   async health(options: { readonly timeoutMs?: number } = {}): Promise<ServiceHealth> {
-    const up = !this.closing && (await pingWithin(this.connections.command, positive('timeoutMs', options.timeoutMs, 1_000)));
+    // Waits for the connection with the calls' shared wait: health probes during an outage add no listeners.
+    const up = !this.closing && (await pingWithin(this.connections.command, positive('timeoutMs', options.timeoutMs, 1_000), () => this.scripts.gate.wait()));
     let dispatchers = 0;
     let readers = 0;
     for (const registration of this.registrations.values()) {

@@ -181,7 +181,7 @@ export class ReadyReader {
           // those woken meanwhile reserve first (their wake-ups are queued already): turns stay fair.
           if (servedLast && slots.readerCount > 1) await Promise.resolve();
           const succeeded = this.successes.splice(0, MAX_COMPLETIONS);
-          const started = this.starts.splice(0, MAX_COMPLETIONS);
+          const started = startsToMark(this.starts.splice(0, MAX_COMPLETIONS), succeeded);
           const reserved = stop.aborted ? 0 : slots.reserve(MAX_CLAIMS);
           const count = stop.aborted ? 0 : reserved + Math.max(0, Math.min(MAX_CLAIMS - reserved, room()));
           const claim: ClaimLog = { log: this.claimLogKey, token: String(++this.claims) };
@@ -296,7 +296,7 @@ export class ReadyReader {
       this.flushScheduled = false;
       if (this.collecting) return; // the loop took over meanwhile
       const succeeded = this.successes.splice(0, MAX_COMPLETIONS);
-      const started = this.starts.splice(0, MAX_COMPLETIONS);
+      const started = startsToMark(this.starts.splice(0, MAX_COMPLETIONS), succeeded);
       if (this.successes.length > 0 || this.starts.length > 0) this.flushSoon();
       if (succeeded.length === 0 && started.length === 0) return;
       // A start mark that does not land (an outage) costs nothing but that mark: the event's
@@ -346,6 +346,20 @@ export class ReadyReader {
     if (this.blocking) this.connections.release(this.blocking);
     this.blocking = undefined;
   }
+}
+
+/**
+ * The start marks worth sending with these successes: an event that started
+ * and already succeeded is completed by the same call, and its lease goes with
+ * it. With quick handlers that is most of them, and each mark costs Redis a
+ * lookup and a write.
+ */
+function startsToMark(starts: ClaimedRef[], succeeded: readonly PendingSuccess[]): ClaimedRef[] {
+  if (starts.length === 0 || succeeded.length === 0) return starts;
+  // By id and claim: a late success of an earlier claim of the id does not end this one.
+  const done = new Set<string>();
+  for (const s of succeeded) done.add(`${s.claim}:${s.id}`);
+  return starts.filter((s) => !done.has(`${s.claim}:${s.id}`));
 }
 
 function settle(succeeded: readonly PendingSuccess[], result: ClaimResult): void {

@@ -49,6 +49,8 @@ const operation = fc.oneof(
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('cancel' as const), id }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('reschedule' as const), id, due: fc.boolean() }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('replay' as const) }) },
+  // Paused, nothing is dispatched or claimed; results of claims made before still arrive.
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('pause' as const), paused: fc.boolean() }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('purge' as const), id }) },
 );
 
@@ -74,6 +76,7 @@ describe('the event state machine', () => {
         const model = new Map<string, Modelled>();
         const deliveries: Delivery[] = [];
         let ready: string[] = [];
+        let paused = false;
         const inState = (state: State) => [...model].filter(([, m]) => m.state === state);
         const deliveryAt = (index: number): Delivery | undefined => deliveries[deliveries.length - 1 - (index % Math.max(1, deliveries.length))];
         /** Whether a result of `d` is the one in flight's: only then may it change anything. */
@@ -95,6 +98,15 @@ describe('the event state machine', () => {
               return stored ? 'replaced' : 'scheduled';
             });
             expect(statuses).toEqual(expected);
+          } else if (op.kind === 'pause') {
+            if (op.paused) await client.set(keys.paused, '1');
+            else await client.del(keys.paused);
+            paused = op.paused;
+          } else if (op.kind === 'dispatch' && paused) {
+            expect(await scripts.dispatchDue(keys, op.limit)).toMatchObject({ movedDue: 0, movedExpired: 0 });
+          } else if (op.kind === 'claim' && paused) {
+            const result = await scripts.completeAndClaim(keys, [], op.count, 60_000, MAX_ATTEMPTS, undefined, { startNow: op.startNow });
+            expect({ claimed: result.claimed, deadLettered: result.deadLettered, paused: result.paused }).toEqual({ claimed: [], deadLettered: [], paused: true });
           } else if (op.kind === 'dispatch') {
             const dueNow = new Set(inState('scheduled').filter(([, m]) => m.due).map(([eventId]) => eventId));
             const expired = new Set(inState('inFlight').filter(([, m]) => m.due).map(([eventId]) => eventId));
@@ -198,6 +210,7 @@ describe('the event state machine', () => {
           }
           await expectRedisToHold(keys, model, ready);
         }
+        await client.del(keys.paused);
       }),
       { numRuns: 150 },
     );

@@ -121,9 +121,10 @@ describe('the event state machine', () => {
             for (const eventId of moved) {
               const m = model.get(eventId)!;
               if (m.state === 'inFlight') {
-                // A lease that ran out before its handler started spends no attempt, unless the last one did the same.
+                // A lease that ran out before its handler started spends no attempt, unless the last one did the
+                // same; one that ran out after its handler started ends such a series.
                 if (!m.started && !m.noted) m.attempt -= 1;
-                if (!m.started) m.noted = true;
+                m.noted = !m.started;
               }
               Object.assign(m, { state: 'ready', claim: undefined, started: undefined });
             }

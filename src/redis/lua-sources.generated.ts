@@ -1587,8 +1587,10 @@ local marker = ''
 if ARGV[3] ~= '' then
   marker = redis.call('GET', KEYS[12])
   if not marker then
-    marker = ARGV[3]
-    redis.pcall('SET', KEYS[12], marker)
+    -- With pcall: at Redis's memory limit it is refused, and the script must go on freeing memory;
+    -- then the value is not known yet, rather than new on every look.
+    local set = redis.pcall('SET', KEYS[12], ARGV[3])
+    marker = (type(set) == 'table' and set.err) and '' or ARGV[3]
   end
 end
 
@@ -1677,7 +1679,7 @@ local function take_expired()
   if #scaled_ids > 0 then
     local values = redis.call('HMGET', KEYS[5], unpack(scaled_ids))
     local notes = redis.call('HMGET', KEYS[11], unpack(scaled_ids))
-    local envelopes, noted = {}, {}
+    local envelopes, noted, cleared = {}, {}, {}
     for k, id in ipairs(scaled_ids) do
       -- A missing envelope (cancelled meanwhile) stays missing; the claim skips it.
       if values[k] then
@@ -1685,6 +1687,9 @@ local function take_expired()
         if not started[k] then
           noted[#noted + 1] = id
           noted[#noted + 1] = UNSTARTED
+        elseif notes[k] == UNSTARTED then
+          -- A run that started ends a series of unstarted expiries: the next one is free again.
+          cleared[#cleared + 1] = id
         end
         if spent then
           local attempt, due, body = envelope_parse(values[k])
@@ -1695,6 +1700,7 @@ local function take_expired()
     end
     if #envelopes > 0 then hset_pairs(KEYS[5], envelopes) end
     if #noted > 0 then hset_pairs(KEYS[11], noted) end
+    if #cleared > 0 then redis.call('HDEL', KEYS[11], unpack(cleared)) end
   end
   return expired
 end

@@ -108,7 +108,7 @@ export class ScriptPermissions {
       (error: unknown) => {
         // Only a refusal is remembered; a failed check (an outage) is asked again next time.
         if (error instanceof RedisConnectionError && error.reason === 'permission') this.refused(error);
-        else this.answers.delete(id);
+        else if (this.answers.get(id) === answer) this.answers.delete(id);
       },
     );
     this.answers.set(id, answer);

@@ -185,8 +185,9 @@ export class ReadyReader {
           const reserved = stop.aborted ? 0 : slots.reserve(MAX_CLAIMS);
           const count = stop.aborted ? 0 : reserved + Math.max(0, Math.min(MAX_CLAIMS - reserved, room()));
           const claim: ClaimLog = { log: this.claimLogKey, token: String(++this.claims) };
-          // Events for the reserved slots start as soon as the reply comes, unless events claimed earlier wait for them.
-          const startNow = ahead.length === 0 ? reserved : 0;
+          // Events for the reserved slots start as soon as the reply comes, unless events claimed earlier wait
+          // for them, or other partitions' readers share the slots (offer() hands them round: ours may wait).
+          const startNow = ahead.length === 0 && slots.readerCount === 1 ? reserved : 0;
           let result: ClaimResult;
           try {
             result = await this.scripts.completeAndClaim(this.keys, succeeded, count, this.settings.leaseMs, this.settings.maxAttempts, claim, { startNow, started });
@@ -228,7 +229,7 @@ export class ReadyReader {
             // Paused for every instance: what waits here goes back, and the reader looks again a little later (resume takes effect within this).
             await this.giveBackUnstarted(ahead.takeAll());
             await sleep(Math.min(PAUSED_RECHECK_MS, this.settings.blockMs), stop);
-          } else if (claimed === 0 && result.deadLettered.length === 0 && succeeded.length === 0) {
+          } else if (claimed === 0 && result.deadLettered.length === 0 && succeeded.length === 0 && started.length === 0) {
             // Nothing ready: block in Redis until something is, but not past the moment an event
             // waiting here would be too late, nor while one already is (it goes back first).
             const untilLate = ahead.sweep();

@@ -1,5 +1,6 @@
 import 'reflect-metadata';
 import { spawn } from 'node:child_process';
+import { request as httpRequest } from 'node:http';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { build } from 'esbuild';
@@ -349,6 +350,27 @@ describe('the delayed-events CLI', () => {
     expect(overview.types.map((t) => t.type)).toEqual(['cli.payment', 'cli.ship']);
     child.kill('SIGTERM');
     expect(await closed).toBe(0);
+
+    // Without auth it answers to loopback names and the --allow-host ones only: a rebound name is refused.
+    const open = spawn(process.execPath, [CLI, '--redis', redis.server.url, '--prefix', prefix, 'dashboard', '--port', '0', '--allow-host', 'ops.internal'], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
+    let openOut = '';
+    open.stdout.on('data', (chunk: Buffer) => (openOut += chunk.toString()));
+    const openClosed = new Promise<number | null>((resolve) => open.once('close', resolve));
+    const openUrl = new URL((await waitFor(() => /on (http:\/\/127\.0\.0\.1:\d+\/);/.exec(openOut)?.[1], 'the open dashboard address'))!);
+    const statusFor = (host: string) =>
+      new Promise<number>((resolve, reject) => {
+        const req = httpRequest({ host: '127.0.0.1', port: openUrl.port, path: '/api/overview', headers: { host } }, (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        });
+        req.on('error', reject);
+        req.end();
+      });
+    expect(await statusFor(`127.0.0.1:${openUrl.port}`)).toBe(200);
+    expect(await statusFor(`ops.internal:${openUrl.port}`)).toBe(200);
+    expect(await statusFor(`attacker.example:${openUrl.port}`)).toBe(403);
+    open.kill('SIGTERM');
+    expect(await openClosed).toBe(0);
 
     const short = await cli('dashboard', '--port', '0', '--token', 'short');
     expect(short.code).toBe(2);

@@ -31,6 +31,10 @@
 --         FLUSHALL, a failover to an empty replica) is set to it. Every
 --         instance remembers the value it saw: a changed value tells each of
 --         them, not only the first to look, that its registrations are gone
+-- ARGV[4] wake channel: when this call moved events to a ready list, it says
+--         so there ('<queue tag>|-1'), so that the readers of every instance
+--         look at once ('': say nothing)
+-- ARGV[5] the queue's tag (a group's keys: its queue's)
 -- Returns {moved due, moved with expired lease, next due ms or -1, Redis now ms,
 --          the marker's value (ARGV[3] given) or ''}.
 -- @include envelope
@@ -45,7 +49,7 @@ local limit = tonumber(ARGV[1])
 local now = now_ms()
 
 local marker = ''
-if ARGV[3] ~= '' then
+if (ARGV[3] or '') ~= '' then
   marker = redis.call('GET', KEYS[12])
   if not marker then
     -- With pcall: at Redis's memory limit it is refused, and the script must go on freeing memory;
@@ -181,4 +185,5 @@ local expired = move_here(take_expired())
 local next_at = next_due(KEYS[1], KEYS[2])
 local legacy = tonumber(redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')[2])
 if legacy and (next_at < 0 or legacy < next_at) then next_at = legacy end
+if due + expired > 0 and (ARGV[4] or '') ~= '' then redis.call('PUBLISH', ARGV[4], ARGV[5] .. '|-1') end
 return {due, expired, next_at, now, marker}

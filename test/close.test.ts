@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { HandlerAlreadyRegisteredError } from '../src';
+import { DelayedEvent, HandlerAlreadyRegisteredError } from '../src';
 import { PaymentCheck, WorkItem } from './support/events';
 import { useRedis } from './support/harness';
 import { waitFor } from './support/wait-for';
@@ -83,9 +83,31 @@ describe('close', () => {
     const service = redis.service();
     service.addHandler(WorkItem, () => true, 1);
     await service.enqueue(new WorkItem('x'), 0);
-    await waitFor(async () => Number((/connected_clients:(\d+)/.exec(await client.info('clients')) ?? [])[1]) >= before + 3, 'command, subscriber and blocking connections');
+    await waitFor(async () => Number((/connected_clients:(\d+)/.exec(await client.info('clients')) ?? [])[1]) >= before + 3, 'command, handlers\' and subscriber connections');
     await service.close();
     await waitFor(async () => Number((/connected_clients:(\d+)/.exec(await client.info('clients')) ?? [])[1]) === before, 'all connections closed');
+  });
+
+  // Counts clients on one server; on a cluster the connections spread over six.
+  it.skipIf(redis.topology === 'cluster')('opens the same three connections however many types it handles', async () => {
+    const client = redis.client();
+    const count = async () => Number((/connected_clients:(\d+)/.exec(await client.info('clients')) ?? [])[1]);
+    const before = await count();
+    const service = redis.service();
+    const handled: string[] = [];
+    const classes = Array.from({ length: 50 }, (_, t) => {
+      class Many {
+        constructor(readonly id: string = '') {}
+      }
+      DelayedEvent(`test.many${t}`)(Many);
+      return Many;
+    });
+    for (const eventClass of classes) service.addHandler(eventClass, (e) => void handled.push(e.id), 1);
+    for (const [t, eventClass] of classes.entries()) await service.enqueue(new eventClass(`e${t}`), 0);
+    await waitFor(() => handled.length === 50, 'an event of every type handled');
+    // Command, handlers' and wake-up connections: none per reader.
+    expect((await count()) - before).toBeLessThanOrEqual(3);
+    await service.close();
   });
 
   it('removeHandler waits for running calls, stops taking that type, and leaves other types running', async () => {

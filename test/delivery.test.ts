@@ -30,11 +30,12 @@ describe('delivery', () => {
     const batch = firstValueFrom(service.enqueueBatch(Array.from({ length: 50_000 }, (_, i) => ({ event: new PaymentCheck(`later-${i}`, i), delay: 3_600_000 })))).then(() => {
       batchStored = true;
     });
-    // Due now, straight into the ready list as a dispatcher would leave it: the waiting reader claims it.
+    // Due now, straight into the ready list and said on the wake-up channel, as a dispatcher does: the waiting reader claims it.
     const client = redis.client();
     const now = Number((await client.time())[0]) * 1_000;
     await client.hset(`${prefix}:{test.payment-check}:m`, 'urgent', `0|${now}|${JSON.stringify([now, { amount: 7 }])}`);
     await client.rpush(`${prefix}:{test.payment-check}:r`, 'urgent');
+    await client.publish(`${prefix}:wake`, 'test.payment-check|-1');
     await waitFor(() => started.includes('urgent'), 'the due event handled');
     // Its claim went on the handlers' own connection, not behind the batch's calls.
     expect(batchStored).toBe(false);

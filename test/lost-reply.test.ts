@@ -55,21 +55,31 @@ describe('a call whose reply is lost', () => {
       const prefix = redis.prefix();
       // One attempt only: an attempt spent without the handler running would dead-letter the event.
       // A long lease: without the give-back the event would wait it out, far past this test's deadline.
-      const service = redis.service({ redis: proxy.url, prefix, commandTimeoutMs: 400, handlerTimeoutMs: 60_000, pollIntervalMs: 60_000, retry: fixedBackoff(1, 0) });
+      // A long readerBlockMs: once idle, the reader waits for a nudge and sends nothing meanwhile.
+      const service = redis.service({ redis: proxy.url, prefix, commandTimeoutMs: 400, handlerTimeoutMs: 60_000, pollIntervalMs: 60_000, readerBlockMs: 60_000, retry: fixedBackoff(1, 0) });
       const metrics = recordMetrics(service);
       const handled: string[] = [];
       service.addHandler(WorkItem, (event, _context, delivery) => void handled.push(`${event.id}#${delivery.attempt}`), 1);
       await service.enqueue(new WorkItem('warm-up'), 0);
       await waitFor(() => handled.length === 1, 'the warm-up handled');
-      // The reader waits in BLMOVE on its own connection; replies to the handlers' connection (claims, which name the reader's claim log) are lost from now on.
-      await waitFor(() => proxy.timesSent('BLMOVE') > 0, 'the reader waiting');
+      // The reader's last claim found nothing and dropped its claim log: it waits, idle. Replies to the handlers'
+      // connection (claims, which name the reader's claim log) are lost from now on.
+      // Idle: its log is gone and it sent no claim since the previous look (a loop's claims come back to back).
+      let claimsSeen = -1;
+      await waitFor(async () => {
+        const claims = proxy.timesSent(`${prefix}:{test.work}:c:`);
+        const idle = claims === claimsSeen && (await redis.keys(`${prefix}:{test.work}:c:*`)).length === 0 && (await redis.client().hlen(`${prefix}:{test.work}:m`)) === 0;
+        claimsSeen = claims;
+        return idle;
+      }, 'the reader idle');
       expect(proxy.loseRepliesOfConnectionsThatSent(`${prefix}:{test.work}:c:`)).toBe(1);
 
-      // Straight into the ready list, as a dispatcher would leave it: the blocked reader wakes and claims on the silent connection.
+      // Straight into the ready list, and said on the wake-up channel, as a dispatcher would: the reader wakes and claims on the silent connection.
       const client = redis.client();
       const now = Number((await client.time())[0]) * 1_000;
       await client.hset(`${prefix}:{test.work}:m`, 'claimed-in-the-dark', `0|${now}|${JSON.stringify([now, { id: 'claimed-in-the-dark', n: 0 }])}`);
       await client.rpush(`${prefix}:{test.work}:r`, 'claimed-in-the-dark');
+      await client.publish(`${prefix}:wake`, 'test.work|-1');
 
       await waitFor(() => handled.length === 2, 'the event handled after its claim was given back', 10_000);
       expect(handled[1]).toBe('claimed-in-the-dark#1');

@@ -124,27 +124,6 @@ describe('Redis outages', () => {
     expect(await client.exists(`${prefix}:{test.work}:f`)).toBe(0);
   });
 
-  it('a blocking read stuck on a dead connection is replaced by the watchdog', async () => {
-    const proxy = await TcpProxy.start(redis.server.port);
-    try {
-      const prefix = redis.prefix();
-      const service = redis.service({ redis: proxy.url, prefix, readerBlockMs: 500, watchdogGraceMs: 500 });
-      const metrics = recordMetrics(service);
-      const handled: string[] = [];
-      service.addHandler(WorkItem, (e) => (handled.push(e.id), true), 1);
-      await service.enqueue(new WorkItem('first'), 0);
-      await waitFor(() => handled.length === 1, 'the first event');
-      // Wait until the reader sits in BLMOVE, then cut that connection silently: a half-open socket.
-      await waitFor(() => proxy.blackholeConnectionsThatSent('BLMOVE') > 0, 'the blocking connection');
-
-      await service.enqueue(new WorkItem('second'), 0);
-      await waitFor(() => handled.length === 2, 'the second event, read on a fresh connection', 10_000);
-      expect(counter(metrics, METRIC.watchdogResets)).toBeGreaterThanOrEqual(1);
-    } finally {
-      await proxy.stop();
-    }
-  });
-
   it('a call on a connection that went silent fails with RedisCallTimeoutError near its deadline, and the next call works', async () => {
     const proxy = await TcpProxy.start(redis.server.port);
     try {

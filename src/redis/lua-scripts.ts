@@ -439,6 +439,8 @@ export class LuaScripts {
       limit,
       defaultGroupHere ? '1' : '0',
       newMarker,
+      this.wakeChannel,
+      keys.queueTag,
     )) as [number, number, number, number, string];
     return { movedDue: movedDue ?? 0, movedExpired: movedExpired ?? 0, nextDue: nextDue ?? -1, now: now ?? Date.now(), marker: String(marker ?? '') };
   }

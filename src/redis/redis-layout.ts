@@ -16,6 +16,8 @@ export interface TypeKeys {
   readonly tag: string;
   /** The subscriber group these keys deliver to: `default`, or a group's name. */
   readonly group: string;
+  /** The tag of the queue (type or partition) these keys belong to: `tag` itself, or its queue's for a group. */
+  readonly queueTag: string;
   /**
    * Hash: id -> envelope `attempt|due|body`. A named group's own hash holds
    * only its header, `attempt|due|`: the body is stored once, in `sharedMeta`.
@@ -137,6 +139,7 @@ export class RedisLayout {
       type,
       tag,
       group: DEFAULT_GROUP,
+      queueTag: tag,
       meta: `${base}:m`,
       sharedMeta: `${base}:m`,
       groups: `${base}:groups`,
@@ -178,6 +181,7 @@ export class RedisLayout {
       type: queue.type,
       tag,
       group,
+      queueTag: queue.tag,
       meta: `${own}:m`,
       sharedMeta: queue.meta,
       groups: `${own}:groups`,

@@ -17,6 +17,8 @@ export interface DispatcherSettings {
    * changed (Redis lost its data; lua/dispatch-due.lua, ARGV[3]).
    */
   readonly onMarker?: (marker: string) => void;
+  /** Told when a look moved events to a ready list: the readers here look at once. */
+  readonly onMoved?: () => void;
 }
 
 /**
@@ -47,7 +49,8 @@ export class Dispatcher {
       const stop = new AbortController();
       stop.signal.addEventListener('abort', () => this.wakeup.wake(), { once: true });
       const wakeSubscription = this.wakes$.subscribe((wake) => {
-        if (wake.tag === this.keys.tag || wake.tag === WAKE_ALL) this.nudge();
+        // A wake with a due time below 0 says events are ready (for readers), not that one is due sooner.
+        if (wake.due >= 0 && (wake.tag === this.keys.tag || wake.tag === WAKE_ALL)) this.nudge();
       });
       void this.loop(stop.signal);
       return () => {
@@ -67,6 +70,7 @@ export class Dispatcher {
         const result = await this.scripts.dispatchDue(this.keys, this.settings.batchSize, this.settings.defaultGroupHere, this.settings.onMarker ? newMarkerValue() : '');
         backoff.reset();
         if (result.marker !== '') this.settings.onMarker?.(result.marker);
+        if (result.movedDue + result.movedExpired > 0) this.settings.onMoved?.();
         this.metrics.count(METRIC.dispatched, { ...tags, reason: 'due' }, result.movedDue);
         this.metrics.count(METRIC.dispatched, { ...tags, reason: 'lease-expired' }, result.movedExpired);
         if (result.movedDue + result.movedExpired >= this.settings.batchSize) continue;

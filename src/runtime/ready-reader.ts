@@ -1,9 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { Observable } from 'rxjs';
-import type { ClaimLog, ClaimResult, ClaimedRecord, ClaimedRef, LuaScripts, RedisClient } from '../redis/lua-scripts';
+import type { ClaimLog, ClaimResult, ClaimedRecord, ClaimedRef, LuaScripts } from '../redis/lua-scripts';
 import { METRIC, type Metrics } from './metrics';
 import { OutageBackoff, sleep } from './outage-backoff';
-import type { RedisConnections } from '../redis/redis-connections';
 import type { TypeKeys } from '../redis/redis-layout';
 import type { HandlerSlots } from './handler-slots';
 import { Wakeup } from './wakeup';
@@ -13,10 +12,8 @@ import type { TypeActivity } from './activity-log';
 export interface ReaderSettings {
   readonly leaseMs: number;
   readonly maxAttempts: number;
-  /** How long one blocking wait lasts in Redis. */
+  /** How long an idle reader waits for a nudge before it looks again by itself (readerBlockMs). */
   readonly blockMs: number;
-  /** How much longer than blockMs a blocking call may take before its connection is presumed dead. */
-  readonly watchdogGraceMs: number;
   /**
    * How long an event claimed ahead of the handler slots may wait for one:
    * the part of its lease beyond the handler timeout (leaseGraceMs). A reader
@@ -68,7 +65,6 @@ const PAUSED_RECHECK_MS = 1_000;
  * socket after a network fault would otherwise block forever).
  */
 export class ReadyReader {
-  private blocking: RedisClient | undefined;
   private readonly successes: PendingSuccess[] = [];
   /**
    * Events claimed ahead whose handlers started here since the last call: the
@@ -79,6 +75,12 @@ export class ReadyReader {
   /** True while the loop may pick successes up; false while it blocks in Redis or has stopped. */
   private collecting = false;
   private readonly wakeup = new Wakeup();
+  /**
+   * What ends an idle wait: a nudge (events may be ready), a result to send,
+   * or stop. Not a slot given back: the loop offers slots after each claim,
+   * and an idle wait ended by that would claim again and again.
+   */
+  private readonly idleWakeup = new Wakeup();
   private wakeScheduled = false;
   private flushScheduled = false;
   /** This reader's claim log key; each claim it makes is logged there under a new token. */
@@ -90,7 +92,6 @@ export class ReadyReader {
   constructor(
     private readonly keys: TypeKeys,
     private readonly scripts: LuaScripts,
-    private readonly connections: RedisConnections,
     private readonly metrics: Metrics,
     private readonly settings: ReaderSettings,
   ) {
@@ -123,6 +124,7 @@ export class ReadyReader {
     setImmediate(() => {
       this.wakeScheduled = false;
       this.wakeup.wake();
+      this.idleWakeup.wake();
     });
   }
 
@@ -148,10 +150,10 @@ export class ReadyReader {
         subscriber.next(next);
         return true;
       };
-      // The one listener this reader puts on its stop signal: wake the loop, end a blocking wait.
+      // The one listener this reader puts on its stop signal: wake the loop.
       const onStop = () => {
         this.wakeup.wake();
-        this.dropBlockingConnection();
+        this.idleWakeup.wake();
       };
       stop.addEventListener('abort', onStop, { once: true });
       const leaveSlots = slots.join({ startOne, freed: () => this.wakeup.wake() });
@@ -189,6 +191,8 @@ export class ReadyReader {
           // for them, or other partitions' readers share the slots (offer() hands them round: ours may wait).
           const startNow = ahead.length === 0 && slots.readerCount === 1 ? reserved : 0;
           let result: ClaimResult;
+          // This claim sees whatever nudges before it announced; one during it ends the next idle wait at once.
+          this.idleWakeup.clear();
           try {
             result = await this.scripts.completeAndClaim(this.keys, succeeded, count, this.settings.leaseMs, this.settings.maxAttempts, claim, { startNow, started });
           } catch {
@@ -234,10 +238,7 @@ export class ReadyReader {
             // waiting here would be too late, nor while one already is (it goes back first).
             const untilLate = ahead.sweep();
             noteLate();
-            if (!ahead.anyLate && !(await this.waitForReady(stop, untilLate)) && !stop.aborted) {
-              this.metrics.count(METRIC.redisErrors, { loop: 'reader', type: this.keys.type });
-              await sleep(backoff.next(), stop);
-            }
+            if (!ahead.anyLate) await this.waitForReady(stop, untilLate);
           }
         }
         // Stopping, or abandoned by a close that stopped waiting: what waits unstarted goes back
@@ -247,11 +248,9 @@ export class ReadyReader {
         stop.removeEventListener('abort', onStop);
         leaveSlots();
         this.flushSoon();
-        this.dropBlockingConnection();
         subscriber.complete();
       };
       void loop();
-      return () => this.dropBlockingConnection();
     });
   }
 
@@ -310,42 +309,22 @@ export class ReadyReader {
   }
 
   /**
-   * Blocks until the ready list holds something. BLMOVE from the list to its own
-   * head leaves the list as it was, so the event is still claimed atomically by
-   * complete-and-claim.lua and a crash here loses nothing.
+   * Waits, in this process, until something may be ready: a nudge (a
+   * dispatcher here or in another instance moved events to this queue, see
+   * nudge()), a success or start mark to send, or `blockMs` at the latest,
+   * when the loop looks again by itself. No connection blocks in Redis per
+   * reader: an instance's connections do not grow with its handled types.
    */
-  private async waitForReady(stop: AbortSignal, mostMs = Infinity): Promise<boolean> {
+  private async waitForReady(stop: AbortSignal, mostMs = Infinity): Promise<void> {
     // Successes and start marks that arrived during the last call go out with the next one instead.
-    if (this.successes.length > 0 || this.starts.length > 0) return true;
-    if (stop.aborted) return true;
-    // Redis takes a timeout in seconds with decimals, and 0 would block forever.
-    const blockMs = Math.max(1, Math.min(this.settings.blockMs, Math.ceil(mostMs)));
-    const connection = (this.blocking ??= this.connections.duplicateForWaiting());
-    let watchdog: NodeJS.Timeout | undefined;
-    const watchdogFired = new Promise<'watchdog'>((resolve) => {
-      watchdog = setTimeout(() => resolve('watchdog'), blockMs + this.settings.watchdogGraceMs);
-    });
-    // Successes arriving while we block must not wait for the block to end.
-    this.collecting = false;
-    try {
-      const outcome = await Promise.race([connection.blmove(this.keys.ready, this.keys.ready, 'LEFT', 'LEFT', blockMs / 1000), watchdogFired]);
-      if (outcome === 'watchdog') {
-        this.metrics.count(METRIC.watchdogResets, { type: this.keys.type });
-        this.dropBlockingConnection();
-      }
-      return true;
-    } catch {
-      // Redis refused the wait (an outage, LOADING) or its connection closed (stop drops it): the loop backs off.
-      return false;
-    } finally {
-      this.collecting = true;
-      clearTimeout(watchdog);
-    }
+    if (this.successes.length > 0 || this.starts.length > 0 || stop.aborted) return;
+    await this.idleWakeup.wait(Math.max(1, Math.min(this.settings.blockMs, Math.ceil(mostMs))));
   }
 
-  private dropBlockingConnection(): void {
-    if (this.blocking) this.connections.release(this.blocking);
-    this.blocking = undefined;
+  /** Events may be ready in this reader's queue: it looks at once (when it waits for work). */
+  nudge(): void {
+    this.wakeup.wake();
+    this.idleWakeup.wake();
   }
 }
 

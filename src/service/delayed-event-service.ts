@@ -30,7 +30,7 @@ import { isUnsent } from '../redis/ready-gate';
 import { permissionError } from '../redis/permissions';
 import { type RetryPolicy, checkRetryPolicy } from '../core/retry-policy';
 import { type DelayedEventServiceOptions, type ResolvedOptions, integer, positive, resolveOptions } from './service-options';
-import { type Wake, wakeListener } from '../runtime/wake-listener';
+import { WAKE_ALL, type Wake, wakeListener } from '../runtime/wake-listener';
 
 export interface EnqueueOptions {
   /** Context stored with the event; default: the service's contextProvider. */
@@ -95,6 +95,8 @@ function groupName(group: string | undefined): string {
 interface Registration {
   readonly consumer: Consumer<DelayedEventInstance>;
   readonly stopDispatching: () => void;
+  /** Its readers, by the tag of the queue they read (for nudges). */
+  readonly readers: ReadonlyArray<{ readonly queueTag: string; readonly reader: ReadyReader }>;
   /** Loops it runs, for health(). */
   readonly loops?: { readonly dispatchers: number; readonly readers: number };
 }
@@ -128,6 +130,10 @@ export class DelayedEventService {
   private readonly log: ServiceLog;
   private readonly recurring: RecurringSchedules;
   private recurringLoop: Subscription | undefined;
+  /** The readers of each queue (by tag), nudged when events become ready there. */
+  private readonly readersByQueue = new Map<string, Set<ReadyReader>>();
+  /** Nudges readers on 'ready' wake-ups, while any handler runs here. */
+  private readyWakes: Subscription | undefined;
   /** Per queue tag, the marker value its dispatchers last read (markerSeen). */
   private readonly markers = new Map<string, string>();
   /** When the last warning about a stuck call on a client handed in was given; they come at most once a minute. */
@@ -169,7 +175,7 @@ export class DelayedEventService {
       pingEveryMs: this.options.readerBlockMs,
       pingTimeoutMs: this.options.watchdogGraceMs,
       onReset: () => this.metrics.count(METRIC.wakeListenerResets, {}),
-      onRefused: (error) => this.log.degraded('wake-ups', `Redis refuses the wake-up subscription (${error.message}); dispatchers find new events by polling every pollIntervalMs instead: grant +subscribe and the channel ${this.layout.wakeChannel}`),
+      onRefused: (error) => this.log.degraded('wake-ups', `Redis refuses the wake-up subscription (${error.message}); dispatchers and readers find new events by polling (every pollIntervalMs and readerBlockMs) instead: grant +subscribe and the channel ${this.layout.wakeChannel}`),
     });
   }
 
@@ -265,23 +271,34 @@ export class DelayedEventService {
       if (group !== DEFAULT_GROUP && this.registrations.has(`${type}|${DEFAULT_GROUP}`)) this.registerGroup(shared, DEFAULT_GROUP);
       // A named group's registration is this instance's to restore if Redis loses it.
       const onMarker = group === DEFAULT_GROUP ? undefined : (marker: string) => this.markerSeen(shared, marker);
-      const typeDispatcher = new Dispatcher(shared, scripts, this.metrics, { ...dispatchSettings, defaultGroupHere: group === DEFAULT_GROUP, onMarker }, this.wakes$);
+      const onMoved = () => this.nudgeReaders(shared.tag);
+      const typeDispatcher = new Dispatcher(shared, scripts, this.metrics, { ...dispatchSettings, defaultGroupHere: group === DEFAULT_GROUP, onMarker, onMoved }, this.wakes$);
       dispatchers.push(typeDispatcher);
       const keys = this.layout.forGroup(shared, group);
       let ownDispatcher = typeDispatcher;
       if (keys !== shared) {
-        ownDispatcher = new Dispatcher(keys, scripts, this.metrics, { ...dispatchSettings, defaultGroupHere: false }, this.wakes$);
+        ownDispatcher = new Dispatcher(keys, scripts, this.metrics, { ...dispatchSettings, defaultGroupHere: false, onMoved }, this.wakes$);
         dispatchers.push(ownDispatcher);
       }
-      const reader = new ReadyReader(keys, scripts, this.connections, this.metrics, {
+      const reader = new ReadyReader(keys, scripts, this.metrics, {
         leaseMs: timeoutMs + this.options.leaseGraceMs,
         graceMs: this.options.leaseGraceMs,
         maxAttempts: retry.maxAttempts,
         blockMs: this.options.readerBlockMs,
-        watchdogGraceMs: this.options.watchdogGraceMs,
         activity: this.activityRecorder?.of(type),
       });
       return { keys, reader, onRetryScheduled: () => ownDispatcher.nudge() };
+    });
+    const readers = queues.map((q) => ({ queueTag: q.keys.queueTag, reader: q.reader }));
+    for (const { queueTag, reader } of readers) {
+      let set = this.readersByQueue.get(queueTag);
+      if (!set) this.readersByQueue.set(queueTag, (set = new Set()));
+      set.add(reader);
+    }
+    // Events moved to ready lists by any instance's dispatcher wake this instance's readers at once.
+    this.readyWakes ??= this.wakes$.subscribe((wake) => {
+      if (wake.tag === WAKE_ALL) for (const set of this.readersByQueue.values()) for (const r of set) r.nudge();
+      else if (wake.due < 0) this.nudgeReaders(wake.tag);
     });
     const consumer = new Consumer<T>({
       type,
@@ -304,7 +321,12 @@ export class DelayedEventService {
     consumer.start();
     this.startRecurring();
     this.knownTypes.set(type, route);
-    this.registrations.set(registrationKey, { consumer: consumer as unknown as Consumer<DelayedEventInstance>, stopDispatching: () => dispatching.unsubscribe(), loops: { dispatchers: dispatchers.length, readers: queues.length } });
+    this.registrations.set(registrationKey, {
+      consumer: consumer as unknown as Consumer<DelayedEventInstance>,
+      stopDispatching: () => dispatching.unsubscribe(),
+      readers,
+      loops: { dispatchers: dispatchers.length, readers: queues.length },
+    });
   }
 
   /** Stops handling `eventClass` (in `group`, default: the default group) here, waiting (up to closeTimeoutMs) for its running handlers. The group stays registered. */
@@ -429,6 +451,7 @@ export class DelayedEventService {
       const registrations = [...this.registrations.values()];
       this.registrations.clear();
       this.recurringLoop?.unsubscribe();
+      this.readyWakes?.unsubscribe();
       await Promise.all(registrations.map((r) => this.unregister(r)));
       // The last slot's counts, if Redis takes them within a second.
       await this.activityRecorder?.close().catch(() => undefined);
@@ -657,7 +680,14 @@ export class DelayedEventService {
     if (groups.includes(DEFAULT_GROUP)) this.registerGroup(shared, DEFAULT_GROUP);
   }
 
+  /** Events may be ready in a queue: its readers here look at once. */
+  private nudgeReaders(queueTag: string): void {
+    const set = this.readersByQueue.get(queueTag);
+    if (set) for (const reader of set) reader.nudge();
+  }
+
   private async unregister(registration: Registration): Promise<void> {
+    for (const { queueTag, reader } of registration.readers) this.readersByQueue.get(queueTag)?.delete(reader);
     registration.stopDispatching();
     await registration.consumer.stop(this.options.closeTimeoutMs);
   }

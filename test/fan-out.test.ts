@@ -218,6 +218,8 @@ describe('fan-out to subscriber groups', () => {
     const keys = layout.forType('test.work');
     let left = (await scripts.removeGroup(keys, 'billing', 99)).left;
     expect(left).toBe(1);
+    // One time in 100 the first call leaves the held event: a second call takes it, still before its handler returns.
+    if ((await redis.client().hexists(`${prefix}:{test.work}:g:billing:m`, 'held')) === 1) left = (await scripts.removeGroup(keys, 'billing', 1)).left;
     release();
     // The held event's success in billing is fenced off: it must not count down audit's hold on it.
     await waitFor(

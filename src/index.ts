@@ -1,11 +1,23 @@
 import 'reflect-metadata';
 
+export { DelayedEventService } from './service/delayed-event-service';
+export type { BatchEntry, EnqueueOptions } from './service/enqueuer';
+export type { HandlerOptions } from './service/handlers';
 export {
-  type BatchEntry,
-  DelayedEventService,
-  type EnqueueOptions,
-  type HandlerOptions,
-} from './service/delayed-event-service';
+  createInspector,
+  Inspector,
+  type InspectorOptions,
+  type DeadLetter,
+  type DeadLetterPage,
+  type DueTimelineOptions,
+  type EventCounts,
+  type EventState,
+  type EventTarget,
+  type EventTypeInfo,
+  type InspectedEvent,
+  type ListOptions,
+  type StateCounts,
+} from './service/inspector';
 export type { RecurringSchedule, ScheduleOptions } from './service/recurring-schedules';
 export type { CatchUp, RecurrenceSpec } from './core/recurrence';
 export type { DelayedEventServiceOptions } from './service/service-options';
@@ -17,9 +29,7 @@ export type { Durability, EnqueueStatus } from './redis/lua-scripts';
 export { METRIC, METRIC_TAGS, type Metric, type MetricKind, type MetricName, type MetricTags } from './runtime/metrics';
 export type { Logger } from './runtime/service-log';
 export type { EnqueueInfo, EnqueueInstrumentation, EnqueueScope, ServiceHealth } from './service/instrumentation';
-export type { DeadLetter } from './service/dead-letters';
-export { EVENT_STATES, MAX_PAGE, type DueTimelineOptions, type EventCounts, type EventState, type EventTarget, type EventTypeInfo, type InspectedEvent, type ListOptions, type StateCounts } from './service/inspector';
-export type { DueSlot, DueTimeline } from './service/due-timeline';
+export type { DueSlot, DueTimeline } from './redis/due-timeline';
 export type { ActivitySlot } from './runtime/activity-log';
 export type { JsonEvent } from './core/stored-body';
 export { type ExponentialBackoffOptions, type RetryPolicy, customBackoff, exponentialBackoff, fixedBackoff } from './core/retry-policy';

@@ -1,10 +1,10 @@
-import { type DelayedEventService, EVENT_STATES, type EventCounts, type EventState, type InspectedEvent, type JsonEvent, RedisCallTimeoutError } from '../index';
+import { type EventCounts, type EventState, type InspectedEvent, type Inspector, type JsonEvent, RedisCallTimeoutError } from '../index';
 import { count, json, oneLine, printable, shown, span, table, when } from './format';
 import { NotFoundError, UsageError, parseDelay, parseWhole } from './parse';
 
 /** What every command works with. */
 export interface Context {
-  readonly service: DelayedEventService;
+  readonly service: Inspector;
   readonly prefix: string;
   readonly json: boolean;
   /** Prints a block of output (a newline is added). */
@@ -16,7 +16,7 @@ export interface Context {
 }
 
 /** The types under the prefix, within the command's timeout: their SCAN has no deadline of its own. */
-export function typesWithin(ctx: Context): ReturnType<DelayedEventService['types']> {
+export function typesWithin(ctx: Context): ReturnType<Inspector['types']> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new RedisCallTimeoutError('types (SCAN)', ctx.timeoutMs)), ctx.timeoutMs);
@@ -30,6 +30,8 @@ export interface PageOptions {
   readonly offset?: string;
 }
 
+/** The states `list --state` takes, in the order they are shown. */
+const EVENT_STATES: readonly EventState[] = ['scheduled', 'ready', 'in-flight', 'dead'];
 const STATE_LABEL: Readonly<Record<EventState, string>> = { scheduled: 'scheduled', ready: 'ready', 'in-flight': 'in flight', dead: 'dead' };
 
 function unknownType(ctx: Context, type: string): NotFoundError {

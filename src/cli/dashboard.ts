@@ -1,7 +1,7 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { networkInterfaces } from 'node:os';
-import type { DelayedEventService } from '../index';
+import type { Inspector } from '../index';
 import { type DashboardAuth, createDashboard } from '../dashboard/index';
 import { UsageError } from './parse';
 
@@ -36,7 +36,7 @@ export function authFrom(token: string | undefined, basic: string | undefined): 
 }
 
 /** Serves the dashboard until `stopped` resolves. */
-export async function serveDashboard(service: DelayedEventService, options: DashboardCommandOptions): Promise<void> {
+export async function serveDashboard(service: Inspector, options: DashboardCommandOptions): Promise<void> {
   // The address it listens on is a name it answers to (every interface's, for 0.0.0.0 or ::);
   // loopback names always are, without auth. With auth and no --allow-host, every name is.
   const bound = ['0.0.0.0', '::'].includes(options.host)

@@ -1,7 +1,7 @@
 import { createInterface } from 'node:readline/promises';
 import { Command, CommanderError } from 'commander';
 import type { Cluster, Redis } from 'ioredis';
-import { DelayedEventError, DelayedEventService, RedisCallTimeoutError, RedisConnectionError } from '../index';
+import { DelayedEventError, type Inspector, RedisCallTimeoutError, RedisConnectionError, createInspector } from '../index';
 import * as commands from './commands';
 import { CONNECT_TIMEOUT_MS, type ConnectionOptions, connect } from './connect';
 import { printable } from './format';
@@ -39,10 +39,10 @@ async function confirm(question: string, yes: boolean): Promise<void> {
 async function withService(options: GlobalOptions, job: (ctx: commands.Context) => Promise<void>, persistent = false): Promise<void> {
   const timeoutMs = parseWhole('--timeout', options.timeout, 10_000, 100, 3_600_000);
   const client: Redis | Cluster = await connect(options, process.env, Math.min(timeoutMs, CONNECT_TIMEOUT_MS), persistent);
-  let service: DelayedEventService | undefined;
+  let service: Inspector | undefined;
   try {
     try {
-      service = new DelayedEventService({ redis: client, prefix: options.prefix, commandTimeoutMs: timeoutMs });
+      service = createInspector({ redis: client, prefix: options.prefix, commandTimeoutMs: timeoutMs });
     } catch (error) {
       throw new UsageError(`--prefix: ${(error as Error).message}`);
     }

@@ -3,13 +3,11 @@ import {
   DELAY_TEXT_HELP,
   type Delay,
   DelayedEventError,
-  type DelayedEventService,
-  EVENT_STATES,
+  type Inspector,
   type EventState,
   type EventTypeInfo,
   InvalidArgumentError,
   InvalidDelayError,
-  MAX_PAGE,
   RedisCallTimeoutError,
   RedisConnectionError,
   type StateCounts,
@@ -23,7 +21,7 @@ import { HttpError, readJsonBody } from './http-io';
  * dashboard needs none of the application's event classes.
  */
 export type DashboardSource = Pick<
-  DelayedEventService,
+  Inspector,
   | 'prefix'
   | 'types'
   | 'counts'
@@ -42,6 +40,10 @@ export type DashboardSource = Pick<
   | 'activity'
   | 'health'
 >;
+
+/** The states the API pages through, and the most ids or events one request takes (the Inspector's page limit). */
+const EVENT_STATES: readonly EventState[] = ['scheduled', 'ready', 'in-flight', 'dead'];
+const MAX_PAGE = 1_000;
 
 /** A type as the overview shows it. */
 export interface TypeOverview extends EventTypeInfo {

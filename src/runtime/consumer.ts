@@ -1,4 +1,5 @@
 import { Subscription, merge } from 'rxjs';
+import type { BackgroundService } from './background-service';
 import type { DelayedEventInstance, EventClass } from '../core/delayed-event.decorator';
 import { type DecodedEvent, type EventCodec, DecodeError } from '../core/event-codec';
 import type { EventContextStore } from '../core/event-context';
@@ -48,7 +49,7 @@ export interface ConsumerParts<T extends DelayedEventInstance> {
  * through at most `parallelism` handler calls, and each outcome is recorded in
  * Redis (complete, retry with backoff, or dead letter), fenced by the claim.
  */
-export class Consumer<T extends DelayedEventInstance> {
+export class Consumer<T extends DelayedEventInstance> implements BackgroundService {
   private readonly slots: HandlerSlots;
   /** One per queue: a type with many partitions must not pile listeners onto one signal. */
   private readonly stopping: AbortController[];

@@ -1,4 +1,5 @@
 import { Observable } from 'rxjs';
+import { type BackgroundService, SubscribedLoop } from './background-service';
 import { type LuaScripts, newMarkerValue } from '../redis/lua-scripts';
 import { METRIC, type Metrics } from './metrics';
 import { OutageBackoff, sleep } from './outage-backoff';
@@ -27,8 +28,9 @@ export interface DispatcherSettings {
  * and never sleeps longer than the poll interval. Any number of instances may
  * dispatch the same type: the move is one atomic script, so there is no lock.
  */
-export class Dispatcher {
+export class Dispatcher implements BackgroundService {
   private readonly wakeup = new Wakeup();
+  private readonly lifecycle = new SubscribedLoop(this.run());
 
   constructor(
     private readonly keys: TypeKeys,
@@ -41,6 +43,14 @@ export class Dispatcher {
   /** Something became due earlier than planned (e.g. a retry scheduled here); look again now. */
   nudge(): void {
     this.wakeup.wake();
+  }
+
+  start(): void {
+    this.lifecycle.start();
+  }
+
+  stop(): Promise<void> {
+    return this.lifecycle.stop();
   }
 
   /** The dispatch loop; it runs while subscribed. */

@@ -1,4 +1,3 @@
-import { newMarkerValue } from '../redis/lua-scripts';
 import { whenReady } from '../redis/ready-gate';
 import { randomBytes } from 'node:crypto';
 import { Observable } from 'rxjs';
@@ -8,10 +7,12 @@ import type { EventCodec } from '../core/event-codec';
 import type { EventContext } from '../core/event-context';
 import { type CatchUp, MAX_CATCH_UP, type RecurrenceSpec, type StoredSpec, type Window, checkSpec, checkWindow, occurrenceAtOrAfter } from '../core/recurrence';
 import type { LuaScripts, RedisClient } from '../redis/lua-scripts';
+import { RecurringStore, type ScheduleDefinition } from '../redis/recurring-store';
 import type { RedisLayout } from '../redis/redis-layout';
 import { METRIC, type Metrics } from '../runtime/metrics';
 import { OutageBackoff, sleep } from '../runtime/outage-backoff';
 import { Wakeup } from '../runtime/wakeup';
+import { type BackgroundService, SubscribedLoop } from '../runtime/background-service';
 
 export interface ScheduleOptions {
   /** Context every occurrence carries. */
@@ -38,27 +39,6 @@ export interface RecurringSchedule {
 
 /** Schedule names end up in event ids (`<name>@<ms>`) and keys: no '@' or key separators. */
 const SCHEDULE_NAME = /^[^\s@{}|#]{1,100}$/;
-
-/** A recurring schedule as stored in Redis: plain JSON, so any instance can advance it without the event's class. */
-export interface ScheduleDefinition {
-  readonly name: string;
-  readonly type: string;
-  readonly partitions: number;
-  readonly spec: StoredSpec;
-  readonly window: Window;
-  readonly catchUp: CatchUp;
-  /** `every` occurrences fall at anchor + k × every. */
-  readonly anchor: number;
-  /** The template's payload (its id is replaced per occurrence) and the context each occurrence carries. */
-  readonly payload: Record<string, unknown>;
-  readonly context?: EventContext;
-  /** The first occurrence not enqueued yet; null when the schedule has ended. */
-  readonly next: number | null;
-  /** Occurrences enqueued ahead of their time, so replacing or removing the schedule can cancel them. */
-  readonly ahead: number[];
-  /** Set anew by each save: tells an advanced definition from a replaced one. */
-  readonly version: string;
-}
 
 /** One occurrence to store: an ordinary event of the schedule's type. */
 export interface Occurrence {
@@ -101,10 +81,13 @@ export function occurrenceId(name: string, at: number): string {
  * Occurrences more than two poll intervals past when first seen were missed
  * (no instance ran): `catchUp` says which of them still run.
  */
-export class RecurringSchedules {
+export class RecurringSchedules implements BackgroundService {
   private readonly wakeup = new Wakeup();
+  private readonly lifecycle = new SubscribedLoop(this.run());
   /** Per type (its route as JSON), the schedules defined here, by name, and the marker value seen when they were stored. */
   private readonly definedHere = new Map<string, { readonly route: EventRoute; readonly schedules: Map<string, DefinedHere>; marker: string | null }>();
+
+  private readonly store: RecurringStore;
 
   constructor(
     private readonly client: RedisClient,
@@ -113,7 +96,9 @@ export class RecurringSchedules {
     private readonly codec: EventCodec,
     private readonly metrics: Metrics,
     private readonly settings: RecurringSettings,
-  ) {}
+  ) {
+    this.store = new RecurringStore(client, layout);
+  }
 
   /**
    * Validates a schedule at the call (a typed error says what to fix; nothing is
@@ -157,16 +142,8 @@ export class RecurringSchedules {
   }
 
   /** Each schedule of a type as `schedules()` shows it. */
-  async describe(route: EventRoute): Promise<RecurringSchedule[]> {
-    return (await this.list(route)).map((d) => ({
-      name: d.name,
-      spec: 'every' in d.spec ? { every: d.spec.every } : { cron: d.spec.cron, tz: d.spec.tz },
-      next: d.next === null ? undefined : new Date(d.next),
-      startAt: d.window.startAt === undefined ? undefined : new Date(d.window.startAt),
-      endAt: d.window.endAt === undefined ? undefined : new Date(d.window.endAt),
-      catchUp: d.catchUp,
-      context: d.context ?? {},
-    }));
+  describe(route: EventRoute): Promise<RecurringSchedule[]> {
+    return describeSchedules(this.store, route);
   }
 
   /**
@@ -176,25 +153,12 @@ export class RecurringSchedules {
    * schedule keeps its anchor and next occurrence.
    */
   private async save(definition: ScheduleDefinition): Promise<string | null> {
-    const keys = this.layout.recurringOf({ type: definition.type, partitions: definition.partitions });
-    const current = await this.client.hget(keys.recurring, definition.name);
-    if (current && sameSchedule(JSON.parse(current) as ScheduleDefinition, definition)) {
-      // Stored already (by another replica, or before markers existed): the marker is set if missing, and read.
-      const replies = await this.client.multi().set(keys.recurringMarker, newMarkerValue(), 'NX').get(keys.recurringMarker).exec();
-      return (replies?.[1]?.[1] as string | null | undefined) ?? null;
-    }
-    const replies = await this.client
-      .multi()
-      .hget(keys.recurring, definition.name)
-      .hset(keys.recurring, definition.name, JSON.stringify(definition))
-      // The queue's marker: gone or changed, it tells the instances that Redis lost what was registered here.
-      .set(keys.recurringMarker, newMarkerValue(), 'NX')
-      .get(keys.recurringMarker)
-      .exec();
-    const previous = replies?.[0]?.[1] as string | null | undefined;
-    const marker = (replies?.[3]?.[1] as string | null | undefined) ?? null;
-    await this.client.hset(this.layout.recurringIndex, definition.type, String(definition.partitions));
-    if (previous) await this.settleAhead(JSON.parse(previous) as ScheduleDefinition, definition);
+    const route = { type: definition.type, partitions: definition.partitions };
+    const current = await this.store.read(route, definition.name);
+    // Stored already (by another replica, or before markers existed): the marker is set if missing, and read.
+    if (current && sameSchedule(current.definition, definition)) return this.store.ensureMarker(route);
+    const { previous, marker } = await this.store.write(definition);
+    if (previous) await this.settleAhead(previous.definition, definition);
     this.wakeup.wake();
     return marker;
   }
@@ -202,25 +166,20 @@ export class RecurringSchedules {
   /** Removes a schedule, reading it in the same transaction; resolves whether it existed. */
   async remove(route: EventRoute, name: string): Promise<boolean> {
     this.definedHere.get(JSON.stringify(route))?.schedules.delete(name);
-    const keys = this.layout.recurringOf(route);
-    const replies = await this.client.multi().hget(keys.recurring, name).hdel(keys.recurring, name).exec();
-    const previous = replies?.[0]?.[1] as string | null | undefined;
-    if (!previous) return false;
-    await this.settleAhead(JSON.parse(previous) as ScheduleDefinition, undefined);
-    return true;
+    return removeSchedule(this.store, route, name, this.settings.cancel);
   }
 
   /** The route of a type that has schedules, by name (for tools without the event classes); undefined when it has none. */
-  async routeOf(type: string): Promise<EventRoute | undefined> {
-    const partitions = await this.client.hget(this.layout.recurringIndex, type);
-    return partitions === null ? undefined : { type, partitions: Number(partitions) };
+  routeOf(type: string): Promise<EventRoute | undefined> {
+    return this.store.routeOf(type);
   }
 
-  async list(route: EventRoute): Promise<ScheduleDefinition[]> {
-    const stored = await this.client.hgetall(this.layout.recurringOf(route).recurring);
-    return Object.values(stored)
-      .map((json) => JSON.parse(json) as ScheduleDefinition)
-      .sort((a, b) => a.name.localeCompare(b.name));
+  start(): void {
+    this.lifecycle.start();
+  }
+
+  stop(): Promise<void> {
+    return this.lifecycle.stop();
   }
 
   /** The loop; it runs while subscribed. */
@@ -261,11 +220,10 @@ export class RecurringSchedules {
     for (const here of this.definedHere.values()) {
       const { route, schedules } = here;
       if (schedules.size === 0) continue;
-      const keys = this.layout.recurringOf(route);
-      const marker = await this.client.get(keys.recurringMarker);
+      const marker = await this.store.marker(route);
       if (marker !== null && marker === here.marker) {
         // The same Redis data as when they were stored: one gone was removed on purpose.
-        const stored = await this.client.hkeys(keys.recurring);
+        const stored = await this.store.names(route);
         for (const name of [...schedules.keys()]) if (!stored.includes(name)) schedules.delete(name);
         continue;
       }
@@ -276,16 +234,13 @@ export class RecurringSchedules {
   }
 
   private async advanceAll(): Promise<void> {
-    const types = await this.client.hgetall(this.layout.recurringIndex);
-    for (const [type, partitions] of Object.entries(types)) {
-      const stored = await this.client.hgetall(this.layout.recurringOf({ type, partitions: Number(partitions) }).recurring);
-      for (const json of Object.values(stored)) await this.advance(json);
+    for (const route of await this.store.routes()) {
+      for (const { json, definition } of await this.store.readAll(route)) await this.advance(json, definition);
     }
   }
 
   /** Enqueues what is due within the next poll interval (and what catch-up keeps), then moves `next` on. */
-  private async advance(json: string): Promise<void> {
-    const definition = JSON.parse(json) as ScheduleDefinition;
+  private async advance(json: string, definition: ScheduleDefinition): Promise<void> {
     if (definition.next === null) return;
     const now = Date.now();
     const horizon = now + this.settings.pollIntervalMs;
@@ -314,7 +269,7 @@ export class RecurringSchedules {
     if (missed.length === 0 && timely.length === 0 && next === definition.next) return;
     const kept = definition.catchUp === 'all' ? missed.slice(-MAX_CATCH_UP) : definition.catchUp === 'latest' ? missed.slice(-1) : [];
     const route = { type: definition.type, partitions: definition.partitions };
-    const occurrences = [...kept, ...timely].map((at) => this.occurrence(definition, route, at));
+    const occurrences = [...kept, ...timely].map((at) => occurrenceOf(definition, route, at));
     await this.settings.store(occurrences, false);
     const advanced: ScheduleDefinition = { ...definition, next: next ?? null, ahead: timely.filter((at) => at > now) };
     const keys = this.layout.recurringOf(route);
@@ -322,37 +277,67 @@ export class RecurringSchedules {
     // Another instance got there first. If it only advanced the same definition, our enqueues
     // were duplicates of its own; if the schedule was replaced or removed meanwhile, what we
     // enqueued ahead belongs to a definition that no longer exists.
-    const current = await this.client.hget(keys.recurring, definition.name);
-    const successor = current ? (JSON.parse(current) as ScheduleDefinition) : undefined;
+    const successor = (await this.store.read(route, definition.name))?.definition;
     if (successor?.version === definition.version) return;
     await this.settleAhead({ ...definition, ahead: occurrences.map((o) => o.at) }, successor);
   }
 
-  private occurrence(definition: ScheduleDefinition, route: EventRoute, at: number): Occurrence {
-    const id = occurrenceId(definition.name, at);
-    const payload = { ...definition.payload, id };
-    const body = JSON.stringify(definition.context ? [Date.now(), payload, definition.context] : [Date.now(), payload]);
-    return { route, id, body, at };
+  /** What a replaced definition enqueued ahead of its time: see settleAhead(). */
+  private settleAhead(old: ScheduleDefinition, successor: ScheduleDefinition | undefined): Promise<void> {
+    return settleAhead(old, successor, this.settings.store, this.settings.cancel);
   }
+}
 
-  /**
-   * What a replaced or removed definition enqueued ahead of its time: an
-   * occurrence the new definition also has is stored again with its payload
-   * (`replace`, so one the new definition stored meanwhile is not lost); any
-   * other is cancelled, leaving no idempotency mark.
-   */
-  private async settleAhead(old: ScheduleDefinition, successor: ScheduleDefinition | undefined): Promise<void> {
-    const route = { type: old.type, partitions: old.partitions };
-    const now = Date.now();
-    for (const at of old.ahead ?? []) {
-      if (at <= now) continue;
-      if (successor && occurrenceAtOrAfter(successor.spec, successor.window, successor.anchor, at) === at) {
-        await this.settings.store([this.occurrence(successor, route, at)], true);
-      } else {
-        await this.settings.cancel(route, occurrenceId(old.name, at));
-      }
+/**
+ * What a replaced or removed definition enqueued ahead of its time: an
+ * occurrence the new definition also has is stored again with its payload
+ * (`replace`, so one the new definition stored meanwhile is not lost); any
+ * other is cancelled, leaving no idempotency mark.
+ */
+async function settleAhead(
+  old: ScheduleDefinition,
+  successor: ScheduleDefinition | undefined,
+  store: RecurringSettings['store'] | undefined,
+  cancel: RecurringSettings['cancel'],
+): Promise<void> {
+  const route = { type: old.type, partitions: old.partitions };
+  const now = Date.now();
+  for (const at of old.ahead ?? []) {
+    if (at <= now) continue;
+    if (successor && store && occurrenceAtOrAfter(successor.spec, successor.window, successor.anchor, at) === at) {
+      await store([occurrenceOf(successor, route, at)], true);
+    } else {
+      await cancel(route, occurrenceId(old.name, at));
     }
   }
+}
+
+/** Each schedule of a type as `schedules()` shows it. */
+export async function describeSchedules(store: RecurringStore, route: EventRoute): Promise<RecurringSchedule[]> {
+  return (await store.readAll(route)).map(({ definition: d }) => ({
+    name: d.name,
+    spec: 'every' in d.spec ? { every: d.spec.every } : { cron: d.spec.cron, tz: d.spec.tz },
+    next: d.next === null ? undefined : new Date(d.next),
+    startAt: d.window.startAt === undefined ? undefined : new Date(d.window.startAt),
+    endAt: d.window.endAt === undefined ? undefined : new Date(d.window.endAt),
+    catchUp: d.catchUp,
+    context: d.context ?? {},
+  }));
+}
+
+/** Removes a schedule and cancels the occurrences it enqueued ahead; resolves whether it existed. */
+export async function removeSchedule(store: RecurringStore, route: EventRoute, name: string, cancel: RecurringSettings['cancel']): Promise<boolean> {
+  const previous = await store.remove(route, name);
+  if (!previous) return false;
+  await settleAhead(previous, undefined, undefined, cancel);
+  return true;
+}
+
+function occurrenceOf(definition: ScheduleDefinition, route: EventRoute, at: number): Occurrence {
+  const id = occurrenceId(definition.name, at);
+  const payload = { ...definition.payload, id };
+  const body = JSON.stringify(definition.context ? [Date.now(), payload, definition.context] : [Date.now(), payload]);
+  return { route, id, body, at };
 }
 
 /** The last MAX_CATCH_UP occurrences of an interval schedule from `from` up to (not including) `before`, oldest first. */

@@ -103,15 +103,24 @@ export interface DelayedEventServiceOptions {
 export type ResolvedOptions = Required<Omit<DelayedEventServiceOptions, 'contextProvider' | 'contextHandler' | 'durableEnqueue' | 'redis' | 'instrumentEnqueue' | 'logger'>> &
   Pick<DelayedEventServiceOptions, 'contextProvider' | 'contextHandler' | 'durableEnqueue' | 'instrumentEnqueue'> & { readonly redis: string | Redis | Cluster; readonly logger: Logger | false };
 
+/** The key prefix when none is given. */
+export const DEFAULT_PREFIX = 'dq';
+
+/** The `redis` option of the service and of createInspector(): a redis:// URL, or an ioredis client. */
+export function checkRedisOption(redis: unknown): void {
+  if (redis === undefined || redis === null) throw new InvalidOptionError('redis', 'give a URL such as redis://127.0.0.1:6379, an ioredis Redis or an ioredis Cluster');
+  if (typeof redis === 'string') checkRedisUrl(redis);
+  else if (typeof redis !== 'object') throw new InvalidOptionError('redis', `give a URL such as redis://127.0.0.1:6379, an ioredis Redis or an ioredis Cluster; got ${typeof redis}`);
+}
+
 export function resolveOptions(options: DelayedEventServiceOptions): ResolvedOptions {
   if (options === null || typeof options !== 'object') throw new InvalidOptionError('options', 'expected an object with at least { redis }');
-  if (options.redis === undefined || options.redis === null) throw new InvalidOptionError('redis', 'give a URL such as redis://127.0.0.1:6379, an ioredis Redis or an ioredis Cluster');
-  if (typeof options.redis === 'string') checkRedisUrl(options.redis);
+  checkRedisOption(options.redis);
   return {
     ...options,
     // An ioredis 5 client is driven as the ioredis 6 one it is to everything the service calls.
     redis: options.redis as string | Redis | Cluster,
-    prefix: options.prefix ?? 'dq',
+    prefix: options.prefix ?? DEFAULT_PREFIX,
     pollIntervalMs: positive('pollIntervalMs', options.pollIntervalMs, 1_000, HOUR_MS),
     dispatchBatchSize: integer('dispatchBatchSize', options.dispatchBatchSize, 1_000, 1, 5_000),
     handlerTimeoutMs: positive('handlerTimeoutMs', options.handlerTimeoutMs, 30_000),

@@ -1,5 +1,5 @@
-import type { RedisClient } from '../redis/lua-scripts';
-import type { TypeKeys } from '../redis/redis-layout';
+import type { RedisClient } from './lua-scripts';
+import type { TypeKeys } from './redis-layout';
 
 /** How many scheduled events fall due in one stretch of time. */
 export interface DueSlot {

@@ -1,0 +1,119 @@
+import type { EventRoute } from '../core/delayed-event.decorator';
+import type { EventContext } from '../core/event-context';
+import type { CatchUp, StoredSpec, Window } from '../core/recurrence';
+import { type RedisClient, newMarkerValue } from './lua-scripts';
+import type { RedisLayout } from './redis-layout';
+
+/** A recurring schedule as stored in Redis: plain JSON, so any instance can advance it without the event's class. */
+export interface ScheduleDefinition {
+  readonly name: string;
+  readonly type: string;
+  readonly partitions: number;
+  readonly spec: StoredSpec;
+  readonly window: Window;
+  readonly catchUp: CatchUp;
+  /** `every` occurrences fall at anchor + k × every. */
+  readonly anchor: number;
+  /** The template's payload (its id is replaced per occurrence) and the context each occurrence carries. */
+  readonly payload: Record<string, unknown>;
+  readonly context?: EventContext;
+  /** The first occurrence not enqueued yet; null when the schedule has ended. */
+  readonly next: number | null;
+  /** Occurrences enqueued ahead of their time, so replacing or removing the schedule can cancel them. */
+  readonly ahead: number[];
+  /** Set anew by each save: tells an advanced definition from a replaced one. */
+  readonly version: string;
+}
+
+/** A definition and the JSON it was read from (the compare-and-set of lua/advance-schedule.lua compares the text). */
+export interface StoredDefinition {
+  readonly json: string;
+  readonly definition: ScheduleDefinition;
+}
+
+function parsed(json: string): StoredDefinition {
+  return { json, definition: JSON.parse(json) as ScheduleDefinition };
+}
+
+/**
+ * Where recurring schedules are kept: per type, a hash of definitions by name
+ * (in partition 0 of a partitioned type) and a marker; under the prefix, an
+ * index of the types that have any. The plain reads and writes of schedules;
+ * advancing one is a script (LuaScripts.advanceSchedule).
+ */
+export class RecurringStore {
+  constructor(
+    private readonly client: RedisClient,
+    private readonly layout: RedisLayout,
+  ) {}
+
+  async read(route: EventRoute, name: string): Promise<StoredDefinition | undefined> {
+    const json = await this.client.hget(this.layout.recurringOf(route).recurring, name);
+    return json === null ? undefined : parsed(json);
+  }
+
+  /** A type's definitions, by name. */
+  async readAll(route: EventRoute): Promise<StoredDefinition[]> {
+    const stored = await this.client.hgetall(this.layout.recurringOf(route).recurring);
+    return Object.values(stored)
+      .map(parsed)
+      .sort((a, b) => a.definition.name.localeCompare(b.definition.name));
+  }
+
+  /** The names of a type's schedules. */
+  names(route: EventRoute): Promise<string[]> {
+    return this.client.hkeys(this.layout.recurringOf(route).recurring);
+  }
+
+  /** The routes of every type with schedules under the prefix. */
+  async routes(): Promise<EventRoute[]> {
+    const types = await this.client.hgetall(this.layout.recurringIndex);
+    return Object.entries(types).map(([type, partitions]) => ({ type, partitions: Number(partitions) }));
+  }
+
+  /** The route of a type that has schedules, by name; undefined when it has none. */
+  async routeOf(type: string): Promise<EventRoute | undefined> {
+    const partitions = await this.client.hget(this.layout.recurringIndex, type);
+    return partitions === null ? undefined : { type, partitions: Number(partitions) };
+  }
+
+  /** The queue's marker: gone or changed, Redis lost what was stored. */
+  marker(route: EventRoute): Promise<string | null> {
+    return this.client.get(this.layout.recurringOf(route).recurringMarker);
+  }
+
+  /** Sets the marker if it is missing, and reads it. */
+  async ensureMarker(route: EventRoute): Promise<string | null> {
+    const keys = this.layout.recurringOf(route);
+    const replies = await this.client.multi().set(keys.recurringMarker, newMarkerValue(), 'NX').get(keys.recurringMarker).exec();
+    return (replies?.[1]?.[1] as string | null | undefined) ?? null;
+  }
+
+  /**
+   * Stores `definition`, reading the one it replaces in the same transaction,
+   * sets the marker if missing and lists the type in the index.
+   */
+  async write(definition: ScheduleDefinition): Promise<{ previous: StoredDefinition | undefined; marker: string | null }> {
+    const route = { type: definition.type, partitions: definition.partitions };
+    const keys = this.layout.recurringOf(route);
+    const replies = await this.client
+      .multi()
+      .hget(keys.recurring, definition.name)
+      .hset(keys.recurring, definition.name, JSON.stringify(definition))
+      .set(keys.recurringMarker, newMarkerValue(), 'NX')
+      .get(keys.recurringMarker)
+      .exec();
+    const previous = replies?.[0]?.[1] as string | null | undefined;
+    const marker = (replies?.[3]?.[1] as string | null | undefined) ?? null;
+    await this.client.hset(this.layout.recurringIndex, definition.type, String(definition.partitions));
+    return { previous: previous ? parsed(previous) : undefined, marker };
+  }
+
+  /** Removes a schedule, reading it in the same transaction; what it was, if it existed. */
+  async remove(route: EventRoute, name: string): Promise<ScheduleDefinition | undefined> {
+    const keys = this.layout.recurringOf(route);
+    const replies = await this.client.multi().hget(keys.recurring, name).hdel(keys.recurring, name).exec();
+    const previous = replies?.[0]?.[1] as string | null | undefined;
+    return previous ? parsed(previous).definition : undefined;
+  }
+}

@@ -1,0 +1,272 @@
+import { type Observable, defer, of, throwError } from 'rxjs';
+import { type DelayedEventInstance, type EventClass, type EventRoute, eventRouteOf } from '../core/delayed-event.decorator';
+import { type Delay, dateToMillis, delayToMillis } from '../core/duration';
+import { RedisConnectionError, classifyRedisError } from '../core/errors';
+import type { EncodedEvent, EventCodec } from '../core/event-codec';
+import type { EventContext, EventContextStore } from '../core/event-context';
+import type { DueSpec, EnqueueStatus, LuaScripts } from '../redis/lua-scripts';
+import { permissionError } from '../redis/permissions';
+import { isUnsent } from '../redis/ready-gate';
+import type { RedisLayout, TypeKeys } from '../redis/redis-layout';
+import type { ActivityRecorder } from '../runtime/activity-log';
+import { METRIC, type Metrics } from '../runtime/metrics';
+import { EnqueueBatcher } from './enqueue-batcher';
+import type { EnqueueScope } from './instrumentation';
+import type { Occurrence } from './recurring-schedules';
+import type { ResolvedOptions } from './service-options';
+
+export interface EnqueueOptions {
+  /** Context stored with the event; default: the service's contextProvider. */
+  readonly context?: EventContext;
+  /** Replace the payload and due time of an event with the same type and id instead of leaving it as it is. */
+  readonly replace?: boolean;
+}
+
+/** One event of enqueueBatch: due after `delay` (default 0) or at `at`. */
+export interface BatchEntry<T extends DelayedEventInstance = DelayedEventInstance> {
+  readonly event: T;
+  readonly delay?: Delay;
+  readonly at?: Date;
+  readonly context?: EventContext;
+}
+
+interface PreparedEvent extends EncodedEvent {
+  /** What instrumentEnqueue answered for it: told when the store settled. */
+  scope?: EnqueueScope | undefined;
+  readonly due: DueSpec;
+  /** When the store was asked for (see ScheduledBody): at the call, or at each subscription of the cold form. */
+  requestedAt: number;
+}
+
+export interface EnqueuerParts {
+  readonly options: Pick<ResolvedOptions, 'instrumentEnqueue' | 'contextProvider' | 'durableEnqueue'>;
+  readonly layout: RedisLayout;
+  readonly scripts: LuaScripts;
+  readonly codec: EventCodec;
+  readonly contextStore: EventContextStore;
+  readonly metrics: Metrics;
+  readonly activity: ActivityRecorder | undefined;
+  /** Throws ServiceClosedError once the service is closing. */
+  readonly assertOpen: () => void;
+  /** Told of each type stored (its gauges are then sampled). */
+  readonly onStored: (route: EventRoute) => void;
+}
+
+/**
+ * The enqueue path: validates and serializes at the call (errors name the
+ * caller's mistake, and the event is captured as it is then), gathers the
+ * calls of one tick per queue (src/service/enqueue-batcher.ts) and settles
+ * each caller from its script call's reply.
+ */
+export class Enqueuer {
+  private readonly batcher: EnqueueBatcher;
+
+  constructor(private readonly parts: EnqueuerParts) {
+    const durability = parts.options.durableEnqueue;
+    this.batcher = new EnqueueBatcher((keys, events, replace) => parts.scripts.enqueue(keys, events, replace, durability));
+  }
+
+  /** Promise form of one enqueue; `due` is read at the call. */
+  enqueue<T extends DelayedEventInstance>(event: T, due: () => DueSpec, options: EnqueueOptions = {}): Promise<EnqueueStatus> {
+    // The same path as the Observable form, without building one: this is the hot call.
+    const requestedAt = performance.now();
+    let prepared: PreparedEvent;
+    try {
+      prepared = this.prepare(event, due, options.context, requestedAt, { batch: false, replace: options.replace === true });
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.storeOne(prepared, options.replace === true, requestedAt);
+  }
+
+  /** Cold form of one enqueue: validated at the call, stored at each subscription. */
+  enqueueCold<T extends DelayedEventInstance>(event: T, due: () => DueSpec, options: EnqueueOptions = {}): Observable<EnqueueStatus> {
+    let prepared: PreparedEvent;
+    try {
+      prepared = this.prepare(event, due, options.context, performance.now(), { batch: false, replace: options.replace === true });
+    } catch (error) {
+      return throwError(() => error);
+    }
+    return defer(() => this.storeOne(prepared, options.replace === true, performance.now()));
+  }
+
+  /** Every entry validated first: one bad entry rejects the batch and nothing is written. */
+  enqueueBatch(entries: ReadonlyArray<BatchEntry>, replace: boolean): Observable<EnqueueStatus[]> {
+    let prepared: PreparedEvent[];
+    const calledAt = performance.now();
+    try {
+      prepared = entries.map((entry) =>
+        this.prepare(entry.event, () => (entry.at !== undefined ? { atMs: dateToMillis(entry.at) } : { delayMs: delayToMillis(entry.delay ?? 0) }), entry.context, calledAt, {
+          batch: true,
+          replace,
+        }),
+      );
+    } catch (error) {
+      return throwError(() => error);
+    }
+    return this.store(prepared, replace);
+  }
+
+  /** Stores a recurring schedule's occurrences (already encoded). */
+  storeOccurrences(occurrences: readonly Occurrence[], replace: boolean): Observable<EnqueueStatus[]> {
+    const requestedAt = performance.now();
+    return this.store(
+      occurrences.map((o): PreparedEvent => ({ route: o.route, type: o.route.type, id: o.id, body: o.body, due: { atMs: o.at }, requestedAt })),
+      replace,
+    );
+  }
+
+  /** Sends what is gathered now: close() calls it, so enqueues accepted before close are sent before the connections go. */
+  flush(): void {
+    this.batcher.flush();
+  }
+
+  private storeOne(prepared: PreparedEvent, replace: boolean, requestedAt: number): Promise<EnqueueStatus> {
+    const keys = this.parts.layout.forEvent(prepared.route, prepared.id);
+    prepared.requestedAt = requestedAt;
+    // Settled from the batcher's reply handler itself: no promise of the batcher's in between.
+    return new Promise<EnqueueStatus>((resolve, reject) => {
+      this.batcher.submitOne(
+        keys,
+        prepared,
+        replace,
+        (status) => {
+          // Called in the batcher's loop over a call's waiters: a throw must reach this caller alone, as a rejection.
+          try {
+            this.countOne(prepared, status);
+          } catch (error) {
+            reject(error);
+            return;
+          }
+          if (prepared.scope) endScope(prepared.scope, { status });
+          resolve(status);
+        },
+        (error: unknown) => {
+          const typed = asConnectionError(error);
+          if (prepared.scope) endScope(prepared.scope, { error: typed });
+          reject(typed);
+        },
+      );
+    });
+  }
+
+  private prepare(
+    event: DelayedEventInstance,
+    due: () => DueSpec,
+    context: EventContext | undefined,
+    requestedAt: number,
+    how: { readonly batch: boolean; readonly replace: boolean },
+  ): PreparedEvent {
+    this.parts.assertOpen();
+    const { instrumentEnqueue: instrument, contextProvider } = this.parts.options;
+    const store = this.parts.contextStore;
+    const capture = () => context ?? (contextProvider ? contextProvider(store.current()) : store.current());
+    if (instrument === undefined) {
+      const encoded = this.parts.codec.encode(event, capture(), Date.now());
+      return { route: encoded.route, type: encoded.type, id: encoded.id, body: encoded.body, due: due(), requestedAt };
+    }
+    let scope: EnqueueScope | undefined;
+    try {
+      const info = { type: eventRouteOf(event.constructor as EventClass).type, id: String(event.id), ...how };
+      scope = instrument(info) ?? undefined;
+    } catch {
+      // Instrumentation never fails an enqueue; an event class error is reported by encode below.
+    }
+    try {
+      const captured = scope?.capture ? scope.capture(capture) : capture();
+      const encoded = this.parts.codec.encode(event, captured, Date.now());
+      return { route: encoded.route, type: encoded.type, id: encoded.id, body: encoded.body, due: due(), requestedAt, scope };
+    } catch (error) {
+      if (scope) endScope(scope, { error });
+      throw error;
+    }
+  }
+
+  /** Cold: script calls of up to ENQUEUE_CHUNK events of one queue, statuses back in the order given. */
+  private store(events: readonly PreparedEvent[], replace: boolean): Observable<EnqueueStatus[]> {
+    if (events.length === 0) return of([]);
+    return defer(async () => {
+      const requestedAt = performance.now();
+      // One call per queue (type, or partition of a type): each call stays in one slot.
+      const byQueue = new Map<string, { keys: TypeKeys; indexes: number[] }>();
+      events.forEach((e, i) => {
+        e.requestedAt = requestedAt;
+        const keys = this.parts.layout.forEvent(e.route, e.id);
+        const queue = byQueue.get(keys.tag);
+        if (queue) queue.indexes.push(i);
+        else byQueue.set(keys.tag, { keys, indexes: [i] });
+      });
+      const statuses: EnqueueStatus[] = new Array(events.length);
+      try {
+        await Promise.all(
+          [...byQueue.values()].map(async ({ keys, indexes }) => {
+            const results = await this.batcher.submit(
+              keys,
+              indexes.map((i) => events[i]!),
+              replace,
+            );
+            results.forEach((status, k) => (statuses[indexes[k]!] = status));
+          }),
+        );
+      } catch (error) {
+        const typed = asConnectionError(error);
+        for (const e of events) if (e.scope) endScope(e.scope, { error: typed });
+        throw typed;
+      }
+      this.countStored(events, statuses);
+      events.forEach((e, i) => e.scope && endScope(e.scope, { status: statuses[i]! }));
+      return statuses;
+    });
+  }
+
+  /** countStored() of one event (the hot path), without the tallies a batch needs. */
+  private countOne(event: PreparedEvent, status: EnqueueStatus): void {
+    this.parts.onStored(event.route);
+    if (status === 'duplicate') {
+      this.parts.metrics.count(METRIC.duplicatesIgnored, { type: event.type }, 1);
+    } else {
+      this.parts.metrics.count(METRIC.events, { type: event.type, group: '', direction: 'enqueue' }, 1);
+      this.parts.activity?.of(event.type).enqueued(1);
+    }
+  }
+
+  private countStored(events: readonly PreparedEvent[], statuses: readonly EnqueueStatus[]): void {
+    const counts = new Map<string, { stored: number; duplicates: number }>();
+    events.forEach((e, i) => {
+      this.parts.onStored(e.route);
+      const count = counts.get(e.type) ?? { stored: 0, duplicates: 0 };
+      if (statuses[i] === 'duplicate') count.duplicates++;
+      else count.stored++;
+      counts.set(e.type, count);
+    });
+    for (const [type, count] of counts) {
+      this.parts.metrics.count(METRIC.duplicatesIgnored, { type }, count.duplicates);
+      this.parts.metrics.count(METRIC.events, { type, group: '', direction: 'enqueue' }, count.stored);
+      if (count.stored > 0) this.parts.activity?.of(type).enqueued(count.stored);
+    }
+  }
+}
+
+/** Tells an enqueue's instrumentation how it ended; its throw is ignored. */
+function endScope(scope: EnqueueScope, result: Parameters<NonNullable<EnqueueScope['end']>>[0]): void {
+  try {
+    scope.end?.(result);
+  } catch {
+    // Instrumentation never fails an enqueue.
+  }
+}
+
+/**
+ * Refused credentials, refused commands and a connection being replaced reach
+ * the caller as a RedisConnectionError, not as ioredis's errors.
+ */
+function asConnectionError(error: unknown): unknown {
+  if (!(error instanceof Error) || error instanceof RedisConnectionError) return error;
+  const reason = classifyRedisError(error);
+  if (reason === 'auth') {
+    return new RedisConnectionError('auth', `Redis refused the credentials (${error.message.split(' ')[0]}); check the user and password in the URL or client`, { cause: error });
+  }
+  if (reason === 'permission') return permissionError('a command of the enqueue', error);
+  if (isUnsent(error)) return new RedisConnectionError('other', 'the connection to Redis was closing, so the call was not sent (sending it again is safe)', { cause: error });
+  return error;
+}

@@ -1,0 +1,309 @@
+import type { Observable, Subscription } from 'rxjs';
+import { type DelayedEventInstance, type EventClass, type EventRoute, eventRouteOf } from '../core/delayed-event.decorator';
+import { HandlerAlreadyRegisteredError, InvalidOptionError } from '../core/errors';
+import type { EventCodec } from '../core/event-codec';
+import type { EventContextStore } from '../core/event-context';
+import { checkGroupOption } from '../core/names';
+import { type RetryPolicy, checkRetryPolicy } from '../core/retry-policy';
+import { LuaScripts } from '../redis/lua-scripts';
+import type { RedisConnections } from '../redis/redis-connections';
+import { DEFAULT_GROUP, type RedisLayout, type TypeKeys } from '../redis/redis-layout';
+import type { ActivityRecorder } from '../runtime/activity-log';
+import type { BackgroundService } from '../runtime/background-service';
+import { Consumer, type ConsumerQueue } from '../runtime/consumer';
+import { Dispatcher } from '../runtime/dispatcher';
+import { type EventHandler, passThroughContextHandler } from '../runtime/handler-invocation';
+import { METRIC, type Metrics } from '../runtime/metrics';
+import { OutageBackoff } from '../runtime/outage-backoff';
+import { ReadyReader } from '../runtime/ready-reader';
+import type { ServiceLog } from '../runtime/service-log';
+import { WAKE_ALL, type Wake } from '../runtime/wake-listener';
+import { DEAD_LETTER_CHUNK } from './inspector';
+import { type ResolvedOptions, integer, positive } from './service-options';
+
+export interface HandlerOptions {
+  readonly retry?: RetryPolicy;
+  readonly timeoutMs?: number;
+  /**
+   * Subscriber group to join (letters, digits, '_', '.', '-'; up to 64). Every
+   * registered group receives every event; instances of one group share its
+   * events. Default: the type's default group.
+   */
+  readonly group?: string;
+  /**
+   * Most events this handler's readers hold claimed ahead of its free slots:
+   * the next events are at hand when a call returns, and the next claim runs
+   * in Redis while the handler runs, instead of each waiting for the other.
+   * A reader claims ahead only as many as the handler is expected to start
+   * within a quarter of leaseGraceMs at its recent pace (none for slow
+   * handlers), and gives back unstarted, without spending an attempt, an event
+   * that waited half of it, so every call still ends within its lease.
+   * Default 250; 0 claims only for free slots. Events held ahead keep their
+   * payloads in memory: lower it for large payloads.
+   */
+  readonly prefetch?: number;
+}
+
+/**
+ * Events a handler holds claimed ahead of its free slots by default: enough
+ * that a call of complete-and-claim carries over a hundred events and its
+ * cost per event levels off (benchmarks/RESULTS.md shows the end-to-end rows
+ * with prefetch 0 beside it); the figure Spring AMQP picked for its consumers.
+ */
+const DEFAULT_PREFETCH = 250;
+
+/** A handler registered here: its consumer, the dispatchers it runs, its readers (by queue tag, for nudges). */
+interface Registration {
+  readonly consumer: Consumer<DelayedEventInstance>;
+  readonly dispatchers: readonly BackgroundService[];
+  readonly readers: ReadonlyArray<{ readonly queueTag: string; readonly reader: ReadyReader }>;
+}
+
+export interface HandlersParts {
+  readonly options: ResolvedOptions;
+  readonly layout: RedisLayout;
+  readonly connections: RedisConnections;
+  /** The command connection's scripts: group registrations go on both connections. */
+  readonly scripts: LuaScripts;
+  readonly codec: EventCodec;
+  readonly contextStore: EventContextStore;
+  readonly metrics: Metrics;
+  readonly log: ServiceLog;
+  readonly activity: ActivityRecorder | undefined;
+  readonly wakes$: Observable<Wake>;
+  readonly isClosing: () => boolean;
+  /** Told of each type handled here (its gauges are then sampled, and the recurring loop runs). */
+  readonly onHandled: (route: EventRoute) => void;
+}
+
+/** Validates a group option; undefined is the default group. */
+export function groupName(group: string | undefined): string {
+  if (group === undefined) return DEFAULT_GROUP;
+  return checkGroupOption(group);
+}
+
+/**
+ * Handler registration and consumption: per handled type (and partition) a
+ * dispatcher that moves due events to every registered group, a reader that
+ * claims them for this instance's handler, and the consumer that runs it;
+ * the group registrations this instance restores when Redis loses them.
+ */
+export class Handlers {
+  private readonly registrations = new Map<string, Registration>();
+  /** The readers of each queue (by tag), nudged when events become ready there. */
+  private readonly readersByQueue = new Map<string, Set<ReadyReader>>();
+  /** Nudges readers on 'ready' wake-ups, while any handler runs here. */
+  private readyWakes: Subscription | undefined;
+  /** Per queue tag, the marker value its dispatchers last read (markerSeen). */
+  private readonly markers = new Map<string, string>();
+  /** The scripts of the handlers' loops, on their own connection (RedisConnections.handling); made with the first handler. */
+  private handlingScripts: LuaScripts | undefined;
+
+  constructor(private readonly parts: HandlersParts) {}
+
+  /** The ACL refusal that holds on the handlers' connection, if any. */
+  get refusal() {
+    return this.handlingScripts?.refusal;
+  }
+
+  /** The loops running here, for health(). */
+  loops(): { dispatchers: number; readers: number } {
+    let dispatchers = 0;
+    let readers = 0;
+    for (const registration of this.registrations.values()) {
+      dispatchers += registration.dispatchers.length;
+      readers += registration.readers.length;
+    }
+    return { dispatchers, readers };
+  }
+
+  add<T extends DelayedEventInstance>(eventClass: EventClass<T>, handler: EventHandler<T>, parallelism: number, options: HandlerOptions = {}): void {
+    const { options: settings, layout, metrics } = this.parts;
+    const route = eventRouteOf(eventClass);
+    const type = route.type;
+    this.parts.codec.assertBuildable(eventClass);
+    if (typeof handler !== 'function') throw new TypeError(`handler for '${type}' must be a function`);
+    integer('parallelism', parallelism, 1, 1, 10_000);
+    const group = groupName(options.group);
+    const registrationKey = `${type}|${group}`;
+    if (this.registrations.has(registrationKey)) throw new HandlerAlreadyRegisteredError(type, group);
+    const timeoutMs = positive('timeoutMs', options.timeoutMs, settings.handlerTimeoutMs);
+    const prefetch = integer('prefetch', options.prefetch, DEFAULT_PREFETCH, 0, 10_000);
+    const retry = checkRetryPolicy(options.retry ?? settings.retry, 'retry');
+
+    // Per partition: the type's dispatcher moves due events to every registered group;
+    // a named group also runs its own, for its retries and expired leases, and a reader.
+    const dispatchSettings = { batchSize: settings.dispatchBatchSize, pollIntervalMs: settings.pollIntervalMs };
+    const scripts = this.scriptsOfHandlers();
+    const dispatchers: Dispatcher[] = [];
+    const queues: ConsumerQueue[] = layout.partitionsOf(route).map((shared) => {
+      this.registerGroup(shared, group);
+      // The default group's handlers here keep getting events once the type has named groups.
+      if (group !== DEFAULT_GROUP && this.registrations.has(`${type}|${DEFAULT_GROUP}`)) this.registerGroup(shared, DEFAULT_GROUP);
+      // A named group's registration is this instance's to restore if Redis loses it.
+      const onMarker = group === DEFAULT_GROUP ? undefined : (marker: string) => this.markerSeen(shared, marker);
+      const onMoved = () => this.nudgeReaders(shared.tag);
+      const typeDispatcher = new Dispatcher(shared, scripts, metrics, { ...dispatchSettings, defaultGroupHere: group === DEFAULT_GROUP, onMarker, onMoved }, this.parts.wakes$);
+      dispatchers.push(typeDispatcher);
+      const keys = layout.forGroup(shared, group);
+      let ownDispatcher = typeDispatcher;
+      if (keys !== shared) {
+        ownDispatcher = new Dispatcher(keys, scripts, metrics, { ...dispatchSettings, defaultGroupHere: false, onMoved }, this.parts.wakes$);
+        dispatchers.push(ownDispatcher);
+      }
+      const reader = new ReadyReader(keys, scripts, metrics, {
+        leaseMs: timeoutMs + settings.leaseGraceMs,
+        graceMs: settings.leaseGraceMs,
+        maxAttempts: retry.maxAttempts,
+        blockMs: settings.readerBlockMs,
+        activity: this.parts.activity?.of(type),
+      });
+      return { keys, reader, onRetryScheduled: () => ownDispatcher.nudge() };
+    });
+    const readers = queues.map((q) => ({ queueTag: q.keys.queueTag, reader: q.reader }));
+    for (const { queueTag, reader } of readers) {
+      let set = this.readersByQueue.get(queueTag);
+      if (!set) this.readersByQueue.set(queueTag, (set = new Set()));
+      set.add(reader);
+    }
+    // Events moved to ready lists by any instance's dispatcher wake this instance's readers at once.
+    this.readyWakes ??= this.parts.wakes$.subscribe((wake) => {
+      if (wake.tag === WAKE_ALL) for (const set of this.readersByQueue.values()) for (const r of set) r.nudge();
+      else if (wake.due < 0) this.nudgeReaders(wake.tag);
+    });
+    const consumer = new Consumer<T>({
+      type,
+      group,
+      queues,
+      eventClass,
+      handler,
+      parallelism,
+      prefetch,
+      timeoutMs,
+      retry,
+      scripts,
+      codec: this.parts.codec,
+      metrics,
+      contextStore: this.parts.contextStore,
+      contextHandler: settings.contextHandler ?? passThroughContextHandler,
+      activity: this.parts.activity?.of(type),
+    });
+    for (const dispatcher of dispatchers) dispatcher.start();
+    consumer.start();
+    this.parts.onHandled(route);
+    this.registrations.set(registrationKey, { consumer: consumer as unknown as Consumer<DelayedEventInstance>, dispatchers, readers });
+  }
+
+  /** Stops handling `eventClass` in `group` here, waiting (up to closeTimeoutMs) for its running handlers. */
+  async remove<T extends DelayedEventInstance>(eventClass: EventClass<T>, group?: string): Promise<void> {
+    const key = `${eventRouteOf(eventClass).type}|${groupName(group)}`;
+    const registration = this.registrations.get(key);
+    if (!registration) return;
+    this.registrations.delete(key);
+    await this.unregister(registration);
+  }
+
+  /** Unregisters a named group for good, in every instance, dropping what waited for it; resolves whether it was registered. */
+  async removeGroup<T extends DelayedEventInstance>(eventClass: EventClass<T>, group: string): Promise<boolean> {
+    const route = eventRouteOf(eventClass);
+    const name = groupName(group);
+    if (name === DEFAULT_GROUP) throw new InvalidOptionError('group', 'the default group cannot be removed; stop its handlers with removeHandler');
+    await this.remove(eventClass, name);
+    const removed = await Promise.all(
+      this.parts.layout.partitionsOf(route).map(async (shared) => {
+        let first: boolean | undefined;
+        // In calls of DEAD_LETTER_CHUNK events, so a large group never holds Redis in one script.
+        for (;;) {
+          const { existed, left } = await this.parts.scripts.removeGroup(shared, name, DEAD_LETTER_CHUNK);
+          first ??= existed;
+          if (left === 0) return first;
+        }
+      }),
+    );
+    return removed.some(Boolean);
+  }
+
+  /**
+   * Stops every handler: no more claims or dispatch, then up to closeTimeoutMs
+   * for the handlers running. Readers stop before dispatchers would matter:
+   * an event a dispatcher moves meanwhile waits in the ready list for any instance.
+   */
+  async stopAll(): Promise<void> {
+    const registrations = [...this.registrations.values()];
+    this.registrations.clear();
+    this.readyWakes?.unsubscribe();
+    await Promise.all(registrations.map((r) => this.unregister(r)));
+  }
+
+  private async unregister(registration: Registration): Promise<void> {
+    for (const { queueTag, reader } of registration.readers) this.readersByQueue.get(queueTag)?.delete(reader);
+    for (const dispatcher of registration.dispatchers) void dispatcher.stop(0);
+    await registration.consumer.stop(this.parts.options.closeTimeoutMs);
+  }
+
+  /**
+   * Registers `group` of a queue, retrying through an outage. Sent on both
+   * connections: an enqueue made after addHandler (command connection) and
+   * this instance's first dispatch (handlers' connection) each run after it.
+   */
+  private registerGroup(shared: TypeKeys, group: string): void {
+    const backoff = new OutageBackoff();
+    const attempt = (): void => {
+      if (this.parts.isClosing()) return;
+      Promise.all([this.parts.scripts.registerGroup(shared, group), this.scriptsOfHandlers().registerGroup(shared, group)]).then(
+        () => undefined,
+        () => {
+          this.parts.metrics.count(METRIC.redisErrors, { loop: 'connection', type: shared.type });
+          setTimeout(attempt, backoff.next()).unref();
+        },
+      );
+    };
+    attempt();
+  }
+
+  /**
+   * A queue's marker, as a dispatcher of a named group here read it. A value
+   * other than the one seen before means Redis lost this queue's registrations
+   * (it restarted empty, was flushed, or failed over to an empty replica):
+   * every named group of this instance on the queue is registered again, and
+   * the loss said once.
+   */
+  private markerSeen(shared: TypeKeys, marker: string): void {
+    const seen = this.markers.get(shared.tag);
+    this.markers.set(shared.tag, marker);
+    if (seen === undefined || seen === marker || this.parts.isClosing()) return;
+    const groups = [...this.registrations.keys()].filter((key) => key.startsWith(`${shared.type}|`)).map((key) => key.slice(shared.type.length + 1));
+    const named = groups.filter((g) => g !== DEFAULT_GROUP);
+    if (named.length === 0) return;
+    this.parts.log.registrationsLost({ type: shared.type, queue: shared.tag, groups: named });
+    for (const group of named) this.registerGroup(shared, group);
+    // The default group's handlers here keep getting events, as add() arranged.
+    if (groups.includes(DEFAULT_GROUP)) this.registerGroup(shared, DEFAULT_GROUP);
+  }
+
+  /** Events may be ready in a queue: its readers here look at once. */
+  private nudgeReaders(queueTag: string): void {
+    const set = this.readersByQueue.get(queueTag);
+    if (set) for (const reader of set) reader.nudge();
+  }
+
+  /** The scripts the handlers' loops call: on a connection of their own, so enqueues never hold them up. */
+  private scriptsOfHandlers(): LuaScripts {
+    const { options, connections, layout, metrics, log } = this.parts;
+    this.handlingScripts ??= new LuaScripts(
+      connections.handling,
+      layout.wakeChannel,
+      {
+        ms: options.commandTimeoutMs,
+        onStuck: () => {
+          metrics.count(METRIC.redisCallTimeouts, { connection: 'owned' });
+          connections.resetHandlingConnection();
+        },
+      },
+      options.idempotencyWindowMs,
+      undefined,
+      (error) => log.refused(error),
+    );
+    return this.handlingScripts;
+  }
+}

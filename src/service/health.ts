@@ -1,0 +1,116 @@
+import type { EventRoute } from '../core/delayed-event.decorator';
+import type { RedisConnectionError } from '../core/errors';
+import { evictionSettings, evictsKeysWithoutTtl } from '../redis/eviction-policy';
+import type { LuaScripts } from '../redis/lua-scripts';
+import type { RedisConnections } from '../redis/redis-connections';
+import { pingWithin } from '../redis/redis-readiness';
+import { type GaugeSample, METRIC, type Metrics } from '../runtime/metrics';
+import type { ServiceLog } from '../runtime/service-log';
+import type { Inspector } from './inspector';
+import type { ServiceHealth } from './instrumentation';
+
+export interface HealthParts {
+  readonly connections: RedisConnections;
+  readonly scripts: LuaScripts;
+  readonly inspector: Inspector;
+  readonly metrics: Metrics;
+  readonly log: ServiceLog;
+  readonly commandTimeoutMs: number;
+  readonly isClosing: () => boolean;
+  /** The loops running here. */
+  readonly loops: () => { dispatchers: number; readers: number };
+  /** The ACL refusal on the handlers' connection, if any. */
+  readonly handlingRefusal: () => RedisConnectionError | undefined;
+}
+
+/**
+ * What the service tells about itself: health() for readiness probes, the
+ * gauges of every type it enqueued or handles, and what a stuck call means.
+ */
+export class Health {
+  /** Types this instance enqueued or handles; their gauges are sampled. */
+  private readonly knownTypes = new Map<string, EventRoute>();
+  /** When the last warning about a stuck call on a client handed in was given; they come at most once a minute. */
+  private lastStuckWarning = Number.NEGATIVE_INFINITY;
+
+  constructor(private readonly parts: HealthParts) {}
+
+  /** A type enqueued or handled here: its gauges are sampled from now on. */
+  know(route: EventRoute): void {
+    this.knownTypes.set(route.type, route);
+  }
+
+  /** Whether Redis answers a PING now (within `timeoutMs`), the loops running here, and the last Redis error seen. Never rejects. */
+  async health(timeoutMs: number): Promise<ServiceHealth> {
+    const { connections, scripts, log } = this.parts;
+    // Waits for the connection with the calls' shared wait: health probes during an outage add no listeners.
+    const up = !this.parts.isClosing() && (await pingWithin(connections.command, timeoutMs, () => scripts.gate.wait()));
+    const last = log.lastError;
+    const problem = scripts.refusal ?? this.parts.handlingRefusal();
+    return {
+      ready: up && !this.parts.isClosing() && !problem,
+      redis: up ? 'up' : 'down',
+      loops: this.parts.loops(),
+      ...(last ? { lastError: { message: last.message, at: new Date(last.at) } } : {}),
+      ...(problem ? { problem } : {}),
+    };
+  }
+
+  /**
+   * A Redis call outlived commandTimeoutMs. The service's own connection is
+   * reset; a client handed in stays as it is, so its owner is told.
+   */
+  commandStuck(): void {
+    const { connections, metrics } = this.parts;
+    const owned = connections.ownsCommandConnection;
+    metrics.count(METRIC.redisCallTimeouts, { connection: owned ? 'owned' : 'passed-in' });
+    if (owned) {
+      connections.resetCommandConnection();
+    } else if (performance.now() - this.lastStuckWarning > 60_000) {
+      this.lastStuckWarning = performance.now();
+      process.emitWarning(
+        `a Redis call on the client passed to DelayedEventService took longer than commandTimeoutMs (${this.parts.commandTimeoutMs} ms); ` +
+          'the service does not reset a client it does not own: give it ioredis commandTimeout and keepAlive settings so a half-open connection is replaced',
+        { code: 'DELAYED_EVENTS_REDIS_CALL_TIMEOUT' },
+      );
+    }
+  }
+
+  /** The gauges: each known type's counts and pause (read as the Inspector's counts()), and the masters that may evict. */
+  async sampleGauges(): Promise<GaugeSample[]> {
+    // Not sampled until the command connection is ready (it keeps no offline queue).
+    if (this.parts.connections.command.status !== 'ready') return [];
+    const [queues, eviction] = await Promise.all([this.sampleQueueGauges(), this.sampleEviction()]);
+    return [...queues, ...eviction];
+  }
+
+  /** How many masters may evict this service's keys, and under which policies; none when INFO is refused. */
+  private async sampleEviction(): Promise<GaugeSample[]> {
+    try {
+      const masters = await evictionSettings(this.parts.connections.command);
+      // A cluster client lists no masters until it has connected.
+      if (masters.length === 0) return [];
+      const tags = { policy: [...new Set(masters.map((m) => m.policy))].sort().join(',') };
+      return [{ name: METRIC.evictingMasters, value: masters.filter(evictsKeysWithoutTtl).length, tags }];
+    } catch {
+      return [];
+    }
+  }
+
+  private async sampleQueueGauges(): Promise<GaugeSample[]> {
+    const samples = await Promise.all(
+      [...this.knownTypes.values()].map(async (route) => {
+        const { counts, paused } = await this.parts.inspector.gaugeSample(route);
+        const tags = { type: route.type };
+        return [
+          { name: METRIC.scheduledCount, value: counts.scheduled, tags },
+          { name: METRIC.readyCount, value: counts.ready, tags },
+          { name: METRIC.inFlightCount, value: counts.inFlight, tags },
+          { name: METRIC.deadLetterCount, value: counts.dead, tags },
+          { name: METRIC.paused, value: paused ? 1 : 0, tags },
+        ];
+      }),
+    );
+    return samples.flat();
+  }
+}

@@ -11,7 +11,7 @@ import { defineConfig } from 'vitest/config';
  * against one server), and retry-policy, fifo-timeouts,
  * flat-payload and embedded-lua (no Redis).
  */
-const onClusterToo = ['delivery', 'enqueue', 'enqueue-batch', 'validation', 'retry', 'decode', 'context', 'concurrency', 'metrics', 'close', 'partitions', 'crash', 'timeout', 'isolation', 'schedule', 'lease', 'state-machine', 'idempotency', 'fan-out', 'handler-results', 'inspection', 'recurring', 'activity', 'dashboard-api', 'prefetch', 'fencing', 'self-heal'].map(
+const onClusterToo = ['delivery', 'enqueue', 'enqueue-batch', 'validation', 'retry', 'decode', 'context', 'concurrency', 'metrics', 'close', 'partitions', 'crash', 'timeout', 'isolation', 'schedule', 'lease', 'state-machine', 'idempotency', 'fan-out', 'handler-results', 'inspection', 'recurring', 'activity', 'dashboard-api', 'prefetch', 'fencing', 'self-heal', 'inspector'].map(
   (name) => `test/${name}.test.ts`,
 );
 

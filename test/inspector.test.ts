@@ -48,7 +48,7 @@ describe('createInspector: inspection without the event classes', () => {
       );
       await service.enqueue(new Charge('later', 5), { hours: 1 });
       await service.enqueue(new Charge('bad', 7), 0);
-      await waitFor(async () => (await inspector.deadLetters('test.inspector')).length === 1);
+      await waitFor(async () => (await inspector.deadLetters('test.inspector')).length === 1, 'the dead letter');
 
       const [info] = (await inspector.types()).filter((t) => t.type === 'test.inspector');
       expect(info).toMatchObject({ type: 'test.inspector', partitions: 1, paused: false });
@@ -64,9 +64,9 @@ describe('createInspector: inspection without the event classes', () => {
 
       // Steering by name reaches the service's handlers.
       expect(await inspector.runNow('test.inspector', 'later')).toBe(true);
-      await waitFor(async () => (await inspector.find('test.inspector', 'later')) === undefined);
+      await waitFor(async () => (await inspector.find('test.inspector', 'later')) === undefined, 'the event run now to be handled');
       expect(await inspector.replayDeadLetters('test.inspector')).toBe(1);
-      await waitFor(async () => (await inspector.deadLetters('test.inspector')).length === 1 && (await inspector.counts('test.inspector'))?.scheduled === 0);
+      await waitFor(async () => (await inspector.deadLetters('test.inspector')).length === 1 && (await inspector.counts('test.inspector'))?.scheduled === 0, 'the replayed event dead again');
       expect(await inspector.purgeDeadLetters('test.inspector', ['bad'])).toBe(1);
       // Nothing left under the name: it is no type in use any more.
       expect(await inspector.counts('test.inspector')).toBeUndefined();

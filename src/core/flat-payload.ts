@@ -1,6 +1,26 @@
+import { Exclude } from 'class-transformer';
+
 // class-transformer keeps its decorator registry in this module and does not
-// re-export it; its type declarations live apart, under types/.
+// re-export it; its type declarations live apart, under types/. A bundler that
+// resolves class-transformer's `module` build gives the decorators another
+// copy of it: REGISTRY_SHARED below tells, and the fast path is then never taken.
 const { defaultMetadataStorage } = require('class-transformer/cjs/storage') as { defaultMetadataStorage: unknown };
+
+/**
+ * Whether the registry read here is the one class-transformer's decorators
+ * write to, as the application's classes see it: a probe class decorated
+ * through the public import must show up in it. Checked once, at load. When it
+ * does not (a second copy of class-transformer), every class counts as
+ * decorated and goes through class-transformer itself: slower, never wrong.
+ * test/bundle.test.ts bundles the package resolving `module` to prove it.
+ */
+export const REGISTRY_SHARED: boolean = (() => {
+  class Probe {
+    probed = 0;
+  }
+  Exclude()(Probe.prototype, 'probed');
+  return hasDecorators(Probe);
+})();
 
 /**
  * What class-transformer does, without class-transformer, for the common case:
@@ -52,6 +72,7 @@ export class FlatPayloads {
   }
 
   private isUndecorated(eventClass: Function): boolean {
+    if (!REGISTRY_SHARED) return false;
     let known = this.undecorated.get(eventClass);
     if (known === undefined) {
       known = true;

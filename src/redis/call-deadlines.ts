@@ -40,43 +40,6 @@ export class CallDeadlines {
     });
   }
 
-  /**
-   * bound() of `call` with its value passed through `map`; when `call` fails
-   * with an error `retryOn` accepts, `retry()` takes its place, within the same
-   * deadline. The same as bound(call.catch(...)).then(map), with one promise
-   * between the call and its caller instead of three: each is a step more
-   * before an awaited enqueue's caller goes on.
-   */
-  boundThen<T, R>(call: Promise<T>, name: string, map: (value: T) => R, retryOn: (error: unknown) => boolean, retry: (error: unknown) => Promise<T>): Promise<R> {
-    return new Promise<R>((resolve, reject) => {
-      const entry: Pending = { deadline: performance.now() + this.defaultMs, name, ms: this.defaultMs, reject };
-      this.pending.add(entry);
-      this.ensureSweeping();
-      const settle = (value: T) => {
-        this.pending.delete(entry);
-        try {
-          resolve(map(value));
-        } catch (error) {
-          reject(error);
-        }
-      };
-      const fail = (error: unknown) => {
-        this.pending.delete(entry);
-        reject(error);
-      };
-      call.then(settle, (error: unknown) => {
-        if (!retryOn(error)) return fail(error);
-        let again: Promise<T>;
-        try {
-          again = retry(error);
-        } catch (thrown) {
-          return fail(thrown);
-        }
-        again.then(settle, fail);
-      });
-    });
-  }
-
   /** Fails every call in flight now with `error(name)`, as when the connection that carried them closed. */
   failAll(error: (name: string) => unknown): void {
     for (const entry of this.pending) entry.reject(error(entry.name));

@@ -1,7 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 import { CallDeadlines } from './call-deadlines';
-import { bulkString, sendPrewritten, takesPrewritten } from './prewritten-evalsha';
 import { parseEnvelope } from '../core/envelope';
 import { NotReplicatedError, RedisConnectionError } from '../core/errors';
 import type { TypeKeys } from './redis-layout';
@@ -214,13 +213,9 @@ export interface DeadLetterStep {
 export class LuaScripts {
   private readonly scripts: Record<ScriptName, LoadedScript>;
   private readonly deadlines: CallDeadlines;
-  /** Whether plain enqueues go as prewritten EVALSHAs (src/redis/prewritten-evalsha.ts). */
-  private readonly prewritten: boolean;
   private readonly permissions: ScriptPermissions;
   /** Holds calls until the connection is ready (src/redis/ready-gate.ts). */
   readonly gate: ReadyGate;
-  /** Per queue, a plain enqueue's arguments before its events, and their text. */
-  private readonly plainEnqueueHeads = new WeakMap<TypeKeys, { readonly args: readonly string[]; readonly written: string }>();
 
   /**
    * `deadline` bounds every call: a call that outlives it (a frozen Redis, a
@@ -243,7 +238,6 @@ export class LuaScripts {
     this.permissions = new ScriptPermissions(client, wakeChannel, onRefused);
     // The permission answers are asked again after a reconnect (the user may have changed).
     this.gate = new ReadyGate(client, readyWaitMs, () => this.permissions.forget());
-    this.prewritten = takesPrewritten(client);
     // A connection that never sends a command again (autoResendUnfulfilledCommands: false) drops the
     // calls it had sent when it closes: ioredis never settles them, and they would hang until their
     // deadline. They fail at once instead, like the outage they are. Calls made while it was not
@@ -301,8 +295,6 @@ export class LuaScripts {
     if (waiting) return waiting.then(() => this.enqueue(keys, events, replace, durability));
     const checking = this.permitted(this.scripts.enqueue, keys.meta);
     if (checking) return checking.then(() => this.enqueue(keys, events, replace, durability));
-    // Not async: each promise an enqueue's reply passes through is a step more before its caller goes on.
-    if (!replace && !durability && this.prewritten) return this.enqueuePrewritten(keys, events);
     return this.enqueueAsArgs(keys, events, replace, durability);
   }
 
@@ -361,64 +353,6 @@ export class LuaScripts {
     return enqueueStatuses(statuses);
   }
 
-  /** enqueue() without replace or durability, as a prewritten EVALSHA: the same arguments, written for less. */
-  private enqueuePrewritten(keys: TypeKeys, events: ReadonlyArray<ScheduledBody>): Promise<EnqueueStatus[]> {
-    let call: { readonly args: string[]; readonly written: string };
-    let sent: Promise<unknown>;
-    try {
-      call = this.plainEnqueueCall(keys, events);
-      sent = sendPrewritten(this.client, call.args, call.written);
-    } catch (error) {
-      return Promise.reject(error);
-    }
-    // A script Redis does not hold ran nothing: EVAL caches it again.
-    const enqueue = this.scripts.enqueue;
-    return this.deadlines.boundThen(
-      sent,
-      'enqueue',
-      enqueueStatuses,
-      (error) => isMissingScript(error) || isUnsent(error),
-      // Not sent at all (the connection is being replaced): sent again once it is back, as arguments.
-      (error) => (isUnsent(error) ? this.gate.next().then(() => evalScript(this.client, enqueue, call.args.slice(2), PLAIN_ENQUEUE_KEYS, this.permissions, this.gate)) : this.client.eval(enqueue.lua, PLAIN_ENQUEUE_KEYS, ...call.args.slice(2))),
-    );
-  }
-
-  /** A plain enqueue's EVALSHA: its arguments (sha, number of keys, keys, ARGV), and their text (see sendPrewritten()). */
-  private plainEnqueueCall(keys: TypeKeys, events: ReadonlyArray<ScheduledBody>): { readonly args: string[]; readonly written: string } {
-    let head = this.plainEnqueueHeads.get(keys);
-    if (!head) {
-      const fixed = [this.scripts.enqueue.sha, String(PLAIN_ENQUEUE_KEYS), keys.meta, keys.schedule, keys.recent, keys.slotGuard, '0', this.wakeChannel, keys.tag];
-      head = { args: fixed, written: fixed.map(bulkString).join('') };
-      this.plainEnqueueHeads.set(keys, head);
-    }
-    const args = head.args.slice();
-    let written = head.written;
-    // As enqueue(): events of one call mostly share a delay, its argument is built once.
-    let lastDelay = -1;
-    let delayArg = '';
-    let delayWritten = '';
-    const sentAt = performance.now();
-    for (const e of events) {
-      let due: string;
-      let dueWritten: string;
-      if ('delayMs' in e.due) {
-        const delay = Math.max(0, Math.round(e.due.delayMs - (sentAt - e.requestedAt)));
-        if (delay !== lastDelay) {
-          lastDelay = delay;
-          delayArg = `+${delay}`;
-          delayWritten = bulkString(delayArg);
-        }
-        due = delayArg;
-        dueWritten = delayWritten;
-      } else {
-        due = String(e.due.atMs);
-        dueWritten = bulkString(due);
-      }
-      args.push(e.id, e.body, due);
-      written += bulkString(e.id) + bulkString(e.body) + dueWritten;
-    }
-    return { args, written };
-  }
 
   /** `defaultGroupHere`: a handler of the default group runs in this instance (it registers the group once the type has named ones). */
   async dispatchDue(keys: TypeKeys, limit: number, defaultGroupHere = false, newMarker = ''): Promise<DispatchResult> {

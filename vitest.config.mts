@@ -11,12 +11,40 @@ import { defineConfig } from 'vitest/config';
  * against one server), and retry-policy, fifo-timeouts,
  * flat-payload and embedded-lua (no Redis).
  */
-const onClusterToo = ['delivery', 'enqueue', 'enqueue-batch', 'validation', 'retry', 'decode', 'context', 'concurrency', 'metrics', 'close', 'partitions', 'crash', 'timeout', 'isolation', 'schedule', 'lease', 'state-machine', 'idempotency', 'fan-out', 'handler-results', 'inspection', 'recurring', 'activity', 'dashboard-api', 'prefetch', 'fencing', 'self-heal', 'inspector'].map(
-  (name) => `test/${name}.test.ts`,
-);
+const onClusterToo = [
+  'delivery',
+  'enqueue',
+  'enqueue-batch',
+  'validation',
+  'retry',
+  'decode',
+  'context',
+  'concurrency',
+  'metrics',
+  'close',
+  'partitions',
+  'crash',
+  'timeout',
+  'isolation',
+  'schedule',
+  'lease',
+  'state-machine',
+  'idempotency',
+  'fan-out',
+  'handler-results',
+  'inspection',
+  'recurring',
+  'activity',
+  'dashboard-api',
+  'prefetch',
+  'fencing',
+  'self-heal',
+  'inspector',
+].map((name) => `test/${name}.test.ts`);
 
 export default defineConfig({
   test: {
+    globalSetup: ['test/support/global-setup.ts'],
     testTimeout: 60_000,
     hookTimeout: 60_000,
     // Two cores: two test files at a time, each with its own Redis.

@@ -68,7 +68,8 @@ async function main(): Promise<void> {
     await single.stop();
     await cluster.stop();
   }
-  const cell = (values: number[]) => `${Math.round(median(values)).toLocaleString('en')} (${Math.round(Math.min(...values)).toLocaleString('en')}–${Math.round(Math.max(...values)).toLocaleString('en')})`;
+  const cell = (values: number[]) =>
+    `${Math.round(median(values)).toLocaleString('en')} (${Math.round(Math.min(...values)).toLocaleString('en')}–${Math.round(Math.max(...values)).toLocaleString('en')})`;
   const ratio = median(results['3 masters']!) / median(results['1 master']!);
   const table = `| Redis | events handled/s, median (min–max) |\n|---|---|\n| 1 master (redis-server) | ${cell(results['1 master']!)} |\n| 3 masters + 3 replicas (Redis Cluster) | ${cell(results['3 masters']!)} |\n| 3 masters ÷ 1 master | ${ratio.toFixed(2)}× |`;
   writeFileSync(

@@ -72,7 +72,9 @@ async function main(): Promise<void> {
     await server.stop();
   }
   const machine = `${cpus()[0]?.model ?? 'unknown CPU'}, ${cpus().length} cores, Node ${process.version}`;
-  const table = rows.map((r) => `| ${r.types.toLocaleString('en-US')} | ${r.connections.toLocaleString('en-US')} | ${Math.round(r.idleCommandsPerSecond).toLocaleString('en-US')} | ${r.rssMb.toFixed(0)} |`).join('\n');
+  const table = rows
+    .map((r) => `| ${r.types.toLocaleString('en-US')} | ${r.connections.toLocaleString('en-US')} | ${Math.round(r.idleCommandsPerSecond).toLocaleString('en-US')} | ${r.rssMb.toFixed(0)} |`)
+    .join('\n');
   const text = `# Idle cost per handled type
 
 Written by \`npm run bench:many-types\` on ${new Date().toISOString().slice(0, 10)}, ${machine}, one private redis-server.

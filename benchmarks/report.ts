@@ -1,4 +1,3 @@
-
 export interface Row {
   readonly scenario: string;
   readonly metric: string;
@@ -62,7 +61,14 @@ export function ratios(row: Row): number[] | undefined {
   const ours = row.values.ours;
   const peers = PEERS.map((p) => row.values[p]).filter((v): v is number[] => !!v && v.length > 0);
   if (!ours || ours.length === 0 || peers.length === 0) return undefined;
-  if (peers.every((p) => p.length === ours.length)) return ours.map((o, r) => ratio(row, o, peers.map((p) => p[r]!)));
+  if (peers.every((p) => p.length === ours.length))
+    return ours.map((o, r) =>
+      ratio(
+        row,
+        o,
+        peers.map((p) => p[r]!),
+      ),
+    );
   return [ratio(row, median(ours), peers.map(median))];
 }
 
@@ -104,12 +110,11 @@ function target(row: Row): string {
 }
 
 export function renderTable(rows: readonly Row[]): string {
-  const lines = [
-    '| scenario | measure | unit | ours | BullMQ | Bee-Queue | ours vs better peer | target | |',
-    '|---|---|---|---|---|---|---|---|---|',
-  ];
+  const lines = ['| scenario | measure | unit | ours | BullMQ | Bee-Queue | ours vs better peer | target | |', '|---|---|---|---|---|---|---|---|---|'];
   for (const row of rows) {
-    lines.push(`| ${row.scenario} | ${row.metric} | ${row.unit} | ${cell(row.values.ours)} | ${cell(row.values.bullmq)} | ${cell(row.values['bee-queue'])} | ${ratioCell(row)} | ${target(row)} | ${verdict(row)} |`);
+    lines.push(
+      `| ${row.scenario} | ${row.metric} | ${row.unit} | ${cell(row.values.ours)} | ${cell(row.values.bullmq)} | ${cell(row.values['bee-queue'])} | ${ratioCell(row)} | ${target(row)} | ${verdict(row)} |`,
+    );
   }
   return lines.join('\n');
 }
@@ -139,7 +144,9 @@ const TARGETS: ReadonlyArray<{ readonly scenario: string; readonly metric: strin
 export function renderTargets(rows: readonly Row[]): string {
   const lines = ['| target | measured | | floor beside it |', '|---|---|---|---|'];
   const behind = rows.filter((r) => (advantage(r) ?? Infinity) < 1);
-  lines.push(`| no row below 1.0× the better peer | ${behind.length === 0 ? 'none below' : behind.map((r) => `${r.scenario}, ${r.metric}: ${ratioCell(r)}`).join('; ')} | ${behind.length === 0 ? 'met' : '**missed**'} | |`);
+  lines.push(
+    `| no row below 1.0× the better peer | ${behind.length === 0 ? 'none below' : behind.map((r) => `${r.scenario}, ${r.metric}: ${ratioCell(r)}`).join('; ')} | ${behind.length === 0 ? 'met' : '**missed**'} | |`,
+  );
   for (const row of rows.filter((r) => verdict(r) !== '')) {
     const measured: string[] = [];
     if (row.targetRatio !== undefined) measured.push(ratioCell(row));
@@ -221,7 +228,7 @@ export function renderFloor(rows: readonly Row[]): string {
     '',
     'In these rows every operation waits for one round trip: an awaited enqueue must be confirmed by Redis, and at',
     'parallelism 1 the next event can only be claimed once the handler has given its slot back. "Bare round trip" is',
-    'an awaited `PING` over a plain socket, no client library, measured next to each library\'s run (median, min–max):',
+    "an awaited `PING` over a plain socket, no client library, measured next to each library's run (median, min–max):",
     'no client and no script can take less per operation. On a VM it moves between runs with where the scheduler',
     'places Node and Redis, so compare a row only with the floor measured next to it. Next to our run, two bare',
     'loops of awaited ioredis calls (`script-floor.ts`): "empty script" returns at once but gets the arguments our',
@@ -229,7 +236,7 @@ export function renderFloor(rows: readonly Row[]): string {
     'operation costs with this client; "our scripts alone" is our own Lua script for the operation with none of the',
     'service around it, the least the service can take without changing its scripts or its client library.',
     '"Left" is what the target leaves per operation beyond each of these floors: beyond the bare round trip for',
-    'the client, the script and the handler; beyond the empty script for the script\'s work and the service; beyond',
+    "the client, the script and the handler; beyond the empty script for the script's work and the service; beyond",
     'our scripts alone for the service\'s own code. "Best possible" is the better peer\'s time divided by the bare',
     'round trip.',
     '',
@@ -270,7 +277,7 @@ export function renderChart(rows: readonly Row[]): string {
   ];
   shown.forEach((row, g) => {
     const top = 40 + g * groupHeight;
-    parts.push(`<text x="10" y="${top + 12}" font-weight="bold">${escape(`${row.scenario}: ${row.metric}`)} (${row.unit})</text>`);
+    parts.push(`<text x="10" y="${top + 12}" font-weight="bold">${escapeXml(`${row.scenario}: ${row.metric}`)} (${row.unit})</text>`);
     const medians = libraries.map((lib) => (row.values[lib]?.length ? median(row.values[lib]!) : undefined));
     const max = Math.max(1e-9, ...medians.filter((m): m is number => m !== undefined));
     libraries.forEach((lib, i) => {
@@ -287,6 +294,6 @@ export function renderChart(rows: readonly Row[]): string {
   return parts.join('\n');
 }
 
-function escape(text: string): string {
+function escapeXml(text: string): string {
   return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 }

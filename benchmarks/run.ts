@@ -18,7 +18,21 @@ import { roundTripFloorMicros } from './round-trip-floor';
 import { type ScriptFloorRow, scriptFloorMicros } from './script-floor';
 import { fanOutEndToEnd, fanOutMemory } from './fan-out';
 import { inspectionLatency } from './inspection';
-import { type AtScale, type EnqueueMode, type HandlingCost, type Lateness, atScale, burstLateness, commandsPerEvent, endToEnd, endToEndCost, enqueueRate, lateness, memoryPerEvent, withQueue } from './scenarios';
+import {
+  type AtScale,
+  type EnqueueMode,
+  type HandlingCost,
+  type Lateness,
+  atScale,
+  burstLateness,
+  commandsPerEvent,
+  endToEnd,
+  endToEndCost,
+  enqueueRate,
+  lateness,
+  memoryPerEvent,
+  withQueue,
+} from './scenarios';
 
 const usage = 'usage: tsx benchmarks/run.ts [--quick] [--reps=N] [--scenarios=1,3,...] [--out=FILE]';
 for (const a of process.argv.slice(2)) {
@@ -115,14 +129,23 @@ async function main(): Promise<void> {
       for (const factory of only) {
         const figures = await run(factory);
         for (const [key, byLibrary] of values) (byLibrary[factory.library] ??= []).push(figures[key]);
-        log(`${Object.values<Omit<Row, 'values'>>(described)[0]!.scenario} / ${factory.library}: ${JSON.stringify(Object.fromEntries(Object.entries<number>(figures).map(([k, v]) => [k, +v.toFixed(2)])))}`);
+        log(
+          `${Object.values<Omit<Row, 'values'>>(described)[0]!.scenario} / ${factory.library}: ${JSON.stringify(Object.fromEntries(Object.entries<number>(figures).map(([k, v]) => [k, +v.toFixed(2)])))}`,
+        );
       }
     }
     for (const [key, byLibrary] of values) rows.push({ ...described[key], values: byLibrary });
   };
   const latenessRows = (scenario: string, results: Record<string, Lateness[]>, targets: Partial<Record<keyof Lateness, number>>) => {
     for (const key of ['p50', 'p99', 'max'] as const) {
-      rows.push({ scenario, metric: key, unit: 'ms', higherIsBetter: false, targetAbsolute: targets[key], values: Object.fromEntries(Object.entries(results).map(([lib, list]) => [lib, list.map((l) => l[key])])) });
+      rows.push({
+        scenario,
+        metric: key,
+        unit: 'ms',
+        higherIsBetter: false,
+        targetAbsolute: targets[key],
+        values: Object.fromEntries(Object.entries(results).map(([lib, list]) => [lib, list.map((l) => l[key])])),
+      });
     }
   };
   try {
@@ -140,10 +163,10 @@ async function main(): Promise<void> {
         (f) => withQueue(f, server.port, (q) => enqueueRate(q, mode, 20_000)),
       );
     }
-    if (wanted(2)) await measure(
-      { scenario: '2. memory per pending event', metric: '100,000 events', unit: 'bytes', higherIsBetter: false, targetRatio: 2 },
-      (f) => withQueue(f, server.port, (q, redis) => memoryPerEvent(q, redis, 100_000)),
-    );
+    if (wanted(2))
+      await measure({ scenario: '2. memory per pending event', metric: '100,000 events', unit: 'bytes', higherIsBetter: false, targetRatio: 2 }, (f) =>
+        withQueue(f, server.port, (q, redis) => memoryPerEvent(q, redis, 100_000)),
+      );
     if (wanted(3)) {
       const scenario = '3. end-to-end, all due, 20,000 at parallelism 32';
       // Beside the three libraries, in the same repetitions: ours without the idempotency marks
@@ -182,7 +205,14 @@ async function main(): Promise<void> {
     if (wanted(3)) {
       const unprefetched = oursWith({}, 'ours, prefetch: 0', { prefetch: 0 });
       await measure(
-        { scenario: '3. end-to-end, all due', metric: '5,000 at parallelism 1', unit: 'events/s', higherIsBetter: true, targetRatio: 1.5, roundTripBound: { script: 'claims at parallelism 1', count: 5_000 } },
+        {
+          scenario: '3. end-to-end, all due',
+          metric: '5,000 at parallelism 1',
+          unit: 'events/s',
+          higherIsBetter: true,
+          targetRatio: 1.5,
+          roundTripBound: { script: 'claims at parallelism 1', count: 5_000 },
+        },
         (f) => withQueue(f, server.port, (q) => endToEnd(q, 5_000, 1)),
         [...libraries, unprefetched],
       );
@@ -191,7 +221,12 @@ async function main(): Promise<void> {
       rows[at] = { ...rows[at]!, values };
       rows.push({ scenario: '3. end-to-end, all due', metric: '5,000 at parallelism 1, prefetch: 0', unit: 'events/s', higherIsBetter: true, values: { ours: alone } });
     }
-    for (const [rate, count] of wanted(4) ? ([[200, quick ? 600 : 2_000], [5_000, 5_000]] as const) : []) {
+    for (const [rate, count] of wanted(4)
+      ? ([
+          [200, quick ? 600 : 2_000],
+          [5_000, 5_000],
+        ] as const)
+      : []) {
       const results: Record<string, Array<{ p50: number; p99: number; max: number }>> = {};
       for (let r = 0; r < repeats; r++) {
         for (const f of libraries) {
@@ -247,15 +282,24 @@ async function main(): Promise<void> {
     const [smallest, largest] = [ourScale.get(10_000), ourScale.get(5_000_000)];
     if (smallest && largest) {
       const against = (key: 'enqueue' | 'endToEnd', rounds: readonly AtScale[]) => rounds.map((s) => s[key] / median(smallest.settled.map((t) => t[key])));
-      for (const [key, metric] of [['enqueue', 'enqueue, 64 in flight'], ['endToEnd', 'end-to-end, 2,000 due at parallelism 32']] as const) {
+      for (const [key, metric] of [
+        ['enqueue', 'enqueue, 64 in flight'],
+        ['endToEnd', 'end-to-end, 2,000 due at parallelism 32'],
+      ] as const) {
         rows.push({ scenario: '5. backlog of 5,000,000 against 10,000', metric, unit: '× of 10,000', higherIsBetter: true, targetAbsolute: 0.8, values: { ours: against(key, largest.settled) } });
-        rows.push({ scenario: '5. backlog of 5,000,000 against 10,000', metric: `${metric}, first round after the fill`, unit: '× of 10,000', higherIsBetter: true, values: { ours: against(key, [largest.afterFill]) } });
+        rows.push({
+          scenario: '5. backlog of 5,000,000 against 10,000',
+          metric: `${metric}, first round after the fill`,
+          unit: '× of 10,000',
+          higherIsBetter: true,
+          values: { ours: against(key, [largest.afterFill]) },
+        });
       }
     }
-    if (wanted(6)) await measure(
-      { scenario: '6. Redis commands per handled event', metric: '5,000 events, enqueue to success', unit: 'commands', higherIsBetter: false },
-      (f) => withQueue(f, server.port, (q, redis) => commandsPerEvent(q, redis, 5_000)),
-    );
+    if (wanted(6))
+      await measure({ scenario: '6. Redis commands per handled event', metric: '5,000 events, enqueue to success', unit: 'commands', higherIsBetter: false }, (f) =>
+        withQueue(f, server.port, (q, redis) => commandsPerEvent(q, redis, 5_000)),
+      );
     if (wanted(7)) {
       // No peer has fan-out: these rows are ours alone, the default group as the baseline (benchmarks/fan-out.ts).
       const scenario = '7. fan-out (ours only: no peer has subscriber groups)';
@@ -276,7 +320,13 @@ async function main(): Promise<void> {
       log(`8. inspection at ${events} pending: filled in ${fillSeconds.toFixed(1)} s`);
       for (const [call, t] of timings) {
         if (call.includes('types()')) continue; // a SCAN of the keyspace: a tool's call, not a per-type one
-        rows.push({ scenario: `8. inspection with ${events.toLocaleString('en')} pending (ours only)`, metric: `${call.replace(/`/g, '')}, median of 20`, unit: 'ms', higherIsBetter: false, values: { ours: [t.median] } });
+        rows.push({
+          scenario: `8. inspection with ${events.toLocaleString('en')} pending (ours only)`,
+          metric: `${call.replace(/`/g, '')}, median of 20`,
+          unit: 'ms',
+          higherIsBetter: false,
+          values: { ours: [t.median] },
+        });
       }
     }
   } finally {

@@ -106,7 +106,14 @@ export async function scriptFloorMicros(port: number, row: ScriptFloorRow, count
     const emptyScript = await microsPerCall(count, () => redis.evalsha(emptySha, claimKeys.length, ...claimKeys, 1, ...claimArgs, 'some-id', 1));
     // Ready events, moved there by our own scripts: enqueued due now, then dispatched.
     for (let from = 0; from < count; from += 250) {
-      await redis.evalsha(enqueueSha, enqueueKeys.length, ...enqueueArgs(Array.from({ length: Math.min(250, count - from) }, (_, i) => from + i), '+0'));
+      await redis.evalsha(
+        enqueueSha,
+        enqueueKeys.length,
+        ...enqueueArgs(
+          Array.from({ length: Math.min(250, count - from) }, (_, i) => from + i),
+          '+0',
+        ),
+      );
     }
     const dispatchSha = await sha(loadLua('dispatch-due').lua);
     for (let moved = 0; moved < count; ) {

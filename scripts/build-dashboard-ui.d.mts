@@ -4,3 +4,5 @@ export declare const ROOT: string;
 export declare const GENERATED: string;
 /** The text of src/dashboard/ui-assets.generated.ts for the page under `root`/src/dashboard/ui. */
 export declare function buildDashboardAssets(root?: string): Promise<string>;
+/** Writes the module when it is missing or out of date. */
+export function ensureDashboardAssets(root?: string): Promise<void>;

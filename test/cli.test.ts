@@ -133,10 +133,14 @@ describe('the delayed-events CLI', () => {
       cli('list', 'cli.ship', '--offset', '3'),
     ]);
     expect(scheduled.code).toBe(0);
-    expect(scheduled.stdout).toMatch(/^ID\s+DUE\s+ATTEMPTS\s+ENQUEUED\nsooner\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ \(in 1h 59m\)\s+0\s+\S+ \S+ \((<1s|\d+s) ago|now\)\nlater\s+.*\(in 2h 59m\).*\n1-2 of 2 scheduled\n$/);
+    expect(scheduled.stdout).toMatch(
+      /^ID\s+DUE\s+ATTEMPTS\s+ENQUEUED\nsooner\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ \(in 1h 59m\)\s+0\s+\S+ \S+ \((<1s|\d+s) ago|now\)\nlater\s+.*\(in 2h 59m\).*\n1-2 of 2 scheduled\n$/,
+    );
     expect(ready.stdout).toMatch(/^ID\s+DUE\s+ATTEMPTS\nready-1\s+.*\n1-1 of 1 ready\n$/);
     expect(inFlight.stdout).toMatch(/^ID\s+ATTEMPT\s+LEASE EXPIRES\s+DUE\nrunning\s+1\s+\S+ \S+ \(in \d+s\)/);
-    expect(dead.stdout).toMatch(/^ID\s+DEAD SINCE\s+ATTEMPTS\s+LAST ERROR\ndead-1\s+.* ago\)\s+1\s+permanent failure: card declined \(attempt 1 of 3\)\ndead-2 .*\n1-2 of 3 dead; --offset 2 for more\n$/);
+    expect(dead.stdout).toMatch(
+      /^ID\s+DEAD SINCE\s+ATTEMPTS\s+LAST ERROR\ndead-1\s+.* ago\)\s+1\s+permanent failure: card declined \(attempt 1 of 3\)\ndead-2 .*\n1-2 of 3 dead; --offset 2 for more\n$/,
+    );
     const listed = JSON.parse(json.stdout) as Array<{ id: string; state: string; dueAt: string; event: { cents: number } }>;
     expect(listed.map((e) => [e.id, e.state, e.event.cents])).toEqual([
       ['sooner', 'scheduled', 500],
@@ -225,9 +229,7 @@ describe('the delayed-events CLI', () => {
     expect(listed.code).toBe(0);
     expect(listed.stdout).toMatch(/NAME\s+SPEC\s+NEXT\s+CATCH UP/);
     expect(listed.stdout).toMatch(/weekday-check\s+cron '0 9 \* \* 1-5' Europe\/Paris\s+2099-01-05 08:00:00.*\s+none/);
-    expect(JSON.parse((await cli('schedules', 'cli.payment', '--json')).stdout)).toEqual([
-      expect.objectContaining({ name: 'weekday-check', next: '2099-01-05T08:00:00.000Z', catchUp: 'none' }),
-    ]);
+    expect(JSON.parse((await cli('schedules', 'cli.payment', '--json')).stdout)).toEqual([expect.objectContaining({ name: 'weekday-check', next: '2099-01-05T08:00:00.000Z', catchUp: 'none' })]);
     // Without a terminal and without --yes it refuses, and the schedule stays.
     expect((await cli('unschedule', 'cli.payment', 'weekday-check')).code).toBe(2);
     expect(await service.schedules(Payment)).toHaveLength(1);
@@ -282,7 +284,11 @@ describe('the delayed-events CLI', () => {
       const id = 'evil\u001b]0;pwned\u0007\u001b[2J\u202eid\r\nfake line';
       await owner.enqueue(new Payment(id, 1), { minutes: 5 });
       const at = (args: string[]) => run(['--redis', redis.server.url, '--prefix', hostilePrefix, ...args]);
-      for (const args of [['list', 'cli.payment'], ['show', 'cli.payment', id], ['cancel', 'cli.payment', id]]) {
+      for (const args of [
+        ['list', 'cli.payment'],
+        ['show', 'cli.payment', id],
+        ['cancel', 'cli.payment', id],
+      ]) {
         const result = await at(args);
         const printed = result.stdout + result.stderr;
         expect(printed, args[0]).not.toMatch(/[\u001b\u0007\u202e\r]/);
@@ -352,7 +358,10 @@ describe('the delayed-events CLI', () => {
     expect(await closed).toBe(0);
 
     // Without auth it answers to loopback names and the --allow-host ones only: a rebound name is refused.
-    const open = spawn(process.execPath, [CLI, '--redis', redis.server.url, '--prefix', prefix, 'dashboard', '--port', '0', '--allow-host', 'ops.internal'], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
+    const open = spawn(process.execPath, [CLI, '--redis', redis.server.url, '--prefix', prefix, 'dashboard', '--port', '0', '--allow-host', 'ops.internal'], {
+      cwd: ROOT,
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
     let openOut = '';
     open.stdout.on('data', (chunk: Buffer) => (openOut += chunk.toString()));
     const openClosed = new Promise<number | null>((resolve) => open.once('close', resolve));

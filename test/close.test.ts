@@ -15,14 +15,18 @@ describe('close', () => {
     let startedAfterClose = 0;
     let closed = false;
     const completed = new Set<string>();
-    service.addHandler(WorkItem, async (e) => {
-      if (closed) startedAfterClose++;
-      running++;
-      await new Promise((resolve) => setTimeout(resolve, 50));
-      running--;
-      completed.add(e.id);
-      return true;
-    }, 8);
+    service.addHandler(
+      WorkItem,
+      async (e) => {
+        if (closed) startedAfterClose++;
+        running++;
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        running--;
+        completed.add(e.id);
+        return true;
+      },
+      8,
+    );
     const total = 500;
     for (let i = 0; i < total; i += 50) {
       await Promise.all(Array.from({ length: 50 }, (_, k) => service.enqueue(new WorkItem(`c${i + k}`), 0)));
@@ -83,7 +87,7 @@ describe('close', () => {
     const service = redis.service();
     service.addHandler(WorkItem, () => true, 1);
     await service.enqueue(new WorkItem('x'), 0);
-    await waitFor(async () => Number((/connected_clients:(\d+)/.exec(await client.info('clients')) ?? [])[1]) >= before + 3, 'command, handlers\' and subscriber connections');
+    await waitFor(async () => Number((/connected_clients:(\d+)/.exec(await client.info('clients')) ?? [])[1]) >= before + 3, "command, handlers' and subscriber connections");
     await service.close();
     await waitFor(async () => Number((/connected_clients:(\d+)/.exec(await client.info('clients')) ?? [])[1]) === before, 'all connections closed');
   });

@@ -178,7 +178,13 @@ describe('on a real Redis Cluster (3 masters, 3 replicas)', () => {
       const producer = (async () => {
         for (let i = 0; producing; i++) {
           // Refused while the slot is split between masters (TRYAGAIN): the caller sees the error, nothing is stored.
-          if (await service.enqueue(new Moving(`e${i}`), i % 400).then(() => true, () => false)) accepted.push(`e${i}`);
+          if (
+            await service.enqueue(new Moving(`e${i}`), i % 400).then(
+              () => true,
+              () => false,
+            )
+          )
+            accepted.push(`e${i}`);
           await new Promise((resolve) => setTimeout(resolve, 5));
         }
       })();
@@ -212,7 +218,13 @@ describe('on a real Redis Cluster (3 masters, 3 replicas)', () => {
       let producing = true;
       const producer = (async () => {
         for (let i = 0; producing; i++) {
-          if (await durable.enqueue(new Moving(`d${i}`), 50).then(() => true, () => false)) acknowledged.push(`d${i}`);
+          if (
+            await durable.enqueue(new Moving(`d${i}`), 50).then(
+              () => true,
+              () => false,
+            )
+          )
+            acknowledged.push(`d${i}`);
           await new Promise((resolve) => setTimeout(resolve, 5));
         }
       })();
@@ -251,7 +263,13 @@ describe('on a real Redis Cluster (3 masters, 3 replicas)', () => {
       let producing = true;
       const producer = (async () => {
         for (let i = 0; producing; i++) {
-          if (await durable.enqueue(new Delta(`d${i}`), 100).then(() => true, () => false)) acknowledged.push(`d${i}`);
+          if (
+            await durable.enqueue(new Delta(`d${i}`), 100).then(
+              () => true,
+              () => false,
+            )
+          )
+            acknowledged.push(`d${i}`);
           await new Promise((resolve) => setTimeout(resolve, 10));
         }
       })();
@@ -290,12 +308,23 @@ describe('on a real Redis Cluster (3 masters, 3 replicas)', () => {
       for (let i = 0; Date.now() - started < 9_000; i++) {
         if (!killedAt) {
           // Acknowledged only once a replica has it: the replica that takes over.
-          if (await durable.enqueue(new Alpha(`d${i}`), 300).then(() => true, () => false)) acknowledgedDurably.push(`d${i}`);
+          if (
+            await durable.enqueue(new Alpha(`d${i}`), 300).then(
+              () => true,
+              () => false,
+            )
+          )
+            acknowledgedDurably.push(`d${i}`);
           if (Date.now() - started > 1_500) {
             await victim.kill();
             killedAt = Date.now();
           }
-        } else if (await service.enqueue(new Alpha(`p${i}`), 100).then(() => true, () => false)) {
+        } else if (
+          await service.enqueue(new Alpha(`p${i}`), 100).then(
+            () => true,
+            () => false,
+          )
+        ) {
           // Failing while the slot has no master (CLUSTERDOWN), then accepted by the promoted replica.
           acceptedAfterTakeover.push(`p${i}`);
         }

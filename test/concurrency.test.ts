@@ -15,13 +15,17 @@ describe('parallelism and backpressure', () => {
     let most = 0;
     let released = false;
     const waiting: Array<() => void> = [];
-    service.addHandler(WorkItem, async () => {
-      running++;
-      most = Math.max(most, running);
-      if (!released) await new Promise<void>((resolve) => waiting.push(resolve));
-      running--;
-      return true;
-    }, 3);
+    service.addHandler(
+      WorkItem,
+      async () => {
+        running++;
+        most = Math.max(most, running);
+        if (!released) await new Promise<void>((resolve) => waiting.push(resolve));
+        running--;
+        return true;
+      },
+      3,
+    );
     for (let i = 0; i < 20; i++) await service.enqueue(new WorkItem(`w${i}`, i), 0);
 
     await waitFor(() => running === 3, 'three handlers running');
@@ -41,19 +45,21 @@ describe('parallelism and backpressure', () => {
     const counts = new Map<string, number>();
     const perInstance = [0, 0, 0];
     instances.forEach((service, i) =>
-      service.addHandler(WorkItem, (e) => {
-        counts.set(e.id, (counts.get(e.id) ?? 0) + 1);
-        perInstance[i]!++;
-        return true;
-      }, 16),
+      service.addHandler(
+        WorkItem,
+        (e) => {
+          counts.set(e.id, (counts.get(e.id) ?? 0) + 1);
+          perInstance[i]!++;
+          return true;
+        },
+        16,
+      ),
     );
     const total = 10_000;
     const producer = instances[0]!;
     // Spread over the next second, with 64 enqueues in flight.
     for (let start = 0; start < total; start += 64) {
-      await Promise.all(
-        Array.from({ length: Math.min(64, total - start) }, (_, k) => producer.enqueue(new WorkItem(`e${start + k}`, start + k), ((start + k) * 7) % 1_000)),
-      );
+      await Promise.all(Array.from({ length: Math.min(64, total - start) }, (_, k) => producer.enqueue(new WorkItem(`e${start + k}`, start + k), ((start + k) * 7) % 1_000)));
     }
     await waitFor(() => counts.size === total, `${total} distinct events handled`, 60_000, 50);
     await waitFor(async () => (await redis.client().hlen(`${prefix}:{test.work}:m`)) === 0, 'every event completed in Redis', 20_000);

@@ -16,10 +16,14 @@ describe('event context', () => {
   it('given at enqueue, is the handler argument and readable anywhere the handler calls', async () => {
     const service = redis.service();
     const seen: Array<{ argument: EventContext; inside: EventContext | undefined }> = [];
-    service.addHandler(PaymentCheck, async (_e, context) => {
-      seen.push({ argument: context, inside: await deepInside(service) });
-      return true;
-    }, 1);
+    service.addHandler(
+      PaymentCheck,
+      async (_e, context) => {
+        seen.push({ argument: context, inside: await deepInside(service) });
+        return true;
+      },
+      1,
+    );
     await service.enqueue(new PaymentCheck('c'), 0, { context: { traceId: 'trace-1', tenant: 'acme' } });
     await waitFor(() => seen.length === 1, 'the handler call');
     expect(seen[0]).toEqual({ argument: { traceId: 'trace-1', tenant: 'acme' }, inside: { traceId: 'trace-1', tenant: 'acme' } });
@@ -29,11 +33,15 @@ describe('event context', () => {
   it('is captured from the caller when not given: inside runWithContext, and from a running handler', async () => {
     const service = redis.service();
     const contexts: Record<string, EventContext> = {};
-    service.addHandler(PaymentCheck, async (e) => {
-      // An event enqueued while handling carries the handler's context on.
-      await service.enqueue(new WorkItem(`follow-up-of-${e.id}`), 0);
-      return true;
-    }, 1);
+    service.addHandler(
+      PaymentCheck,
+      async (e) => {
+        // An event enqueued while handling carries the handler's context on.
+        await service.enqueue(new WorkItem(`follow-up-of-${e.id}`), 0);
+        return true;
+      },
+      1,
+    );
     service.addHandler(WorkItem, (e, context) => ((contexts[e.id] = context), true), 1);
     await service.runWithContext({ traceId: 'from-caller' }, () => service.enqueue(new PaymentCheck('origin'), 0));
     await waitFor(() => contexts['follow-up-of-origin'], 'the follow-up event');
@@ -44,15 +52,23 @@ describe('event context', () => {
     const service = redis.service();
     const seen: Record<string, EventContext | undefined> = {};
     service.runWithContext({ traceId: 'around-registration' }, () =>
-      service.addHandler(PaymentCheck, async (e) => {
-        seen[e.id] = await deepInside(service);
-        return true;
-      }, 1),
+      service.addHandler(
+        PaymentCheck,
+        async (e) => {
+          seen[e.id] = await deepInside(service);
+          return true;
+        },
+        1,
+      ),
     );
-    service.addHandler(WorkItem, (e) => {
-      seen[e.id] = service.currentContext();
-      return true;
-    }, 1);
+    service.addHandler(
+      WorkItem,
+      (e) => {
+        seen[e.id] = service.currentContext();
+        return true;
+      },
+      1,
+    );
     await service.enqueue(new WorkItem('plain-first'), 0);
     await waitFor(() => 'plain-first' in seen, 'the first plain event');
     await service.enqueue(new WorkItem('with-context'), 0, { context: { traceId: 'own' } });

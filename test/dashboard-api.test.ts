@@ -181,7 +181,10 @@ describe('the dashboard HTTP API', () => {
   });
 
   /** A request as a hostile page or client would send it: any Host, any request target, any header. */
-  function raw(dashboardUrl: string, options: { method?: string; target: string; headers?: Record<string, string>; body?: string }): Promise<{ status: number; headers: IncomingHttpHeaders; text: string }> {
+  function raw(
+    dashboardUrl: string,
+    options: { method?: string; target: string; headers?: Record<string, string>; body?: string },
+  ): Promise<{ status: number; headers: IncomingHttpHeaders; text: string }> {
     const { port } = new URL(dashboardUrl);
     return new Promise((resolve, reject) => {
       const req = httpRequest({ host: '127.0.0.1', port, method: options.method ?? 'GET', path: options.target, headers: options.headers ?? {} }, (res) => {

@@ -117,7 +117,7 @@ describe('the dashboard in a real browser', () => {
     await page.locator('[data-testid="confirm"]').click();
     await row.waitFor({ state: 'detached' });
     await expect.poll(() => page.locator('[data-testid="events"] tbody tr').count()).toBe(2);
-    await expect.poll(async () => (await fetch(new URL('api/types/dash.order/events/dead-1', dashboard.url)).then((r) => r.json()) as { state: string }).state).toBe('scheduled');
+    await expect.poll(async () => ((await fetch(new URL('api/types/dash.order/events/dead-1', dashboard.url)).then((r) => r.json())) as { state: string }).state).toBe('scheduled');
   });
 
   it('in read-only mode shows no action at all', async () => {

@@ -19,7 +19,9 @@ describe('the embedded Lua scripts', () => {
   });
 
   it('hold every script with its includes inlined and its keys counted', () => {
-    const names = readdirSync(join(ROOT, 'lua')).filter((file) => file.endsWith('.lua')).map((file) => file.slice(0, -'.lua'.length));
+    const names = readdirSync(join(ROOT, 'lua'))
+      .filter((file) => file.endsWith('.lua'))
+      .map((file) => file.slice(0, -'.lua'.length));
     expect(names.length).toBeGreaterThan(0);
     for (const name of names) {
       const { lua, numberOfKeys } = loadLua(name);

@@ -36,8 +36,7 @@ describe('fan-out to subscriber groups', () => {
   }
 
   /** Resolves once `group` is registered in Redis for the unpartitioned WorkItem type. */
-  const registered = (prefix: string, group: string) =>
-    waitFor(async () => (await redis.client().hexists(`${prefix}:{test.work}:groups`, group)) === 1, `group ${group} registered`);
+  const registered = (prefix: string, group: string) => waitFor(async () => (await redis.client().hexists(`${prefix}:{test.work}:groups`, group)) === 1, `group ${group} registered`);
 
   /** Keys left under the prefix, but for idempotency marks, the group registry and its marker (they persist while groups are registered). */
   const leftovers = async (prefix: string) => (await redis.keys(`${prefix}:*`)).filter((key) => !key.endsWith(':i') && !key.endsWith(':groups') && !key.endsWith(':here'));
@@ -97,7 +96,12 @@ describe('fan-out to subscriber groups', () => {
     let billingWorks = false;
     const service = redis.service({ prefix, retry: fixedBackoff(2, 20) });
     const metrics = recordMetrics(service);
-    service.addHandler(WorkItem, seen.handler('billing', () => billingWorks), 2, { group: 'billing' });
+    service.addHandler(
+      WorkItem,
+      seen.handler('billing', () => billingWorks),
+      2,
+      { group: 'billing' },
+    );
     service.addHandler(WorkItem, seen.handler('audit'), 2, { group: 'audit' });
     await registered(prefix, 'billing');
     await registered(prefix, 'audit');
@@ -163,7 +167,12 @@ describe('fan-out to subscriber groups', () => {
     const prefix = redis.prefix();
     const seen = recorder();
     const service = redis.service({ prefix, closeTimeoutMs: 200 });
-    service.addHandler(WorkItem, seen.handler('slow', () => new Promise<boolean>(() => undefined)), 1, { group: 'slow', timeoutMs: 60_000 });
+    service.addHandler(
+      WorkItem,
+      seen.handler('slow', () => new Promise<boolean>(() => undefined)),
+      1,
+      { group: 'slow', timeoutMs: 60_000 },
+    );
     service.addHandler(WorkItem, seen.handler('fast'), 4, { group: 'fast' });
     await registered(prefix, 'slow');
     await registered(prefix, 'fast');
@@ -200,7 +209,12 @@ describe('fan-out to subscriber groups', () => {
     const held = new Promise<void>((resolve) => (release = resolve));
     const billing = redis.service({ prefix, closeTimeoutMs: 100 });
     const billingMetrics = recordMetrics(billing);
-    billing.addHandler(WorkItem, seen.handler('billing', async (id) => (id === 'held' ? (await held, true) : true)), 1, { group: 'billing', timeoutMs: 60_000 });
+    billing.addHandler(
+      WorkItem,
+      seen.handler('billing', async (id) => (id === 'held' ? (await held, true) : true)),
+      1,
+      { group: 'billing', timeoutMs: 60_000 },
+    );
     const audit = redis.service({ prefix });
     audit.addHandler(WorkItem, seen.handler('audit'), 4, { group: 'audit' });
     await registered(prefix, 'billing');

@@ -80,23 +80,19 @@ describe('results are fenced by the claim they belong to', () => {
     expect(oldCalls).toBe(1);
   }
 
-  it('a success of the old payload does not complete the replacement claimed by another instance', () =>
-    run({ change: 'replace', oldOutcome: 'success', sameInstance: false, newFirstCall: 'fails' }));
+  it('a success of the old payload does not complete the replacement claimed by another instance', () => run({ change: 'replace', oldOutcome: 'success', sameInstance: false, newFirstCall: 'fails' }));
 
-  it('a success of the old payload does not complete the replacement running in the same instance', () =>
-    run({ change: 'replace', oldOutcome: 'success', sameInstance: true, newFirstCall: 'fails' }));
+  it('a success of the old payload does not complete the replacement running in the same instance', () => run({ change: 'replace', oldOutcome: 'success', sameInstance: true, newFirstCall: 'fails' }));
 
-  it('a permanent failure of the old payload does not dead-letter the replacement', () =>
-    run({ change: 'replace', oldOutcome: 'permanent failure', sameInstance: false, newFirstCall: 'succeeds' }));
+  it('a permanent failure of the old payload does not dead-letter the replacement', () => run({ change: 'replace', oldOutcome: 'permanent failure', sameInstance: false, newFirstCall: 'succeeds' }));
 
-  it('a failure of the old payload does not schedule a retry of the replacement', () =>
-    run({ change: 'replace', oldOutcome: 'failure', sameInstance: false, newFirstCall: 'succeeds' }));
+  it('a failure of the old payload does not schedule a retry of the replacement', () => run({ change: 'replace', oldOutcome: 'failure', sameInstance: false, newFirstCall: 'succeeds' }));
 
   it('in a named group too', () => run({ change: 'replace', oldOutcome: 'success', sameInstance: false, group: 'billing', newFirstCall: 'fails' }));
 
   it('after cancel and a new enqueue of the same id', () => run({ change: 'cancel and enqueue', oldOutcome: 'success', sameInstance: false, newFirstCall: 'fails' }));
 
-  it("a stale success leaves the replacement in flight, so its lease still brings it back, and writes no idempotency mark", async () => {
+  it('a stale success leaves the replacement in flight, so its lease still brings it back, and writes no idempotency mark', async () => {
     const prefix = redis.prefix();
     const client = redis.client();
     const a = redis.service({ prefix, handlerTimeoutMs: 10_000 });
@@ -153,4 +149,3 @@ describe('results are fenced by the claim they belong to', () => {
     await waitFor(async () => (await a.find(WorkItem, 'x')) === undefined, 'the replacement completed');
   });
 });
-

@@ -66,12 +66,18 @@ describe('what a handler answers: nothing is success, PermanentFailure fails for
   });
 
   it.each<[string, () => HandlerResult]>([
-    ['throws', () => {
-      throw new PermanentFailure('card declined');
-    }],
-    ['rejects', async () => {
-      throw new PermanentFailure('card declined', { cause: new Error('HTTP 402') });
-    }],
+    [
+      'throws',
+      () => {
+        throw new PermanentFailure('card declined');
+      },
+    ],
+    [
+      'rejects',
+      async () => {
+        throw new PermanentFailure('card declined', { cause: new Error('HTTP 402') });
+      },
+    ],
     ['errors an Observable', () => throwError(() => new PermanentFailure('card declined'))],
   ])('a handler that %s with a PermanentFailure on attempt 1 of 5 is dead-lettered at once, with its reason', async (_name, fail) => {
     const service = redis.service({ retry: fixedBackoff(5, 10) });
@@ -96,10 +102,14 @@ describe('what a handler answers: nothing is success, PermanentFailure fails for
     expect(new CopiedPermanentFailure('x')).not.toBeInstanceOf(PermanentFailure);
     const service = redis.service({ retry: fixedBackoff(5, 10) });
     let calls = 0;
-    service.addHandler(PaymentCheck, () => {
-      calls++;
-      throw new CopiedPermanentFailure('unknown account');
-    }, 1);
+    service.addHandler(
+      PaymentCheck,
+      () => {
+        calls++;
+        throw new CopiedPermanentFailure('unknown account');
+      },
+      1,
+    );
     await service.enqueue(new PaymentCheck('copied'), 0);
     const [letter] = await waitForDeadLetters(service, PaymentCheck);
     expect(letter!.error).toBe('permanent failure: unknown account (attempt 1 of 5)');

@@ -16,8 +16,16 @@ function booby(): object {
 /** An Error whose message and name getters throw. */
 function errorWithThrowingMessage(): Error {
   const error = new Error('x');
-  Object.defineProperty(error, 'message', { get: () => { throw new Error('message getter'); } });
-  Object.defineProperty(error, 'name', { get: () => { throw new Error('name getter'); } });
+  Object.defineProperty(error, 'message', {
+    get: () => {
+      throw new Error('message getter');
+    },
+  });
+  Object.defineProperty(error, 'name', {
+    get: () => {
+      throw new Error('name getter');
+    },
+  });
   return error;
 }
 
@@ -57,10 +65,14 @@ describe('user code cannot take the process down', () => {
         // Leases far longer than the test: only a recorded failure brings the retry in time.
         const service = redis.service({ handlerTimeoutMs: 60_000, leaseGraceMs: 60_000, retry: fixedBackoff(3, 0), logger: false });
         const attempts: number[] = [];
-        service.addHandler(WorkItem, ((_event: WorkItem, _context: unknown, delivery: { attempt: number }) => {
-          attempts.push(delivery.attempt);
-          return delivery.attempt === 1 ? answer() : true;
-        }) as never, 1);
+        service.addHandler(
+          WorkItem,
+          ((_event: WorkItem, _context: unknown, delivery: { attempt: number }) => {
+            attempts.push(delivery.attempt);
+            return delivery.attempt === 1 ? answer() : true;
+          }) as never,
+          1,
+        );
         await service.enqueue(new WorkItem('target'), 0);
         await waitFor(() => attempts.includes(2), 'the retry', 10_000);
         await waitFor(async () => (await service.find(WorkItem, 'target')) === undefined, 'the event completed on its retry');

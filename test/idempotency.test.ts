@@ -13,10 +13,14 @@ describe('an enqueue takes effect once', () => {
     const prefix = redis.prefix();
     const service = redis.service({ prefix, ...options });
     const handled: string[] = [];
-    service.addHandler(WorkItem, (event, _context, delivery) => {
-      handled.push(`${event.id}#${delivery.attempt}`);
-      return true;
-    }, 4);
+    service.addHandler(
+      WorkItem,
+      (event, _context, delivery) => {
+        handled.push(`${event.id}#${delivery.attempt}`);
+        return true;
+      },
+      4,
+    );
     return { service, handled, prefix };
   }
 

@@ -1,15 +1,6 @@
 import 'reflect-metadata';
 import { describe, expect, it } from 'vitest';
-import {
-  DelayedEvent,
-  type DelayedEventService,
-  InvalidArgumentError,
-  InvalidDelayError,
-  METRIC,
-  type Metric,
-  PermanentFailure,
-  fixedBackoff,
-} from '../src';
+import { DelayedEvent, type DelayedEventService, InvalidArgumentError, InvalidDelayError, METRIC, type Metric, PermanentFailure, fixedBackoff } from '../src';
 import { useRedis } from './support/harness';
 import { waitFor } from './support/wait-for';
 
@@ -135,7 +126,10 @@ describe('inspection and control', () => {
       service.enqueueBatch(delays.map((delay, i) => ({ event: new HotInspected(`h${i}`, i), delay }))).subscribe({ next: resolve, error: reject }),
     );
     expect(statuses.every((s) => s === 'scheduled')).toBe(true);
-    const expected = delays.map((delay, i) => ({ id: `h${i}`, delay })).sort((a, b) => a.delay - b.delay).map((e) => e.id);
+    const expected = delays
+      .map((delay, i) => ({ id: `h${i}`, delay }))
+      .sort((a, b) => a.delay - b.delay)
+      .map((e) => e.id);
 
     expect(await service.counts(HotInspected)).toEqual({ scheduled: 300, ready: 0, inFlight: 0, dead: 0 });
     expect(await service.counts('test.inspect-hot')).toEqual({ scheduled: 300, ready: 0, inFlight: 0, dead: 0 });
@@ -274,7 +268,11 @@ describe('inspection and control', () => {
     const group = `${base}:g:audit`;
     const now = Date.now();
     for (const id of ['e2', 'e3', 'e4']) await service.cancel(Inspected, id);
-    for (const [id, amount] of [['e2', 2], ['e3', 3], ['e4', 4]] as const) {
+    for (const [id, amount] of [
+      ['e2', 2],
+      ['e3', 3],
+      ['e4', 4],
+    ] as const) {
       await client.hset(`${base}:m`, id, `0|${now}|${JSON.stringify([now, { amount }])}`);
     }
     await client.hset(`${base}:groups`, 'audit', String(now));

@@ -27,7 +27,7 @@ const name = fc.array(nameChars, { minLength: 0, maxLength: 8 }).map((chars) => 
 const queue = fc.record({ type: name, partition: fc.option(fc.integer({ min: 0, max: 3 }), { nil: undefined }), group: fc.oneof(fc.constant('default'), name) });
 
 describe('key spaces that cannot collide', () => {
-  it('no two distinct (type, partition, group) share a key or a cache entry, and every key stays in its type\'s slot (property)', () => {
+  it("no two distinct (type, partition, group) share a key or a cache entry, and every key stays in its type's slot (property)", () => {
     fc.assert(
       fc.property(fc.uniqueArray(queue, { minLength: 2, maxLength: 12, selector: (q) => JSON.stringify(q) }), (queues) => {
         const accepted = queues.filter((q) => isTypeName(q.type) && (q.group === 'default' || isGroupName(q.group)));
@@ -68,7 +68,9 @@ describe('key spaces that cannot collide', () => {
   });
 
   it('accepted ids are distinct in Redis whenever they are distinct in JavaScript (property)', () => {
-    const id = fc.array(fc.oneof(fc.constantFrom('a', '\ud800', '\udc00', '\ud83d\ude00', '\ufffd'), fc.string({ unit: 'binary', maxLength: 2 })), { minLength: 1, maxLength: 4 }).map((parts) => parts.join(''));
+    const id = fc
+      .array(fc.oneof(fc.constantFrom('a', '\ud800', '\udc00', '\ud83d\ude00', '\ufffd'), fc.string({ unit: 'binary', maxLength: 2 })), { minLength: 1, maxLength: 4 })
+      .map((parts) => parts.join(''));
     fc.assert(
       fc.property(id, id, (a, b) => {
         fc.pre(a !== b && a.length > 0 && b.length > 0 && badEventId(a) === undefined && badEventId(b) === undefined);

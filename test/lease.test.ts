@@ -80,7 +80,11 @@ describe('leases', () => {
     const keys = layout.forType('test.work');
     const scripts = new LuaScripts(redis.client(), layout.wakeChannel, { ms: 10_000, onStuck: () => undefined }, 0);
     for (let from = 0; from < 5_000; from += 250) {
-      await scripts.enqueue(keys, Array.from({ length: 250 }, (_, i) => ({ id: `e${from + i}`, body: '[0,{}]', due: { atMs: 1 }, requestedAt: 0 })), false);
+      await scripts.enqueue(
+        keys,
+        Array.from({ length: 250 }, (_, i) => ({ id: `e${from + i}`, body: '[0,{}]', due: { atMs: 1 }, requestedAt: 0 })),
+        false,
+      );
     }
     expect((await scripts.dispatchDue(keys, 5_000)).movedDue).toBe(5_000);
     // Claimed by a worker that died: every lease has expired already.
@@ -126,7 +130,7 @@ describe('leases', () => {
   });
 
   it.each([
-    ['retried', 3, async (service: DelayedEventService, client: ReturnType<typeof redis.client>, keys: string) => (await client.hget(`${keys}:e`, 'failing')) !== null],
+    ['retried', 3, async (_service: DelayedEventService, client: ReturnType<typeof redis.client>, keys: string) => (await client.hget(`${keys}:e`, 'failing')) !== null],
     ['dead-lettered', 1, async (service: DelayedEventService) => (await service.deadLetters(WorkItem)).length === 1],
   ] as const)('removes the in-flight set with its last lease when a failed event is %s', async (_, attempts, settled) => {
     const prefix = redis.prefix();
@@ -147,10 +151,49 @@ describe('leases', () => {
     // As a claim leaves it: the pin first, then a lease that has expired since.
     const { lua, numberOfKeys } = loadLua('complete-and-claim');
     await client.rpush(`${keys}:r`, 'stalled');
-    await client.eval(lua, numberOfKeys, `${keys}:r`, `${keys}:f`, `${keys}:m`, `${keys}:d`, `${keys}:e`, `${keys}:guard`, `${keys}:i`, `${keys}:c:test`, `${keys}:n`, `${keys}:m`, `${keys}:p`, 1, -1_000, 5, 0, '', 1, 0);
+    await client.eval(
+      lua,
+      numberOfKeys,
+      `${keys}:r`,
+      `${keys}:f`,
+      `${keys}:m`,
+      `${keys}:d`,
+      `${keys}:e`,
+      `${keys}:guard`,
+      `${keys}:i`,
+      `${keys}:c:test`,
+      `${keys}:n`,
+      `${keys}:m`,
+      `${keys}:p`,
+      1,
+      -1_000,
+      5,
+      0,
+      '',
+      1,
+      0,
+    );
     expect(await leasedIds(client, `${keys}:f`)).toEqual(['stalled']);
     const dispatch = loadLua('dispatch-due');
-    await client.eval(dispatch.lua, dispatch.numberOfKeys, `${keys}:b`, `${keys}:f`, `${keys}:r`, `${keys}:s`, `${keys}:m`, `${keys}:guard`, `${keys}:i`, `${keys}:groups`, `${keys}:n`, `${keys}:p`, `${keys}:e`, `${keys}:here`, 100, '0', '');
+    await client.eval(
+      dispatch.lua,
+      dispatch.numberOfKeys,
+      `${keys}:b`,
+      `${keys}:f`,
+      `${keys}:r`,
+      `${keys}:s`,
+      `${keys}:m`,
+      `${keys}:guard`,
+      `${keys}:i`,
+      `${keys}:groups`,
+      `${keys}:n`,
+      `${keys}:p`,
+      `${keys}:e`,
+      `${keys}:here`,
+      100,
+      '0',
+      '',
+    );
     expect(await client.lrange(`${keys}:r`, 0, -1)).toEqual(['stalled']);
     expect(await client.exists(`${keys}:f`)).toBe(0);
   });

@@ -16,10 +16,14 @@ describe('metric tags', () => {
     const onUnhandled = (reason: unknown) => unhandled.push(reason);
     process.on('unhandledRejection', onUnhandled);
     try {
-      service.addHandler(PaymentCheck, (e) => {
-        if (e.amount < 0) throw new PermanentFailure('negative');
-        return e.amount > 0;
-      }, 2);
+      service.addHandler(
+        PaymentCheck,
+        (e) => {
+          if (e.amount < 0) throw new PermanentFailure('negative');
+          return e.amount > 0;
+        },
+        2,
+      );
       service.addHandler(WorkItem, () => true, 2, { group: 'audit' });
       service.addHandler(WorkItem, () => true, 2);
       await service.enqueue(new PaymentCheck('ok', 1), 0);
@@ -33,11 +37,7 @@ describe('metric tags', () => {
       await waitFor(() => metrics.some((m) => m.kind === 'gauge' && m.name === METRIC.paused), 'gauges sampled');
 
       await redis.server.kill();
-      await waitFor(
-        () => ['connection', 'reader', 'dispatcher'].every((loop) => counter(metrics, METRIC.redisErrors, { loop }) > 0),
-        'connection, reader and dispatcher errors counted',
-        20_000,
-      );
+      await waitFor(() => ['connection', 'reader', 'dispatcher'].every((loop) => counter(metrics, METRIC.redisErrors, { loop }) > 0), 'connection, reader and dispatcher errors counted', 20_000);
       await redis.server.restart();
       await service.waitUntilReady({ timeoutMs: 10_000 });
       await service.enqueue(new WorkItem('after'), 0);

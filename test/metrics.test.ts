@@ -28,7 +28,11 @@ describe('metrics$', () => {
     expect(counter(metrics, METRIC.deadLettered, { type, reason: 'attempts-exhausted' })).toBe(1);
     const timings = (name: string) => metrics.filter((m) => m.name === name && m.kind === 'timing');
     expect(timings(METRIC.lateness)).toHaveLength(3);
-    expect(timings(METRIC.handlerDuration).map((m) => m.tags.outcome).sort()).toEqual(['failure', 'failure', 'success']);
+    expect(
+      timings(METRIC.handlerDuration)
+        .map((m) => m.tags.outcome)
+        .sort(),
+    ).toEqual(['failure', 'failure', 'success']);
     expect(await service.cancel(PaymentCheck, 'bad')).toBe(true);
     expect(counter(metrics, METRIC.cancelled, { type })).toBe(1);
   });
@@ -46,7 +50,13 @@ describe('metrics$', () => {
 
     const expected = { [METRIC.scheduledCount]: 3, [METRIC.readyCount]: 1, [METRIC.inFlightCount]: 1, [METRIC.deadLetterCount]: 1 };
     await waitFor(async () => {
-      const gauges = await firstValueFrom(service.metrics$.pipe(filter((m) => m.kind === 'gauge' && m.tags.type === 'test.work'), take(4), toArray()));
+      const gauges = await firstValueFrom(
+        service.metrics$.pipe(
+          filter((m) => m.kind === 'gauge' && m.tags.type === 'test.work'),
+          take(4),
+          toArray(),
+        ),
+      );
       return gauges.every((g) => expected[g.name as keyof typeof expected] === g.value);
     }, 'gauges matching the queue');
     release();

@@ -74,9 +74,7 @@ describe('NestJS', () => {
     class ConfigModule {}
 
     const moduleRef = await Test.createTestingModule({
-      imports: [
-        DelayedEventsModule.forRootAsync({ imports: [ConfigModule], inject: ['REDIS_URL'], useFactory: async (redisUrl: string) => ({ redis: redisUrl, prefix, logger: false }) }),
-      ],
+      imports: [DelayedEventsModule.forRootAsync({ imports: [ConfigModule], inject: ['REDIS_URL'], useFactory: async (redisUrl: string) => ({ redis: redisUrl, prefix, logger: false }) })],
     }).compile();
     const app = await moduleRef.init();
     const service = app.get(DelayedEventService);

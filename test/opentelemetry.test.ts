@@ -34,10 +34,15 @@ describe('OpenTelemetry', () => {
     const producer = redis.service({ prefix, ...openTelemetry({ tracer }) });
     const consumer = redis.service({ prefix, ...openTelemetry({ tracer }) });
     let seenContext: Record<string, string> | undefined;
-    consumer.addHandler(WorkItem, (_event, eventContext) => {
-      seenContext = { ...eventContext };
-      tracer.startActiveSpan('charge card', (span) => span.end());
-    }, 1, { group: 'billing' });
+    consumer.addHandler(
+      WorkItem,
+      (_event, eventContext) => {
+        seenContext = { ...eventContext };
+        tracer.startActiveSpan('charge card', (span) => span.end());
+      },
+      1,
+      { group: 'billing' },
+    );
 
     await tracer.startActiveSpan('POST /orders', async (request) => {
       await producer.runWithContext({ tenant: 'acme' }, () => producer.enqueue(new WorkItem('order-1'), 0));
@@ -100,18 +105,24 @@ describe('OpenTelemetry', () => {
   it('marks failed attempts as errors, shows each attempt, and an event enqueued by a handler continues from its span', async () => {
     const prefix = redis.prefix();
     const service = redis.service({ prefix, retry: fixedBackoff(3, 10), ...openTelemetry({ tracer }) });
-    service.addHandler(WorkItem, async (event, _context, delivery) => {
-      if (event.id === 'flaky') {
-        if (delivery.attempt === 1) throw new TypeError('gateway down');
-        if (delivery.attempt === 2) return false;
-        await service.enqueue(new WorkItem('follow-up'), 0);
-      }
-    }, 1);
+    service.addHandler(
+      WorkItem,
+      async (event, _context, delivery) => {
+        if (event.id === 'flaky') {
+          if (delivery.attempt === 1) throw new TypeError('gateway down');
+          if (delivery.attempt === 2) return false;
+          await service.enqueue(new WorkItem('follow-up'), 0);
+        }
+      },
+      1,
+    );
     await service.enqueue(new WorkItem('flaky'), 0);
     await waitFor(() => named('process test.work').length === 4, 'three attempts and the follow-up');
 
     const processes = named('process test.work');
-    const flaky = processes.filter((s) => s.attributes['messaging.message.id'] === 'flaky').sort((a, b) => Number(a.attributes['messaging.reactive_delayed_events.attempt']) - Number(b.attributes['messaging.reactive_delayed_events.attempt']));
+    const flaky = processes
+      .filter((s) => s.attributes['messaging.message.id'] === 'flaky')
+      .sort((a, b) => Number(a.attributes['messaging.reactive_delayed_events.attempt']) - Number(b.attributes['messaging.reactive_delayed_events.attempt']));
     expect(flaky.map((s) => s.attributes['messaging.reactive_delayed_events.attempt'])).toEqual([1, 2, 3]);
     expect(flaky.map((s) => s.status.code)).toEqual([SpanStatusCode.ERROR, SpanStatusCode.ERROR, SpanStatusCode.UNSET]);
     expect(flaky[0]!.attributes['error.type']).toBe('TypeError');

@@ -45,7 +45,11 @@ describe('Redis outages', () => {
     await redis.server.kill();
     // A call made while the client still takes the dead socket for open may have been written to it (and
     // fails as 'other': it may have run). Once the client knows, calls are refused, unsent.
-    const refusal = async (id: string) => service.enqueue(new WorkItem(id), 0).then(() => 'stored', (error: unknown) => (error instanceof RedisConnectionError ? error.reason : error));
+    const refusal = async (id: string) =>
+      service.enqueue(new WorkItem(id), 0).then(
+        () => 'stored',
+        (error: unknown) => (error instanceof RedisConnectionError ? error.reason : error),
+      );
     await waitFor(async () => (await refusal('ghost-probe')) === 'refused', 'the service noticing the outage');
     const startedAt = performance.now();
     const single = await service.enqueue(new WorkItem('ghost'), 0).then(

@@ -128,9 +128,7 @@ describe('the published package', () => {
   const runProgram = async (file: string, client = 'url', cwd = join(file, '..')): Promise<unknown> => {
     const started = performance.now();
     const { stdout } = await run(process.execPath, [file, server.url, client], { cwd, timeout: 20_000 }).catch((error: { killed?: boolean; stderr?: string }) => {
-      throw new Error(
-        error.killed ? `${file} was still running after ${Math.round(performance.now() - started)} ms: killed` : `${file} (${client}) failed: ${String(error)}\n${error.stderr ?? ''}`,
-      );
+      throw new Error(error.killed ? `${file} was still running after ${Math.round(performance.now() - started)} ms: killed` : `${file} (${client}) failed: ${String(error)}\n${error.stderr ?? ''}`);
     });
     return JSON.parse(stdout) as unknown;
   };
@@ -179,7 +177,10 @@ describe('the published package', () => {
   });
 
   it('holds the code for import and for require, its types and source maps, the Lua scripts, its license and readme', () => {
-    const scripts = (sub: string) => readdirSync(join(ROOT, sub)).filter((f) => f.endsWith('.lua')).map((f) => `${sub}/${f}`);
+    const scripts = (sub: string) =>
+      readdirSync(join(ROOT, sub))
+        .filter((f) => f.endsWith('.lua'))
+        .map((f) => `${sub}/${f}`);
     const expected = ['dist/esm/index.mjs', 'dist/esm/index.mjs.map', 'dist/cjs/index.cjs', 'dist/cjs/index.cjs.map', 'dist/types/index.d.ts', 'dist/types/index.d.mts', 'dist/types/index.d.ts.map'];
     expected.push('src/index.ts', 'src/redis/lua-sources.generated.ts', 'LICENSE', 'README.md', ...scripts('lua'), ...scripts('lua/includes'));
     if (existsSync(join(ROOT, 'CHANGELOG.md'))) expected.push('CHANGELOG.md');
@@ -208,7 +209,9 @@ describe('the published package', () => {
   });
 
   it('exports metrics through the reactive-delayed-events/prometheus subpath, with prom-client as the app’s optional peer', async () => {
-    expect(packed).toEqual(expect.arrayContaining(['dist/esm/prometheus.mjs', 'dist/cjs/prometheus.cjs', 'dist/types/integrations/prometheus/index.d.ts', 'dist/esm/nestjs.mjs', 'dist/esm/opentelemetry.mjs']));
+    expect(packed).toEqual(
+      expect.arrayContaining(['dist/esm/prometheus.mjs', 'dist/cjs/prometheus.cjs', 'dist/types/integrations/prometheus/index.d.ts', 'dist/esm/nestjs.mjs', 'dist/esm/opentelemetry.mjs']),
+    );
     expect(existsSync(join(app5, 'node_modules', 'prom-client'))).toBe(false);
     const { line } = (await runProgram(join(app, 'prometheus.mjs'))) as { line?: string };
     expect(line).toMatch(/^delayed_events_handled_total\{prefix="pkg-prom-\d+",type="package.prom",group="default",outcome="success"\} 1$/);

@@ -41,14 +41,18 @@ describe('a type split over partitions', () => {
     let most = 0;
     for (let instance = 0; instance < 2; instance++) {
       let running = 0;
-      redis.service({ prefix }).addHandler(HotEvent, async (e) => {
-        running++;
-        most = Math.max(most, running);
-        await new Promise((resolve) => setTimeout(resolve, 1));
-        running--;
-        counts.set(e.id, (counts.get(e.id) ?? 0) + 1);
-        return true;
-      }, 3);
+      redis.service({ prefix }).addHandler(
+        HotEvent,
+        async (e) => {
+          running++;
+          most = Math.max(most, running);
+          await new Promise((resolve) => setTimeout(resolve, 1));
+          running--;
+          counts.set(e.id, (counts.get(e.id) ?? 0) + 1);
+          return true;
+        },
+        3,
+      );
     }
     const producer = redis.service({ prefix });
     for (let i = 0; i < 600; i += 50) await Promise.all(Array.from({ length: 50 }, (_, k) => producer.enqueue(new HotEvent(`e${i + k}`), (i + k) % 300)));

@@ -64,10 +64,14 @@ describe('Prometheus', () => {
     process.on('unhandledRejection', onUnhandled);
     process.on('uncaughtException', onUnhandled);
     try {
-      service.addHandler(PaymentCheck, (e) => {
-        if (e.amount < 0) throw new PermanentFailure('negative');
-        return e.amount > 0;
-      }, 2);
+      service.addHandler(
+        PaymentCheck,
+        (e) => {
+          if (e.amount < 0) throw new PermanentFailure('negative');
+          return e.amount > 0;
+        },
+        2,
+      );
       service.addHandler(SlowJob, () => new Promise<void>((resolve) => setTimeout(resolve, 50)), 1);
       await service.enqueue(new PaymentCheck('ok', 1), 0);
       await service.enqueue(new PaymentCheck('ok', 1), 0);
@@ -120,7 +124,10 @@ describe('Prometheus', () => {
       const labelSets = new Map<string, Set<string>>();
       for (const sample of samples) {
         const name = family(sample.name, histograms);
-        const keys = Object.keys(sample.labels).filter((k) => !(k === 'le' && sample.name.endsWith('_bucket'))).sort().join(',');
+        const keys = Object.keys(sample.labels)
+          .filter((k) => !(k === 'le' && sample.name.endsWith('_bucket')))
+          .sort()
+          .join(',');
         labelSets.set(name, (labelSets.get(name) ?? new Set()).add(keys));
       }
       for (const [name, sets] of labelSets) expect([...sets], name).toHaveLength(1);

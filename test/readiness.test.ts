@@ -85,10 +85,14 @@ describe('readiness', () => {
     expect(during.lastError).toMatchObject({ message: expect.any(String), at: expect.any(Date) });
 
     await redis.server.restart();
-    const after = await waitFor(async () => {
-      const health = await service.health();
-      return health.ready && health;
-    }, 'ready again after the restart', 20_000);
+    const after = await waitFor(
+      async () => {
+        const health = await service.health();
+        return health.ready && health;
+      },
+      'ready again after the restart',
+      20_000,
+    );
     expect(after.redis).toBe('up');
     await service.close();
     expect(await service.health()).toMatchObject({ ready: false, loops: { dispatchers: 0, readers: 0 } });

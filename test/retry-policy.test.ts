@@ -5,7 +5,14 @@ describe('retry policies', () => {
   it('exponential backoff grows by the factor, stays within its jitter band, and is capped', () => {
     const policy = exponentialBackoff({ maxAttempts: 20, initialMs: 100, factor: 3, maxMs: 5_000, jitter: 0.25 });
     for (let round = 0; round < 200; round++) {
-      for (const [attempt, base] of [[1, 100], [2, 300], [3, 900], [4, 2_700], [5, 5_000], [12, 5_000]] as const) {
+      for (const [attempt, base] of [
+        [1, 100],
+        [2, 300],
+        [3, 900],
+        [4, 2_700],
+        [5, 5_000],
+        [12, 5_000],
+      ] as const) {
         const ms = policy.backoffMs(attempt);
         expect(ms).toBeGreaterThanOrEqual(base * 0.75);
         expect(ms).toBeLessThanOrEqual(base);

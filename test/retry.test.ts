@@ -21,7 +21,13 @@ describe('retries and dead letters', () => {
 
   it.each<[string, () => HandlerResult, RegExp]>([
     ['returns false', () => false, /handler returned false/],
-    ['throws', () => { throw new Error('boom'); }, /Error: boom/],
+    [
+      'throws',
+      () => {
+        throw new Error('boom');
+      },
+      /Error: boom/,
+    ],
     ['rejects', () => Promise.reject(new Error('async boom')), /async boom/],
     ['errors as an Observable', () => throwError(() => new Error('stream boom')), /stream boom/],
     ['returns null', () => null as unknown as boolean, /returned null; expected true or false/],
@@ -31,15 +37,22 @@ describe('retries and dead letters', () => {
     const service = redis.service({ prefix, retry: fixedBackoff(5, 10) });
     const attempts: number[] = [];
     let errorSeenByLastAttempt: string | null = null;
-    service.addHandler(PaymentCheck, (_e, _c, delivery) => {
-      attempts.push(delivery.attempt);
-      if (delivery.attempt < 3) return fail();
-      // The last error is kept while the event is retried (success clears it).
-      return redis.client().hget(`${prefix}:{test.payment-check}:e`, 'f').then((error) => {
-        errorSeenByLastAttempt = error;
-        return true;
-      });
-    }, 1);
+    service.addHandler(
+      PaymentCheck,
+      (_e, _c, delivery) => {
+        attempts.push(delivery.attempt);
+        if (delivery.attempt < 3) return fail();
+        // The last error is kept while the event is retried (success clears it).
+        return redis
+          .client()
+          .hget(`${prefix}:{test.payment-check}:e`, 'f')
+          .then((error) => {
+            errorSeenByLastAttempt = error;
+            return true;
+          });
+      },
+      1,
+    );
     await service.enqueue(new PaymentCheck('f'), 0);
     await waitFor(async () => attempts.length === 3 && (await redis.client().hlen(`${prefix}:{test.payment-check}:m`)) === 0, 'success on attempt 3');
     expect(errorSeenByLastAttempt).toMatch(lastError);
@@ -71,10 +84,14 @@ describe('retries and dead letters', () => {
     const service = redis.service({ prefix, retry: exponentialBackoff({ maxAttempts: 3, initialMs: 10, jitter: 0 }) });
     const metrics = recordMetrics(service);
     let calls = 0;
-    service.addHandler(PaymentCheck, () => {
-      calls++;
-      throw new Error(`failure ${calls}`);
-    }, 1);
+    service.addHandler(
+      PaymentCheck,
+      () => {
+        calls++;
+        throw new Error(`failure ${calls}`);
+      },
+      1,
+    );
     await service.enqueue(new PaymentCheck('dead', 13), 0, { context: { tenant: 't1' } });
     const [letter] = await waitForDeadLetters(service, PaymentCheck);
     expect(letter!.id).toBe('dead');
@@ -96,12 +113,16 @@ describe('retries and dead letters', () => {
     const service = redis.service({ retry: fixedBackoff(1, 10) });
     let healthy = false;
     const succeeded: string[] = [];
-    service.addHandler(PaymentCheck, (e, _c, delivery) => {
-      if (!healthy) return false;
-      expect(delivery.attempt).toBe(1);
-      succeeded.push(e.id);
-      return true;
-    }, 2);
+    service.addHandler(
+      PaymentCheck,
+      (e, _c, delivery) => {
+        if (!healthy) return false;
+        expect(delivery.attempt).toBe(1);
+        succeeded.push(e.id);
+        return true;
+      },
+      2,
+    );
     for (const id of ['a', 'b', 'c']) await service.enqueue(new PaymentCheck(id), 0);
     await waitForDeadLetters(service, PaymentCheck, 3);
     healthy = true;

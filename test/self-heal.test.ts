@@ -71,7 +71,15 @@ describe('self-healing after Redis loses its data', () => {
 
     await flushEveryMaster();
     await waitFor(async () => (await redis.client().hkeys(registry)).sort().join() === 'group-a,group-b', 'both groups registered again', 10_000);
-    await waitFor(async () => (await instances[0]!.service.schedules(PaymentCheck)).map((s) => s.name).sort().join() === 'tick-a,tick-b', 'both schedules stored again', 10_000);
+    await waitFor(
+      async () =>
+        (await instances[0]!.service.schedules(PaymentCheck))
+          .map((s) => s.name)
+          .sort()
+          .join() === 'tick-a,tick-b',
+      'both schedules stored again',
+      10_000,
+    );
     await instances[0]!.service.enqueue(new PaymentCheck('after'), 0);
     await waitFor(() => instances.every((i) => i.seen.includes('after')), 'the event in both groups', 10_000);
   });
@@ -102,7 +110,11 @@ describe('self-healing after Redis loses its data', () => {
     await waitFor(() => audit.includes('before'), 'the group running');
     await redis.server.kill();
     await redis.server.restart();
-    await waitFor(() => logger.warnings.some((w) => w.message.startsWith('Redis lost') && Array.isArray(w.fields.groups) && (w.fields.groups as string[]).includes('audit')), 'the loss noticed', 15_000);
+    await waitFor(
+      () => logger.warnings.some((w) => w.message.startsWith('Redis lost') && Array.isArray(w.fields.groups) && (w.fields.groups as string[]).includes('audit')),
+      'the loss noticed',
+      15_000,
+    );
     await waitFor(async () => (await redis.client().hexists(`${service.prefix}:{test.payment-check}:groups`, 'audit')) === 1, 'the group registered again');
     await waitFor(async () => (await service.enqueue(new PaymentCheck('after'), 0).catch(() => 'down')) === 'scheduled', 'Redis taking enqueues', 10_000);
     await waitFor(() => audit.includes('after'), 'the group getting events again', 10_000);

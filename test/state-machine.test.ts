@@ -89,7 +89,11 @@ describe('the event state machine', () => {
         for (const op of operations) {
           if (op.kind === 'enqueue') {
             const later = Date.now() + 3_600_000;
-            const statuses = await scripts.enqueue(keys, op.entries.map(([eventId, due]) => ({ id: eventId, body: '[0,{}]', due: { atMs: due ? 1 : later }, requestedAt: 0 })), op.replace);
+            const statuses = await scripts.enqueue(
+              keys,
+              op.entries.map(([eventId, due]) => ({ id: eventId, body: '[0,{}]', due: { atMs: due ? 1 : later }, requestedAt: 0 })),
+              op.replace,
+            );
             const expected: EnqueueStatus[] = op.entries.map(([eventId, due]) => {
               const stored = model.has(eventId);
               if (stored && !op.replace) return 'duplicate';
@@ -108,8 +112,16 @@ describe('the event state machine', () => {
             const result = await scripts.completeAndClaim(keys, [], op.count, 60_000, MAX_ATTEMPTS, undefined, { startNow: op.startNow });
             expect({ claimed: result.claimed, deadLettered: result.deadLettered, paused: result.paused }).toEqual({ claimed: [], deadLettered: [], paused: true });
           } else if (op.kind === 'dispatch') {
-            const dueNow = new Set(inState('scheduled').filter(([, m]) => m.due).map(([eventId]) => eventId));
-            const expired = new Set(inState('inFlight').filter(([, m]) => m.due).map(([eventId]) => eventId));
+            const dueNow = new Set(
+              inState('scheduled')
+                .filter(([, m]) => m.due)
+                .map(([eventId]) => eventId),
+            );
+            const expired = new Set(
+              inState('inFlight')
+                .filter(([, m]) => m.due)
+                .map(([eventId]) => eventId),
+            );
             const result = await scripts.dispatchDue(keys, op.limit);
             expect(result.movedDue).toBe(Math.min(op.limit, dueNow.size));
             expect(result.movedExpired).toBe(Math.min(op.limit - result.movedDue, expired.size));
@@ -217,7 +229,11 @@ describe('the event state machine', () => {
     );
 
     async function expectRedisToHold(keys: TypeKeys, model: Map<string, Modelled>, ready: string[]): Promise<void> {
-      const ids = (state: State) => [...model].filter(([, m]) => m.state === state).map(([eventId]) => eventId).sort();
+      const ids = (state: State) =>
+        [...model]
+          .filter(([, m]) => m.state === state)
+          .map(([eventId]) => eventId)
+          .sort();
       const schedule = new ScheduleView(client, keys.meta.slice(0, -':m'.length));
       expect(await schedule.violations()).toEqual([]);
       expect([...(await schedule.entries()).keys()].sort()).toEqual(ids('scheduled'));

@@ -71,10 +71,7 @@ export async function stats(ctx: Context, type: string | undefined): Promise<voi
   ctx.out(
     table(
       ['TYPE', 'GROUP', 'SCHEDULED', 'READY', 'IN FLIGHT', 'DEAD', 'PAUSED'],
-      rows.flatMap((r) => [
-        [r.type, '-', ...cells(r), r.paused ? 'yes' : 'no'],
-        ...Object.entries(r.groups ?? {}).map(([group, c]) => [r.type, group, ...cells(c), r.paused ? 'yes' : 'no']),
-      ]),
+      rows.flatMap((r) => [[r.type, '-', ...cells(r), r.paused ? 'yes' : 'no'], ...Object.entries(r.groups ?? {}).map(([group, c]) => [r.type, group, ...cells(c), r.paused ? 'yes' : 'no'])]),
     ),
   );
 }
@@ -126,13 +123,24 @@ function describeEvent(type: string, e: InspectedEvent<JsonEvent>): string {
   ];
   if (e.leaseExpiresAt) fields.push(['lease until', when(e.leaseExpiresAt, now)]);
   if (e.deadLetteredAt) fields.push(['dead since', when(e.deadLetteredAt, now)]);
-  if (e.groups) fields.push(['groups', Object.entries(e.groups).map(([g, s]) => `${g}: ${STATE_LABEL[s]}`).join(', ') || '-']);
+  if (e.groups)
+    fields.push([
+      'groups',
+      Object.entries(e.groups)
+        .map(([g, s]) => `${g}: ${STATE_LABEL[s]}`)
+        .join(', ') || '-',
+    ]);
   fields.push(['context', Object.keys(e.context).length > 0 ? JSON.stringify(e.context) : '-']);
   fields.push(['last error', e.lastError ?? '-']);
   if (e.decodeError) fields.push(['unreadable', e.decodeError]);
   const width = Math.max(...fields.map(([k]) => k.length));
   const event = e.event === undefined ? '-' : json(e.event);
-  return [...fields.map(([k, v]) => `${k.padEnd(width)}  ${shown(v)}`), `${'event'.padEnd(width)}  ${printable(event).split('\n').join(`\n${' '.repeat(width + 2)}`)}`].join('\n');
+  return [
+    ...fields.map(([k, v]) => `${k.padEnd(width)}  ${shown(v)}`),
+    `${'event'.padEnd(width)}  ${printable(event)
+      .split('\n')
+      .join(`\n${' '.repeat(width + 2)}`)}`,
+  ].join('\n');
 }
 
 export async function show(ctx: Context, type: string, id: string): Promise<void> {
@@ -232,7 +240,9 @@ export async function schedules(ctx: Context, type: string): Promise<void> {
   ctx.out(
     table(
       ['NAME', 'SPEC', 'NEXT', 'CATCH UP'],
-      found.map((s) => ['every' in s.spec ? `every ${span(s.spec.every)}` : `cron '${s.spec.cron}' ${s.spec.tz}`, s] as const).map(([spec, s]) => [s.name, spec, s.next ? when(s.next) : 'ended', s.catchUp]),
+      found
+        .map((s) => ['every' in s.spec ? `every ${span(s.spec.every)}` : `cron '${s.spec.cron}' ${s.spec.tz}`, s] as const)
+        .map(([spec, s]) => [s.name, spec, s.next ? when(s.next) : 'ended', s.catchUp]),
     ),
   );
 }

@@ -46,7 +46,9 @@ export async function connect(options: ConnectionOptions, env: NodeJS.ProcessEnv
   let client: Redis | Cluster;
   let where: string;
   if (options.nodes || options.cluster) {
-    const nodes: Array<{ host: string; port: number }> = options.nodes ? options.nodes.split(',').map((node) => parseNode(node.trim())) : [{ host: parsed!.hostname, port: Number(parsed!.port || 6379) }];
+    const nodes: Array<{ host: string; port: number }> = options.nodes
+      ? options.nodes.split(',').map((node) => parseNode(node.trim()))
+      : [{ host: parsed!.hostname, port: Number(parsed!.port || 6379) }];
     where = `the Cluster at ${nodes.map((n) => `${n.host}:${n.port}`).join(', ')}`;
     client = new Cluster(nodes, { lazyConnect: true, ...(persistent ? {} : { clusterRetryStrategy: () => null }), slotsRefreshTimeout: timeoutMs, redisOptions: base });
   } else {

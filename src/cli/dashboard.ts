@@ -39,9 +39,7 @@ export function authFrom(token: string | undefined, basic: string | undefined): 
 export async function serveDashboard(service: Inspector, options: DashboardCommandOptions): Promise<void> {
   // The address it listens on is a name it answers to (every interface's, for 0.0.0.0 or ::);
   // loopback names always are, without auth. With auth and no --allow-host, every name is.
-  const bound = ['0.0.0.0', '::'].includes(options.host)
-    ? Object.values(networkInterfaces()).flatMap((addresses) => (addresses ?? []).map((a) => a.address))
-    : [options.host];
+  const bound = ['0.0.0.0', '::'].includes(options.host) ? Object.values(networkInterfaces()).flatMap((addresses) => (addresses ?? []).map((a) => a.address)) : [options.host];
   const allowedHosts = options.auth && options.allowHosts.length === 0 ? undefined : [...bound, ...options.allowHosts];
   const handler = createDashboard(service, { readOnly: options.readOnly, auth: options.auth, ...(allowedHosts ? { allowedHosts } : {}) });
   const server = createServer(handler);

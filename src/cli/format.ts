@@ -33,7 +33,10 @@ export function relative(at: Date | number, now = Date.now()): string {
 export function absolute(at: Date | number): string {
   const date = typeof at === 'number' ? new Date(at) : at;
   if (Number.isNaN(date.getTime())) return '-';
-  return date.toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z');
+  return date
+    .toISOString()
+    .replace('T', ' ')
+    .replace(/\.\d+Z$/, 'Z');
 }
 
 /** Absolute and relative: `2026-12-01 09:00:00Z (in 2h 59m)`. */

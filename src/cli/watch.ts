@@ -78,7 +78,14 @@ export async function watch(ctx: Context, options: WatchOptions): Promise<void> 
           ? `no event types under prefix '${ctx.prefix}' yet`
           : table(
               ['TYPE', 'SCHEDULED', 'READY', 'IN FLIGHT', 'DEAD', 'PAUSED'],
-              rows.map((r) => [r.type, cell(r.counts.scheduled, r.rates.scheduled), cell(r.counts.ready, r.rates.ready), cell(r.counts.inFlight, r.rates.inFlight), cell(r.counts.dead, r.rates.dead), r.paused ? 'yes' : 'no']),
+              rows.map((r) => [
+                r.type,
+                cell(r.counts.scheduled, r.rates.scheduled),
+                cell(r.counts.ready, r.rates.ready),
+                cell(r.counts.inFlight, r.rates.inFlight),
+                cell(r.counts.dead, r.rates.dead),
+                r.paused ? 'yes' : 'no',
+              ]),
             ),
       ].join('\n');
       ctx.out(options.redraw ? `${CLEAR}${frame}` : `${frame}\n`);

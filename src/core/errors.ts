@@ -23,10 +23,7 @@ export class InvalidEventError extends DelayedEventError {
 
 export class UnregisteredEventClassError extends DelayedEventError {
   constructor(className: string) {
-    super(
-      'UNREGISTERED_EVENT_CLASS',
-      `Class ${className || '(anonymous)'} has no @DelayedEvent('type.name') decorator; add one so its events have a stable type name in Redis.`,
-    );
+    super('UNREGISTERED_EVENT_CLASS', `Class ${className || '(anonymous)'} has no @DelayedEvent('type.name') decorator; add one so its events have a stable type name in Redis.`);
   }
 }
 

@@ -69,9 +69,7 @@ export function createDashboard(source: DashboardSource, options: DashboardOptio
 
   // One reading of the overview per interval, shared by every open page; none while no page is open.
   const overview$: Observable<Overview | { error: string }> = timer(0, refreshMs).pipe(
-    exhaustMap(() =>
-      defer(() => within(timeoutMs, readOverview(source, readOnly), false)).pipe(catchError((error: unknown) => of({ error: error instanceof Error ? error.message : String(error) }))),
-    ),
+    exhaustMap(() => defer(() => within(timeoutMs, readOverview(source, readOnly), false)).pipe(catchError((error: unknown) => of({ error: error instanceof Error ? error.message : String(error) })))),
     share(),
   );
 

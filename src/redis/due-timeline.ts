@@ -1,4 +1,4 @@
-import type { RedisClient } from './lua-scripts';
+import type { RedisClient } from './redis-client';
 import type { TypeKeys } from './redis-layout';
 
 /** How many scheduled events fall due in one stretch of time. */

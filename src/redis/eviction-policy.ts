@@ -1,5 +1,5 @@
 import type { Cluster } from 'ioredis';
-import type { RedisClient } from './lua-scripts';
+import type { RedisClient } from './redis-client';
 
 /** What decides whether a master may evict keys: its memory limit and its policy. */
 export interface EvictionSettings {

@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
-import type { Cluster, Redis } from 'ioredis';
+import type { Cluster } from 'ioredis';
+import type { RedisClient } from './redis-client';
 import { CallDeadlines } from './call-deadlines';
 import { parseEnvelope } from '../core/envelope';
 import { NotReplicatedError, RedisConnectionError } from '../core/errors';
@@ -8,7 +9,7 @@ import { LUA_SOURCES } from './lua-sources.generated';
 import { ScriptPermissions, isPermissionError, permissionError } from './permissions';
 import { READY_WAIT_MS, ReadyGate, isUnsent, nextReady } from './ready-gate';
 
-export type RedisClient = Redis | Cluster;
+export type { RedisClient } from './redis-client';
 
 const SCRIPT_NAMES = [
   'enqueue',
@@ -353,7 +354,6 @@ export class LuaScripts {
     return enqueueStatuses(statuses);
   }
 
-
   /** `defaultGroupHere`: a handler of the default group runs in this instance (it registers the group once the type has named ones). */
   async dispatchDue(keys: TypeKeys, limit: number, defaultGroupHere = false, newMarker = ''): Promise<DispatchResult> {
     const [movedDue, movedExpired, nextDue, now, marker] = (await this.run(
@@ -440,7 +440,24 @@ export class LuaScripts {
   /** Removes an event in any state; `mark: false` leaves no idempotency mark (an occurrence its schedule will enqueue again). */
   async cancel(keys: TypeKeys, id: string, mark = true): Promise<boolean> {
     const window = mark ? this.idempotencyWindowMs : 0;
-    return (await this.run('cancel', keys.meta, keys.schedule, keys.ready, keys.inFlight, keys.dead, keys.errors, keys.legacySchedule, keys.slotGuard, keys.recent, keys.groups, keys.pending, id, window)) === 1;
+    return (
+      (await this.run(
+        'cancel',
+        keys.meta,
+        keys.schedule,
+        keys.ready,
+        keys.inFlight,
+        keys.dead,
+        keys.errors,
+        keys.legacySchedule,
+        keys.slotGuard,
+        keys.recent,
+        keys.groups,
+        keys.pending,
+        id,
+        window,
+      )) === 1
+    );
   }
 
   /** Registers subscriber group `group` of a queue (a type or one partition); true when it is new. */

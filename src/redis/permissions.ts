@@ -1,5 +1,5 @@
 import { RedisConnectionError } from '../core/errors';
-import type { RedisClient } from './lua-scripts';
+import type { RedisClient } from './redis-client';
 
 /**
  * Redis runs a script's commands one by one and keeps what the first ones

@@ -1,5 +1,5 @@
 import { RedisConnectionError, classifyRedisError, describe } from '../core/errors';
-import type { RedisClient } from './lua-scripts';
+import type { RedisClient } from './redis-client';
 
 /**
  * How long a call waits for a connection that is not ready (connecting at

@@ -1,7 +1,8 @@
 import type { EventRoute } from '../core/delayed-event.decorator';
 import type { EventContext } from '../core/event-context';
 import type { CatchUp, StoredSpec, Window } from '../core/recurrence';
-import { type RedisClient, newMarkerValue } from './lua-scripts';
+import { newMarkerValue } from './lua-scripts';
+import type { RedisClient } from './redis-client';
 import type { RedisLayout } from './redis-layout';
 
 /** A recurring schedule as stored in Redis: plain JSON, so any instance can advance it without the event's class. */

@@ -1,5 +1,5 @@
 import { Cluster, Redis } from 'ioredis';
-import type { RedisClient } from './lua-scripts';
+import type { RedisClient } from './redis-client';
 
 /**
  * Owns the connections the service opens. A client handed in by the user stays
@@ -10,7 +10,10 @@ export class RedisConnections {
   private readonly owned = new Set<RedisClient>();
   private handlingConnection: RedisClient | undefined;
 
-  constructor(source: string | RedisClient, private readonly onError: (error: Error) => void) {
+  constructor(
+    source: string | RedisClient,
+    private readonly onError: (error: Error) => void,
+  ) {
     if (typeof source === 'string') {
       // Never re-send a command after a reconnect: Redis may have run it and lost
       // only the reply, and an enqueue or a claim must not take effect twice.

@@ -89,7 +89,6 @@ export const LEASE_PIN = Buffer.concat([Buffer.from([0xff]), Buffer.from('pin: k
 /** The group of handlers registered without a `group` option. */
 export const DEFAULT_GROUP = 'default';
 
-
 export class RedisLayout {
   /** Keys by tag: every enqueue and claim asks, and building seven strings each time shows in profiles. */
   private readonly byTag = new Map<string, TypeKeys>();

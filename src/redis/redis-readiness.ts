@@ -1,6 +1,6 @@
 import type { Cluster, Redis } from 'ioredis';
 import { RedisConnectionError, classifyRedisError, describe } from '../core/errors';
-import type { RedisClient } from './lua-scripts';
+import type { RedisClient } from './redis-client';
 import { LUA_SOURCES } from './lua-sources.generated';
 import { isUnsent, whenReady } from './ready-gate';
 

@@ -1,7 +1,7 @@
 import type { Cluster, Redis } from 'ioredis';
 import type { EventRoute } from '../core/delayed-event.decorator';
 import { parseEnvelope } from '../core/envelope';
-import type { RedisClient } from './lua-scripts';
+import type { RedisClient } from './redis-client';
 import { DEFAULT_GROUP, LEASE_PIN, type RedisLayout, type TypeKeys } from './redis-layout';
 
 /** Where a stored event is, in its type's (or group's) keys. */
@@ -199,7 +199,7 @@ export class StoredEvents {
   /** Which of `queues` holds `id` in its meta hash. */
   async queueHolding(queues: readonly TypeKeys[], id: string): Promise<TypeKeys | undefined> {
     const held = await Promise.all(queues.map((keys) => this.client.hexists(keys.meta, id)));
-    return queues[held.findIndex((n) => n === 1)];
+    return queues[held.indexOf(1)];
   }
 
   /** The counts of a type's partitions, summed, with its groups', and whether it is paused; one pipeline per queue, each command O(1). */
@@ -324,7 +324,10 @@ export class StoredEvents {
     const read = new Map<string, { header: string | null; body: string | null; error: string | null }>();
     await Promise.all(
       [...byQueue].map(async ([keys, ids]) => {
-        const pipeline = this.client.pipeline().hmget(keys.meta, ...ids).hmget(keys.errors, ...ids);
+        const pipeline = this.client
+          .pipeline()
+          .hmget(keys.meta, ...ids)
+          .hmget(keys.errors, ...ids);
         if (keys.sharedMeta !== keys.meta) pipeline.hmget(keys.sharedMeta, ...ids);
         const [headers, errors, bodies = headers] = pipelineValues(await pipeline.exec()) as Array<Array<string | null>>;
         ids.forEach((id, i) => read.set(`${keys.tag}\n${id}`, { header: headers![i] ?? null, body: bodies![i] ?? null, error: errors![i] ?? null }));

@@ -1,4 +1,4 @@
-import type { RedisClient } from '../redis/lua-scripts';
+import type { RedisClient } from '../redis/redis-client';
 import type { RedisLayout } from '../redis/redis-layout';
 
 /**

@@ -1,4 +1,4 @@
-import { Subscription, merge } from 'rxjs';
+import { type Subscription, merge } from 'rxjs';
 import type { BackgroundService } from './background-service';
 import type { DelayedEventInstance, EventClass } from '../core/delayed-event.decorator';
 import { type DecodedEvent, type EventCodec, DecodeError } from '../core/event-codec';

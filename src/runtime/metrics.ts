@@ -1,4 +1,4 @@
-import { Observable, Subject, defer, exhaustMap, from, merge, share, takeUntil, timer } from 'rxjs';
+import { type Observable, Subject, defer, exhaustMap, from, merge, share, takeUntil, timer } from 'rxjs';
 
 export type MetricKind = 'counter' | 'gauge' | 'timing';
 

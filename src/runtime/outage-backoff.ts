@@ -2,7 +2,10 @@
 export class OutageBackoff {
   private failures = 0;
 
-  constructor(private readonly initialMs = 100, private readonly maxMs = 5_000) {}
+  constructor(
+    private readonly initialMs = 100,
+    private readonly maxMs = 5_000,
+  ) {}
 
   next(): number {
     const ms = Math.min(this.maxMs, this.initialMs * 2 ** this.failures);

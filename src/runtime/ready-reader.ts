@@ -215,7 +215,8 @@ export class ReadyReader {
           this.metrics.count(METRIC.deadLettered, { ...tags, reason: 'lease-expired' }, result.deadLettered.length);
           if (result.deadLettered.length > 0) this.settings.activity?.deadLettered(result.deadLettered.length);
           if (this.metrics.noticing) {
-            for (const d of result.deadLettered) this.metrics.notice({ kind: 'dead-letter', ...tags, id: d.id, attempt: d.attempt, reason: 'lease-expired', error: `lease expired on attempt ${d.attempt}` });
+            for (const d of result.deadLettered)
+              this.metrics.notice({ kind: 'dead-letter', ...tags, id: d.id, attempt: d.attempt, reason: 'lease-expired', error: `lease expired on attempt ${d.attempt}` });
           }
           if (claimed > 0) {
             this.metrics.count(METRIC.events, { ...tags, direction: 'dequeue' }, claimed);
@@ -286,7 +287,6 @@ export class ReadyReader {
       return false;
     }
   }
-
 
   /** Sends waiting successes and start marks on their own (no claim), on the next turn. */
   private flushSoon(): void {

@@ -158,12 +158,7 @@ export class ServiceLog {
         fields.reason = classifyRedisError(cause);
         fields.error = cause instanceof Error ? cause.message : String(cause);
       }
-      const what =
-        loop === 'call-timeout'
-          ? 'a Redis call outlived commandTimeoutMs'
-          : loop === 'connection'
-            ? 'a Redis connection failed'
-            : `Redis calls of the ${loop} loop fail`;
+      const what = loop === 'call-timeout' ? 'a Redis call outlived commandTimeoutMs' : loop === 'connection' ? 'a Redis connection failed' : `Redis calls of the ${loop} loop fail`;
       this.write('warn', fields, `${what}; the service retries with backoff until Redis answers (one warning per loop and outage)`);
     }
     this.startProbing();
@@ -178,20 +173,23 @@ export class ServiceLog {
       let answered = false;
       const timeout = setTimeout(() => (this.probing = false), PROBE_EVERY_MS * 2);
       timeout.unref();
-      this.settings.ping().then(
-        () => (answered = true),
-        () => undefined,
-      ).finally(() => {
-        clearTimeout(timeout);
-        this.probing = false;
-        const outage = this.outage;
-        if (!answered || !outage || this.closed || Date.now() - outage.lastFailure < QUIET_MS) return;
-        this.outage = undefined;
-        this.lastConnectionError = undefined;
-        if (this.probe) clearInterval(this.probe);
-        this.probe = undefined;
-        this.write('info', { prefix: this.settings.prefix, downMs: Date.now() - outage.since, failedCalls: outage.failures }, 'Redis answers again; the service carries on');
-      });
+      this.settings
+        .ping()
+        .then(
+          () => (answered = true),
+          () => undefined,
+        )
+        .finally(() => {
+          clearTimeout(timeout);
+          this.probing = false;
+          const outage = this.outage;
+          if (!answered || !outage || this.closed || Date.now() - outage.lastFailure < QUIET_MS) return;
+          this.outage = undefined;
+          this.lastConnectionError = undefined;
+          if (this.probe) clearInterval(this.probe);
+          this.probe = undefined;
+          this.write('info', { prefix: this.settings.prefix, downMs: Date.now() - outage.since, failedCalls: outage.failures }, 'Redis answers again; the service carries on');
+        });
     }, PROBE_EVERY_MS);
     this.probe.unref();
   }

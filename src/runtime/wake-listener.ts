@@ -1,5 +1,5 @@
 import { Observable, share } from 'rxjs';
-import type { RedisClient } from '../redis/lua-scripts';
+import type { RedisClient } from '../redis/redis-client';
 import type { RedisConnections } from '../redis/redis-connections';
 
 /** Tag of the wake-up sent when the subscription (re)starts: messages may have been missed, every dispatcher should look. */

@@ -103,7 +103,17 @@ export class DelayedEventService {
       closed: isClosing,
       onCancelled: (type) => this.metrics.count(METRIC.cancelled, { type }),
     });
-    this.enqueuer = new Enqueuer({ options: settings, layout, scripts: this.scripts, codec, contextStore: this.contextStore, metrics: this.metrics, activity: this.activityRecorder, assertOpen, onStored: (route) => this.healthState.know(route) });
+    this.enqueuer = new Enqueuer({
+      options: settings,
+      layout,
+      scripts: this.scripts,
+      codec,
+      contextStore: this.contextStore,
+      metrics: this.metrics,
+      activity: this.activityRecorder,
+      assertOpen,
+      onStored: (route) => this.healthState.know(route),
+    });
     this.recurring = new RecurringSchedules(this.connections.command, this.scripts, layout, codec, this.metrics, {
       pollIntervalMs: settings.pollIntervalMs,
       store: async (occurrences, replace) => void (await firstValueFrom(this.enqueuer.storeOccurrences(occurrences, replace))),

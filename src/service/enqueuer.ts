@@ -150,13 +150,7 @@ export class Enqueuer {
     });
   }
 
-  private prepare(
-    event: DelayedEventInstance,
-    due: () => DueSpec,
-    context: EventContext | undefined,
-    requestedAt: number,
-    how: { readonly batch: boolean; readonly replace: boolean },
-  ): PreparedEvent {
+  private prepare(event: DelayedEventInstance, due: () => DueSpec, context: EventContext | undefined, requestedAt: number, how: { readonly batch: boolean; readonly replace: boolean }): PreparedEvent {
     this.parts.assertOpen();
     const { instrumentEnqueue: instrument, contextProvider } = this.parts.options;
     const store = this.parts.contextStore;

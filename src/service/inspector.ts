@@ -8,7 +8,8 @@ import { checkGroupArgument, checkIntegerArgument, checkStateArgument } from '..
 import { checkIdArgument, checkTypeName } from '../core/names';
 import { type JsonEvent, parseStoredBody } from '../core/stored-body';
 import { type DueTimeline, readDueTimeline } from '../redis/due-timeline';
-import { type DeadLetterStep, type DueSpec, LuaScripts, type RedisClient } from '../redis/lua-scripts';
+import { type DeadLetterStep, type DueSpec, LuaScripts } from '../redis/lua-scripts';
+import type { RedisClient } from '../redis/redis-client';
 import { RecurringStore } from '../redis/recurring-store';
 import { RedisConnections } from '../redis/redis-connections';
 import { pingWithin } from '../redis/redis-readiness';
@@ -492,11 +493,7 @@ export class Inspector {
 }
 
 /** On the given ids, or on all (oldest first), in chunks: a long list or a huge dead-letter set never holds Redis in one script. */
-async function applyInChunks(
-  keys: TypeKeys,
-  ids: readonly string[] | undefined,
-  step: (keys: TypeKeys, ids: readonly string[], limit: number) => Promise<DeadLetterStep>,
-): Promise<number> {
+async function applyInChunks(keys: TypeKeys, ids: readonly string[] | undefined, step: (keys: TypeKeys, ids: readonly string[], limit: number) => Promise<DeadLetterStep>): Promise<number> {
   let total = 0;
   if (ids) {
     for (let from = 0; from < ids.length; from += DEAD_LETTER_CHUNK) {

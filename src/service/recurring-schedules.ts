@@ -6,7 +6,8 @@ import { InvalidOptionError } from '../core/errors';
 import type { EventCodec } from '../core/event-codec';
 import type { EventContext } from '../core/event-context';
 import { type CatchUp, MAX_CATCH_UP, type RecurrenceSpec, type StoredSpec, type Window, checkSpec, checkWindow, occurrenceAtOrAfter } from '../core/recurrence';
-import type { LuaScripts, RedisClient } from '../redis/lua-scripts';
+import type { LuaScripts } from '../redis/lua-scripts';
+import type { RedisClient } from '../redis/redis-client';
 import { RecurringStore, type ScheduleDefinition } from '../redis/recurring-store';
 import type { RedisLayout } from '../redis/redis-layout';
 import { METRIC, type Metrics } from '../runtime/metrics';
@@ -294,12 +295,7 @@ export class RecurringSchedules implements BackgroundService {
  * (`replace`, so one the new definition stored meanwhile is not lost); any
  * other is cancelled, leaving no idempotency mark.
  */
-async function settleAhead(
-  old: ScheduleDefinition,
-  successor: ScheduleDefinition | undefined,
-  store: RecurringSettings['store'] | undefined,
-  cancel: RecurringSettings['cancel'],
-): Promise<void> {
+async function settleAhead(old: ScheduleDefinition, successor: ScheduleDefinition | undefined, store: RecurringSettings['store'] | undefined, cancel: RecurringSettings['cancel']): Promise<void> {
   const route = { type: old.type, partitions: old.partitions };
   const now = Date.now();
   for (const at of old.ahead ?? []) {
@@ -351,7 +347,6 @@ function missedEvery(every: number, window: Window, anchor: number, from: number
 
 /** Whether two definitions describe the same schedule (what `schedule()` was given; not where it has got to). */
 function sameSchedule(a: ScheduleDefinition, b: ScheduleDefinition): boolean {
-  const given = (d: ScheduleDefinition) =>
-    JSON.stringify([d.type, d.partitions, d.spec, d.window.startAt ?? null, d.window.endAt ?? null, d.catchUp, d.payload, d.context ?? null]);
+  const given = (d: ScheduleDefinition) => JSON.stringify([d.type, d.partitions, d.spec, d.window.startAt ?? null, d.window.endAt ?? null, d.catchUp, d.payload, d.context ?? null]);
   return given(a) === given(b);
 }

@@ -122,9 +122,7 @@ export function checkLedger(lines: readonly Line[], kills: Fleet['kills'], deadL
   const duplicated = [...oks].filter(([, list]) => list.length > 1);
   const first = (list: Line[]) => list[0]!;
   // A start of attempt 1 after the event's first success: the event was created again.
-  const enqueuedTwice = duplicated
-    .filter(([id, list]) => lines.some((l) => l.start === id && l.attempt === 1 && l.at > first(list).at))
-    .map(([id]) => id);
+  const enqueuedTwice = duplicated.filter(([id, list]) => lines.some((l) => l.start === id && l.attempt === 1 && l.at > first(list).at)).map(([id]) => id);
   const recreated = new Set(enqueuedTwice);
   return {
     accepted: accepted.size,

@@ -1,4 +1,4 @@
-import { Cluster, Redis } from 'ioredis';
+import { type Cluster, Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll } from 'vitest';
 import { type DeadLetter, type DelayedEventInstance, DelayedEventService, type DelayedEventServiceOptions, type EventClass, type Metric } from '../../src';
 import { RedisCluster } from './redis-cluster';
@@ -118,9 +118,7 @@ export function recordMetrics(service: DelayedEventService): Metric[] {
 }
 
 export function counter(metrics: readonly Metric[], name: string, tags: Record<string, string> = {}): number {
-  return metrics
-    .filter((m) => m.name === name && m.kind === 'counter' && Object.entries(tags).every(([k, v]) => m.tags[k] === v))
-    .reduce((sum, m) => sum + m.value, 0);
+  return metrics.filter((m) => m.name === name && m.kind === 'counter' && Object.entries(tags).every(([k, v]) => m.tags[k] === v)).reduce((sum, m) => sum + m.value, 0);
 }
 
 /** Waits until the type's dead-letter set holds exactly `count` events, and returns them. */

@@ -11,9 +11,7 @@ export class RedisCluster {
 
   static async start(): Promise<RedisCluster> {
     const nodes = await Promise.all(
-      Array.from({ length: 6 }, () =>
-        RedisServer.start(['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '2000', '--repl-diskless-sync-delay', '0']),
-      ),
+      Array.from({ length: 6 }, () => RedisServer.start(['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '2000', '--repl-diskless-sync-delay', '0'])),
     );
     const cluster = new RedisCluster(nodes);
     try {

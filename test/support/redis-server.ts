@@ -66,11 +66,7 @@ export class RedisServer {
     const listen = this.tls
       ? ['--port', '0', '--tls-port', String(this.port), '--tls-cert-file', this.tls.cert, '--tls-key-file', this.tls.key, '--tls-ca-cert-file', this.tls.ca, '--tls-auth-clients', 'no']
       : ['--port', String(this.port)];
-    const child = spawn(
-      'redis-server',
-      [...listen, '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', this.dir, ...this.args],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    );
+    const child = spawn('redis-server', [...listen, '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', this.dir, ...this.args], { stdio: ['ignore', 'pipe', 'pipe'] });
     this.process = child;
     stopOnExit.add(child);
     return new Promise<void>((resolve, reject) => {

@@ -54,7 +54,14 @@ export function EventPage(props: { type: string; id: string; readOnly: boolean }
         <>
           <dl class="fields" data-testid="event-fields">
             <Field label="State" value={STATE_LABEL[e.state]} testId="event-state" />
-            {e.groups && <Field label="Per group" value={Object.entries(e.groups).map(([g, s]) => `${g}: ${STATE_LABEL[s]}`).join(', ')} />}
+            {e.groups && (
+              <Field
+                label="Per group"
+                value={Object.entries(e.groups)
+                  .map(([g, s]) => `${g}: ${STATE_LABEL[s]}`)
+                  .join(', ')}
+              />
+            )}
             <Field label="Due" value={`${absolute(e.dueAt)} (${relative(e.dueAt)})`} />
             <Field label="Attempt" value={e.attempt} />
             <Field label="Enqueued" value={e.enqueuedAt && `${absolute(e.enqueuedAt)} (${relative(e.enqueuedAt)})`} />
@@ -92,7 +99,14 @@ export function EventPage(props: { type: string; id: string; readOnly: boolean }
                     class="inline"
                     onSubmit={(ev) => {
                       ev.preventDefault();
-                      void act('Reschedule?', `${id} becomes due ${delay === 'now' ? 'now' : `at ${delay}`} from now (or at that date).`, 'Reschedule', () => api.reschedule(type, id, delay), `Rescheduled to ${delay}`, false);
+                      void act(
+                        'Reschedule?',
+                        `${id} becomes due ${delay === 'now' ? 'now' : `at ${delay}`} from now (or at that date).`,
+                        'Reschedule',
+                        () => api.reschedule(type, id, delay),
+                        `Rescheduled to ${delay}`,
+                        false,
+                      );
                     }}
                   >
                     <input aria-label="New delay" value={delay} onInput={(ev) => setDelay((ev.target as HTMLInputElement).value)} size={14} />
@@ -102,7 +116,12 @@ export function EventPage(props: { type: string; id: string; readOnly: boolean }
               )}
               {e.state === 'dead' && (
                 <>
-                  <button type="button" class="primary" data-testid="replay-one" onClick={() => act('Replay this dead letter?', `${id} is scheduled again with fresh attempts.`, 'Replay', () => api.replay(type, { ids: [id] }), 'Replayed', false)}>
+                  <button
+                    type="button"
+                    class="primary"
+                    data-testid="replay-one"
+                    onClick={() => act('Replay this dead letter?', `${id} is scheduled again with fresh attempts.`, 'Replay', () => api.replay(type, { ids: [id] }), 'Replayed', false)}
+                  >
                     Replay
                   </button>
                   <button type="button" class="danger" onClick={() => act('Purge this dead letter?', `${id} is deleted for good.`, 'Purge', () => api.purge(type, { ids: [id] }), 'Purged')}>
@@ -122,4 +141,3 @@ export function EventPage(props: { type: string; id: string; readOnly: boolean }
     </div>
   );
 }
-

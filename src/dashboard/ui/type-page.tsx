@@ -266,9 +266,7 @@ export function TypePage(props: { info: TypeOverview | undefined; type: string; 
             <button type="button" disabled={offset === 0} onClick={() => setOffset(Math.max(0, offset - PAGE))}>
               ← Previous
             </button>
-            <span class="muted">
-              {events.length > 0 ? `${count(offset + 1)}–${count(offset + events.length)}` : ''}
-            </span>
+            <span class="muted">{events.length > 0 ? `${count(offset + 1)}–${count(offset + events.length)}` : ''}</span>
             <button type="button" disabled={events.length < PAGE} onClick={() => setOffset(offset + PAGE)}>
               Next →
             </button>

@@ -50,7 +50,7 @@ export interface DelayedEventsModuleOptions extends DelayedEventServiceOptions {
 }
 
 export interface DelayedEventsModuleAsyncOptions extends Pick<ModuleMetadata, 'imports'> {
-  readonly useFactory: (...args: any[]) => DelayedEventServiceOptions | Promise<DelayedEventServiceOptions>;
+  readonly useFactory: (...args: never[]) => DelayedEventServiceOptions | Promise<DelayedEventServiceOptions>;
   readonly inject?: Array<InjectionToken | OptionalFactoryDependency>;
   /** Default true. */
   readonly global?: boolean;
@@ -97,11 +97,7 @@ export class DelayedEventsExplorer implements OnApplicationBootstrap, OnApplicat
 }
 
 function serviceProviders(options: Provider): Provider[] {
-  return [
-    options,
-    { provide: DelayedEventService, useFactory: (resolved: DelayedEventServiceOptions) => new DelayedEventService(resolved), inject: [DELAYED_EVENTS_OPTIONS] },
-    DelayedEventsExplorer,
-  ];
+  return [options, { provide: DelayedEventService, useFactory: (resolved: DelayedEventServiceOptions) => new DelayedEventService(resolved), inject: [DELAYED_EVENTS_OPTIONS] }, DelayedEventsExplorer];
 }
 
 /**

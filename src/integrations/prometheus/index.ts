@@ -63,6 +63,7 @@ class Exporter {
   readonly services = new Set<DelayedEventService>();
   private readonly instruments = new Map<MetricName, Instrument>();
   private readonly evicting: Gauge<string>;
+  // biome-ignore lint/correctness/noUnusedPrivateClassMembers: the gauge collects through its registry; held for its lifetime beside the others
   private readonly state: Gauge<string>;
   private readonly paused: Gauge<string>;
   private readonly names: string[] = [];

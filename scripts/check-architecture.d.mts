@@ -1,0 +1,8 @@
+// Types of scripts/check-architecture.mjs, for test/architecture.test.ts.
+export declare const ROOT: string;
+/** Every module of src/ (relative to the root) and the project modules it imports. */
+export declare function importGraph(root?: string): Map<string, string[]>;
+/** Each import cycle, as the modules along it. */
+export declare function findCycles(graph: Map<string, string[]>): string[][];
+/** Each import that crosses the layers the wrong way, said in a line. */
+export declare function layeringProblems(graph: Map<string, string[]>, root?: string): string[];

@@ -1,0 +1,44 @@
+import { execFileSync } from 'node:child_process';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ROOT, findCycles, importGraph, layeringProblems } from '../scripts/check-architecture.mjs';
+
+/**
+ * The layers docs/architecture.md draws hold in the imports: core imports
+ * nothing of the project, redis imports core, runtime redis and core, service
+ * those; the CLI, the dashboard and the integrations use only the public
+ * entry points, as an application does. No module imports itself back.
+ */
+describe('the shape of src/', () => {
+  const graph = importGraph(ROOT);
+
+  it('reads every module', () => {
+    expect(graph.get('src/index.ts')).toContain('src/service/delayed-event-service.ts');
+    expect(graph.size).toBeGreaterThan(50);
+  });
+
+  it('has no import cycle', () => {
+    expect(findCycles(graph)).toEqual([]);
+  });
+
+  it('keeps each layer to the layers below it, and the tools to the public entry points', () => {
+    expect(layeringProblems(graph, ROOT)).toEqual([]);
+  });
+
+  it('catches a cycle and an import that runs back up', () => {
+    const broken = new Map(graph);
+    broken.set('src/core/names.ts', [...(graph.get('src/core/names.ts') ?? []), 'src/redis/redis-layout.ts']);
+    broken.set('src/cli/format.ts', ['src/service/inspector.ts']);
+    const problems = layeringProblems(broken, ROOT);
+    expect(problems).toHaveLength(2);
+    expect(problems).toEqual(
+      expect.arrayContaining([expect.stringContaining('src/core/names.ts imports src/redis/redis-layout.ts'), expect.stringContaining('src/cli/format.ts imports src/service/inspector.ts')]),
+    );
+    broken.set('src/redis/redis-layout.ts', [...(graph.get('src/redis/redis-layout.ts') ?? []), 'src/core/names.ts']);
+    expect(findCycles(broken).some((cycle) => cycle.includes('src/core/names.ts') && cycle.includes('src/redis/redis-layout.ts'))).toBe(true);
+  });
+
+  it('runs as the lint step does, exiting 0', () => {
+    execFileSync(process.execPath, [join(ROOT, 'scripts', 'check-architecture.mjs')], { stdio: 'pipe' });
+  });
+});

@@ -2,8 +2,8 @@
 -- occurrence moved on) only if it is still the one the caller read, so that of
 -- several instances advancing it at once one wins; the others' enqueues of the
 -- same occurrences were duplicates (their ids are <name>@<occurrence ms>).
--- KEYS[1] recurring schedules hash (name -> definition JSON)
--- KEYS[2] slot guard: never written; declared so that Redis refuses the script
+-- KEYS[1] recurring: recurring schedules hash (name -> definition JSON)
+-- KEYS[2] slotGuard: slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
 -- ARGV[1] schedule name
 -- ARGV[2] the definition as read

@@ -3,25 +3,25 @@
 -- handlers succeeded, then READY -> IN_FLIGHT (attempt + 1, leased until
 -- now + lease) for as many events as the caller has free handler slots, or
 -- READY -> DEAD for an event whose lease already expired on its last attempt.
--- Every result is fenced by the claim it belongs to (includes/lease.lua): a
+-- Every result is fenced by the claim it belongs to (includes/lease-constants.lua): a
 -- result of a claim that is no longer the one in flight (lease expired,
 -- claimed again, replaced, cancelled) changes nothing.
 -- The attempt in flight is the envelope's plus one, so completing reads only
 -- the in-flight zset and claiming writes no envelope.
--- KEYS[1] ready list
--- KEYS[2] in-flight zset (id -> lease score, includes/lease.lua)
--- KEYS[3] meta hash
--- KEYS[4] dead zset
--- KEYS[5] errors hash
--- KEYS[6] slot guard: never written; declared so that Redis refuses the script
+-- KEYS[1] ready: ready list
+-- KEYS[2] inFlight: in-flight zset (id -> lease score, includes/lease-constants.lua)
+-- KEYS[3] meta: meta hash
+-- KEYS[4] dead: dead zset
+-- KEYS[5] errors: errors hash
+-- KEYS[6] slotGuard: slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
--- KEYS[7] recent zset    (id -> end of its idempotency window ms)
--- KEYS[8] claim log of the calling reader: what its last claim took, so that a
+-- KEYS[7] recent: recent zset    (id -> end of its idempotency window ms)
+-- KEYS[8] claimLog: claim log of the calling reader: what its last claim took, so that a
 --         claim whose reply was lost can be given back (release-claim.lua)
--- KEYS[9] pending hash   (id -> how many groups still hold the event; includes/groups.lua)
--- KEYS[10] the type's meta hash, where bodies live: KEYS[3] itself for the
+-- KEYS[9] pending: pending hash   (id -> how many groups still hold the event; includes/group-keys.lua)
+-- KEYS[10] sharedMeta: the type's meta hash, where bodies live: KEYS[3] itself for the
 --         default group; a named group's KEYS[3] holds only headers 'attempt|due|'
--- KEYS[11] paused flag: while it exists nothing is claimed
+-- KEYS[11] paused: paused flag: while it exists nothing is claimed
 -- ARGV[1] most events to claim (0: only complete)
 -- ARGV[2] lease ms
 -- ARGV[3] max attempts
@@ -40,10 +40,14 @@
 -- flag per event, keeps the usual reply (every success completed) short.
 -- A claimed event's envelope is returned as stored: its attempt is the one
 -- before this claim (the claim's is one more), and the caller splits it.
--- @include envelope
--- @include lease-pin
--- @include lease
--- @include groups
+-- @include envelope-attempt
+-- @include envelope-parse
+-- @include groups-release
+-- @include lease-claim-scores
+-- @include lease-fences
+-- @include lease-pin-constants
+-- @include lease-unpin-if-idle
+-- @include now-ms-us
 
 local group_queue = KEYS[10] ~= KEYS[3]
 

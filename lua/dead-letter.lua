@@ -1,20 +1,22 @@
 -- Transition: IN_FLIGHT -> DEAD with its reason (attempts used up, or the
 -- stored envelope cannot be decoded). Fenced by the claim, like complete-and-claim.lua;
 -- the envelope gets the attempt that ended, which the dead-letter listing shows.
--- KEYS[1] meta hash
--- KEYS[2] in-flight zset (id -> lease score, includes/lease.lua)
--- KEYS[3] dead zset
--- KEYS[4] errors hash
--- KEYS[5] slot guard: never written; declared so that Redis refuses the script
+-- KEYS[1] meta: meta hash
+-- KEYS[2] inFlight: in-flight zset (id -> lease score, includes/lease-constants.lua)
+-- KEYS[3] dead: dead zset
+-- KEYS[4] errors: errors hash
+-- KEYS[5] slotGuard: slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
 -- ARGV[1] id
 -- ARGV[2] identity of the claim that ran it (its not-started lease score)
 -- ARGV[3] attempt
 -- ARGV[4] reason
 -- Returns 1 when dead-lettered, 0 when the claim was stale.
--- @include envelope
--- @include lease-pin
--- @include lease
+-- @include envelope-make
+-- @include envelope-parse
+-- @include lease-fences
+-- @include lease-remove
+-- @include now-ms
 
 local id = ARGV[1]
 local score = redis.call('ZSCORE', KEYS[2], id)

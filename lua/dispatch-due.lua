@@ -1,26 +1,26 @@
 -- Transition: SCHEDULED (due) -> READY, and IN_FLIGHT (lease expired) -> READY,
 -- writing the attempt that expired into the envelope when its handler had
--- started (see includes/lease.lua). An event claimed ahead whose instance
+-- started (see includes/lease-constants.lua). An event claimed ahead whose instance
 -- stopped before starting it spends no attempt; the note left in its error
 -- makes a second such expiry in a row count, so that an event which stops its
 -- instance before the start reaches Redis still runs out of attempts.
 -- Atomic, so any number of dispatchers may run it at once without a lock.
--- KEYS[1] schedule index (bucket -> earliest due ms; see includes/schedule.lua)
--- KEYS[2] in-flight zset (id -> lease score, includes/lease.lua)
--- KEYS[3] ready list
--- KEYS[4] legacy schedule zset (id -> due ms), written by 0.1; only emptied
--- KEYS[5] meta hash
--- KEYS[6] slot guard: never written; declared so that Redis refuses the script
+-- KEYS[1] schedule: schedule index (bucket -> earliest due ms; see includes/schedule-buckets-constants.lua)
+-- KEYS[2] inFlight: in-flight zset (id -> lease score, includes/lease-constants.lua)
+-- KEYS[3] ready: ready list
+-- KEYS[4] legacySchedule: legacy schedule zset (id -> due ms), written by 0.1; only emptied
+-- KEYS[5] meta: meta hash
+-- KEYS[6] slotGuard: slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
--- KEYS[7] recent zset    (id -> end of its idempotency window ms); marks whose
+-- KEYS[7] recent: recent zset    (id -> end of its idempotency window ms); marks whose
 --         window ended are dropped here, at most ARGV[1] a call
--- KEYS[8] group registry (group -> registered at ms): a due event goes to every
+-- KEYS[8] groups: group registry (group -> registered at ms): a due event goes to every
 --         group in it; none, or only 'default': to the ready list alone. A named
 --         group's own keys name a registry never written: its retries are its own.
--- KEYS[9] pending hash   (id -> how many groups still hold the event)
--- KEYS[10] paused flag: while it exists nothing is moved
--- KEYS[11] errors hash   (id -> last error)
--- KEYS[12] the queue's marker (register-group.lua): set while Redis holds the
+-- KEYS[9] pending: pending hash   (id -> how many groups still hold the event)
+-- KEYS[10] paused: paused flag: while it exists nothing is moved
+-- KEYS[11] errors: errors hash   (id -> last error)
+-- KEYS[12] marker: the queue's marker (register-group.lua): set while Redis holds the
 --         registrations of groups and recurring schedules made on this queue
 -- ARGV[1] most events to move in this call
 -- ARGV[2] '1' when a handler of the default group runs here: once the type has
@@ -37,11 +37,17 @@
 -- ARGV[5] the queue's tag (a group's keys: its queue's)
 -- Returns {moved due, moved with expired lease, next due ms or -1, Redis now ms,
 --          the marker's value (ARGV[3] given) or ''}.
--- @include envelope
--- @include lease-pin
--- @include lease
--- @include schedule
--- @include groups
+-- @include envelope-make
+-- @include envelope-parse
+-- @include group-keys
+-- @include hset-pairs
+-- @include lease-constants
+-- @include lease-started
+-- @include lease-unpin-if-idle
+-- @include named-groups
+-- @include next-due
+-- @include now-ms
+-- @include schedule-take-due
 
 local UNSTARTED = 'lease expired before its handler started (the instance that claimed it ahead stopped); attempt not counted'
 

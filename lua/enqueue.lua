@@ -1,18 +1,18 @@
 -- Transition: (nothing) -> SCHEDULED, or any state -> SCHEDULED when replacing;
 -- for one event or a batch of events of one type.
--- KEYS[1] meta hash      (id -> envelope)
--- KEYS[2] schedule index (bucket -> earliest due ms; see includes/schedule.lua)
--- KEYS[3] ready list
--- KEYS[4] in-flight zset (id -> lease score, includes/lease.lua)
--- KEYS[5] dead zset      (id -> dead-lettered at ms)
--- KEYS[6] errors hash    (id -> last error)
--- KEYS[7] legacy schedule zset (id -> due ms), written by 0.1; only emptied
--- KEYS[8] slot guard: never written; declared so that Redis refuses the script
+-- KEYS[1] meta: meta hash      (id -> envelope)
+-- KEYS[2] schedule: schedule index (bucket -> earliest due ms; see includes/schedule-buckets-constants.lua)
+-- KEYS[3] ready: ready list
+-- KEYS[4] inFlight: in-flight zset (id -> lease score, includes/lease-constants.lua)
+-- KEYS[5] dead: dead zset      (id -> dead-lettered at ms)
+-- KEYS[6] errors: errors hash    (id -> last error)
+-- KEYS[7] legacySchedule: legacy schedule zset (id -> due ms), written by 0.1; only emptied
+-- KEYS[8] slotGuard: slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
--- KEYS[9] recent zset    (id -> end of its idempotency window ms): ids handled or
+-- KEYS[9] recent: recent zset    (id -> end of its idempotency window ms): ids handled or
 --         cancelled lately; enqueueing one again without replace is a duplicate
--- KEYS[10] group registry (includes/groups.lua)
--- KEYS[11] pending hash: a replaced event delivered to named groups leaves each
+-- KEYS[10] groups: group registry (includes/group-keys.lua)
+-- KEYS[11] pending: pending hash: a replaced event delivered to named groups leaves each
 -- ARGV[1] '1' to replace stored events, '0' to leave them as they are
 -- ARGV[2] wake channel
 -- ARGV[3] wake message (the type's key tag)
@@ -23,16 +23,16 @@
 --
 -- A call that does not replace reads and writes only the meta hash, the
 -- schedule and the recent zset. It may name just those and the slot guard,
--- as four keys: KEYS[1] meta hash, KEYS[2] schedule index, KEYS[3] recent
--- zset, KEYS[4] slot guard; ARGV as above. Seven keys fewer are less for the
--- client to write and for Redis to read on every enqueue.
+-- as four keys, ARGV as above: seven keys fewer are less for the client to
+-- write and for Redis to read on every enqueue.
+-- KEYS(plain) meta schedule recent slotGuard
 
 local RECENT = KEYS[9] or KEYS[3]
 
 -- One new event into a bucket that starts at or before its due time and has
 -- room: the most common call, taken before any helper below is defined, as
 -- defining them costs Redis more than this path's own work (~10.5 -> ~8 µs a
--- call). It is schedule_target + schedule_fill of includes/schedule.lua for
+-- call). It is schedule_target + schedule_fill of includes/schedule-buckets-constants.lua for
 -- that one case (BUCKET_MAX 64); everything else goes the general way.
 if #ARGV == 6 and ARGV[1] ~= '1' then
   local spec, due = ARGV[6], nil
@@ -67,16 +67,18 @@ if #ARGV == 6 and ARGV[1] ~= '1' then
   end
 end
 
--- @include envelope
--- @include lease-pin
--- @include schedule
--- @include groups
--- @include groups-forget
+-- @include envelope-make
+-- @include envelope-parse
+-- @include now-ms
+-- @include remove-from-any-state
+-- @include schedule-add
 
 local replace = ARGV[1] == '1'
 if replace and not KEYS[11] then
   return redis.error_reply('ERR enqueue: replacing needs all 11 keys, not the four of a plain enqueue')
 end
+-- The queue's keys for remove_from_any_state: only a replacing call (all 11 keys) removes.
+local QUEUE = replace and { meta = KEYS[1], schedule = KEYS[2], ready = KEYS[3], in_flight = KEYS[4], dead = KEYS[5], errors = KEYS[6], legacy = KEYS[7], groups = KEYS[10], pending = KEYS[11] } or nil
 local now
 local function due_of(due_spec)
   if string.byte(due_spec, 1) == 43 then -- '+': relative to Redis's now
@@ -161,14 +163,7 @@ for k = 1, n do
     if stored[k] and not taken[id] then
       -- An event lives in exactly one of schedule, ready, in-flight or dead.
       local _, stored_due = envelope_parse(stored[k])
-      if not schedule_remove(KEYS[2], id, stored_due)
-        and redis.call('ZREM', KEYS[7], id) == 0
-        and not lease_remove(KEYS[4], id)
-        and redis.call('ZREM', KEYS[5], id) == 0 then
-        redis.call('LREM', KEYS[3], 1, id)
-      end
-      redis.call('HDEL', KEYS[6], id)
-      groups_forget(KEYS[10], KEYS[11], KEYS[1], id)
+      remove_from_any_state(QUEUE, id, stored_due)
     end
     -- Attempt 0 also fences off the result of a handler still running an old payload.
     envelopes[n_env + 1] = id

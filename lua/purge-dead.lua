@@ -1,16 +1,16 @@
 -- Transition: DEAD -> (removed).
--- KEYS[1] dead zset
--- KEYS[2] meta hash
--- KEYS[3] errors hash
--- KEYS[4] slot guard: never written; declared so that Redis refuses the script
+-- KEYS[1] dead: dead zset
+-- KEYS[2] meta: meta hash
+-- KEYS[3] errors: errors hash
+-- KEYS[4] slotGuard: slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
--- KEYS[5] pending hash   (id -> how many groups still hold the event)
--- KEYS[6] the type's meta hash, where bodies live: KEYS[2] itself for the
+-- KEYS[5] pending: pending hash   (id -> how many groups still hold the event)
+-- KEYS[6] sharedMeta: the type's meta hash, where bodies live: KEYS[2] itself for the
 --         default group; a named group's KEYS[2] holds only headers
 -- ARGV[1] most events to purge when no ids are given
 -- ARGV[2..] ids to purge; none means the oldest ARGV[1] dead letters
 -- Returns how many events were purged.
--- @include groups
+-- @include groups-release
 
 local group_queue = KEYS[6] ~= KEYS[2]
 local ids = {}

@@ -3,17 +3,17 @@
 -- of its handlers runs. The default group (handlers without a group) needs no
 -- registry while it is the only one: it is registered only once the type has
 -- one, here or by its handlers' dispatchers.
--- KEYS[1] group registry (group -> registered at ms)
--- KEYS[2] slot guard: never written; declared so that Redis refuses the script
+-- KEYS[1] groups: group registry (group -> registered at ms)
+-- KEYS[2] slotGuard: slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
--- KEYS[3] the queue's marker: set with its first registration and never removed,
+-- KEYS[3] marker: the queue's marker: set with its first registration and never removed,
 --         so that its absence tells the instances that Redis lost their
 --         registrations (dispatch-due.lua)
 -- ARGV[1] group name
 -- ARGV[2] the marker's value, if it has none yet
 -- Returns 1 when newly registered, 0 when it already was (or is the default
 -- group of a type without named groups, which needs no registry).
--- @include envelope
+-- @include now-ms
 
 if ARGV[1] == 'default' and redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 redis.call('SET', KEYS[3], ARGV[2], 'NX')

@@ -1,18 +1,18 @@
 -- Transition: IN_FLIGHT -> READY for the events of one claim whose reply never
 -- reached its reader (the connection was reset, the call timed out): no
 -- handler runs them, and waiting out their leases would spend an attempt.
--- The attempt in flight lives only in the lease (includes/lease.lua), so
+-- The attempt in flight lives only in the lease (includes/lease-constants.lua), so
 -- taking the lease back leaves the event's attempts as they were.
--- KEYS[1] claim log of the reader (complete-and-claim.lua): token ':' msgpack
+-- KEYS[1] claimLog: claim log of the reader (complete-and-claim.lua): token ':' msgpack
 --         {lease score, id, ...} of its last claim; expires with the leases
--- KEYS[2] in-flight zset (id -> lease score, includes/lease.lua)
--- KEYS[3] ready list
--- KEYS[4] slot guard: never written; declared so that Redis refuses the script
+-- KEYS[2] inFlight: in-flight zset (id -> lease score, includes/lease-constants.lua)
+-- KEYS[3] ready: ready list
+-- KEYS[4] slotGuard: slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
 -- ARGV[1] token of the claim whose reply was lost
 -- Returns how many events went back to the head of the ready list.
--- @include lease-pin
--- @include lease
+-- @include lease-fences
+-- @include lease-give-back
 
 local log = redis.call('GET', KEYS[1])
 if not log then return 0 end

@@ -2,18 +2,18 @@
 -- handler slots and gives back without having started them: the reader is
 -- stopping, the type was paused, or an event waited for a slot so long that
 -- its lease could run out while its handler runs. No handler ran them, so no
--- attempt is spent. Fenced by the claim (includes/lease.lua): an event whose
+-- attempt is spent. Fenced by the claim (includes/lease-constants.lua): an event whose
 -- lease expired, or that was replaced and claimed again meanwhile, is not this
 -- reader's to give back.
--- KEYS[1] in-flight zset (id -> lease score, includes/lease.lua)
--- KEYS[2] ready list
--- KEYS[3] slot guard: never written; declared so that Redis refuses the script
+-- KEYS[1] inFlight: in-flight zset (id -> lease score, includes/lease-constants.lua)
+-- KEYS[2] ready: ready list
+-- KEYS[3] slotGuard: slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
 -- ARGV[1..] id, identity of the claim that took it (its not-started lease
 --           score), in the order they were claimed
 -- Returns how many events went back to the head of the ready list.
--- @include lease-pin
--- @include lease
+-- @include lease-fences
+-- @include lease-give-back
 
 local ids = {}
 for i = 1, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end

@@ -5,16 +5,17 @@
 -- returns 0 left. Until then the group stays in the registry marked as being
 -- removed: dispatch delivers nothing more to it, while a cancel or a replace
 -- still takes an event out of it (includes/groups-forget.lua).
--- KEYS[1] group registry (group -> registered at ms, or 'removing')
--- KEYS[2] pending hash   (id -> how many groups still hold the event)
--- KEYS[3] the type's meta hash (bodies; the group's keys sit under the same base)
--- KEYS[4] slot guard: never written; declared so that Redis refuses the script
+-- KEYS[1] groups: group registry (group -> registered at ms, or 'removing')
+-- KEYS[2] pending: pending hash   (id -> how many groups still hold the event)
+-- KEYS[3] sharedMeta: the type's meta hash (bodies; the group's keys sit under the same base)
+-- KEYS[4] slotGuard: slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
 -- ARGV[1] group name (never 'default')
 -- ARGV[2] most events to drop in this call
 -- Returns {1 if the group was registered (not already being removed) when this call began, events left in it}.
--- @include envelope
--- @include groups
+-- @include group-keys
+-- @include groups-constants
+-- @include groups-release
 
 local was = redis.call('HGET', KEYS[1], ARGV[1])
 if not was then return {0, 0} end

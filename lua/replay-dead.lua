@@ -1,9 +1,9 @@
 -- Transition: DEAD -> SCHEDULED (due now, attempts reset).
--- KEYS[1] dead zset
--- KEYS[2] schedule index (bucket -> earliest due ms; see includes/schedule.lua)
--- KEYS[3] meta hash
--- KEYS[4] errors hash
--- KEYS[5] slot guard: never written; declared so that Redis refuses the script
+-- KEYS[1] dead: dead zset
+-- KEYS[2] schedule: schedule index (bucket -> earliest due ms; see includes/schedule-buckets-constants.lua)
+-- KEYS[3] meta: meta hash
+-- KEYS[4] errors: errors hash
+-- KEYS[5] slotGuard: slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
 -- ARGV[1] wake channel
 -- ARGV[2] wake message (the type's key tag)
@@ -12,8 +12,10 @@
 -- Returns {how many events were replayed, how many dead letters were taken}:
 -- a dead letter whose envelope is gone (deleted by hand) is taken and dropped,
 -- as there is nothing to replay.
--- @include envelope
--- @include schedule
+-- @include envelope-make
+-- @include envelope-parse
+-- @include now-ms
+-- @include schedule-add
 
 local ids = {}
 if #ARGV > 3 then

@@ -1,19 +1,22 @@
 -- Transition: SCHEDULED | READY -> SCHEDULED at a new due time, keeping the
 -- payload, context and attempts (reschedule and run-now of the inspection API).
 -- An event in flight or dead is left as it is: rescheduling does not apply.
--- KEYS[1] meta hash      (id -> envelope)
--- KEYS[2] schedule index (bucket -> earliest due ms; see includes/schedule.lua)
--- KEYS[3] ready list
--- KEYS[4] legacy schedule zset (id -> due ms), written by 0.1; only emptied
--- KEYS[5] slot guard: never written; declared so that Redis refuses the script
+-- KEYS[1] meta: meta hash      (id -> envelope)
+-- KEYS[2] schedule: schedule index (bucket -> earliest due ms; see includes/schedule-buckets-constants.lua)
+-- KEYS[3] ready: ready list
+-- KEYS[4] legacySchedule: legacy schedule zset (id -> due ms), written by 0.1; only emptied
+-- KEYS[5] slotGuard: slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
 -- ARGV[1] wake channel
 -- ARGV[2] wake message (the type's key tag)
 -- ARGV[3] id
 -- ARGV[4] new due: '+<ms from Redis now>' or '<absolute ms>'
 -- Returns the new due ms, or -1 when the event is not stored, or is in flight or dead.
--- @include envelope
--- @include schedule
+-- @include envelope-make
+-- @include envelope-parse
+-- @include now-ms
+-- @include schedule-add
+-- @include schedule-remove
 
 local id = ARGV[3]
 local value = redis.call('HGET', KEYS[1], id)

@@ -1,10 +1,10 @@
 -- Transition: IN_FLIGHT -> SCHEDULED at now + backoff, keeping the error.
 -- Fenced by the claim, like complete-and-claim.lua; the envelope gets the attempt that failed.
--- KEYS[1] meta hash
--- KEYS[2] in-flight zset (id -> lease score, includes/lease.lua)
--- KEYS[3] schedule index (bucket -> earliest due ms; see includes/schedule.lua)
--- KEYS[4] errors hash
--- KEYS[5] slot guard: never written; declared so that Redis refuses the script
+-- KEYS[1] meta: meta hash
+-- KEYS[2] inFlight: in-flight zset (id -> lease score, includes/lease-constants.lua)
+-- KEYS[3] schedule: schedule index (bucket -> earliest due ms; see includes/schedule-buckets-constants.lua)
+-- KEYS[4] errors: errors hash
+-- KEYS[5] slotGuard: slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
 -- ARGV[1] id
 -- ARGV[2] identity of the claim that ran it (its not-started lease score)
@@ -12,10 +12,12 @@
 -- ARGV[4] backoff ms
 -- ARGV[5] error text
 -- Returns the new due ms, or -1 when the claim was stale.
--- @include envelope
--- @include lease-pin
--- @include lease
--- @include schedule
+-- @include envelope-make
+-- @include envelope-parse
+-- @include lease-fences
+-- @include lease-remove
+-- @include now-ms
+-- @include schedule-add
 
 local id = ARGV[1]
 local score = redis.call('ZSCORE', KEYS[2], id)

@@ -3,10 +3,17 @@
 // service never reads a file at run time: a bundle (esbuild, webpack, a Lambda
 // zip) holds the scripts like any other code.
 //
-// lua/ stays the source of truth. Each lua/<name>.lua becomes one entry, its
-// `-- @include <include>` lines replaced by lua/includes/<include>.lua (one
-// level: an include may not include), with the number of keys its header
-// declares (the highest n of its `-- KEYS[n]` lines).
+// lua/ stays the source of truth. Each lua/<name>.lua becomes one entry:
+// - its `-- @include <include>` lines are replaced by lua/includes/<include>.lua,
+//   whose own @include lines are followed first. Each include is inlined once
+//   per script, before the first that needs it (BullMQ's loader does the same),
+//   so a script carries only the functions it uses; a cycle is an error.
+// - its keys, in order, from its header's `-- KEYS[n] <name>: ...` lines, where
+//   <name> is a field of TypeKeys (src/redis/redis-layout.ts) or a key the
+//   caller gives by name (claimLog). src/redis/lua-scripts.ts builds each call's
+//   KEYS from this list, so adding a key is a change to the header alone. A
+//   `-- KEYS(<variant>) <name> <name> ...` line names a shorter set the script
+//   also takes (enqueue's plain calls).
 //
 //   node scripts/embed-lua.mjs           writes the module (only when it changed)
 //   node scripts/embed-lua.mjs --check   exits 1 when the module is out of date
@@ -25,28 +32,46 @@ export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 export const GENERATED = join('src', 'redis', 'lua-sources.generated.ts');
 
 const INCLUDE = /^-- @include (\S+)$/gm;
-const KEYS = /^-- KEYS\[(\d+)\]/gm;
+const KEYS = /^-- KEYS\[(\d+)\] ([A-Za-z]+):/gm;
+const KEY_VARIANT = /^-- KEYS\((\w+)\) ([A-Za-z ]+)$/gm;
 const COMMAND = /redis\.p?call\('([A-Z]+)'/g;
 
 const read = (file) => readFileSync(file, 'utf8').replace(/\r\n/g, '\n');
 
-/** One script of `luaDir`, its includes inlined, and the number of keys it takes. */
+/** One script of `luaDir`, its includes inlined (each once), its keys by name, and the commands it may run. */
 export function expandScript(luaDir, name) {
   const source = read(join(luaDir, `${name}.lua`));
-  const lua = source.replace(INCLUDE, (_, include) => {
-    let text;
-    try {
-      text = read(join(luaDir, 'includes', `${include}.lua`));
-    } catch (error) {
-      throw new Error(`lua/${name}.lua includes '${include}', but lua/includes/${include}.lua cannot be read (${error.code ?? error.message})`);
-    }
-    if (/^-- @include /m.test(text)) throw new Error(`lua/includes/${include}.lua has an @include line: includes are one level deep; include both from lua/${name}.lua`);
-    return text;
+  const included = new Set();
+  const open = [];
+  const expand = (text, from) =>
+    text.replace(INCLUDE, (_, include) => {
+      if (open.includes(include)) throw new Error(`lua includes form a cycle: ${[...open, include].join(' -> ')}`);
+      if (included.has(include)) return `-- (${include}: included above)`;
+      let body;
+      try {
+        body = read(join(luaDir, 'includes', `${include}.lua`));
+      } catch (error) {
+        throw new Error(`${from} includes '${include}', but lua/includes/${include}.lua cannot be read (${error.code ?? error.message})`);
+      }
+      open.push(include);
+      const expanded = expand(body, `lua/includes/${include}.lua`).replace(/\n+$/, '');
+      open.pop();
+      included.add(include);
+      return expanded;
+    });
+  const lua = expand(source, `lua/${name}.lua`);
+  const declared = [...source.matchAll(KEYS)].map((m) => ({ n: Number(m[1]), key: m[2] }));
+  declared.forEach((d, i) => {
+    if (d.n !== i + 1) throw new Error(`lua/${name}.lua declares KEYS[${d.n}] where KEYS[${i + 1}] comes next: number its keys 1, 2, 3...`);
   });
-  const numberOfKeys = Math.max(0, ...[...source.matchAll(KEYS)].map((m) => Number(m[1])));
+  const keys = declared.map((d) => d.key);
+  const variants = Object.fromEntries([...source.matchAll(KEY_VARIANT)].map((m) => [m[1], m[2].trim().split(/\s+/)]));
+  for (const [variant, names] of Object.entries(variants)) {
+    for (const key of names) if (!keys.includes(key)) throw new Error(`lua/${name}.lua: KEYS(${variant}) names ${key}, which is none of its KEYS[n]`);
+  }
   // The commands the script may run, includes too: what an ACL user needs for it (src/redis/permissions.ts).
   const commands = [...new Set([...lua.matchAll(COMMAND)].map((m) => m[1]))].sort();
-  return { lua, numberOfKeys, commands };
+  return { lua, numberOfKeys: keys.length, keys, variants, commands };
 }
 
 /** A template literal holding `text` exactly. */
@@ -62,17 +87,22 @@ export function embedLua(root = ROOT) {
     .map((file) => file.slice(0, -'.lua'.length))
     .sort();
   const entries = names.map((name) => {
-    const { lua, numberOfKeys, commands } = expandScript(luaDir, name);
-    return `  '${name}': {\n    numberOfKeys: ${numberOfKeys},\n    commands: [${commands.map((c) => `'${c}'`).join(', ')}],\n    lua: ${templateLiteral(lua)},\n  },\n`;
+    const { lua, keys, variants, commands } = expandScript(luaDir, name);
+    const list = (names) => `[${names.map((k) => `'${k}'`).join(', ')}]`;
+    const variantText = Object.entries(variants)
+      .map(([variant, names]) => `${variant}: ${list(names)}`)
+      .join(', ');
+    return `  '${name}': {\n    keys: ${list(keys)},\n    variants: { ${variantText} },\n    commands: ${list(commands)},\n    lua: ${templateLiteral(lua)},\n  },\n`;
   });
   return [
     '// Generated by scripts/embed-lua.mjs from lua/, which stays the source of truth: do not edit.',
     '// After changing lua/, run `npm run embed-lua` (npm run build runs it too) and commit this file.',
     '',
-    '/** A script of lua/ with its `-- @include` lines inlined, how many of its arguments are keys, and the commands it may run. */',
+    '/** A script of lua/ with its `-- @include` lines inlined, its keys by name in order (and shorter sets it also takes), and the commands it may run. */',
     'export interface EmbeddedLua {',
     '  readonly lua: string;',
-    '  readonly numberOfKeys: number;',
+    '  readonly keys: readonly string[];',
+    '  readonly variants: Readonly<Record<string, readonly string[]>>;',
     '  readonly commands: readonly string[];',
     '}',
     '',

@@ -8,7 +8,7 @@ import { leaseScore, leasedIds } from './support/leases';
 import { ScheduleView } from './support/schedule';
 import { waitFor } from './support/wait-for';
 
-/** The lease of an in-flight event holds its attempt; see lua/includes/lease.lua and docs/redis-layout.md. */
+/** The lease of an in-flight event holds its attempt; see lua/includes/lease-constants.lua and docs/redis-layout.md. */
 describe('leases', () => {
   const redis = useRedis();
 

@@ -1,5 +1,8 @@
--- Removing an event from every named group (cancel, replace). Included after
--- envelope, lease-pin, schedule and groups.
+-- @include envelope-parse
+-- @include group-keys
+-- @include lease-remove
+-- @include named-groups
+-- @include schedule-remove
 
 -- Takes `id` out of every named group, wherever it is there (cancel, replace).
 local function groups_forget(registry_key, pending_key, meta_key, id)

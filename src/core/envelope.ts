@@ -7,7 +7,7 @@ export interface Envelope {
 }
 
 /**
- * Splits `attempt|due|body` (lua/includes/envelope.lua writes it). A value
+ * Splits `attempt|due|body` (lua/includes/envelope-parse.lua writes it). A value
  * without that header (corrupted by hand) reads as attempt 0, due 0, the whole
  * value as body, as envelope_parse reads it in the scripts: it then fails to
  * decode and is dead-lettered with the value as evidence.

@@ -22,7 +22,7 @@ const MAX_BUCKETS = 20_000;
 
 /**
  * Counts from the schedule's index and bucket sizes alone, never reading
- * events: buckets hold disjoint ranges of due times (lua/includes/schedule.lua),
+ * events: buckets hold disjoint ranges of due times (lua/includes/schedule-buckets-constants.lua),
  * so the events due before a time t are the buckets starting before t, less
  * those of the last such bucket due at t or later. One ZCARD per bucket in
  * the horizon and one ZCOUNT per slot boundary, in one pipeline per queue.

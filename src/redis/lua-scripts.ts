@@ -34,6 +34,9 @@ interface LoadedScript {
   readonly lua: string;
   readonly sha: string;
   readonly numberOfKeys: number;
+  /** Its keys by name, in order, from its header; and the shorter sets it also takes. */
+  readonly keys: readonly string[];
+  readonly variants: Readonly<Record<string, readonly string[]>>;
   /** What an ACL user needs to run it. */
   readonly commands: readonly string[];
 }
@@ -44,15 +47,15 @@ interface LoadedScript {
  * are compiled in (src/redis/lua-sources.generated.ts, written from lua/ by
  * `npm run embed-lua`): nothing is read from disk, so bundles work too.
  */
-export function loadLua(name: string): { lua: string; numberOfKeys: number; commands: readonly string[] } {
+export function loadLua(name: string): { lua: string; numberOfKeys: number; keys: readonly string[]; variants: Readonly<Record<string, readonly string[]>>; commands: readonly string[] } {
   const script = Object.hasOwn(LUA_SOURCES, name) ? LUA_SOURCES[name as keyof typeof LUA_SOURCES] : undefined;
   if (!script) throw new Error(`reactive-delayed-events: no Lua script '${name}' (lua/${name}.lua); after adding one, run npm run embed-lua`);
-  return { lua: script.lua, numberOfKeys: script.numberOfKeys, commands: script.commands };
+  return { lua: script.lua, numberOfKeys: script.keys.length, keys: script.keys, variants: script.variants, commands: script.commands };
 }
 
 function loadScript(name: ScriptName): LoadedScript {
-  const { lua, numberOfKeys, commands } = loadLua(name);
-  return { name, lua, numberOfKeys, commands, sha: createHash('sha1').update(lua).digest('hex') };
+  const { lua, numberOfKeys, keys, variants, commands } = loadLua(name);
+  return { name, lua, numberOfKeys, keys, variants, commands, sha: createHash('sha1').update(lua).digest('hex') };
 }
 
 /** NOSCRIPT: Redis does not hold the script (it restarted, or a replica that never ran it took over). */
@@ -96,9 +99,6 @@ function refused(script: LoadedScript, error: unknown, permissions: ScriptPermis
   return typed;
 }
 
-/** Keys a plain enqueue (no replace) passes to lua/enqueue.lua: meta, schedule, recent, slot guard. */
-const PLAIN_ENQUEUE_KEYS = 4;
-
 function enqueueStatus(status: number): EnqueueStatus {
   return status === 0 ? 'duplicate' : status === 2 ? 'replaced' : 'scheduled';
 }
@@ -132,7 +132,7 @@ function followRedirection(cluster: Cluster, error: Error): Promise<void> {
 export interface ClaimedRecord {
   readonly id: string;
   /**
-   * The claim that took it (its lease's not-started score, lua/includes/lease.lua):
+   * The claim that took it (its lease's not-started score, lua/includes/lease-constants.lua):
    * every result names it, and applies only while the lease is still this claim's.
    */
   readonly claim: number;
@@ -215,6 +215,8 @@ export class LuaScripts {
   private readonly scripts: Record<ScriptName, LoadedScript>;
   private readonly deadlines: CallDeadlines;
   private readonly permissions: ScriptPermissions;
+  /** Per queue, the KEYS of each script's calls on it (keysOf()). */
+  private readonly keyLists = new WeakMap<TypeKeys, Map<string, string[]>>();
   /** Holds calls until the connection is ready (src/redis/ready-gate.ts). */
   readonly gate: ReadyGate;
 
@@ -270,11 +272,40 @@ export class LuaScripts {
     return this.deadlines.bound(work(), name);
   }
 
-  private run(name: ScriptName, ...args: Array<string | number>): Promise<unknown> {
+  /**
+   * The KEYS of a call of `name` on a queue, in the order its header declares
+   * them (`-- KEYS[n] <name>:`, scripts/embed-lua.mjs), or of its `variant`.
+   * Built once per queue and script: the same TypeKeys object comes back for a
+   * queue (src/redis/redis-layout.ts), so the hot calls build nothing. Keys
+   * that are no TypeKeys field (claimLog) are given by the caller.
+   */
+  private keysOf(name: ScriptName, keys: TypeKeys, extra?: { readonly claimLog: string }, variant?: string): string[] {
+    const script = this.scripts[name];
+    const names = variant === undefined ? script.keys : script.variants[variant];
+    if (!names) throw new Error(`lua/${name}.lua declares no KEYS(${variant})`);
+    const cacheKey = variant === undefined ? name : `${name}(${variant})`;
+    let perQueue = extra ? undefined : this.keyLists.get(keys);
+    const cached = perQueue?.get(cacheKey);
+    if (cached) return cached;
+    const fields = keys as unknown as Record<string, unknown>;
+    const list = names.map((key) => {
+      const value = key === 'claimLog' ? extra?.claimLog : fields[key];
+      if (typeof value !== 'string') throw new Error(`lua/${name}.lua declares key '${key}', which is no field of TypeKeys (src/redis/redis-layout.ts)`);
+      return value;
+    });
+    if (!extra) {
+      if (!perQueue) this.keyLists.set(keys, (perQueue = new Map()));
+      perQueue.set(cacheKey, list);
+    }
+    return list;
+  }
+
+  private run(name: ScriptName, keyArgs: readonly string[], ...argv: Array<string | number>): Promise<unknown> {
     // Sent only on a ready connection: a call that gave up waiting was never sent (src/redis/ready-gate.ts).
     const waiting = this.gate.wait();
-    if (waiting) return waiting.then(() => this.run(name, ...args));
+    if (waiting) return waiting.then(() => this.run(name, keyArgs, ...argv));
     const script = this.scripts[name];
+    const args = [...keyArgs, ...argv];
     const checking = this.permitted(script, String(args[0]));
     if (checking) return checking.then(() => this.deadlines.bound(evalScript(this.client, script, args, script.numberOfKeys, this.permissions, this.gate), name));
     return this.deadlines.bound(evalScript(this.client, script, args, script.numberOfKeys, this.permissions, this.gate), name);
@@ -301,10 +332,9 @@ export class LuaScripts {
 
   private async enqueueAsArgs(keys: TypeKeys, events: ReadonlyArray<ScheduledBody>, replace: boolean, durability: Durability | undefined): Promise<EnqueueStatus[]> {
     // A plain enqueue names only the four keys it touches (lua/enqueue.lua says so): fewer arguments to write and read.
-    const args: Array<string | number> = replace
-      ? [keys.meta, keys.schedule, keys.ready, keys.inFlight, keys.dead, keys.errors, keys.legacySchedule, keys.slotGuard, keys.recent, keys.groups, keys.pending, '1', this.wakeChannel, keys.tag]
-      : [keys.meta, keys.schedule, keys.recent, keys.slotGuard, '0', this.wakeChannel, keys.tag];
-    const numberOfKeys = replace ? this.scripts.enqueue.numberOfKeys : PLAIN_ENQUEUE_KEYS;
+    const keyArgs = replace ? this.keysOf('enqueue', keys) : this.keysOf('enqueue', keys, undefined, 'plain');
+    const args: Array<string | number> = [...keyArgs, replace ? '1' : '0', this.wakeChannel, keys.tag];
+    const numberOfKeys = keyArgs.length;
     // Events of one call mostly share a delay: its argument is built once.
     let lastDelay = -1;
     let delayArg = '';
@@ -358,18 +388,7 @@ export class LuaScripts {
   async dispatchDue(keys: TypeKeys, limit: number, defaultGroupHere = false, newMarker = ''): Promise<DispatchResult> {
     const [movedDue, movedExpired, nextDue, now, marker] = (await this.run(
       'dispatch-due',
-      keys.schedule,
-      keys.inFlight,
-      keys.ready,
-      keys.legacySchedule,
-      keys.meta,
-      keys.slotGuard,
-      keys.recent,
-      keys.groups,
-      keys.pending,
-      keys.paused,
-      keys.errors,
-      keys.marker,
+      this.keysOf('dispatch-due', keys),
       limit,
       defaultGroupHere ? '1' : '0',
       newMarker,
@@ -398,21 +417,14 @@ export class LuaScripts {
     const args: Array<string | number> = [count, leaseMs, maxAttempts, this.idempotencyWindowMs, claim.token, options.startNow ?? count, started.length];
     for (const s of started) args.push(s.id, s.claim);
     for (const s of succeeded) args.push(s.id, s.claim);
-    const [now, stalePositions, flat, dead, paused, claimScore] = (await this.run(
-      'complete-and-claim',
-      keys.ready,
-      keys.inFlight,
-      keys.meta,
-      keys.dead,
-      keys.errors,
-      keys.slotGuard,
-      keys.recent,
-      claim.log,
-      keys.pending,
-      keys.sharedMeta,
-      keys.paused,
-      ...args,
-    )) as [number, number[], string[], string[], number, string];
+    const [now, stalePositions, flat, dead, paused, claimScore] = (await this.run('complete-and-claim', this.keysOf('complete-and-claim', keys, { claimLog: claim.log }), ...args)) as [
+      number,
+      number[],
+      string[],
+      string[],
+      number,
+      string,
+    ];
     const claimed: ClaimedRecord[] = [];
     const identity = Number(claimScore);
     const startNow = options.startNow ?? count;
@@ -428,36 +440,19 @@ export class LuaScripts {
 
   /** Returns the new due time, or undefined when the claim was stale. */
   async retry(keys: TypeKeys, event: ClaimedRef & { readonly attempt: number }, backoffMs: number, error: string): Promise<number | undefined> {
-    const due = (await this.run('retry', keys.meta, keys.inFlight, keys.schedule, keys.errors, keys.slotGuard, event.id, event.claim, event.attempt, backoffMs, error)) as number;
+    const due = (await this.run('retry', this.keysOf('retry', keys), event.id, event.claim, event.attempt, backoffMs, error)) as number;
     return due < 0 ? undefined : due;
   }
 
   /** True when dead-lettered, false when the claim was stale. */
   async deadLetter(keys: TypeKeys, event: ClaimedRef & { readonly attempt: number }, reason: string): Promise<boolean> {
-    return (await this.run('dead-letter', keys.meta, keys.inFlight, keys.dead, keys.errors, keys.slotGuard, event.id, event.claim, event.attempt, reason)) === 1;
+    return (await this.run('dead-letter', this.keysOf('dead-letter', keys), event.id, event.claim, event.attempt, reason)) === 1;
   }
 
   /** Removes an event in any state; `mark: false` leaves no idempotency mark (an occurrence its schedule will enqueue again). */
   async cancel(keys: TypeKeys, id: string, mark = true): Promise<boolean> {
     const window = mark ? this.idempotencyWindowMs : 0;
-    return (
-      (await this.run(
-        'cancel',
-        keys.meta,
-        keys.schedule,
-        keys.ready,
-        keys.inFlight,
-        keys.dead,
-        keys.errors,
-        keys.legacySchedule,
-        keys.slotGuard,
-        keys.recent,
-        keys.groups,
-        keys.pending,
-        id,
-        window,
-      )) === 1
-    );
+    return (await this.run('cancel', this.keysOf('cancel', keys), id, window)) === 1;
   }
 
   /** Registers subscriber group `group` of a queue (a type or one partition); true when it is new. */
@@ -467,12 +462,12 @@ export class LuaScripts {
     // script was sent again; events falling due meanwhile would miss the group.
     const script = this.scripts['register-group'];
     await this.gate.wait();
-    return (await this.deadlines.bound(this.client.eval(script.lua, script.numberOfKeys, keys.groups, keys.slotGuard, keys.marker, group, newMarkerValue()), 'register-group')) === 1;
+    return (await this.deadlines.bound(this.client.eval(script.lua, script.numberOfKeys, ...this.keysOf('register-group', keys), group, newMarkerValue()), 'register-group')) === 1;
   }
 
   /** Unregisters a named group and drops up to `limit` of the events it holds; says whether it was registered and how many are left. */
   async removeGroup(keys: TypeKeys, group: string, limit: number): Promise<{ existed: boolean; left: number }> {
-    const [existed, left] = (await this.run('remove-group', keys.groups, keys.pending, keys.meta, keys.slotGuard, group, limit)) as [number, number];
+    const [existed, left] = (await this.run('remove-group', this.keysOf('remove-group', keys), group, limit)) as [number, number];
     return { existed: existed === 1, left };
   }
 
@@ -483,13 +478,13 @@ export class LuaScripts {
    */
   async reschedule(keys: TypeKeys, id: string, due: DueSpec): Promise<number | undefined> {
     const spec = 'delayMs' in due ? `+${Math.max(0, Math.round(due.delayMs))}` : String(Math.round(due.atMs));
-    const newDue = (await this.run('reschedule', keys.meta, keys.schedule, keys.ready, keys.legacySchedule, keys.slotGuard, this.wakeChannel, keys.tag, id, spec)) as number;
+    const newDue = (await this.run('reschedule', this.keysOf('reschedule', keys), this.wakeChannel, keys.tag, id, spec)) as number;
     return newDue < 0 ? undefined : newDue;
   }
 
   /** Stores a recurring schedule's next definition if it is still `read`; false when another instance changed it first. */
   async advanceSchedule(keys: TypeKeys, name: string, read: string, next: string): Promise<boolean> {
-    return (await this.run('advance-schedule', keys.recurring, keys.slotGuard, name, read, next)) === 1;
+    return (await this.run('advance-schedule', this.keysOf('advance-schedule', keys), name, read, next)) === 1;
   }
 
   /**
@@ -499,22 +494,22 @@ export class LuaScripts {
   async releaseUnstarted(keys: TypeKeys, events: ReadonlyArray<ClaimedRef>): Promise<number> {
     const args: Array<string | number> = [];
     for (const e of events) args.push(e.id, e.claim);
-    return (await this.run('release-unstarted', keys.inFlight, keys.ready, keys.slotGuard, ...args)) as number;
+    return (await this.run('release-unstarted', this.keysOf('release-unstarted', keys), ...args)) as number;
   }
 
   /** Gives back the events of the claim `token` whose reply was lost; resolves how many went back to READY. */
   async releaseClaim(keys: TypeKeys, claim: ClaimLog): Promise<number> {
-    return (await this.run('release-claim', claim.log, keys.inFlight, keys.ready, keys.slotGuard, claim.token)) as number;
+    return (await this.run('release-claim', this.keysOf('release-claim', keys, { claimLog: claim.log }), claim.token)) as number;
   }
 
   /** How many were replayed, and how many dead letters were taken (those without an envelope are dropped). */
   async replayDead(keys: TypeKeys, ids: readonly string[], limit: number): Promise<DeadLetterStep> {
-    const [done, taken] = (await this.run('replay-dead', keys.dead, keys.schedule, keys.meta, keys.errors, keys.slotGuard, this.wakeChannel, keys.tag, limit, ...ids)) as [number, number];
+    const [done, taken] = (await this.run('replay-dead', this.keysOf('replay-dead', keys), this.wakeChannel, keys.tag, limit, ...ids)) as [number, number];
     return { done, taken };
   }
 
   async purgeDead(keys: TypeKeys, ids: readonly string[], limit: number): Promise<DeadLetterStep> {
-    const purged = (await this.run('purge-dead', keys.dead, keys.meta, keys.errors, keys.slotGuard, keys.pending, keys.sharedMeta, limit, ...ids)) as number;
+    const purged = (await this.run('purge-dead', this.keysOf('purge-dead', keys), limit, ...ids)) as number;
     return { done: purged, taken: purged };
   }
 }

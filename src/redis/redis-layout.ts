@@ -47,7 +47,7 @@ export interface TypeKeys {
   /**
    * Sorted set: bucket name -> earliest due ms in that bucket; the buckets,
    * `${schedule}:<name>`, are small sorted sets id -> due ms. State SCHEDULED.
-   * Buckets keep Redis's compact encoding: lua/includes/schedule.lua explains.
+   * Buckets keep Redis's compact encoding: lua/includes/schedule-buckets-constants.lua explains.
    */
   readonly schedule: string;
   /** Sorted set: id -> due ms, as 0.1 scheduled events; only emptied now. */
@@ -56,7 +56,7 @@ export interface TypeKeys {
   readonly ready: string;
   /**
    * Sorted set: id -> lease expiry ms * 1000 + the claim's microsecond, its
-   * last bit set once the handler started (lua/includes/lease.lua). State IN_FLIGHT.
+   * last bit set once the handler started (lua/includes/lease-constants.lua). State IN_FLIGHT.
    * While it holds a lease it also holds LEASE_PIN, which is no event.
    */
   readonly inFlight: string;
@@ -80,7 +80,7 @@ export interface TypeKeys {
 }
 
 /**
- * The in-flight set's one member that is not a lease (lua/includes/lease-pin.lua):
+ * The in-flight set's one member that is not a lease (lua/includes/lease-pin-constants.lua):
  * longer than a listpack-encoded sorted set may hold, it keeps the set a
  * skiplist. Its first byte, 0xFF, never occurs in UTF-8, so no id can be it.
  */

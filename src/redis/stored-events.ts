@@ -64,7 +64,7 @@ const BUCKET_WALK = 256;
 const SCAN_COUNT = 1_000;
 /** LEASE_PIN as ioredis reads it back (its 0xFF byte is no UTF-8): what a reply holds in its place. */
 const PIN_AS_READ = LEASE_PIN.toString('utf8');
-/** Lease scores of 0.2 were the expiry alone; scaled ones are expiry * 1000 + three digits of the claim (lua/includes/lease.lua). */
+/** Lease scores of 0.2 were the expiry alone; scaled ones are expiry * 1000 + three digits of the claim (lua/includes/lease-constants.lua). */
 const SCALED_LEASE_FROM = 1e14;
 
 interface Entry {
@@ -379,7 +379,7 @@ export class StoredEvents {
 
   /**
    * Whether `id` is in the schedule: in a bucket starting at its due time, or
-   * at the greatest earliest due below it (lua/includes/schedule.lua), or in 0.1's zset.
+   * at the greatest earliest due below it (lua/includes/schedule-buckets-constants.lua), or in 0.1's zset.
    */
   private async isScheduled(keys: TypeKeys, id: string, due: number): Promise<boolean> {
     if ((await this.client.zscore(keys.legacySchedule, id)) !== null) return true;
@@ -419,7 +419,7 @@ export class StoredEvents {
 
   /**
    * Walks the schedule's buckets in index order, each sorted by due: buckets
-   * hold disjoint ranges of due times (lua/includes/schedule.lua), so this is
+   * hold disjoint ranges of due times (lua/includes/schedule-buckets-constants.lua), so this is
    * due order. Whole buckets before `from` are skipped by their size alone.
    */
   private async scheduledEntries(keys: TypeKeys, from: number, count: number): Promise<Entry[]> {

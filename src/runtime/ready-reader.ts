@@ -69,7 +69,7 @@ export class ReadyReader {
   /**
    * Events claimed ahead whose handlers started here since the last call: the
    * next call marks their leases started, so that only an attempt that ran
-   * counts when a lease runs out (lua/includes/lease.lua).
+   * counts when a lease runs out (lua/includes/lease-constants.lua).
    */
   private readonly starts: ClaimedRef[] = [];
   /** True while the loop may pick successes up; false while it blocks in Redis or has stopped. */

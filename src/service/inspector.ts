@@ -173,15 +173,19 @@ export class Inspector {
 
   /** Every event type with stored events, registered groups or a pause under the prefix, whichever instance stored them. Unbounded: its SCAN takes as long as the keyspace is large. */
   types(): Promise<EventTypeInfo[]> {
-    return this.whenReady(() => this.stored.types());
+    return this.whenReady(noCheck, () => this.stored.types());
   }
 
   /** Events in each state (and per group, where groups are registered); undefined for a type name nothing is stored under. */
   counts(target: EventTarget): Promise<EventCounts | undefined> {
-    return this.bounded('counts', async () => {
-      const resolved = await this.resolve(target);
-      return resolved && (await this.stored.counts(resolved.queues)).counts;
-    });
+    return this.bounded(
+      'counts',
+      () => checkTarget(target),
+      async () => {
+        const resolved = await this.resolve(target);
+        return resolved && (await this.stored.counts(resolved.queues)).counts;
+      },
+    );
   }
 
   /** What the gauges report of a type: its counts and whether it is paused, read as counts() reads them. */
@@ -194,13 +198,16 @@ export class Inspector {
   find(target: string, id: string): Promise<InspectedEvent<JsonEvent> | undefined>;
   find<T extends DelayedEventInstance>(target: EventTarget<T>, id: string): Promise<InspectedEvent<T | JsonEvent> | undefined>;
   find<T extends DelayedEventInstance>(target: EventTarget<T>, id: string): Promise<InspectedEvent<T | JsonEvent> | undefined> {
-    return this.bounded('find', async () => {
-      checkIdArgument(id);
-      const resolved = await this.resolve(target);
-      const keys = resolved && (await this.queueOf(resolved, id));
-      const stored = keys && (await this.stored.read(keys, id));
-      return stored && (this.inspected(resolved!, stored) as InspectedEvent<T | JsonEvent>);
-    });
+    return this.bounded(
+      'find',
+      () => checkEvent(target, id),
+      async () => {
+        const resolved = await this.resolve(target);
+        const keys = resolved && (await this.queueOf(resolved, id));
+        const stored = keys && (await this.stored.read(keys, id));
+        return stored && (this.inspected(resolved!, stored) as InspectedEvent<T | JsonEvent>);
+      },
+    );
   }
 
   /**
@@ -211,11 +218,16 @@ export class Inspector {
   list(target: string, state: EventState, options?: ListOptions): Promise<Array<InspectedEvent<JsonEvent>>>;
   list<T extends DelayedEventInstance>(target: EventTarget<T>, state: EventState, options?: ListOptions): Promise<Array<InspectedEvent<T | JsonEvent>>>;
   list<T extends DelayedEventInstance>(target: EventTarget<T>, state: EventState, options: ListOptions = {}): Promise<Array<InspectedEvent<T | JsonEvent>>> {
-    return this.bounded('list', async () => {
+    const check = () => {
+      checkTarget(target);
       checkStateArgument(state);
-      const offset = checkIntegerArgument('offset', options.offset, 0, 0, Number.MAX_SAFE_INTEGER);
-      const limit = checkIntegerArgument('limit', options.limit, 100, 1, MAX_PAGE);
-      const group = checkGroupArgument(options.group);
+      return {
+        offset: checkIntegerArgument('offset', options.offset, 0, 0, Number.MAX_SAFE_INTEGER),
+        limit: checkIntegerArgument('limit', options.limit, 100, 1, MAX_PAGE),
+        group: checkGroupArgument(options.group),
+      };
+    };
+    return this.bounded('list', check, async ({ offset, limit, group }) => {
       const resolved = await this.resolve(target);
       if (!resolved) return [];
       const queues = resolved.queues.map((keys) => this.parts.layout.forGroup(keys, group));
@@ -241,15 +253,17 @@ export class Inspector {
 
   /** Removes a stored event in any state; resolves whether it existed. */
   cancel(target: EventTarget, id: string): Promise<boolean> {
-    return this.whenReady(async () => {
-      checkIdArgument(id);
-      const resolved = await this.resolve(target);
-      const keys = resolved && (await this.queueOf(resolved, id));
-      if (!keys) return false;
-      const existed = await this.parts.scripts.cancel(keys, id);
-      if (existed) this.parts.onCancelled?.(keys.type);
-      return existed;
-    });
+    return this.whenReady(
+      () => checkEvent(target, id),
+      async () => {
+        const resolved = await this.resolve(target);
+        const keys = resolved && (await this.queueOf(resolved, id));
+        if (!keys) return false;
+        const existed = await this.parts.scripts.cancel(keys, id);
+        if (existed) this.parts.onCancelled?.(keys.type);
+        return existed;
+      },
+    );
   }
 
   /**
@@ -257,28 +271,45 @@ export class Inspector {
    * until resume(); enqueues still store. False for a type name nothing is stored under.
    */
   pause(target: EventTarget): Promise<boolean> {
-    return this.bounded('pause', () => this.setPaused(target, true));
+    return this.bounded(
+      'pause',
+      () => checkTarget(target),
+      () => this.setPaused(target, true),
+    );
   }
 
   /** Undoes pause(); false for a type name nothing is stored under. */
   resume(target: EventTarget): Promise<boolean> {
-    return this.bounded('resume', () => this.setPaused(target, false));
+    return this.bounded(
+      'resume',
+      () => checkTarget(target),
+      () => this.setPaused(target, false),
+    );
   }
 
   /** Whether the type is paused (in every partition). */
   isPaused(target: EventTarget): Promise<boolean> {
-    return this.bounded('isPaused', async () => {
-      const resolved = await this.resolve(target);
-      return resolved !== undefined && (await this.stored.isPaused(resolved.queues));
-    });
+    return this.bounded(
+      'isPaused',
+      () => checkTarget(target),
+      async () => {
+        const resolved = await this.resolve(target);
+        return resolved !== undefined && (await this.stored.isPaused(resolved.queues));
+      },
+    );
   }
 
   /** How many scheduled events fall due in each slot from now to a horizon (default an hour in 60 slots); undefined for a type name nothing is stored under. */
   dueTimeline(target: EventTarget, options: DueTimelineOptions = {}): Promise<DueTimeline | undefined> {
-    return this.bounded('dueTimeline', async () => {
-      const horizonMs = checkIntegerArgument('horizonMs', options.horizonMs, 3_600_000, 1_000, 30 * 86_400_000);
-      const slots = checkIntegerArgument('slots', options.slots, 60, 1, 500);
-      const group = checkGroupArgument(options.group);
+    const check = () => {
+      checkTarget(target);
+      return {
+        horizonMs: checkIntegerArgument('horizonMs', options.horizonMs, 3_600_000, 1_000, 30 * 86_400_000),
+        slots: checkIntegerArgument('slots', options.slots, 60, 1, 500),
+        group: checkGroupArgument(options.group),
+      };
+    };
+    return this.bounded('dueTimeline', check, async ({ horizonMs, slots, group }) => {
       const resolved = await this.resolve(target);
       if (!resolved) return undefined;
       const queues = resolved.queues.map((keys) => this.parts.layout.forGroup(keys, group));
@@ -288,9 +319,8 @@ export class Inspector {
 
   /** What the whole fleet enqueued, handled, failed and dead-lettered of the type, and its lateness, per 10 s over the last `windowMs` (default 15 min, at most 1 h). */
   activity(target: EventTarget, windowMs?: number): Promise<ActivitySlot[]> {
-    return this.bounded('activity', async () => {
-      const window = checkIntegerArgument('windowMs', windowMs, 900_000, 10_000, ACTIVITY_RETENTION_MS);
-      const type = typeof target === 'string' ? checkTypeName(target) : eventRouteOf(target).type;
+    const check = () => ({ window: checkIntegerArgument('windowMs', windowMs, 900_000, 10_000, ACTIVITY_RETENTION_MS), type: checkTarget(target) });
+    return this.bounded('activity', check, async ({ window, type }) => {
       const now = Date.now();
       return readActivity(this.parts.client, this.parts.layout, type, now - window, now);
     });
@@ -301,10 +331,15 @@ export class Inspector {
   deadLetters(target: string, page?: DeadLetterPage): Promise<Array<DeadLetter<JsonEvent>>>;
   deadLetters<T extends DelayedEventInstance>(target: EventTarget<T>, page?: DeadLetterPage): Promise<Array<DeadLetter<T | JsonEvent>>>;
   deadLetters<T extends DelayedEventInstance>(target: EventTarget<T>, page: DeadLetterPage = {}): Promise<Array<DeadLetter<T | JsonEvent>>> {
-    return this.bounded('deadLetters', async () => {
-      const offset = checkIntegerArgument('offset', page.offset, 0, 0, Number.MAX_SAFE_INTEGER);
-      const limit = checkIntegerArgument('limit', page.limit, 100, 1, MAX_DEAD_LETTER_PAGE);
-      const group = checkGroupArgument(page.group);
+    const check = () => {
+      checkTarget(target);
+      return {
+        offset: checkIntegerArgument('offset', page.offset, 0, 0, Number.MAX_SAFE_INTEGER),
+        limit: checkIntegerArgument('limit', page.limit, 100, 1, MAX_DEAD_LETTER_PAGE),
+        group: checkGroupArgument(page.group),
+      };
+    };
+    return this.bounded('deadLetters', check, async ({ offset, limit, group }) => {
       const resolved = await this.resolve(target);
       if (!resolved) return [];
       const queues = resolved.queues.map((keys) => this.parts.layout.forGroup(keys, group));
@@ -335,18 +370,25 @@ export class Inspector {
 
   /** The recurring schedules of a type, each with its spec and next occurrence. */
   schedules(target: EventTarget): Promise<RecurringSchedule[]> {
-    return this.bounded('schedules', async () => {
-      const route = await this.recurringRoute(target);
-      return route ? describeSchedules(this.recurring, route) : [];
-    });
+    return this.bounded(
+      'schedules',
+      () => checkTarget(target),
+      async () => {
+        const route = await this.recurringRoute(target);
+        return route ? describeSchedules(this.recurring, route) : [];
+      },
+    );
   }
 
   /** Removes a recurring schedule (and the occurrence it had enqueued ahead); resolves whether it existed. */
   unschedule(target: EventTarget, name: string): Promise<boolean> {
-    return this.whenReady(async () => {
-      const route = await this.recurringRoute(target);
-      return route ? removeSchedule(this.recurring, route, name, (r, id) => this.parts.scripts.cancel(this.parts.layout.forEvent(r, id), id, false)) : false;
-    });
+    return this.whenReady(
+      () => checkTarget(target),
+      async () => {
+        const route = await this.recurringRoute(target);
+        return route ? removeSchedule(this.recurring, route, name, (r, id) => this.parts.scripts.cancel(this.parts.layout.forEvent(r, id), id, false)) : false;
+      },
+    );
   }
 
   /** The route of a type with recurring schedules: a class's own, or a name's as the schedules index records it. */
@@ -384,13 +426,15 @@ export class Inspector {
   }
 
   private moveDue(target: EventTarget, id: string, due: DueSpec): Promise<boolean> {
-    return this.whenReady(async () => {
-      checkIdArgument(id);
-      const resolved = await this.resolve(target);
-      const keys = resolved && (await this.queueOf(resolved, id));
-      if (!keys) return false;
-      return (await this.parts.scripts.reschedule(keys, id, due)) !== undefined;
-    });
+    return this.whenReady(
+      () => checkEvent(target, id),
+      async () => {
+        const resolved = await this.resolve(target);
+        const keys = resolved && (await this.queueOf(resolved, id));
+        if (!keys) return false;
+        return (await this.parts.scripts.reschedule(keys, id, due)) !== undefined;
+      },
+    );
   }
 
   /**
@@ -405,9 +449,12 @@ export class Inspector {
     options: { readonly group?: string },
     step: (keys: TypeKeys, ids: readonly string[], limit: number) => Promise<DeadLetterStep>,
   ): Promise<number> {
-    return this.whenReady(async () => {
-      const group = checkGroupArgument(options.group);
+    const check = () => {
+      checkTarget(target);
       if (ids !== undefined) ids.forEach((id, i) => checkIdArgument(id, `ids[${i}]`));
+      return checkGroupArgument(options.group);
+    };
+    return this.whenReady(check, async (group) => {
       const resolved = await this.resolve(target);
       if (!resolved) return 0;
       const byQueue = new Map<string, { keys: TypeKeys; ids: string[] | undefined }>();
@@ -432,7 +479,7 @@ export class Inspector {
       const route = eventRouteOf(target);
       return { route, eventClass: target, queues: this.parts.layout.partitionsOf(route), exact: true };
     }
-    const found = await this.stored.typeByName(checkTypeName(target));
+    const found = await this.stored.typeByName(target);
     return found && { ...found, eventClass: undefined };
   }
 
@@ -478,18 +525,50 @@ export class Inspector {
     return this.closing !== undefined || (this.parts.closed?.() ?? false);
   }
 
-  /** A bounded call: refused once closed, sent once the connection is ready, failing with RedisCallTimeoutError after commandTimeoutMs. */
-  private bounded<R>(name: string, work: () => Promise<R>): Promise<R> {
+  /**
+   * A bounded call: its arguments checked at once (bad input is a typed error
+   * whatever the state of Redis), refused once closed, sent once the
+   * connection is ready, failing with RedisCallTimeoutError after commandTimeoutMs.
+   */
+  private bounded<C, R>(name: string, check: () => C, work: (checked: C) => Promise<R>): Promise<R> {
+    let checked: C;
+    try {
+      checked = check();
+    } catch (error) {
+      return Promise.reject(error);
+    }
     if (this.isClosed()) return Promise.reject(new ServiceClosedError());
-    return this.parts.scripts.bounded(name, work);
+    return this.parts.scripts.bounded(name, () => work(checked));
   }
 
-  /** Runs `work` once the connection is ready (its scripts have their own deadlines), or fails unsent within about a second. */
-  private whenReady<R>(work: () => Promise<R>): Promise<R> {
+  /** As bounded(), for calls of scripts (they have their own deadlines) and types() (unbounded): waits for the connection, or fails unsent within about a second. */
+  private whenReady<C, R>(check: () => C, work: (checked: C) => Promise<R>): Promise<R> {
+    let checked: C;
+    try {
+      checked = check();
+    } catch (error) {
+      return Promise.reject(error);
+    }
     if (this.isClosed()) return Promise.reject(new ServiceClosedError());
     const waiting = this.parts.scripts.gate.wait();
-    return waiting ? waiting.then(work) : work();
+    return waiting ? waiting.then(() => work(checked)) : work(checked);
   }
+}
+
+function noCheck(): void {}
+
+/**
+ * A type (an event class, or its name), and an id, a call was given: a typed
+ * error at the call for a name that could not be a type's, a class that is
+ * no @DelayedEvent, or an id Redis would not store as given. Resolves the type's name.
+ */
+function checkTarget(target: EventTarget): string {
+  return typeof target === 'string' ? checkTypeName(target) : eventRouteOf(target).type;
+}
+
+function checkEvent(target: EventTarget, id: string): string {
+  checkIdArgument(id);
+  return checkTarget(target);
 }
 
 /** On the given ids, or on all (oldest first), in chunks: a long list or a huge dead-letter set never holds Redis in one script. */

@@ -2,7 +2,7 @@ import type { Cluster, Redis } from 'ioredis';
 import { LEASE_PIN } from '../../src/redis/redis-layout';
 
 /**
- * An in-flight score as lua/includes/lease.lua writes it: lease expiry, the
+ * An in-flight score as lua/includes/lease-constants.lua writes it: lease expiry, the
  * claim's microsecond (even), and 1 when the handler started.
  */
 export function leaseScore(expiresAtMs: number, started = true, microsecond = 0): number {

@@ -2,12 +2,12 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Cluster, Redis } from 'ioredis';
 
-/** lua/includes/schedule.lua's schedule_take_due, with the clock given: a dispatch at any moment. */
+/** lua/includes/schedule-buckets-constants.lua's schedule_take_due, with the clock given: a dispatch at any moment. */
 const TAKE_DUE = `${readFileSync(join(__dirname, '..', '..', 'lua', 'includes', 'schedule.lua'), 'utf8')}
 return schedule_take_due(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]))`;
 
 /**
- * The schedule of one queue as lua/includes/schedule.lua keeps it: an index
+ * The schedule of one queue as lua/includes/schedule-buckets-constants.lua keeps it: an index
  * `<queue>:b` of bucket -> earliest due, and buckets `<queue>:b:<n>` of id -> due.
  * `queue` is the key base, e.g. `${prefix}:{test.work}`.
  */
@@ -32,7 +32,7 @@ export class ScheduleView {
   }
 
   /**
-   * What lua/includes/schedule.lua promises of its buckets, as a list of
+   * What lua/includes/schedule-buckets-constants.lua promises of its buckets, as a list of
    * violations (empty when all hold): each id is in one bucket, each bucket is
    * listpack-encoded and indexed by its earliest due, and holds nothing later
    * than the next greater earliest due in the index; of buckets sharing an

@@ -1,0 +1,3 @@
+local function bucket_key(index, bucket)
+  return index .. ':' .. bucket
+end

@@ -1,0 +1,20 @@
+-- @include groups-forget
+-- @include lease-remove
+-- @include schedule-remove
+
+-- Removes `id`, whose envelope says it is due at `due`, from whichever state
+-- holds it (an event lives in exactly one of schedule, ready, in flight or
+-- dead), with its last error and what named groups hold of it. Its envelope
+-- stays: the caller deletes or replaces it. `k` names the queue's keys:
+-- meta, schedule, ready, in_flight, dead, errors, legacy (0.1's schedule),
+-- groups (the registry) and pending.
+local function remove_from_any_state(k, id, due)
+  if not schedule_remove(k.schedule, id, due)
+    and redis.call('ZREM', k.legacy, id) == 0
+    and not lease_remove(k.in_flight, id)
+    and redis.call('ZREM', k.dead, id) == 0 then
+    redis.call('LREM', k.ready, 1, id)
+  end
+  redis.call('HDEL', k.errors, id)
+  groups_forget(k.groups, k.pending, k.meta, id)
+end

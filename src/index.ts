@@ -3,21 +3,10 @@ import 'reflect-metadata';
 export { DelayedEventService } from './service/delayed-event-service';
 export type { BatchEntry, EnqueueOptions } from './service/enqueuer';
 export type { HandlerOptions } from './service/handlers';
-export {
-  createInspector,
-  Inspector,
-  type InspectorOptions,
-  type DeadLetter,
-  type DeadLetterPage,
-  type DueTimelineOptions,
-  type EventCounts,
-  type EventState,
-  type EventTarget,
-  type EventTypeInfo,
-  type InspectedEvent,
-  type ListOptions,
-  type StateCounts,
-} from './service/inspector';
+export { createInspector } from './service/create-inspector';
+export { Inspector } from './service/inspector';
+export type { DeadLetter, DeadLetterPage, DueTimelineOptions, EventTarget, InspectedEvent, InspectorOptions, ListOptions } from './service/inspection-types';
+export type { EventCounts, EventState, EventTypeInfo, StateCounts } from './redis/stored-types';
 export type { RecurringSchedule, ScheduleOptions } from './service/recurring-schedules';
 export type { CatchUp, RecurrenceSpec } from './core/recurrence';
 export type { DelayedEventServiceOptions } from './service/service-options';

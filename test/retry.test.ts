@@ -1,7 +1,7 @@
 import { throwError } from 'rxjs';
 import { describe, expect, it } from 'vitest';
 import { type DelayedEventService, type HandlerResult, METRIC, customBackoff, exponentialBackoff, fixedBackoff } from '../src';
-import { DEAD_LETTER_CHUNK } from '../src/service/inspector';
+import { DEAD_LETTER_CHUNK } from '../src/service/inspection-types';
 import { PaymentCheck } from './support/events';
 import { counter, recordMetrics, useRedis, waitForDeadLetters } from './support/harness';
 import { ScheduleView } from './support/schedule';

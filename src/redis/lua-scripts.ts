@@ -1,214 +1,30 @@
-import { createHash, randomBytes } from 'node:crypto';
-import type { Cluster } from 'ioredis';
-import type { RedisClient } from './redis-client';
-import { CallDeadlines } from './call-deadlines';
-import { parseEnvelope } from '../core/envelope';
 import { NotReplicatedError, RedisConnectionError } from '../core/errors';
+import { parseEnvelope } from '../core/envelope';
+import { CallDeadlines } from './call-deadlines';
+import { ScriptPermissions } from './permissions';
+import { READY_WAIT_MS, ReadyGate } from './ready-gate';
+import type { RedisClient } from './redis-client';
 import type { TypeKeys } from './redis-layout';
-import { LUA_SOURCES } from './lua-sources.generated';
-import { ScriptPermissions, isPermissionError, permissionError } from './permissions';
-import { READY_WAIT_MS, ReadyGate, isUnsent, nextReady } from './ready-gate';
+import { type LoadedScript, SCRIPT_NAMES, type ScriptName, evalScript, followRedirection, isCluster, isMissingScript, isRedirection, loadScript } from './script-calls';
+import {
+  type ClaimLog,
+  type ClaimResult,
+  type ClaimedRecord,
+  type ClaimedRef,
+  type DeadLetterStep,
+  type DispatchResult,
+  type Durability,
+  type DueSpec,
+  type EnqueueStatus,
+  type ScheduledBody,
+  enqueueStatuses,
+  newMarkerValue,
+} from './script-results';
 
 export type { RedisClient } from './redis-client';
-
-const SCRIPT_NAMES = [
-  'enqueue',
-  'dispatch-due',
-  'complete-and-claim',
-  'retry',
-  'dead-letter',
-  'cancel',
-  'replay-dead',
-  'purge-dead',
-  'release-claim',
-  'release-unstarted',
-  'register-group',
-  'remove-group',
-  'reschedule',
-  'advance-schedule',
-] as const;
-type ScriptName = (typeof SCRIPT_NAMES)[number];
-
-interface LoadedScript {
-  readonly name: ScriptName;
-  readonly lua: string;
-  readonly sha: string;
-  readonly numberOfKeys: number;
-  /** Its keys by name, in order, from its header; and the shorter sets it also takes. */
-  readonly keys: readonly string[];
-  readonly variants: Readonly<Record<string, readonly string[]>>;
-  /** What an ACL user needs to run it. */
-  readonly commands: readonly string[];
-}
-
-/**
- * A script of lua/, its `-- @include name` lines inlined from lua/includes, and
- * the number of keys its header declares (its `-- KEYS[n]` lines). The scripts
- * are compiled in (src/redis/lua-sources.generated.ts, written from lua/ by
- * `npm run embed-lua`): nothing is read from disk, so bundles work too.
- */
-export function loadLua(name: string): { lua: string; numberOfKeys: number; keys: readonly string[]; variants: Readonly<Record<string, readonly string[]>>; commands: readonly string[] } {
-  const script = Object.hasOwn(LUA_SOURCES, name) ? LUA_SOURCES[name as keyof typeof LUA_SOURCES] : undefined;
-  if (!script) throw new Error(`reactive-delayed-events: no Lua script '${name}' (lua/${name}.lua); after adding one, run npm run embed-lua`);
-  return { lua: script.lua, numberOfKeys: script.keys.length, keys: script.keys, variants: script.variants, commands: script.commands };
-}
-
-function loadScript(name: ScriptName): LoadedScript {
-  const { lua, numberOfKeys, keys, variants, commands } = loadLua(name);
-  return { name, lua, numberOfKeys, keys, variants, commands, sha: createHash('sha1').update(lua).digest('hex') };
-}
-
-/** NOSCRIPT: Redis does not hold the script (it restarted, or a replica that never ran it took over). */
-function isMissingScript(error: unknown): boolean {
-  return error instanceof Error && error.message.startsWith('NOSCRIPT');
-}
-
-/**
- * EVALSHA, and EVAL (which caches the script again) only when Redis answers
- * NOSCRIPT: a call that got NOSCRIPT ran nothing, so sending it again is safe.
- * ioredis's defineCommand does the same but cost ~4 µs more a call, a few
- * percent of an event at parallelism 1 (measured with the benchmarks).
- */
-function evalScript(
-  client: RedisClient,
-  script: LoadedScript,
-  args: ReadonlyArray<string | number>,
-  numberOfKeys = script.numberOfKeys,
-  permissions?: ScriptPermissions,
-  gate?: ReadyGate,
-  unsentRetries = 1,
-): Promise<unknown> {
-  return client.evalsha(script.sha, numberOfKeys, ...args).then(undefined, (error: unknown) => {
-    if (isPermissionError(error)) throw refused(script, error, permissions);
-    // Not sent (the connection is being replaced): sending it once it is back is safe.
-    if (isUnsent(error) && unsentRetries > 0) {
-      return (gate ? gate.next() : nextReady(client)).then(() => evalScript(client, script, args, numberOfKeys, permissions, gate, unsentRetries - 1));
-    }
-    if (!isMissingScript(error)) throw error;
-    return client.eval(script.lua, numberOfKeys, ...args).then(undefined, (again: unknown) => {
-      throw isPermissionError(again) ? refused(script, again, permissions) : again;
-    });
-  });
-}
-
-/** A NOPERM, which the permission check should have prevented (an ACL narrowed since): every answer is asked again. */
-function refused(script: LoadedScript, error: unknown, permissions: ScriptPermissions | undefined): Error {
-  permissions?.forget();
-  const typed = permissionError(`a command of the ${script.name} script`, error);
-  permissions?.refused(typed);
-  return typed;
-}
-
-function enqueueStatus(status: number): EnqueueStatus {
-  return status === 0 ? 'duplicate' : status === 2 ? 'replaced' : 'scheduled';
-}
-
-/** The enqueue script's reply: one status per event, or one event's status alone. */
-function enqueueStatuses(reply: unknown): EnqueueStatus[] {
-  return typeof reply === 'number' ? [enqueueStatus(reply)] : (reply as number[]).map(enqueueStatus);
-}
-
-/** By its flag, not instanceof: a Cluster of ioredis 5 is no instance of ioredis 6's class. */
-function isCluster(client: RedisClient): client is Cluster {
-  return client.isCluster;
-}
-
-/** A cluster's answer that the slot is elsewhere or moving: the command ran nowhere. */
-function isRedirection(error: unknown): error is Error {
-  return error instanceof Error && /^(MOVED|ASK|TRYAGAIN|CLUSTERDOWN) /.test(error.message);
-}
-
-/**
- * After MOVED, waits for a fresh slot map, so the next call goes to the slot's
- * new master; after ASK, TRYAGAIN or CLUSTERDOWN (a slot moving, a failover under
- * way), waits as ioredis itself would before trying again.
- */
-function followRedirection(cluster: Cluster, error: Error): Promise<void> {
-  if (error.message.startsWith('MOVED ')) return new Promise((resolve) => cluster.refreshSlotsCache(() => resolve()));
-  const delay = error.message.startsWith('CLUSTERDOWN ') ? cluster.options.retryDelayOnClusterDown : cluster.options.retryDelayOnTryAgain;
-  return new Promise((resolve) => setTimeout(resolve, delay ?? 100));
-}
-
-export interface ClaimedRecord {
-  readonly id: string;
-  /**
-   * The claim that took it (its lease's not-started score, lua/includes/lease-constants.lua):
-   * every result names it, and applies only while the lease is still this claim's.
-   */
-  readonly claim: number;
-  /** Whether its lease was written started: it was claimed for a free slot. */
-  readonly started: boolean;
-  readonly attempt: number;
-  readonly dueAt: number;
-  readonly body: string;
-}
-
-export interface ClaimResult {
-  readonly now: number;
-  /** Positions (from 0) of the succeeded events passed in that were stale (fenced off); the others completed. */
-  readonly stale: readonly number[];
-  readonly claimed: ClaimedRecord[];
-  readonly deadLettered: Array<{ id: string; attempt: number }>;
-  /** The type is paused: nothing was claimed. */
-  readonly paused: boolean;
-}
-
-export interface DispatchResult {
-  readonly movedDue: number;
-  readonly movedExpired: number;
-  /** Next due time or lease expiry, Redis clock; -1 when nothing waits. */
-  readonly nextDue: number;
-  readonly now: number;
-  /** The queue's marker value (asked with `newMarker`): a value other than the one seen before says Redis lost its registrations. */
-  readonly marker: string;
-}
-
-export type EnqueueStatus = 'scheduled' | 'duplicate' | 'replaced';
-
-/** An event as one claim took it: what a result names to be fenced by that claim. */
-export interface ClaimedRef {
-  readonly id: string;
-  readonly claim: number;
-}
-
-/** A value for a queue's marker: unique, so that a marker set anew differs from every one seen before. */
-export function newMarkerValue(): string {
-  return randomBytes(8).toString('hex');
-}
-
-/** Where a reader's claims are logged (a key in its queue's slot), and the token of the claim being made. */
-export interface ClaimLog {
-  readonly log: string;
-  readonly token: string;
-}
-
-/** Replicas that must confirm an enqueue (Redis WAIT) before it counts as done. */
-export interface Durability {
-  readonly replicas: number;
-  readonly timeoutMs: number;
-}
-
-/** When an event is due: relative to Redis's clock, or absolute. */
-export type DueSpec = { readonly delayMs: number } | { readonly atMs: number };
-
-export interface ScheduledBody {
-  readonly id: string;
-  readonly body: string;
-  readonly due: DueSpec;
-  /**
-   * performance.now() when the store was asked for: a delay counts from then,
-   * not from when Redis runs the script, so time spent in this process before
-   * the call leaves (a batch gathering, a stalled event loop) does not make the
-   * event late.
-   */
-  requestedAt: number;
-}
-
-/** One call on a type's dead letters: how many it acted on, and how many it took from the dead-letter set. */
-export interface DeadLetterStep {
-  readonly done: number;
-  readonly taken: number;
-}
+export { loadLua } from './script-calls';
+export type { ClaimLog, ClaimResult, ClaimedRecord, ClaimedRef, DeadLetterStep, DispatchResult, Durability, DueSpec, EnqueueStatus, ScheduledBody } from './script-results';
+export { newMarkerValue } from './script-results';
 
 /** Typed calls of the Lua state transitions in lua/; one method per script. */
 export class LuaScripts {

@@ -1,79 +1,17 @@
-import type { Cluster, Redis } from 'ioredis';
 import type { EventRoute } from '../core/delayed-event.decorator';
 import { parseEnvelope } from '../core/envelope';
 import type { RedisClient } from './redis-client';
 import { DEFAULT_GROUP, LEASE_PIN, type RedisLayout, type TypeKeys } from './redis-layout';
+import { type Entry, isScheduled, scheduledEntries } from './schedule-reads';
+import { scanTypes } from './type-scan';
 
-/** Where a stored event is, in its type's (or group's) keys. */
-export type EventState = 'scheduled' | 'ready' | 'in-flight' | 'dead';
-export const EVENT_STATES: readonly EventState[] = ['scheduled', 'ready', 'in-flight', 'dead'];
+export { EVENT_STATES, type EventCounts, type EventState, type EventTypeInfo, MAX_PARTITIONS, type StateCounts, type StoredDeadLetter, type StoredEvent } from './stored-types';
+import { type EventCounts, type EventState, type EventTypeInfo, MAX_PARTITIONS, type StateCounts, type StoredDeadLetter, type StoredEvent } from './stored-types';
 
-/** How many events are in each state. */
-export interface StateCounts {
-  readonly scheduled: number;
-  readonly ready: number;
-  readonly inFlight: number;
-  readonly dead: number;
-}
-
-/** counts(): the type's own keys (its default group), and each registered group's, when it has any. */
-export interface EventCounts extends StateCounts {
-  readonly groups?: Readonly<Record<string, StateCounts>>;
-}
-
-/** A type found under the prefix. */
-export interface EventTypeInfo {
-  readonly type: string;
-  /** 1 for a type without partitions; else one more than the highest partition that holds a key. */
-  readonly partitions: number;
-  /** Registered subscriber groups (`default` among them once registered), sorted; empty when none are. */
-  readonly groups: readonly string[];
-  /** Paused (in every partition found). */
-  readonly paused: boolean;
-}
-
-/** One stored event as read, before its body is decoded. */
-export interface StoredEvent {
-  readonly id: string;
-  readonly state: EventState;
-  readonly dueAt: number;
-  /** Attempts started: 0 while never handled; in flight, the one running. */
-  readonly attempt: number;
-  /** The stored body (JSON, as the codec wrote it). */
-  readonly body: string;
-  readonly lastError: string | undefined;
-  readonly leaseExpiresAt?: number;
-  readonly deadLetteredAt?: number;
-  /** For a type with registered groups: the event's state in each group that still holds it. */
-  readonly groups?: Readonly<Record<string, EventState>>;
-}
-
-/** A dead letter as read, before its body is decoded. */
-export interface StoredDeadLetter {
-  readonly id: string;
-  readonly attempts: number;
-  readonly body: string;
-  readonly error: string;
-  readonly deadLetteredAt: number;
-}
-
-/** Partitions a type may have (@DelayedEvent allows up to 1,024): a type name is resolved by probing them all. */
-export const MAX_PARTITIONS = 1_024;
-/** Bucket names read per call while walking a schedule. */
-const BUCKET_WALK = 256;
-const SCAN_COUNT = 1_000;
 /** LEASE_PIN as ioredis reads it back (its 0xFF byte is no UTF-8): what a reply holds in its place. */
 const PIN_AS_READ = LEASE_PIN.toString('utf8');
 /** Lease scores of 0.2 were the expiry alone; scaled ones are expiry * 1000 + three digits of the claim (lua/includes/lease-constants.lua). */
 const SCALED_LEASE_FROM = 1e14;
-
-interface Entry {
-  readonly id: string;
-  /** Sort key across partitions: due, lease expiry, dead-lettered at, or position. */
-  readonly key: number;
-  /** The score read with it (lease or dead-lettered at), if any. */
-  readonly score?: number;
-}
 
 interface QueueSample {
   readonly counts: StateCounts;
@@ -120,55 +58,9 @@ export class StoredEvents {
     private readonly layout: RedisLayout,
   ) {}
 
-  /**
-   * Every type with stored events, registered groups or a pause under the
-   * prefix: SCAN over every master (never KEYS), for the keys only a type in
-   * use has (`:m`, `:groups`, `:p`), parsing their hash tag.
-   */
-  async types(): Promise<EventTypeInfo[]> {
-    const prefix = `${this.layout.prefix}:{`;
-    const tags = new Map<string, Set<string>>(); // tag -> which of m, groups, p it has
-    for (const master of await this.masters()) {
-      let cursor = '0';
-      do {
-        const [next, keys] = await master.scan(cursor, 'MATCH', `${prefix}*}:[mgp]*`, 'COUNT', SCAN_COUNT);
-        cursor = next;
-        for (const key of keys) {
-          const close = key.indexOf('}', prefix.length);
-          if (!key.startsWith(prefix) || close < 0) continue;
-          const suffix = key.slice(close + 2);
-          if (key[close + 1] !== ':' || (suffix !== 'm' && suffix !== 'groups' && suffix !== 'p')) continue;
-          const tag = key.slice(prefix.length, close);
-          const seen = tags.get(tag) ?? new Set<string>();
-          seen.add(suffix);
-          tags.set(tag, seen);
-        }
-      } while (cursor !== '0');
-    }
-    const byType = new Map<string, { partitions: Set<number>; unpartitioned: boolean; groupTags: string[]; pausedTags: Set<string> }>();
-    for (const [tag, kinds] of tags) {
-      const hash = tag.lastIndexOf('#');
-      const type = hash < 0 ? tag : tag.slice(0, hash);
-      const partition = hash < 0 ? undefined : Number(tag.slice(hash + 1));
-      if (type.length === 0 || (partition !== undefined && !(Number.isInteger(partition) && partition >= 0 && partition < MAX_PARTITIONS))) continue;
-      const info = byType.get(type) ?? { partitions: new Set<number>(), unpartitioned: false, groupTags: [], pausedTags: new Set<string>() };
-      if (partition === undefined) info.unpartitioned = true;
-      else info.partitions.add(partition);
-      if (kinds.has('groups')) info.groupTags.push(tag);
-      if (kinds.has('p')) info.pausedTags.add(tag);
-      byType.set(type, info);
-    }
-    const found = await Promise.all(
-      [...byType].map(async ([type, info]): Promise<EventTypeInfo> => {
-        const partitions = info.unpartitioned || info.partitions.size === 0 ? 1 : Math.max(...info.partitions) + 1;
-        const queueTags = partitions === 1 && info.unpartitioned ? [type] : [...info.partitions].map((p) => `${type}#${p}`);
-        const groups = new Set<string>();
-        const registries = await Promise.all(info.groupTags.map((tag) => this.client.hkeys(`${this.layout.prefix}:{${tag}}:groups`)));
-        for (const names of registries) for (const name of names) groups.add(name);
-        return { type, partitions, groups: [...groups].sort(), paused: queueTags.length > 0 && queueTags.every((tag) => info.pausedTags.has(tag)) };
-      }),
-    );
-    return found.sort((a, b) => (a.type < b.type ? -1 : a.type > b.type ? 1 : 0));
+  /** Every type with stored events, registered groups or a pause under the prefix (src/redis/type-scan.ts). */
+  types(): Promise<EventTypeInfo[]> {
+    return scanTypes(this.client, this.layout);
   }
 
   /**
@@ -231,7 +123,7 @@ export class StoredEvents {
     else if (position !== null) own = 'ready';
     // Delivered to groups, and in none of the type's own states but its schedule:
     // in the default group's retries, or held by named groups only.
-    else if (delivered !== 1 || (await this.isScheduled(keys, id, envelope.dueAt))) own = 'scheduled';
+    else if (delivered !== 1 || (await isScheduled(this.client, keys, id, envelope.dueAt))) own = 'scheduled';
 
     const named = registry.filter((g) => g !== DEFAULT_GROUP).sort();
     let groups: Record<string, EventState> | undefined;
@@ -377,26 +269,11 @@ export class StoredEvents {
     return 'scheduled';
   }
 
-  /**
-   * Whether `id` is in the schedule: in a bucket starting at its due time, or
-   * at the greatest earliest due below it (lua/includes/schedule-buckets-constants.lua), or in 0.1's zset.
-   */
-  private async isScheduled(keys: TypeKeys, id: string, due: number): Promise<boolean> {
-    if ((await this.client.zscore(keys.legacySchedule, id)) !== null) return true;
-    const at = await this.client.zrange(keys.schedule, String(due), String(due), 'BYSCORE');
-    const below = await this.client.zrange(keys.schedule, `(${due}`, '-inf', 'BYSCORE', 'REV', 'LIMIT', 0, 1, 'WITHSCORES');
-    const buckets = [...at];
-    if (below[1] !== undefined) buckets.push(...(await this.client.zrange(keys.schedule, below[1], below[1], 'BYSCORE')));
-    if (due === 0) buckets.push(...(await this.client.zrange(keys.schedule, '0', '-1')));
-    for (const bucket of buckets) if ((await this.client.zscore(`${keys.schedule}:${bucket}`, id)) !== null) return true;
-    return false;
-  }
-
   /** The first `count` entries of a state from position `from`, in its order. */
   private async entries(keys: TypeKeys, state: EventState, from: number, count: number): Promise<Entry[]> {
     switch (state) {
       case 'scheduled':
-        return this.scheduledEntries(keys, from, count);
+        return scheduledEntries(this.client, keys, from, count);
       case 'ready': {
         const ids = await this.client.lrange(keys.ready, from, from + count - 1);
         return ids.map((id, i) => ({ id, key: from + i }));
@@ -415,69 +292,5 @@ export class StoredEvents {
         return entries;
       }
     }
-  }
-
-  /**
-   * Walks the schedule's buckets in index order, each sorted by due: buckets
-   * hold disjoint ranges of due times (lua/includes/schedule-buckets-constants.lua), so this is
-   * due order. Whole buckets before `from` are skipped by their size alone.
-   */
-  private async scheduledEntries(keys: TypeKeys, from: number, count: number): Promise<Entry[]> {
-    const legacy = await this.client.zcard(keys.legacySchedule);
-    if (legacy > 0) {
-      // 0.1's zset, still being emptied: merge it with the buckets' first from + count.
-      const [buckets, flat] = await Promise.all([this.bucketEntries(keys, 0, from + count), this.client.zrange(keys.legacySchedule, '0', String(from + count - 1), 'WITHSCORES')]);
-      const old: Entry[] = [];
-      for (let i = 0; i < flat.length; i += 2) old.push({ id: flat[i]!, key: Number(flat[i + 1]) });
-      return [...buckets, ...old].sort((a, b) => a.key - b.key).slice(from, from + count);
-    }
-    return this.bucketEntries(keys, from, count);
-  }
-
-  private async bucketEntries(keys: TypeKeys, from: number, count: number): Promise<Entry[]> {
-    const entries: Entry[] = [];
-    let skip = from;
-    // A bucket holds 48 to 64 events once full: read about as many names as the page needs, more while skipping.
-    let chunk = Math.min(BUCKET_WALK, Math.ceil((from + count) / 32) + 2);
-    for (let start = 0; entries.length < count; start += chunk, chunk = Math.min(BUCKET_WALK, chunk * 2)) {
-      const names = await this.client.zrange(keys.schedule, String(start), String(start + chunk - 1));
-      if (names.length === 0) break;
-      const sizing = this.client.pipeline();
-      for (const name of names) sizing.zcard(`${keys.schedule}:${name}`);
-      const sizes = pipelineValues(await sizing.exec()) as number[];
-      const ranges: Array<{ name: string; from: number; to: number }> = [];
-      let wanted = count - entries.length;
-      for (let i = 0; i < names.length && wanted > 0; i++) {
-        const size = sizes[i]!;
-        if (skip >= size) {
-          skip -= size;
-          continue;
-        }
-        const take = Math.min(size - skip, wanted);
-        ranges.push({ name: names[i]!, from: skip, to: skip + take - 1 });
-        wanted -= take;
-        skip = 0;
-      }
-      if (ranges.length === 0) continue;
-      const reading = this.client.pipeline();
-      for (const r of ranges) reading.zrange(`${keys.schedule}:${r.name}`, String(r.from), String(r.to), 'WITHSCORES');
-      for (const flat of pipelineValues(await reading.exec()) as string[][]) {
-        for (let i = 0; i < flat.length; i += 2) entries.push({ id: flat[i]!, key: Number(flat[i + 1]) });
-      }
-    }
-    return entries.slice(0, count);
-  }
-
-  /** The single server, or every master of a Cluster. */
-  private async masters(): Promise<Array<Redis | Cluster>> {
-    if (!this.client.isCluster) return [this.client];
-    const cluster = this.client as Cluster;
-    // Before 'ready' the node list still holds startup connections the slot refresh replaces.
-    if (cluster.status !== 'ready')
-      await new Promise<void>((resolve, reject) => {
-        cluster.once('ready', () => resolve());
-        cluster.once('end', () => reject(new Error('the cluster connection ended')));
-      });
-    return cluster.nodes('master');
   }
 }

@@ -19,18 +19,9 @@ import { type Wake, wakeListener } from '../runtime/wake-listener';
 import { type BatchEntry, type EnqueueOptions, Enqueuer } from './enqueuer';
 import { type HandlerOptions, Handlers } from './handlers';
 import { Health } from './health';
-import {
-  type DeadLetter,
-  type DeadLetterPage,
-  type DueTimelineOptions,
-  type EventCounts,
-  type EventState,
-  type EventTarget,
-  type EventTypeInfo,
-  type InspectedEvent,
-  Inspector,
-  type ListOptions,
-} from './inspector';
+import type { EventCounts, EventState, EventTypeInfo } from '../redis/stored-types';
+import type { DeadLetter, DeadLetterPage, DueTimelineOptions, EventTarget, InspectedEvent, ListOptions } from './inspection-types';
+import { Inspector } from './inspector';
 import type { ServiceHealth } from './instrumentation';
 import { type RecurringSchedule, RecurringSchedules, type ScheduleOptions } from './recurring-schedules';
 import { type DelayedEventServiceOptions, type ResolvedOptions, positive, resolveOptions } from './service-options';

@@ -18,7 +18,7 @@ import { OutageBackoff } from '../runtime/outage-backoff';
 import { ReadyReader } from '../runtime/ready-reader';
 import type { ServiceLog } from '../runtime/service-log';
 import { WAKE_ALL, type Wake } from '../runtime/wake-listener';
-import { DEAD_LETTER_CHUNK } from './inspector';
+import { DEAD_LETTER_CHUNK } from './inspection-types';
 import { type ResolvedOptions, integer, positive } from './service-options';
 
 export interface HandlerOptions {

@@ -1,111 +1,36 @@
-import type { Cluster, Redis } from 'ioredis';
 import { type DelayedEventInstance, type EventClass, type EventRoute, eventRouteOf } from '../core/delayed-event.decorator';
 import { type Delay, dateToMillis, delayToMillis } from '../core/duration';
-import { InvalidOptionError, ServiceClosedError, describe } from '../core/errors';
-import { EventCodec } from '../core/event-codec';
-import type { EventContext } from '../core/event-context';
+import { ServiceClosedError } from '../core/errors';
+import type { EventCodec } from '../core/event-codec';
 import { checkGroupArgument, checkIntegerArgument, checkStateArgument } from '../core/arguments';
 import { checkIdArgument, checkTypeName } from '../core/names';
-import { type JsonEvent, parseStoredBody } from '../core/stored-body';
+import type { JsonEvent } from '../core/stored-body';
+import { noCheck, checkTarget, checkEvent } from './inspection-checks';
+import { applyInChunks } from './dead-letter-chunks';
 import { type DueTimeline, readDueTimeline } from '../redis/due-timeline';
-import { type DeadLetterStep, type DueSpec, LuaScripts } from '../redis/lua-scripts';
+import type { DeadLetterStep, DueSpec, LuaScripts } from '../redis/lua-scripts';
 import type { RedisClient } from '../redis/redis-client';
 import { RecurringStore } from '../redis/recurring-store';
-import { RedisConnections } from '../redis/redis-connections';
+import type { RedisConnections } from '../redis/redis-connections';
 import { pingWithin } from '../redis/redis-readiness';
-import { RedisLayout, type TypeKeys } from '../redis/redis-layout';
-import { type EventCounts, type EventState, type EventTypeInfo, type StoredEvent, StoredEvents } from '../redis/stored-events';
+import type { RedisLayout, TypeKeys } from '../redis/redis-layout';
+import { type EventCounts, type EventState, type EventTypeInfo, StoredEvents } from '../redis/stored-events';
 import { ACTIVITY_RETENTION_MS, type ActivitySlot, readActivity } from '../runtime/activity-log';
 import type { ServiceHealth } from './instrumentation';
 import { type RecurringSchedule, describeSchedules, removeSchedule } from './recurring-schedules';
-import { DEFAULT_PREFIX, type IORedisClient, checkRedisOption } from './service-options';
 
-export { EVENT_STATES, type EventCounts, type EventState, type EventTypeInfo, type StateCounts } from '../redis/stored-events';
-
-/** One stored event as find() and list() see it. */
-export interface InspectedEvent<T = JsonEvent> {
-  readonly id: string;
-  readonly state: EventState;
-  readonly dueAt: Date;
-  /** Attempts started: 0 while never handled; in flight, the one running. */
-  readonly attempt: number;
-  /** When it was first enqueued; undefined when its stored body does not say. */
-  readonly enqueuedAt: Date | undefined;
-  readonly context: EventContext;
-  /** The last error recorded (a failed attempt, or why it is dead), if any. */
-  readonly lastError: string | undefined;
-  /** The event (a class instance, or for a type name the payload as parsed JSON); undefined when it cannot be decoded. */
-  readonly event: T | undefined;
-  /** Why `event` is undefined. */
-  readonly decodeError?: string;
-  /** In flight: when its lease runs out and another instance may take it. */
-  readonly leaseExpiresAt?: Date;
-  /** Dead: when it was dead-lettered. */
-  readonly deadLetteredAt?: Date;
-  /** find() only, for a type with registered groups: the event's state in each group that still holds it. */
-  readonly groups?: Readonly<Record<string, EventState>>;
-}
-
-export interface DeadLetter<T> {
-  readonly id: string;
-  /** The event, or undefined when its stored form cannot be decoded (see `error`). */
-  readonly event: T | undefined;
-  readonly context: EventContext;
-  /** The last error, or why it could not be decoded. */
-  readonly error: string;
-  /** Attempts made before it was parked. */
-  readonly attempts: number;
-  readonly deadLetteredAt: Date;
-  /** The stored JSON, for events that cannot be decoded. */
-  readonly body: string;
-}
-
-export interface ListOptions {
-  /** Events to skip (default 0). */
-  readonly offset?: number;
-  /** Page size, 1 to 1,000 (default 100). */
-  readonly limit?: number;
-  /** Subscriber group (default: the default group, the type's own keys). */
-  readonly group?: string;
-}
-
-export interface DeadLetterPage {
-  /** Subscriber group (default: the default group). */
-  readonly group?: string;
-  /** Dead letters to skip (default 0). */
-  readonly offset?: number;
-  /** Page size, 1 to 10,000 (default 100). */
-  readonly limit?: number;
-}
-
-export interface DueTimelineOptions {
-  /** How far ahead, ms: 1 s to 30 days (default 1 hour). */
-  readonly horizonMs?: number;
-  /** Equal slots the horizon is cut into, 1 to 500 (default 60). */
-  readonly slots?: number;
-  /** Subscriber group whose retry schedule to read (default: the type's own schedule). */
-  readonly group?: string;
-}
-
-/** An event class, or its type name (payloads then come back as parsed JSON). */
-export type EventTarget<T extends DelayedEventInstance = DelayedEventInstance> = EventClass<T> | string;
-
-export const MAX_PAGE = 1_000;
-const MAX_DEAD_LETTER_PAGE = 10_000;
-/** Dead letters per script call when replaying or purging: a huge set never holds Redis in one script. */
-export const DEAD_LETTER_CHUNK = 1_000;
-
-export interface InspectorOptions {
-  /**
-   * A connection URL (`redis://`, `rediss://`), or an ioredis Redis or Cluster
-   * (ioredis 5 or 6). A client you pass stays yours: close() does not quit it.
-   */
-  readonly redis: string | Redis | Cluster | IORedisClient;
-  /** The services' `prefix` (default `delayed-events`). */
-  readonly prefix?: string;
-  /** Each call fails with RedisCallTimeoutError after this long (default 10 s); types() is unbounded. */
-  readonly commandTimeoutMs?: number;
-}
+import {
+  type DeadLetter,
+  type DeadLetterPage,
+  type DueTimelineOptions,
+  type EventTarget,
+  type InspectedEvent,
+  type ListOptions,
+  MAX_DEAD_LETTER_PAGE,
+  MAX_PAGE,
+  decodeStored,
+  inspectedEvent,
+} from './inspection-types';
 
 /** What an Inspector runs on: the service hands in its own, createInspector() opens them. */
 export interface InspectorParts {
@@ -128,23 +53,6 @@ interface Resolved {
   readonly queues: readonly TypeKeys[];
   /** The partitions are known (a class); for a name, `queues` are the partitions found. */
   readonly exact: boolean;
-}
-
-/**
- * An Inspector for the events stored under `prefix`, for tools and operators:
- * it needs none of the application's event classes (types are named by their
- * string) and runs no handler. close() releases the connection it opened.
- */
-export function createInspector(options: InspectorOptions): Inspector {
-  if (options === null || typeof options !== 'object') throw new InvalidOptionError('options', 'expected an object with at least { redis }');
-  checkRedisOption(options.redis);
-  const prefix = options.prefix ?? DEFAULT_PREFIX;
-  const commandTimeoutMs = options.commandTimeoutMs ?? 10_000;
-  if (!Number.isFinite(commandTimeoutMs) || commandTimeoutMs <= 0) throw new InvalidOptionError('commandTimeoutMs', `must be a finite number > 0, got ${String(commandTimeoutMs)}`);
-  const layout = new RedisLayout(prefix);
-  const connections = new RedisConnections(options.redis as string | RedisClient, () => undefined);
-  const scripts = new LuaScripts(connections.command, layout.wakeChannel, { ms: commandTimeoutMs, onStuck: () => connections.resetCommandConnection() }, 0);
-  return new Inspector({ client: connections.command, layout, scripts, codec: new EventCodec(Number.MAX_SAFE_INTEGER), connections });
 }
 
 /**
@@ -205,7 +113,7 @@ export class Inspector {
         const resolved = await this.resolve(target);
         const keys = resolved && (await this.queueOf(resolved, id));
         const stored = keys && (await this.stored.read(keys, id));
-        return stored && (this.inspected(resolved!, stored) as InspectedEvent<T | JsonEvent>);
+        return stored && (inspectedEvent(this.parts.codec, resolved!.eventClass, stored) as InspectedEvent<T | JsonEvent>);
       },
     );
   }
@@ -232,7 +140,7 @@ export class Inspector {
       if (!resolved) return [];
       const queues = resolved.queues.map((keys) => this.parts.layout.forGroup(keys, group));
       const page = await this.stored.page(queues, state, offset, limit);
-      return page.map((stored) => this.inspected(resolved, stored) as InspectedEvent<T | JsonEvent>);
+      return page.map((stored) => inspectedEvent(this.parts.codec, resolved.eventClass, stored) as InspectedEvent<T | JsonEvent>);
     });
   }
 
@@ -344,7 +252,7 @@ export class Inspector {
       if (!resolved) return [];
       const queues = resolved.queues.map((keys) => this.parts.layout.forGroup(keys, group));
       return (await this.stored.deadLetters(queues, offset, limit)).map((letter) => {
-        const decoded = this.decode(resolved, letter.id, letter.body);
+        const decoded = decodeStored(this.parts.codec, resolved.eventClass, letter.id, letter.body);
         return {
           id: letter.id,
           event: decoded.event as T | JsonEvent | undefined,
@@ -489,38 +397,6 @@ export class Inspector {
     return this.stored.queueHolding(resolved.queues, id);
   }
 
-  private inspected(resolved: Resolved, stored: StoredEvent): InspectedEvent<unknown> {
-    const decoded = this.decode(resolved, stored.id, stored.body);
-    return {
-      id: stored.id,
-      state: stored.state,
-      dueAt: new Date(stored.dueAt),
-      attempt: stored.attempt,
-      enqueuedAt: decoded.enqueuedAt === undefined ? undefined : new Date(decoded.enqueuedAt),
-      context: decoded.context,
-      lastError: stored.lastError,
-      event: decoded.event,
-      ...(decoded.decodeError ? { decodeError: decoded.decodeError } : {}),
-      ...(stored.leaseExpiresAt !== undefined ? { leaseExpiresAt: new Date(stored.leaseExpiresAt) } : {}),
-      ...(stored.deadLetteredAt !== undefined ? { deadLetteredAt: new Date(stored.deadLetteredAt) } : {}),
-      ...(stored.groups ? { groups: stored.groups } : {}),
-    };
-  }
-
-  /** A stored body as the caller's class (or, by type name, as parsed JSON), and why it could not be decoded. */
-  private decode(resolved: Resolved, id: string, body: string): { event: unknown; context: EventContext; enqueuedAt: number | undefined; decodeError?: string } {
-    if (resolved.eventClass) {
-      try {
-        const decoded = this.parts.codec.decode(resolved.eventClass, id, body);
-        return { event: decoded.event, context: decoded.context, enqueuedAt: decoded.enqueuedAt || undefined };
-      } catch (error) {
-        return { event: undefined, context: {}, enqueuedAt: parseStoredBody(id, body).enqueuedAt, decodeError: describe(error) };
-      }
-    }
-    const parsed = parseStoredBody(id, body);
-    return { event: parsed.event, context: parsed.context, enqueuedAt: parsed.enqueuedAt, ...(parsed.error ? { decodeError: parsed.error } : {}) };
-  }
-
   private isClosed(): boolean {
     return this.closing !== undefined || (this.parts.closed?.() ?? false);
   }
@@ -552,38 +428,5 @@ export class Inspector {
     if (this.isClosed()) return Promise.reject(new ServiceClosedError());
     const waiting = this.parts.scripts.gate.wait();
     return waiting ? waiting.then(() => work(checked)) : work(checked);
-  }
-}
-
-function noCheck(): void {}
-
-/**
- * A type (an event class, or its name), and an id, a call was given: a typed
- * error at the call for a name that could not be a type's, a class that is
- * no @DelayedEvent, or an id Redis would not store as given. Resolves the type's name.
- */
-function checkTarget(target: EventTarget): string {
-  return typeof target === 'string' ? checkTypeName(target) : eventRouteOf(target).type;
-}
-
-function checkEvent(target: EventTarget, id: string): string {
-  checkIdArgument(id);
-  return checkTarget(target);
-}
-
-/** On the given ids, or on all (oldest first), in chunks: a long list or a huge dead-letter set never holds Redis in one script. */
-async function applyInChunks(keys: TypeKeys, ids: readonly string[] | undefined, step: (keys: TypeKeys, ids: readonly string[], limit: number) => Promise<DeadLetterStep>): Promise<number> {
-  let total = 0;
-  if (ids) {
-    for (let from = 0; from < ids.length; from += DEAD_LETTER_CHUNK) {
-      const chunk = ids.slice(from, from + DEAD_LETTER_CHUNK);
-      total += (await step(keys, chunk, chunk.length)).done;
-    }
-    return total;
-  }
-  for (;;) {
-    const { done, taken } = await step(keys, [], DEAD_LETTER_CHUNK);
-    total += done;
-    if (taken < DEAD_LETTER_CHUNK) return total;
   }
 }

@@ -1,0 +1,93 @@
+import { randomBytes } from 'node:crypto';
+
+// What the scripts of lua/ take and answer, as LuaScripts (src/redis/lua-scripts.ts) types them.
+
+export interface ClaimedRecord {
+  readonly id: string;
+  /**
+   * The claim that took it (its lease's not-started score, lua/includes/lease-constants.lua):
+   * every result names it, and applies only while the lease is still this claim's.
+   */
+  readonly claim: number;
+  /** Whether its lease was written started: it was claimed for a free slot. */
+  readonly started: boolean;
+  readonly attempt: number;
+  readonly dueAt: number;
+  readonly body: string;
+}
+
+export interface ClaimResult {
+  readonly now: number;
+  /** Positions (from 0) of the succeeded events passed in that were stale (fenced off); the others completed. */
+  readonly stale: readonly number[];
+  readonly claimed: ClaimedRecord[];
+  readonly deadLettered: Array<{ id: string; attempt: number }>;
+  /** The type is paused: nothing was claimed. */
+  readonly paused: boolean;
+}
+
+export interface DispatchResult {
+  readonly movedDue: number;
+  readonly movedExpired: number;
+  /** Next due time or lease expiry, Redis clock; -1 when nothing waits. */
+  readonly nextDue: number;
+  readonly now: number;
+  /** The queue's marker value (asked with `newMarker`): a value other than the one seen before says Redis lost its registrations. */
+  readonly marker: string;
+}
+
+export type EnqueueStatus = 'scheduled' | 'duplicate' | 'replaced';
+
+/** An event as one claim took it: what a result names to be fenced by that claim. */
+export interface ClaimedRef {
+  readonly id: string;
+  readonly claim: number;
+}
+
+/** A value for a queue's marker: unique, so that a marker set anew differs from every one seen before. */
+export function newMarkerValue(): string {
+  return randomBytes(8).toString('hex');
+}
+
+/** Where a reader's claims are logged (a key in its queue's slot), and the token of the claim being made. */
+export interface ClaimLog {
+  readonly log: string;
+  readonly token: string;
+}
+
+/** Replicas that must confirm an enqueue (Redis WAIT) before it counts as done. */
+export interface Durability {
+  readonly replicas: number;
+  readonly timeoutMs: number;
+}
+
+/** When an event is due: relative to Redis's clock, or absolute. */
+export type DueSpec = { readonly delayMs: number } | { readonly atMs: number };
+
+export interface ScheduledBody {
+  readonly id: string;
+  readonly body: string;
+  readonly due: DueSpec;
+  /**
+   * performance.now() when the store was asked for: a delay counts from then,
+   * not from when Redis runs the script, so time spent in this process before
+   * the call leaves (a batch gathering, a stalled event loop) does not make the
+   * event late.
+   */
+  requestedAt: number;
+}
+
+/** One call on a type's dead letters: how many it acted on, and how many it took from the dead-letter set. */
+export interface DeadLetterStep {
+  readonly done: number;
+  readonly taken: number;
+}
+
+function enqueueStatus(status: number): EnqueueStatus {
+  return status === 0 ? 'duplicate' : status === 2 ? 'replaced' : 'scheduled';
+}
+
+/** The enqueue script's reply: one status per event, or one event's status alone. */
+export function enqueueStatuses(reply: unknown): EnqueueStatus[] {
+  return typeof reply === 'number' ? [enqueueStatus(reply)] : (reply as number[]).map(enqueueStatus);
+}

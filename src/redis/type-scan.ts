@@ -1,0 +1,70 @@
+import type { Cluster, Redis } from 'ioredis';
+import type { RedisClient } from './redis-client';
+import type { RedisLayout } from './redis-layout';
+import { type EventTypeInfo, MAX_PARTITIONS } from './stored-types';
+
+const SCAN_COUNT = 1_000;
+
+/**
+ * Every type with stored events, registered groups or a pause under the
+ * prefix: SCAN over every master (never KEYS), for the keys only a type in
+ * use has (`:m`, `:groups`, `:p`), parsing their hash tag.
+ */
+export async function scanTypes(client: RedisClient, layout: RedisLayout): Promise<EventTypeInfo[]> {
+  const prefix = `${layout.prefix}:{`;
+  const tags = new Map<string, Set<string>>(); // tag -> which of m, groups, p it has
+  for (const master of await masters(client)) {
+    let cursor = '0';
+    do {
+      const [next, keys] = await master.scan(cursor, 'MATCH', `${prefix}*}:[mgp]*`, 'COUNT', SCAN_COUNT);
+      cursor = next;
+      for (const key of keys) {
+        const close = key.indexOf('}', prefix.length);
+        if (!key.startsWith(prefix) || close < 0) continue;
+        const suffix = key.slice(close + 2);
+        if (key[close + 1] !== ':' || (suffix !== 'm' && suffix !== 'groups' && suffix !== 'p')) continue;
+        const tag = key.slice(prefix.length, close);
+        const seen = tags.get(tag) ?? new Set<string>();
+        seen.add(suffix);
+        tags.set(tag, seen);
+      }
+    } while (cursor !== '0');
+  }
+  const byType = new Map<string, { partitions: Set<number>; unpartitioned: boolean; groupTags: string[]; pausedTags: Set<string> }>();
+  for (const [tag, kinds] of tags) {
+    const hash = tag.lastIndexOf('#');
+    const type = hash < 0 ? tag : tag.slice(0, hash);
+    const partition = hash < 0 ? undefined : Number(tag.slice(hash + 1));
+    if (type.length === 0 || (partition !== undefined && !(Number.isInteger(partition) && partition >= 0 && partition < MAX_PARTITIONS))) continue;
+    const info = byType.get(type) ?? { partitions: new Set<number>(), unpartitioned: false, groupTags: [], pausedTags: new Set<string>() };
+    if (partition === undefined) info.unpartitioned = true;
+    else info.partitions.add(partition);
+    if (kinds.has('groups')) info.groupTags.push(tag);
+    if (kinds.has('p')) info.pausedTags.add(tag);
+    byType.set(type, info);
+  }
+  const found = await Promise.all(
+    [...byType].map(async ([type, info]): Promise<EventTypeInfo> => {
+      const partitions = info.unpartitioned || info.partitions.size === 0 ? 1 : Math.max(...info.partitions) + 1;
+      const queueTags = partitions === 1 && info.unpartitioned ? [type] : [...info.partitions].map((p) => `${type}#${p}`);
+      const groups = new Set<string>();
+      const registries = await Promise.all(info.groupTags.map((tag) => client.hkeys(`${layout.prefix}:{${tag}}:groups`)));
+      for (const names of registries) for (const name of names) groups.add(name);
+      return { type, partitions, groups: [...groups].sort(), paused: queueTags.length > 0 && queueTags.every((tag) => info.pausedTags.has(tag)) };
+    }),
+  );
+  return found.sort((a, b) => (a.type < b.type ? -1 : a.type > b.type ? 1 : 0));
+}
+
+/** The single server, or every master of a Cluster. */
+async function masters(client: RedisClient): Promise<Array<Redis | Cluster>> {
+  if (!client.isCluster) return [client];
+  const cluster = client as Cluster;
+  // Before 'ready' the node list still holds startup connections the slot refresh replaces.
+  if (cluster.status !== 'ready')
+    await new Promise<void>((resolve, reject) => {
+      cluster.once('ready', () => resolve());
+      cluster.once('end', () => reject(new Error('the cluster connection ended')));
+    });
+  return cluster.nodes('master');
+}

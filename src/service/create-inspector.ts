@@ -1,0 +1,26 @@
+import { InvalidOptionError } from '../core/errors';
+import { EventCodec } from '../core/event-codec';
+import { LuaScripts } from '../redis/lua-scripts';
+import type { RedisClient } from '../redis/redis-client';
+import { RedisConnections } from '../redis/redis-connections';
+import { RedisLayout } from '../redis/redis-layout';
+import type { InspectorOptions } from './inspection-types';
+import { Inspector } from './inspector';
+import { DEFAULT_PREFIX, checkRedisOption } from './service-options';
+
+/**
+ * An Inspector for the events stored under `prefix`, for tools and operators:
+ * it needs none of the application's event classes (types are named by their
+ * string) and runs no handler. close() releases the connection it opened.
+ */
+export function createInspector(options: InspectorOptions): Inspector {
+  if (options === null || typeof options !== 'object') throw new InvalidOptionError('options', 'expected an object with at least { redis }');
+  checkRedisOption(options.redis);
+  const prefix = options.prefix ?? DEFAULT_PREFIX;
+  const commandTimeoutMs = options.commandTimeoutMs ?? 10_000;
+  if (!Number.isFinite(commandTimeoutMs) || commandTimeoutMs <= 0) throw new InvalidOptionError('commandTimeoutMs', `must be a finite number > 0, got ${String(commandTimeoutMs)}`);
+  const layout = new RedisLayout(prefix);
+  const connections = new RedisConnections(options.redis as string | RedisClient, () => undefined);
+  const scripts = new LuaScripts(connections.command, layout.wakeChannel, { ms: commandTimeoutMs, onStuck: () => connections.resetCommandConnection() }, 0);
+  return new Inspector({ client: connections.command, layout, scripts, codec: new EventCodec(Number.MAX_SAFE_INTEGER), connections });
+}

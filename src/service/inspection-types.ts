@@ -1,0 +1,134 @@
+import type { Cluster, Redis } from 'ioredis';
+import type { DelayedEventInstance, EventClass } from '../core/delayed-event.decorator';
+import { describe } from '../core/errors';
+import type { EventCodec } from '../core/event-codec';
+import type { EventContext } from '../core/event-context';
+import { type JsonEvent, parseStoredBody } from '../core/stored-body';
+import type { EventState, StoredEvent } from '../redis/stored-events';
+import type { IORedisClient } from './service-options';
+
+// What the Inspector (src/service/inspector.ts) takes and answers, and how a
+// stored event becomes an InspectedEvent: decoded with the caller's class, or
+// by type name as parsed JSON.
+
+/** One stored event as find() and list() see it. */
+export interface InspectedEvent<T = JsonEvent> {
+  readonly id: string;
+  readonly state: EventState;
+  readonly dueAt: Date;
+  /** Attempts started: 0 while never handled; in flight, the one running. */
+  readonly attempt: number;
+  /** When it was first enqueued; undefined when its stored body does not say. */
+  readonly enqueuedAt: Date | undefined;
+  readonly context: EventContext;
+  /** The last error recorded (a failed attempt, or why it is dead), if any. */
+  readonly lastError: string | undefined;
+  /** The event (a class instance, or for a type name the payload as parsed JSON); undefined when it cannot be decoded. */
+  readonly event: T | undefined;
+  /** Why `event` is undefined. */
+  readonly decodeError?: string;
+  /** In flight: when its lease runs out and another instance may take it. */
+  readonly leaseExpiresAt?: Date;
+  /** Dead: when it was dead-lettered. */
+  readonly deadLetteredAt?: Date;
+  /** find() only, for a type with registered groups: the event's state in each group that still holds it. */
+  readonly groups?: Readonly<Record<string, EventState>>;
+}
+
+export interface DeadLetter<T> {
+  readonly id: string;
+  /** The event, or undefined when its stored form cannot be decoded (see `error`). */
+  readonly event: T | undefined;
+  readonly context: EventContext;
+  /** The last error, or why it could not be decoded. */
+  readonly error: string;
+  /** Attempts made before it was parked. */
+  readonly attempts: number;
+  readonly deadLetteredAt: Date;
+  /** The stored JSON, for events that cannot be decoded. */
+  readonly body: string;
+}
+
+export interface ListOptions {
+  /** Events to skip (default 0). */
+  readonly offset?: number;
+  /** Page size, 1 to 1,000 (default 100). */
+  readonly limit?: number;
+  /** Subscriber group (default: the default group, the type's own keys). */
+  readonly group?: string;
+}
+
+export interface DeadLetterPage {
+  /** Subscriber group (default: the default group). */
+  readonly group?: string;
+  /** Dead letters to skip (default 0). */
+  readonly offset?: number;
+  /** Page size, 1 to 10,000 (default 100). */
+  readonly limit?: number;
+}
+
+export interface DueTimelineOptions {
+  /** How far ahead, ms: 1 s to 30 days (default 1 hour). */
+  readonly horizonMs?: number;
+  /** Equal slots the horizon is cut into, 1 to 500 (default 60). */
+  readonly slots?: number;
+  /** Subscriber group whose retry schedule to read (default: the type's own schedule). */
+  readonly group?: string;
+}
+
+/** An event class, or its type name (payloads then come back as parsed JSON). */
+export type EventTarget<T extends DelayedEventInstance = DelayedEventInstance> = EventClass<T> | string;
+
+export const MAX_PAGE = 1_000;
+export const MAX_DEAD_LETTER_PAGE = 10_000;
+/** Dead letters per script call when replaying or purging: a huge set never holds Redis in one script. */
+export const DEAD_LETTER_CHUNK = 1_000;
+
+export interface InspectorOptions {
+  /**
+   * A connection URL (`redis://`, `rediss://`), or an ioredis Redis or Cluster
+   * (ioredis 5 or 6). A client you pass stays yours: close() does not quit it.
+   */
+  readonly redis: string | Redis | Cluster | IORedisClient;
+  /** The services' `prefix` (default `delayed-events`). */
+  readonly prefix?: string;
+  /** Each call fails with RedisCallTimeoutError after this long (default 10 s); types() is unbounded. */
+  readonly commandTimeoutMs?: number;
+}
+
+export function inspectedEvent(codec: EventCodec, eventClass: EventClass | undefined, stored: StoredEvent): InspectedEvent<unknown> {
+  const decoded = decodeStored(codec, eventClass, stored.id, stored.body);
+  return {
+    id: stored.id,
+    state: stored.state,
+    dueAt: new Date(stored.dueAt),
+    attempt: stored.attempt,
+    enqueuedAt: decoded.enqueuedAt === undefined ? undefined : new Date(decoded.enqueuedAt),
+    context: decoded.context,
+    lastError: stored.lastError,
+    event: decoded.event,
+    ...(decoded.decodeError ? { decodeError: decoded.decodeError } : {}),
+    ...(stored.leaseExpiresAt !== undefined ? { leaseExpiresAt: new Date(stored.leaseExpiresAt) } : {}),
+    ...(stored.deadLetteredAt !== undefined ? { deadLetteredAt: new Date(stored.deadLetteredAt) } : {}),
+    ...(stored.groups ? { groups: stored.groups } : {}),
+  };
+}
+
+/** A stored body as the caller's class (or, by type name, as parsed JSON), and why it could not be decoded. */
+export function decodeStored(
+  codec: EventCodec,
+  eventClass: EventClass | undefined,
+  id: string,
+  body: string,
+): { event: unknown; context: EventContext; enqueuedAt: number | undefined; decodeError?: string } {
+  if (eventClass) {
+    try {
+      const decoded = codec.decode(eventClass, id, body);
+      return { event: decoded.event, context: decoded.context, enqueuedAt: decoded.enqueuedAt || undefined };
+    } catch (error) {
+      return { event: undefined, context: {}, enqueuedAt: parseStoredBody(id, body).enqueuedAt, decodeError: describe(error) };
+    }
+  }
+  const parsed = parseStoredBody(id, body);
+  return { event: parsed.event, context: parsed.context, enqueuedAt: parsed.enqueuedAt, ...(parsed.error ? { decodeError: parsed.error } : {}) };
+}

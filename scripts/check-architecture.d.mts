@@ -4,5 +4,7 @@ export declare const ROOT: string;
 export declare function importGraph(root?: string): Map<string, string[]>;
 /** Each import cycle, as the modules along it. */
 export declare function findCycles(graph: Map<string, string[]>): string[][];
+/** Each Redis command a module of service, cli, dashboard or integrations sends itself. */
+export declare function commandProblems(root?: string): string[];
 /** Each import that crosses the layers the wrong way, said in a line. */
 export declare function layeringProblems(graph: Map<string, string[]>, root?: string): string[];

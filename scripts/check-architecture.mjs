@@ -11,7 +11,10 @@
 //     src/index.ts, the public entry, -> any of those
 //   and cli, dashboard and integrations import only the public entry points
 //   (src/index.ts and the subpath entries of package.json `exports`), besides
-//   their own folder: they use the library as any application does.
+//   their own folder: they use the library as any application does;
+// - only src/redis/ (and runtime/, whose loops are its callers) sends Redis
+//   commands: service, cli, dashboard and integrations call src/redis/, which
+//   alone knows the storage format.
 //
 //   node scripts/check-architecture.mjs     prints each problem; exits 1 if any
 import { readFileSync, readdirSync, statSync } from 'node:fs';
@@ -100,6 +103,25 @@ export function findCycles(graph) {
   return cycles;
 }
 
+/** Layers that send no Redis command of their own, and the commands looked for (a call `.hget(` and so on). */
+const NO_COMMANDS = ['service', 'cli', 'dashboard', 'integrations'];
+const COMMAND_CALL =
+  /\.(hget|hset|hmget|hgetall|hkeys|hdel|hlen|hexists|zrange|zadd|zrem|zscore|zcard|zcount|lrange|llen|lpos|scan|multi|pipeline|eval|evalsha|publish|ping|exists|sendCommand|flushall|info)\(/g;
+
+/** Each Redis command a module of those layers sends itself, said in a line. */
+export function commandProblems(root = ROOT) {
+  const problems = [];
+  for (const file of sourceFiles(join(root, 'src'))) {
+    const layer = layerOf(root, file);
+    if (!NO_COMMANDS.includes(layer) || file.endsWith('.generated.ts')) continue;
+    const text = readFileSync(file, 'utf8')
+      .replace(/\/\/.*$/gm, '')
+      .replace(/\/\*[\s\S]*?\*\//g, '');
+    for (const match of text.matchAll(COMMAND_CALL)) problems.push(`${relative(root, file)} sends ${match[1].toUpperCase()} itself: ${layer} calls src/redis/, which alone knows the storage format`);
+  }
+  return problems;
+}
+
 /** Each import that crosses the layers the wrong way, said in a line. */
 export function layeringProblems(graph, root = ROOT) {
   const problems = [];
@@ -126,7 +148,7 @@ export function layeringProblems(graph, root = ROOT) {
 
 function main() {
   const graph = importGraph(ROOT);
-  const problems = [...findCycles(graph).map((cycle) => `import cycle: ${cycle.join(' -> ')}`), ...layeringProblems(graph, ROOT)];
+  const problems = [...findCycles(graph).map((cycle) => `import cycle: ${cycle.join(' -> ')}`), ...layeringProblems(graph, ROOT), ...commandProblems(ROOT)];
   for (const problem of problems) console.error(problem);
   if (problems.length > 0) {
     console.error(`${problems.length} architecture problem(s); docs/architecture.md gives the layers`);

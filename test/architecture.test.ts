@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ROOT, findCycles, importGraph, layeringProblems } from '../scripts/check-architecture.mjs';
+import { ROOT, commandProblems, findCycles, importGraph, layeringProblems } from '../scripts/check-architecture.mjs';
 
 /**
  * The layers docs/architecture.md draws hold in the imports: core imports
@@ -23,6 +23,10 @@ describe('the shape of src/', () => {
 
   it('keeps each layer to the layers below it, and the tools to the public entry points', () => {
     expect(layeringProblems(graph, ROOT)).toEqual([]);
+  });
+
+  it('sends Redis commands from src/redis/ and the loops only: service, cli, dashboard and integrations call it', () => {
+    expect(commandProblems(ROOT)).toEqual([]);
   });
 
   it('catches a cycle and an import that runs back up', () => {

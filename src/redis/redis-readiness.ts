@@ -32,6 +32,11 @@ function within<T>(promise: Promise<T>, ms: number): Promise<{ value: T } | unde
 }
 
 /** Whether Redis answers a PING within `ms`. */
+/** One PING: what the service's log probes an outage with. */
+export function ping(client: RedisClient): Promise<unknown> {
+  return client.ping();
+}
+
 export async function pingWithin(client: RedisClient, ms: number, ready: () => Promise<void> | undefined = () => whenReady(client, ms)): Promise<boolean> {
   try {
     const startedAt = performance.now();

@@ -9,7 +9,7 @@ import type { JsonEvent } from '../core/stored-body';
 import type { DueTimeline } from '../redis/due-timeline';
 import { type EnqueueStatus, LuaScripts } from '../redis/lua-scripts';
 import { RedisConnections } from '../redis/redis-connections';
-import { waitForRedis } from '../redis/redis-readiness';
+import { ping, waitForRedis } from '../redis/redis-readiness';
 import { RedisLayout } from '../redis/redis-layout';
 import { type ActivitySlot, ActivityRecorder } from '../runtime/activity-log';
 import type { EventHandler } from '../runtime/handler-invocation';
@@ -61,7 +61,7 @@ export class DelayedEventService {
     const isClosing = () => this.closing !== undefined;
     const assertOpen = () => this.assertOpen();
 
-    this.log = new ServiceLog({ logger: settings.logger, logPayloads: settings.logPayloads, prefix: settings.prefix, ping: () => this.connections.command.ping() });
+    this.log = new ServiceLog({ logger: settings.logger, logPayloads: settings.logPayloads, prefix: settings.prefix, ping: () => ping(this.connections.command) });
     this.metrics = new Metrics(() => this.healthState.sampleGauges(), settings.gaugeIntervalMs, this.log.onNotice);
     this.metrics$ = this.metrics.metrics$;
     this.connections = new RedisConnections(settings.redis, (error) => {

@@ -6,7 +6,7 @@ import { RedisConnections } from '../redis/redis-connections';
 import { RedisLayout } from '../redis/redis-layout';
 import type { InspectorOptions } from './inspection-types';
 import { Inspector } from './inspector';
-import { DEFAULT_PREFIX, checkRedisOption } from './service-options';
+import { DEFAULT_PREFIX, checkRedisOption, positive } from './service-options';
 
 /**
  * An Inspector for the events stored under `prefix`, for tools and operators:
@@ -17,8 +17,7 @@ export function createInspector(options: InspectorOptions): Inspector {
   if (options === null || typeof options !== 'object') throw new InvalidOptionError('options', 'expected an object with at least { redis }');
   checkRedisOption(options.redis);
   const prefix = options.prefix ?? DEFAULT_PREFIX;
-  const commandTimeoutMs = options.commandTimeoutMs ?? 10_000;
-  if (!Number.isFinite(commandTimeoutMs) || commandTimeoutMs <= 0) throw new InvalidOptionError('commandTimeoutMs', `must be a finite number > 0, got ${String(commandTimeoutMs)}`);
+  const commandTimeoutMs = positive('commandTimeoutMs', options.commandTimeoutMs, 10_000);
   const layout = new RedisLayout(prefix);
   const connections = new RedisConnections(options.redis as string | RedisClient, () => undefined);
   const scripts = new LuaScripts(connections.command, layout.wakeChannel, { ms: commandTimeoutMs, onStuck: () => connections.resetCommandConnection() }, 0);

@@ -44,27 +44,19 @@ async function main(): Promise<void> {
   });
 
   let flakyCalls = 0;
-  service.addHandler(
-    PaymentCheck,
-    (event, context, delivery) => {
-      if (event.id === 'pay-flaky' && ++flakyCalls < 2) {
-        log(`payment ${event.id}: gateway timeout on attempt ${delivery.attempt}, will retry`);
-        return false;
-      }
-      if (event.id === 'pay-broken') throw new Error('card issuer unreachable');
-      log(`payment ${event.id} checked (${event.amountCents} cents), attempt ${delivery.attempt}, tenant ${context.tenant}, late by ${Date.now() - delivery.dueAt} ms`);
-      return true;
-    },
-    4,
-  );
-  service.addHandler(
-    Reminder,
-    async (event) => {
-      log(`reminder ${event.id}: "${event.text}" (created ${event.createdAt.toISOString()}), trace ${service.currentContext()?.traceId}`);
-      return true;
-    },
-    2,
-  );
+  service.addHandler(PaymentCheck, (event, context, delivery) => {
+    if (event.id === 'pay-flaky' && ++flakyCalls < 2) {
+      log(`payment ${event.id}: gateway timeout on attempt ${delivery.attempt}, will retry`);
+      return false;
+    }
+    if (event.id === 'pay-broken') throw new Error('card issuer unreachable');
+    log(`payment ${event.id} checked (${event.amountCents} cents), attempt ${delivery.attempt}, tenant ${context.tenant}, late by ${Date.now() - delivery.dueAt} ms`);
+    return true;
+  }, 4);
+  service.addHandler(Reminder, async (event) => {
+    log(`reminder ${event.id}: "${event.text}" (created ${event.createdAt.toISOString()}), trace ${service.currentContext()?.traceId}`);
+    return true;
+  }, 2);
 
   const context = { tenant: 'acme', traceId: 'trace-42' };
   await service.enqueue(new PaymentCheck('pay-1', 1999), { seconds: 1 }, { context });

@@ -23,13 +23,9 @@ class SendReminder {
 
 const service = new DelayedEventService({ redis: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', prefix: 'reminders' });
 
-service.addHandler(
-  SendReminder,
-  async (event) => {
-    console.log(`reminder ${event.id} for ${event.userId}: ${event.text}`);
-  },
-  16,
-);
+service.addHandler(SendReminder, async (event) => {
+  console.log(`reminder ${event.id} for ${event.userId}: ${event.text}`);
+}, 16);
 
 /** What an enqueue error means to the HTTP client. */
 function statusFor(error: unknown): number {

@@ -38,9 +38,8 @@ const COMMAND = /redis\.p?call\('([A-Z]+)'/g;
 
 const read = (file) => readFileSync(file, 'utf8').replace(/\r\n/g, '\n');
 
-/** One script of `luaDir`, its includes inlined (each once), its keys by name, and the commands it may run. */
-export function expandScript(luaDir, name) {
-  const source = read(join(luaDir, `${name}.lua`));
+/** Lua text whose `-- @include` lines are replaced by lua/includes/ (each once, what they need first); `from` names it in errors. */
+export function expandLua(luaDir, source, from = 'the Lua text') {
   const included = new Set();
   const open = [];
   const expand = (text, from) =>
@@ -59,7 +58,13 @@ export function expandScript(luaDir, name) {
       included.add(include);
       return expanded;
     });
-  const lua = expand(source, `lua/${name}.lua`);
+  return expand(source, from);
+}
+
+/** One script of `luaDir`, its includes inlined (each once), its keys by name, and the commands it may run. */
+export function expandScript(luaDir, name) {
+  const source = read(join(luaDir, `${name}.lua`));
+  const lua = expandLua(luaDir, source, `lua/${name}.lua`);
   const declared = [...source.matchAll(KEYS)].map((m) => ({ n: Number(m[1]), key: m[2] }));
   declared.forEach((d, i) => {
     if (d.n !== i + 1) throw new Error(`lua/${name}.lua declares KEYS[${d.n}] where KEYS[${i + 1}] comes next: number its keys 1, 2, 3...`);

@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { expandLua } from '../scripts/embed-lua.mjs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { METRIC } from '../src';
@@ -71,13 +71,16 @@ describe('envelopes read back by the service', () => {
   // service whole, which must read every value, well-formed or not, the same way.
   it('are split as the scripts split them, headers missing or malformed included', async () => {
     const values = ['0|123|{"a":1}', '12|0|', '3|45|x|y|z', '01|002|b', '5|6|line\nbreak', '|1|b', '1||b', 'a1|2|b', '5|6', '', 'plain', '7|8|ü€😀'];
-    const script = `${readFileSync(join(__dirname, '..', 'lua', 'includes', 'envelope.lua'), 'utf8')}
+    const script = expandLua(
+      join(__dirname, '..', 'lua'),
+      `-- @include envelope-parse
       local out = {}
       for i, value in ipairs(ARGV) do
         local attempt, due, body = envelope_parse(value)
         out[i] = {attempt, tonumber(due), body}
       end
-      return out`;
+      return out`,
+    );
     const split = (await redis.client().eval(script, 0, ...values)) as Array<[number, number, string]>;
     expect(values.map((v) => parseEnvelope(v))).toEqual(split.map(([attempt, dueAt, body]) => ({ attempt, dueAt, body })));
   });

@@ -1,10 +1,13 @@
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { expandLua } from '../../scripts/embed-lua.mjs';
 import type { Cluster, Redis } from 'ioredis';
 
-/** lua/includes/schedule-buckets-constants.lua's schedule_take_due, with the clock given: a dispatch at any moment. */
-const TAKE_DUE = `${readFileSync(join(__dirname, '..', '..', 'lua', 'includes', 'schedule.lua'), 'utf8')}
-return schedule_take_due(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]))`;
+/** lua/includes/schedule-take-due.lua's schedule_take_due, with the clock given: a dispatch at any moment. */
+const TAKE_DUE = expandLua(
+  join(__dirname, '..', '..', 'lua'),
+  `-- @include schedule-take-due
+return schedule_take_due(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]))`,
+);
 
 /**
  * The schedule of one queue as lua/includes/schedule-buckets-constants.lua keeps it: an index

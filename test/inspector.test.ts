@@ -135,6 +135,21 @@ describe('createInspector: inspection without the event classes', () => {
     await expect(inspector.counts('test.nothing')).rejects.toThrow(ServiceClosedError);
   });
 
+  it("cancels as the service does: a late re-send of the cancelled event's enqueue is a duplicate", async () => {
+    const prefix = redis.prefix();
+    const service = redis.service({ prefix });
+    const inspector = inspectorOn(prefix);
+    try {
+      await service.enqueue(new Charge('sent-twice', 1), { hours: 1 });
+      expect(await inspector.cancel('test.inspector', 'sent-twice')).toBe(true);
+      expect(await service.enqueue(new Charge('sent-twice', 1), { hours: 1 })).toBe('duplicate');
+      expect(await service.find(Charge, 'sent-twice')).toBeUndefined();
+    } finally {
+      await inspector.close();
+      await service.close();
+    }
+  });
+
   it('leaves a client handed in open when it closes', async () => {
     const client = redis.client();
     const inspector = createInspector({ redis: client, prefix: redis.prefix() });

@@ -6,7 +6,7 @@ import { RedisConnections } from '../redis/redis-connections';
 import { RedisLayout } from '../redis/redis-layout';
 import type { InspectorOptions } from './inspection-types';
 import { Inspector } from './inspector';
-import { DEFAULT_PREFIX, checkRedisOption, positive } from './service-options';
+import { DEFAULT_IDEMPOTENCY_WINDOW_MS, DEFAULT_PREFIX, MAX_IDEMPOTENCY_WINDOW_MS, checkRedisOption, integer, positive } from './service-options';
 
 /**
  * An Inspector for the events stored under `prefix`, for tools and operators:
@@ -20,6 +20,8 @@ export function createInspector(options: InspectorOptions): Inspector {
   const commandTimeoutMs = positive('commandTimeoutMs', options.commandTimeoutMs, 10_000);
   const layout = new RedisLayout(prefix);
   const connections = new RedisConnections(options.redis as string | RedisClient, () => undefined);
-  const scripts = new LuaScripts(connections.command, layout.wakeChannel, { ms: commandTimeoutMs, onStuck: () => connections.resetCommandConnection() }, 0);
+  // cancel() marks the id for this long, as the services do: a late re-send of its enqueue does not bring it back.
+  const idempotencyWindowMs = integer('idempotencyWindowMs', options.idempotencyWindowMs, DEFAULT_IDEMPOTENCY_WINDOW_MS, 0, MAX_IDEMPOTENCY_WINDOW_MS);
+  const scripts = new LuaScripts(connections.command, layout.wakeChannel, { ms: commandTimeoutMs, onStuck: () => connections.resetCommandConnection() }, idempotencyWindowMs);
   return new Inspector({ client: connections.command, layout, scripts, codec: new EventCodec(Number.MAX_SAFE_INTEGER), connections });
 }

@@ -94,6 +94,11 @@ export interface InspectorOptions {
   readonly prefix?: string;
   /** Each call fails with RedisCallTimeoutError after this long (default 10 s); types() is unbounded. */
   readonly commandTimeoutMs?: number;
+  /**
+   * How long cancel() marks the id it removed, so that a late re-send of its
+   * enqueue is a duplicate: the services' idempotencyWindowMs (default 300,000, 5 minutes; 0: no mark).
+   */
+  readonly idempotencyWindowMs?: number;
 }
 
 export function inspectedEvent(codec: EventCodec, eventClass: EventClass | undefined, stored: StoredEvent): InspectedEvent<unknown> {
@@ -120,15 +125,15 @@ export function decodeStored(
   eventClass: EventClass | undefined,
   id: string,
   body: string,
-): { event: unknown; context: EventContext; enqueuedAt: number | undefined; decodeError?: string } {
+): { event: unknown; context: EventContext; enqueuedAt: number | undefined; decodeError?: string; decodeMessage?: string } {
   if (eventClass) {
     try {
       const decoded = codec.decode(eventClass, id, body);
       return { event: decoded.event, context: decoded.context, enqueuedAt: decoded.enqueuedAt || undefined };
     } catch (error) {
-      return { event: undefined, context: {}, enqueuedAt: parseStoredBody(id, body).enqueuedAt, decodeError: describe(error) };
+      return { event: undefined, context: {}, enqueuedAt: parseStoredBody(id, body).enqueuedAt, decodeError: describe(error), decodeMessage: error instanceof Error ? error.message : describe(error) };
     }
   }
   const parsed = parseStoredBody(id, body);
-  return { event: parsed.event, context: parsed.context, enqueuedAt: parsed.enqueuedAt, ...(parsed.error ? { decodeError: parsed.error } : {}) };
+  return { event: parsed.event, context: parsed.context, enqueuedAt: parsed.enqueuedAt, ...(parsed.error ? { decodeError: parsed.error, decodeMessage: parsed.error } : {}) };
 }

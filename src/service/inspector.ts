@@ -258,7 +258,7 @@ export class Inspector {
           id: letter.id,
           event: decoded.event as T | JsonEvent | undefined,
           context: decoded.context,
-          error: letter.error || (decoded.decodeError ? `undecodable: ${decoded.decodeError}` : ''),
+          error: letter.error || (decoded.decodeMessage ? `undecodable: ${decoded.decodeMessage}` : ''),
           attempts: letter.attempts,
           deadLetteredAt: new Date(letter.deadLetteredAt),
           body: letter.body,

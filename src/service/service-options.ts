@@ -103,6 +103,10 @@ export interface DelayedEventServiceOptions {
 export type ResolvedOptions = Required<Omit<DelayedEventServiceOptions, 'contextProvider' | 'contextHandler' | 'durableEnqueue' | 'redis' | 'instrumentEnqueue' | 'logger'>> &
   Pick<DelayedEventServiceOptions, 'contextProvider' | 'contextHandler' | 'durableEnqueue' | 'instrumentEnqueue'> & { readonly redis: string | Redis | Cluster; readonly logger: Logger | false };
 
+/** How long an id handled or cancelled stays marked by default, and at most (the idempotencyWindowMs option). */
+export const DEFAULT_IDEMPOTENCY_WINDOW_MS = 300_000;
+export const MAX_IDEMPOTENCY_WINDOW_MS = 7 * 24 * 3_600_000;
+
 /** The key prefix when none is given. */
 export const DEFAULT_PREFIX = 'dq';
 
@@ -135,7 +139,7 @@ export function resolveOptions(options: DelayedEventServiceOptions): ResolvedOpt
     recordActivity: flag('recordActivity', options.recordActivity, true),
     logger: checkLogger(options.logger),
     logPayloads: options.logPayloads === true,
-    idempotencyWindowMs: integer('idempotencyWindowMs', options.idempotencyWindowMs, 300_000, 0, 7 * 24 * 3_600_000),
+    idempotencyWindowMs: integer('idempotencyWindowMs', options.idempotencyWindowMs, DEFAULT_IDEMPOTENCY_WINDOW_MS, 0, MAX_IDEMPOTENCY_WINDOW_MS),
     durableEnqueue: options.durableEnqueue && {
       replicas: integer('durableEnqueue.replicas', options.durableEnqueue.replicas, 1, 1, 100),
       timeoutMs: positive('durableEnqueue.timeoutMs', options.durableEnqueue.timeoutMs, 1_000),

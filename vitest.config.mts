@@ -40,6 +40,7 @@ const onClusterToo = [
   'fencing',
   'self-heal',
   'inspector',
+  'operators',
 ].map((name) => `test/${name}.test.ts`);
 
 export default defineConfig({

@@ -68,7 +68,7 @@ export async function scriptFloorMicros(port: number, row: ScriptFloorRow, count
   const enqueueSha = await sha(loadLua('enqueue').lua);
   // The keys and arguments LuaScripts sends (src/redis/lua-scripts.ts), so the floor is measured on the scripts as run:
   // every key for the batches below, the four a plain enqueue names for one event at a time.
-  const enqueueKeys = [keys.meta, keys.schedule, keys.ready, keys.inFlight, keys.dead, keys.errors, keys.legacySchedule, keys.slotGuard, keys.recent, keys.groups, keys.pending];
+  const enqueueKeys = [keys.meta, keys.schedule, keys.ready, keys.inFlight, keys.dead, keys.errors, keys.legacySchedule, keys.slotGuard, keys.recent, keys.groups, keys.pending, keys.errorLog];
   const enqueueArgs = (ids: readonly number[], due: string) => [...enqueueKeys, '0', `${keys.tag}:nobody-listens`, keys.tag, ...ids.flatMap((n) => [`${n}`, body(n), due])];
   const plainArgs = (layout: { meta: string; schedule: string; recent: string; slotGuard: string; tag: string }, n: number) => [
     layout.meta,
@@ -82,10 +82,24 @@ export async function scriptFloorMicros(port: number, row: ScriptFloorRow, count
     body(n),
     '+60000',
   ];
-  const claimKeys = [keys.ready, keys.inFlight, keys.meta, keys.dead, keys.errors, keys.slotGuard, keys.recent, `${keys.claimLogPrefix}floor`, keys.pending, keys.sharedMeta, keys.paused];
-  // Lease ms, max attempts, idempotency window (the default), claim token.
-  // Lease ms, max attempts, idempotency window, claim token; the one claimed starts at once; no start marks.
-  const claimArgs = [60_000, 10, 300_000, 'floor', 1, 0];
+  const claimKeys = [
+    keys.ready,
+    keys.inFlight,
+    keys.meta,
+    keys.dead,
+    keys.errors,
+    keys.slotGuard,
+    keys.recent,
+    `${keys.claimLogPrefix}floor`,
+    keys.pending,
+    keys.sharedMeta,
+    keys.paused,
+    keys.errorLog,
+    keys.handled,
+    keys.handledIndex,
+  ];
+  // Lease ms, max attempts, idempotency window, claim token; the one claimed starts at once; no start marks; no history kept.
+  const claimArgs = [60_000, 10, 300_000, 'floor', 1, 0, 0, 0];
   try {
     if (row === 'one enqueue at a time') {
       let n = 0;

@@ -22,6 +22,9 @@
 -- KEYS[10] sharedMeta: the type's meta hash, where bodies live: KEYS[3] itself for the
 --         default group; a named group's KEYS[3] holds only headers 'attempt|due|'
 -- KEYS[11] paused: paused flag: while it exists nothing is claimed
+-- KEYS[12] errorLog: error-log hash (id -> its last failures; includes/error-log-append.lua)
+-- KEYS[13] handled: handled hash (id -> 'attempt|handled at|due|body'; includes/handled-keep.lua)
+-- KEYS[14] handledIndex: handled index zset (id -> handled at ms)
 -- ARGV[1] most events to claim (0: only complete)
 -- ARGV[2] lease ms
 -- ARGV[3] max attempts
@@ -32,7 +35,9 @@
 --         leases are written started; the rest wait in the reader, not started
 -- ARGV[7] n, how many start marks follow
 -- ARGV[8 .. 7 + 2n] id, claim identity of each event claimed ahead whose handler started
--- ARGV[8 + 2n ..] id, claim identity of each succeeded event
+-- ARGV[8 + 2n] keepHandled: how many handled events to keep (0 or absent: none)
+-- ARGV[9 + 2n] keepHandled: how long to keep them, ms (0: no age limit)
+-- ARGV[10 + 2n ..] id, claim identity of each succeeded event
 -- Returns {Redis now ms, {position of each succeeded event not completed},
 --          {id, envelope, ...} claimed, {id, attempt, ...} dead-lettered,
 --          1 if paused, identity of this claim's leases (not-started score) or ''}.
@@ -42,6 +47,8 @@
 -- before this claim (the claim's is one more), and the caller splits it.
 -- @include envelope-attempt
 -- @include envelope-parse
+-- @include error-log-append
+-- @include handled-keep
 -- @include groups-release
 -- @include lease-claim-scores
 -- @include lease-fences
@@ -73,7 +80,9 @@ if n_starts > 0 then
   end
   if #marks > 0 then redis.call('ZADD', KEYS[2], 'XX', unpack(marks)) end
 end
-local first_success = 8 + 2 * n_starts
+local keep_count = tonumber(ARGV[8 + 2 * n_starts] or '0')
+local keep_age = tonumber(ARGV[9 + 2 * n_starts] or '0')
+local first_success = 10 + 2 * n_starts
 if #ARGV >= first_success then
   local ids = {}
   for i = first_success, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
@@ -87,6 +96,21 @@ if #ARGV >= first_success then
   end
   if #removed > 0 then
     redis.call('ZREM', KEYS[2], unpack(removed))
+    if keep_count > 0 then
+      -- The history keeps what ran: the attempt (the envelope's plus the one in flight), when, the due time and the body.
+      local headers = redis.call('HMGET', KEYS[3], unpack(removed))
+      local bodies = group_queue and redis.call('HMGET', KEYS[10], unpack(removed)) or headers
+      local records = {}
+      for k, id in ipairs(removed) do
+        if headers[k] and bodies[k] then
+          local attempt, due = envelope_parse(headers[k])
+          local _, _, body = envelope_parse(bodies[k])
+          records[#records + 1] = id
+          records[#records + 1] = (attempt + 1) .. '|' .. now .. '|' .. due .. '|' .. body
+        end
+      end
+      handled_keep(KEYS[13], KEYS[14], records, now, keep_count, keep_age)
+    end
     -- The ids whose bodies go now: all of them, unless other groups still hold some.
     local finished = removed
     if group_queue then
@@ -118,6 +142,7 @@ if #ARGV >= first_success then
   end
   -- An event that failed before, or whose lease ran out before it started, has an error recorded.
   if #removed > 0 and redis.call('EXISTS', KEYS[5]) == 1 then redis.call('HDEL', KEYS[5], unpack(removed)) end
+  if #removed > 0 and redis.call('EXISTS', KEYS[12]) == 1 then redis.call('HDEL', KEYS[12], unpack(removed)) end
 end
 
 local claimed, dead = {}, {}
@@ -156,8 +181,9 @@ for k, id in ipairs(ids) do
     local attempt = envelope_attempt(value)
     if attempt >= max_attempts then
       redis.call('ZADD', KEYS[4], now, id)
-      redis.call('HSET', KEYS[5], id,
-        'lease expired on attempt ' .. attempt .. ' of ' .. max_attempts .. ': the handling process died or stalled')
+      local reason = 'lease expired on attempt ' .. attempt .. ' of ' .. max_attempts .. ': the handling process died or stalled'
+      redis.call('HSET', KEYS[5], id, reason)
+      error_log_append(KEYS[12], id, attempt, now, reason)
       dead[n_dead + 1] = id
       dead[n_dead + 2] = attempt
       n_dead = n_dead + 2

@@ -7,12 +7,14 @@
 -- KEYS[4] errors: errors hash
 -- KEYS[5] slotGuard: slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
+-- KEYS[6] errorLog: error-log hash (id -> its last failures; includes/error-log-append.lua)
 -- ARGV[1] id
 -- ARGV[2] identity of the claim that ran it (its not-started lease score)
 -- ARGV[3] attempt
 -- ARGV[4] reason
 -- Returns 1 when dead-lettered, 0 when the claim was stale.
 -- @include envelope-make
+-- @include error-log-append
 -- @include envelope-parse
 -- @include lease-fences
 -- @include lease-remove
@@ -29,6 +31,8 @@ if string.match(value, '^%d+|%d+|') then
   local _, due, body = envelope_parse(value)
   redis.call('HSET', KEYS[1], id, envelope_make(tonumber(ARGV[3]), due, body))
 end
-redis.call('ZADD', KEYS[3], now_ms(), id)
+local now = now_ms()
+redis.call('ZADD', KEYS[3], now, id)
 redis.call('HSET', KEYS[4], id, ARGV[4])
+error_log_append(KEYS[6], id, tonumber(ARGV[3]), now, ARGV[4])
 return 1

@@ -13,6 +13,7 @@
 --         cancelled lately; enqueueing one again without replace is a duplicate
 -- KEYS[10] groups: group registry (includes/group-keys.lua)
 -- KEYS[11] pending: pending hash: a replaced event delivered to named groups leaves each
+-- KEYS[12] errorLog: error-log hash (id -> its last failures; includes/error-log-append.lua)
 -- ARGV[1] '1' to replace stored events, '0' to leave them as they are
 -- ARGV[2] wake channel
 -- ARGV[3] wake message (the type's key tag)
@@ -74,11 +75,11 @@ end
 -- @include schedule-add
 
 local replace = ARGV[1] == '1'
-if replace and not KEYS[11] then
-  return redis.error_reply('ERR enqueue: replacing needs all 11 keys, not the four of a plain enqueue')
+if replace and not KEYS[12] then
+  return redis.error_reply('ERR enqueue: replacing needs all 12 keys, not the four of a plain enqueue')
 end
--- The queue's keys for remove_from_any_state: only a replacing call (all 11 keys) removes.
-local QUEUE = replace and { meta = KEYS[1], schedule = KEYS[2], ready = KEYS[3], in_flight = KEYS[4], dead = KEYS[5], errors = KEYS[6], legacy = KEYS[7], groups = KEYS[10], pending = KEYS[11] } or nil
+-- The queue's keys for remove_from_any_state: only a replacing call (all 12 keys) removes.
+local QUEUE = replace and { meta = KEYS[1], schedule = KEYS[2], ready = KEYS[3], in_flight = KEYS[4], dead = KEYS[5], errors = KEYS[6], error_log = KEYS[12], legacy = KEYS[7], groups = KEYS[10], pending = KEYS[11] } or nil
 local now
 local function due_of(due_spec)
   if string.byte(due_spec, 1) == 43 then -- '+': relative to Redis's now

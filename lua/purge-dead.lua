@@ -7,6 +7,7 @@
 -- KEYS[5] pending: pending hash   (id -> how many groups still hold the event)
 -- KEYS[6] sharedMeta: the type's meta hash, where bodies live: KEYS[2] itself for the
 --         default group; a named group's KEYS[2] holds only headers
+-- KEYS[7] errorLog: error-log hash (id -> its last failures; includes/error-log-append.lua)
 -- ARGV[1] most events to purge when no ids are given
 -- ARGV[2..] ids to purge; none means the oldest ARGV[1] dead letters
 -- Returns how many events were purged.
@@ -31,6 +32,7 @@ for _, id in ipairs(ids) do
       redis.call('HDEL', KEYS[2], id)
     end
     redis.call('HDEL', KEYS[3], id)
+    redis.call('HDEL', KEYS[7], id)
     purged = purged + 1
   end
 end

@@ -30,6 +30,7 @@ if #ids > 0 then
   redis.call('ZREM', g.in_flight, unpack(ids))
   redis.call('ZREM', g.dead, unpack(ids))
   redis.call('HDEL', g.errors, unpack(ids))
+  redis.call('HDEL', g.error_log, unpack(ids))
   local finished = groups_release(KEYS[2], ids)
   if #finished > 0 then redis.call('HDEL', KEYS[3], unpack(finished)) end
 end
@@ -39,7 +40,7 @@ if left == 0 then
     redis.call('UNLINK', g.schedule .. ':' .. bucket)
   end
   -- UNLINK: what is left (ids in the ready list, retry buckets) holds no header; freed off the main thread.
-  redis.call('UNLINK', g.schedule, g.legacy, g.ready, g.in_flight, g.dead, g.errors)
+  redis.call('UNLINK', g.schedule, g.legacy, g.ready, g.in_flight, g.dead, g.errors, g.error_log, g.handled, g.handled_index)
   redis.call('HDEL', KEYS[1], ARGV[1])
 end
 return {existed, left}

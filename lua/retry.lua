@@ -6,6 +6,7 @@
 -- KEYS[4] errors: errors hash
 -- KEYS[5] slotGuard: slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
+-- KEYS[6] errorLog: error-log hash (id -> its last failures; includes/error-log-append.lua)
 -- ARGV[1] id
 -- ARGV[2] identity of the claim that ran it (its not-started lease score)
 -- ARGV[3] attempt that failed
@@ -13,6 +14,7 @@
 -- ARGV[5] error text
 -- Returns the new due ms, or -1 when the claim was stale.
 -- @include envelope-make
+-- @include error-log-append
 -- @include envelope-parse
 -- @include lease-fences
 -- @include lease-remove
@@ -32,4 +34,5 @@ local due = now_ms() + tonumber(ARGV[4])
 redis.call('HSET', KEYS[1], id, envelope_make(attempt, due, body))
 schedule_add(KEYS[3], { { due, id } })
 redis.call('HSET', KEYS[4], id, ARGV[5])
+error_log_append(KEYS[6], id, attempt, due - tonumber(ARGV[4]), ARGV[5])
 return due

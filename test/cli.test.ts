@@ -1,7 +1,7 @@
 import 'reflect-metadata';
 import { spawn } from 'node:child_process';
 import { request as httpRequest } from 'node:http';
-import { rmSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { build } from 'esbuild';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -114,10 +114,10 @@ describe('the delayed-events CLI', () => {
     expect(stats.code).toBe(0);
     expect(stats.stdout).toMatch(/^TYPE\s+GROUP\s+SCHEDULED\s+READY\s+IN FLIGHT\s+DEAD\s+PAUSED\ncli\.payment\s+-\s+2\s+1\s+1\s+3\s+no\ncli\.ship\s+-\s+5\s+0\s+0\s+0\s+no\n$/);
     expect(JSON.parse(statsJson.stdout)).toEqual([
-      { type: 'cli.payment', paused: false, scheduled: 2, ready: 1, inFlight: 1, dead: 3 },
+      { type: 'cli.payment', paused: false, scheduled: 2, ready: 1, inFlight: 1, dead: 3, oldestReadyMs: expect.any(Number) },
       { type: 'cli.ship', paused: false, scheduled: 5, ready: 0, inFlight: 0, dead: 0 },
     ]);
-    expect(JSON.parse(one.stdout)).toEqual({ type: 'cli.payment', paused: false, scheduled: 2, ready: 1, inFlight: 1, dead: 3 });
+    expect(JSON.parse(one.stdout)).toEqual({ type: 'cli.payment', paused: false, scheduled: 2, ready: 1, inFlight: 1, dead: 3, oldestReadyMs: expect.any(Number) });
     const unknown = await cli('stats', 'cli.nothing');
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toMatch(/no events, groups or pause of type 'cli\.nothing' under prefix 'cli'/);
@@ -384,5 +384,30 @@ describe('the delayed-events CLI', () => {
     const short = await cli('dashboard', '--port', '0', '--token', 'short');
     expect(short.code).toBe(2);
     expect(short.stderr).toMatch(/--token must be at least 16 characters/);
+  });
+
+  it('prints its version, lists every schedule and the live instances, and says nothing was done when nothing was', async () => {
+    const version = await run(['--version']);
+    expect(version.code).toBe(0);
+    expect(version.stdout.trim()).toBe((JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version);
+
+    await service.schedule('nightly-ship', new Ship(''), { cron: '0 3 * * *', tz: 'UTC' });
+    const all = await cli('schedules');
+    expect(all.code).toBe(0);
+    expect(all.stdout).toMatch(/^TYPE\s+NAME\s+SPEC\s+NEXT\s+CATCH UP\s+LAST\n/);
+    expect(all.stdout).toContain('cli.ship');
+    const listed = JSON.parse((await cli('schedules', '--json')).stdout) as Array<{ type: string; name: string }>;
+    expect(listed.map((s) => `${s.type}/${s.name}`)).toContain('cli.ship/nightly-ship');
+    expect(await service.unschedule(Ship, 'nightly-ship')).toBe(true);
+
+    // This file's service handles cli.payment: it answers.
+    const instances = JSON.parse((await cli('instances', '--json')).stdout) as Array<{ pid: number; handlers: Array<{ type: string }> }>;
+    expect(instances.some((i) => i.pid === process.pid && i.handlers.some((h) => h.type === 'cli.payment'))).toBe(true);
+    expect((await cli('instances')).stdout).toMatch(/^INSTANCE\s+HOST\s+PID\s+STARTED\s+HANDLERS/);
+
+    // cli.ship has no dead letters: replaying them does nothing, and says so with exit 1.
+    const nothing = await cli('replay', 'cli.ship', '--yes');
+    expect(nothing.code).toBe(1);
+    expect(nothing.stderr).toContain('nothing was replayed');
   });
 });

@@ -1,7 +1,7 @@
 import 'reflect-metadata';
 import { type IncomingHttpHeaders, request as httpRequest } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
-import { InvalidOptionError } from '../src';
+import { DelayedEvent, InvalidOptionError, PermanentFailure } from '../src';
 import { createDashboard } from '../src/dashboard';
 import { HOSTILE, OrderDue, type ServedDashboard, seedOrders, serveDashboard } from './support/dashboard-fixture';
 import { useRedis } from './support/harness';
@@ -130,6 +130,52 @@ describe('the dashboard HTTP API', () => {
     expect(await service.find(TYPE, 'dead-1')).toBeUndefined();
     expect((await post(`api/types/${TYPE}/dead-letters/replay`, { all: true })).json).toEqual({ count: 1 });
     expect((await service.counts(TYPE))!.dead).toBe(0);
+  });
+
+  it("acts on a group's dead letter without being told its group, answers 409 when nothing was done, and lists every schedule and the live instances", async () => {
+    const { post, get, service } = await setUp();
+    service.addHandler(
+      OrderDue,
+      () => {
+        throw new PermanentFailure('billing refused it');
+      },
+      1,
+      { group: 'billing' },
+    );
+    await service.enqueue(new OrderDue('billed', 'x'), 0);
+    await waitFor(async () => (await service.deadLetters(OrderDue, { group: 'billing' })).some((l) => l.id === 'billed'), 'dead in billing');
+    const replayed = await post(`api/types/${TYPE}/dead-letters/replay`, { ids: ['billed'] });
+    expect(replayed.status).toBe(200);
+    expect(replayed.json).toMatchObject({ count: 1, groups: { billing: 1 } });
+    await waitFor(async () => (await service.deadLetters(OrderDue, { group: 'billing' })).some((l) => l.id === 'billed'), 'dead again in billing');
+    await service.removeHandler(OrderDue, 'billing');
+    const purged = await post(`api/types/${TYPE}/dead-letters/purge`, { ids: ['billed'] });
+    expect(purged.json).toMatchObject({ count: 1 });
+    // Nothing left to do: not a success.
+    const nothing = await post(`api/types/${TYPE}/dead-letters/replay`, { ids: ['billed'] });
+    expect(nothing.status).toBe(409);
+    expect(nothing.json.error.code).toBe('not-changed');
+
+    await service.schedule('nightly', new OrderDue('', 'n'), { cron: '0 3 * * *', tz: 'UTC' });
+    const schedules = await get('api/schedules');
+    expect(schedules.json.schedules).toEqual([expect.objectContaining({ type: TYPE, name: 'nightly', spec: { cron: '0 3 * * *', tz: 'UTC' } })]);
+    service.addHandler(OrderDue, () => true, 2);
+    const instances = await get('api/instances');
+    expect(instances.json.instances).toEqual([expect.objectContaining({ pid: process.pid, handlers: [expect.objectContaining({ type: TYPE, group: 'default', parallelism: 2 })] })]);
+  });
+
+  it('knows a type that only has a recurring schedule', async () => {
+    const { get, service } = await setUp();
+    @DelayedEvent('dash.report')
+    class Report {
+      constructor(readonly id: string = '') {}
+    }
+    await service.schedule('weekly', new Report(''), { cron: '0 9 * * 1-5', tz: 'Europe/Paris' });
+    const overview = await get('api/overview');
+    expect(overview.json.types.find((t: { type: string }) => t.type === 'dash.report')).toMatchObject({ type: 'dash.report', schedules: 1 });
+    const own = await get('api/types/dash.report/schedules');
+    expect(own.status).toBe(200);
+    expect(own.json.schedules.map((s: { name: string }) => s.name)).toEqual(['weekly']);
   });
 
   it('answers bad input with a 400 that says what to fix, and changes nothing', async () => {

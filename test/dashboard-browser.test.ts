@@ -4,8 +4,8 @@ import { join } from 'node:path';
 import { type Browser, type Page, chromium } from 'playwright-core';
 import { lastValueFrom } from 'rxjs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { DelayedEvent, DelayedEventService } from '../src';
-import { HOSTILE, type ServedDashboard, seedOrders, serveDashboard } from './support/dashboard-fixture';
+import { DelayedEvent, DelayedEventService, PermanentFailure } from '../src';
+import { HOSTILE, OrderDue, type ServedDashboard, seedOrders, serveDashboard } from './support/dashboard-fixture';
 import { useRedis } from './support/harness';
 import { waitFor } from './support/wait-for';
 
@@ -27,12 +27,13 @@ describe('the dashboard in a real browser', () => {
   let dashboard: ServedDashboard;
   let page: Page;
   let source: DelayedEventService;
+  let prefix: string;
 
   beforeAll(async () => {
     if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (or set CHROMIUM_PATH)`);
     rmSync(ARTIFACTS, { recursive: true, force: true });
     mkdirSync(ARTIFACTS, { recursive: true });
-    const prefix = redis.prefix();
+    prefix = redis.prefix();
     await seedOrders(redis, prefix);
     // A second type, handled by a worker in two groups, so the charts and the per-group rows have something to show.
     const worker = redis.service({ prefix });
@@ -134,6 +135,47 @@ describe('the dashboard in a real browser', () => {
       expect(await page.locator('button').count()).toBe(0);
     } finally {
       await readOnly.close();
+    }
+  });
+
+  it("replays a group's dead letter from its event page, and shows every schedule and the live instances", async () => {
+    const worker = new DelayedEventService({ redis: redis.connection(), prefix });
+    try {
+      worker.addHandler(
+        OrderDue,
+        () => {
+          throw new PermanentFailure('billing refused it');
+        },
+        1,
+        { group: 'billing' },
+      );
+      await worker.enqueue(new OrderDue('billed-0', 'b'), 0);
+      await waitFor(async () => (await worker.deadLetters(OrderDue, { group: 'billing' })).some((l) => l.id === 'billed-0'), 'dead in billing');
+      await worker.removeHandler(OrderDue, 'billing');
+
+      await page.goto(`${dashboard.url}#/types/dash.order/events/billed-0`);
+      await page.locator('[data-testid="event-fields"]').waitFor();
+      await page.locator('[data-testid="replay-one"]').click();
+      await page.locator('[data-testid="confirm"]').click();
+      // What the server did, in the group that held it: never a success for nothing done.
+      await page.locator('[role="status"]', { hasText: 'Replayed 1 dead letter in group billing' }).waitFor();
+      await expect.poll(async () => (await source.find(OrderDue, 'billed-0'))?.groups?.billing).toBe('scheduled');
+
+      await source.schedule('weekday-report', new OrderDue('', 'r'), { cron: '0 9 * * 1-5', tz: 'Europe/Paris' });
+      await page.goto(`${dashboard.url}#/schedules`);
+      const schedule = page.locator('tr[data-schedule="dash.order/weekday-report"]');
+      await schedule.waitFor();
+      expect(await schedule.innerText()).toContain('09:00 Mon–Fri Europe/Paris');
+      await page.screenshot({ path: join(ARTIFACTS, 'dashboard-schedules.png'), fullPage: true });
+
+      worker.addHandler(OrderDue, async () => undefined, 3);
+      await page.goto(`${dashboard.url}#/instances`);
+      await page.locator('[data-testid="instances"] tbody tr').first().waitFor();
+      expect(await page.locator('[data-testid="instances"]').innerText()).toContain('dash.order');
+      await page.screenshot({ path: join(ARTIFACTS, 'dashboard-instances.png'), fullPage: true });
+    } finally {
+      await worker.close();
+      await source.unschedule(OrderDue, 'weekday-report');
     }
   });
 });

@@ -8,6 +8,7 @@ local function group_keys(meta_key, group)
   local own = string.sub(meta_key, 1, -3) .. ':g:' .. group
   return {
     meta = own .. ':m', schedule = own .. ':b', legacy = own .. ':s', ready = own .. ':r',
-    in_flight = own .. ':f', dead = own .. ':d', errors = own .. ':e',
+    in_flight = own .. ':f', dead = own .. ':d', errors = own .. ':e', error_log = own .. ':el',
+    handled = own .. ':h', handled_index = own .. ':hi',
   }
 end

@@ -19,6 +19,7 @@ local function groups_forget(registry_key, pending_key, meta_key, id)
         redis.call('LREM', g.ready, 1, id)
       end
       redis.call('HDEL', g.errors, id)
+      redis.call('HDEL', g.error_log, id)
     end
   end
 end

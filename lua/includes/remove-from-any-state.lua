@@ -6,8 +6,8 @@
 -- holds it (an event lives in exactly one of schedule, ready, in flight or
 -- dead), with its last error and what named groups hold of it. Its envelope
 -- stays: the caller deletes or replaces it. `k` names the queue's keys:
--- meta, schedule, ready, in_flight, dead, errors, legacy (0.1's schedule),
--- groups (the registry) and pending.
+-- meta, schedule, ready, in_flight, dead, errors, error_log, legacy (0.1's
+-- schedule), groups (the registry) and pending.
 local function remove_from_any_state(k, id, due)
   if not schedule_remove(k.schedule, id, due)
     and redis.call('ZREM', k.legacy, id) == 0
@@ -16,5 +16,6 @@ local function remove_from_any_state(k, id, due)
     redis.call('LREM', k.ready, 1, id)
   end
   redis.call('HDEL', k.errors, id)
+  redis.call('HDEL', k.error_log, id)
   groups_forget(k.groups, k.pending, k.meta, id)
 end

@@ -31,8 +31,8 @@ export interface PageOptions {
 }
 
 /** The states `list --state` takes, in the order they are shown. */
-const EVENT_STATES: readonly EventState[] = ['scheduled', 'ready', 'in-flight', 'dead'];
-const STATE_LABEL: Readonly<Record<EventState, string>> = { scheduled: 'scheduled', ready: 'ready', 'in-flight': 'in flight', dead: 'dead' };
+const EVENT_STATES: readonly EventState[] = ['scheduled', 'ready', 'in-flight', 'dead', 'handled'];
+const STATE_LABEL: Readonly<Record<EventState, string>> = { scheduled: 'scheduled', ready: 'ready', 'in-flight': 'in flight', dead: 'dead', handled: 'handled' };
 
 function unknownType(ctx: Context, type: string): NotFoundError {
   return new NotFoundError(`no events, groups or pause of type '${shown(type)}' under prefix '${ctx.prefix}' (\`delayed-events types\` lists what there is)`);
@@ -85,7 +85,8 @@ export async function list(ctx: Context, type: string, options: PageOptions & { 
   const events = await ctx.service.list(type, state, { offset, limit, ...(options.group ? { group: options.group } : {}) });
   if (ctx.json) return ctx.out(json(events));
   const inState = options.group ? counts.groups?.[options.group] : counts;
-  const total = inState ? inState[state === 'in-flight' ? 'inFlight' : state] : 0;
+  // The history is not counted: a page says only what it holds.
+  const total = state === 'handled' ? offset + events.length : inState ? inState[state === 'in-flight' ? 'inFlight' : state] : 0;
   if (events.length === 0) return ctx.out(`no ${STATE_LABEL[state]} events of '${shown(type)}'${options.group ? ` in group '${options.group}'` : ''} from offset ${offset} (${count(total)} in all)`);
   const now = Date.now();
   const rows = events.map((e): string[] => {
@@ -98,6 +99,8 @@ export async function list(ctx: Context, type: string, options: PageOptions & { 
         return [e.id, String(e.attempt), when(e.leaseExpiresAt, now), when(e.dueAt, now)];
       case 'dead':
         return [e.id, when(e.deadLetteredAt, now), String(e.attempt), oneLine(e.lastError ?? '-', 60)];
+      case 'handled':
+        return [e.id, when(e.handledAt, now), String(e.attempt), when(e.dueAt, now)];
     }
   });
   const headers: Record<EventState, string[]> = {
@@ -105,6 +108,7 @@ export async function list(ctx: Context, type: string, options: PageOptions & { 
     ready: ['ID', 'DUE', 'ATTEMPTS'],
     'in-flight': ['ID', 'ATTEMPT', 'LEASE EXPIRES', 'DUE'],
     dead: ['ID', 'DEAD SINCE', 'ATTEMPTS', 'LAST ERROR'],
+    handled: ['ID', 'HANDLED', 'ATTEMPTS', 'DUE'],
   };
   const more = offset + events.length < total ? `; --offset ${offset + events.length} for more` : '';
   ctx.out(`${table(headers[state], rows)}\n${offset + 1}-${offset + events.length} of ${count(total)} ${STATE_LABEL[state]}${more}`);
@@ -123,6 +127,7 @@ function describeEvent(type: string, e: InspectedEvent<JsonEvent>): string {
   ];
   if (e.leaseExpiresAt) fields.push(['lease until', when(e.leaseExpiresAt, now)]);
   if (e.deadLetteredAt) fields.push(['dead since', when(e.deadLetteredAt, now)]);
+  if (e.handledAt) fields.push(['handled', when(e.handledAt, now)]);
   if (e.groups)
     fields.push([
       'groups',
@@ -132,6 +137,7 @@ function describeEvent(type: string, e: InspectedEvent<JsonEvent>): string {
     ]);
   fields.push(['context', Object.keys(e.context).length > 0 ? JSON.stringify(e.context) : '-']);
   fields.push(['last error', e.lastError ?? '-']);
+  for (const error of e.errors ?? []) fields.push([`attempt ${error.attempt}`, `${when(error.at, now)}: ${oneLine(error.message, 120)}`]);
   if (e.decodeError) fields.push(['unreadable', e.decodeError]);
   const width = Math.max(...fields.map(([k]) => k.length));
   const event = e.event === undefined ? '-' : json(e.event);
@@ -193,56 +199,108 @@ export async function pause(ctx: Context, type: string, paused: boolean): Promis
   );
 }
 
+/** The groups a dead-letter command acts on: the one given, or every group of the type with dead letters (the default group first). */
+function deadGroups(counts: EventCounts, group: string | undefined): Array<{ group: string; dead: number }> {
+  if (group) return [{ group, dead: counts.groups?.[group]?.dead ?? (group === 'default' ? counts.dead : 0) }];
+  const all = counts.groups && Object.keys(counts.groups).length > 0 ? Object.entries(counts.groups).map(([g, c]) => ({ group: g, dead: c.dead })) : [{ group: 'default', dead: counts.dead }];
+  if (!all.some((g) => g.group === 'default')) all.unshift({ group: 'default', dead: counts.dead });
+  return all.filter((g) => g.dead > 0).sort((a, b) => (a.group === 'default' ? -1 : b.group === 'default' ? 1 : a.group.localeCompare(b.group)));
+}
+
+function inGroups(groups: ReadonlyArray<{ group: string }>): string {
+  return groups.length === 1 && groups[0]!.group === 'default' ? '' : ` in group${groups.length === 1 ? '' : 's'} ${groups.map((g) => `'${g.group}'`).join(', ')}`;
+}
+
 export async function dead(ctx: Context, type: string, options: PageOptions): Promise<void> {
   const limit = parseWhole('--limit', options.limit, 20, 1, 1_000);
   const offset = parseWhole('--offset', options.offset, 0, 0, Number.MAX_SAFE_INTEGER);
   const counts = await countsOf(ctx, type);
-  const letters = await ctx.service.deadLetters(type, { offset, limit, ...(options.group ? { group: options.group } : {}) });
-  if (ctx.json) return ctx.out(json(letters));
-  const total = (options.group ? counts.groups?.[options.group]?.dead : counts.dead) ?? 0;
-  if (letters.length === 0) return ctx.out(`no dead letters of '${shown(type)}'${options.group ? ` in group '${options.group}'` : ''} from offset ${offset} (${count(total)} in all)`);
+  // Without --group, every group that holds dead letters: a group's are never hidden behind the default group's none.
+  const groups = deadGroups(counts, options.group);
+  const pages = await Promise.all(groups.map(async ({ group, dead: total }) => ({ group, total, letters: await ctx.service.deadLetters(type, { offset, limit, group }) })));
+  // Named groups involved: each letter says its group (a type with the default group alone prints as it always did).
+  const named = !options.group && groups.some((g) => g.group !== 'default');
+  if (ctx.json) return ctx.out(json(pages.flatMap((p) => p.letters.map((l) => (named ? { group: p.group, ...l } : l)))));
+  if (groups.length === 0 || pages.every((p) => p.letters.length === 0)) {
+    const total = groups.reduce((n, g) => n + g.dead, 0);
+    return ctx.out(`no dead letters of '${shown(type)}'${options.group ? ` in group '${options.group}'` : ' in any group'} from offset ${offset} (${count(total)} in all)`);
+  }
   const now = Date.now();
-  const more = offset + letters.length < total ? `; --offset ${offset + letters.length} for more` : '';
-  ctx.out(
-    `${table(
-      ['ID', 'DEAD SINCE', 'ATTEMPTS', 'ERROR'],
-      letters.map((l) => [l.id, when(l.deadLetteredAt, now), String(l.attempts), oneLine(l.error || '-', 60)]),
-    )}\n${offset + 1}-${offset + letters.length} of ${count(total)} dead${more}`,
-  );
+  const lines: string[] = [];
+  for (const { group, total, letters } of pages) {
+    if (letters.length === 0) continue;
+    const more = offset + letters.length < total ? `; --offset ${offset + letters.length} for more` : '';
+    const rows = letters.map((l) => [l.id, ...(named ? [group] : []), when(l.deadLetteredAt, now), String(l.attempts), oneLine(l.error || '-', 60)]);
+    lines.push(
+      `${table(['ID', ...(named ? ['GROUP'] : []), 'DEAD SINCE', 'ATTEMPTS', 'ERROR'], rows)}\n${offset + 1}-${offset + letters.length} of ${count(total)} dead${group === 'default' ? '' : ` in group '${group}'`}${more}`,
+    );
+  }
+  ctx.out(lines.join('\n\n'));
 }
 
 export async function replay(ctx: Context, type: string, ids: readonly string[], options: { group?: string; yes: boolean }): Promise<void> {
-  const counts = await countsOf(ctx, type);
-  const group = options.group ? { group: options.group } : {};
-  if (ids.length === 0) {
-    const total = (options.group ? counts.groups?.[options.group]?.dead : counts.dead) ?? 0;
-    await ctx.confirm(`Replay all ${count(total)} dead letters of '${shown(type)}'${options.group ? ` in group '${options.group}'` : ''}? They are due at once.`, options.yes);
-  }
-  const replayed = await ctx.service.replayDeadLetters(type, ids.length > 0 ? ids : undefined, group);
-  if (ids.length > 0 && replayed === 0) throw new NotFoundError(`none of ${ids.join(', ')} is a dead letter of '${shown(type)}'`);
-  ctx.out(ctx.json ? json({ type, replayed }) : `replayed ${count(replayed)} dead letter(s) of '${shown(type)}': due now`);
+  await onDeadLetters(ctx, type, ids, options, 'replay');
 }
 
 export async function purge(ctx: Context, type: string, ids: readonly string[], options: { group?: string; yes: boolean }): Promise<void> {
-  const counts = await countsOf(ctx, type);
-  const total = (options.group ? counts.groups?.[options.group]?.dead : counts.dead) ?? 0;
-  const what = ids.length > 0 ? `${ids.length} dead letter(s)` : `all ${count(total)} dead letters`;
-  await ctx.confirm(`Delete ${what} of '${shown(type)}'${options.group ? ` in group '${options.group}'` : ''} for good?`, options.yes);
-  const purged = await ctx.service.purgeDeadLetters(type, ids.length > 0 ? ids : undefined, options.group ? { group: options.group } : {});
-  if (ids.length > 0 && purged === 0) throw new NotFoundError(`none of ${ids.join(', ')} is a dead letter of '${shown(type)}'`);
-  ctx.out(ctx.json ? json({ type, purged }) : `purged ${count(purged)} dead letter(s) of '${shown(type)}'`);
+  await onDeadLetters(ctx, type, ids, options, 'purge');
 }
 
-export async function schedules(ctx: Context, type: string): Promise<void> {
+/**
+ * Replays or purges dead letters: of `--group`, or of every group holding
+ * some. Says what was done in each group; nothing done is no success (exit 1).
+ */
+async function onDeadLetters(ctx: Context, type: string, ids: readonly string[], options: { group?: string; yes: boolean }, action: 'replay' | 'purge'): Promise<void> {
+  const counts = await countsOf(ctx, type);
+  const groups = deadGroups(counts, options.group);
+  const total = groups.reduce((n, g) => n + g.dead, 0);
+  if (total === 0)
+    throw new NotFoundError(`no dead letters of '${shown(type)}'${options.group ? ` in group '${options.group}'` : ' in any group'}; nothing was ${action === 'replay' ? 'replayed' : 'purged'}`);
+  const what = ids.length > 0 ? `${ids.length} dead letter(s)` : `all ${count(total)} dead letters`;
+  await ctx.confirm(
+    action === 'replay' ? `Replay ${what} of '${shown(type)}'${inGroups(groups)}? They are due at once.` : `Delete ${what} of '${shown(type)}'${inGroups(groups)} for good?`,
+    action === 'purge' || ids.length === 0 ? options.yes : true,
+  );
+  const done: Record<string, number> = {};
+  for (const { group } of groups) {
+    const selection = ids.length > 0 ? ids : undefined;
+    done[group] = action === 'replay' ? await ctx.service.replayDeadLetters(type, selection, { group }) : await ctx.service.purgeDeadLetters(type, selection, { group });
+  }
+  const sum = Object.values(done).reduce((a, b) => a + b, 0);
+  if (sum === 0) throw new NotFoundError(`none of ${ids.join(', ')} is a dead letter of '${shown(type)}'${inGroups(groups)}; nothing was ${action === 'replay' ? 'replayed' : 'purged'}`);
+  const verb = action === 'replay' ? 'replayed' : 'purged';
+  const named = Object.keys(done).some((g) => g !== 'default');
+  if (ctx.json) return ctx.out(json({ type, [verb]: sum, ...(named ? { groups: done } : {}) }));
+  const perGroup = Object.entries(done)
+    .filter(([, n]) => n > 0)
+    .map(([g, n]) => `${count(n)} in '${g}'`)
+    .join(', ');
+  ctx.out(`${verb} ${count(sum)} dead letter(s) of '${shown(type)}'${named ? ` (${perGroup})` : ''}${action === 'replay' ? ': due now' : ''}`);
+}
+
+export async function schedules(ctx: Context, type: string | undefined): Promise<void> {
   const found = await ctx.service.schedules(type);
   if (ctx.json) return ctx.out(json(found));
-  if (found.length === 0) return ctx.out(`no recurring schedules of '${shown(type)}' under prefix '${ctx.prefix}'`);
+  if (found.length === 0) return ctx.out(`no recurring schedules${type === undefined ? '' : ` of '${shown(type)}'`} under prefix '${ctx.prefix}'`);
   ctx.out(
     table(
-      ['NAME', 'SPEC', 'NEXT', 'CATCH UP'],
+      [...(type === undefined ? ['TYPE'] : []), 'NAME', 'SPEC', 'NEXT', 'CATCH UP', 'LAST'],
       found
         .map((s) => ['every' in s.spec ? `every ${span(s.spec.every)}` : `cron '${s.spec.cron}' ${s.spec.tz}`, s] as const)
-        .map(([spec, s]) => [s.name, spec, s.next ? when(s.next) : 'ended', s.catchUp]),
+        .map(([spec, s]) => [...(type === undefined ? [s.type] : []), s.name, spec, s.next ? when(s.next) : 'ended', s.catchUp, s.last ? when(s.last) : '-']),
+    ),
+  );
+}
+
+export async function instances(ctx: Context): Promise<void> {
+  const found = await ctx.service.instances();
+  if (ctx.json) return ctx.out(json(found));
+  if (found.length === 0) return ctx.out(`no live instance handles events under prefix '${ctx.prefix}' (an instance answers while it has handlers)`);
+  const now = Date.now();
+  ctx.out(
+    table(
+      ['INSTANCE', 'HOST', 'PID', 'STARTED', 'HANDLERS (type/group running/parallelism)'],
+      found.map((i) => [i.id, i.host, String(i.pid), when(i.startedAt, now), i.handlers.map((h) => `${h.type}/${h.group} ${h.running}/${h.parallelism}`).join(', ') || '-']),
     ),
   );
 }

@@ -55,8 +55,10 @@ export async function connect(options: ConnectionOptions, env: NodeJS.ProcessEnv
     where = `${parsed!.protocol}//${parsed!.host}`;
     client = new Redis(url!, base);
   }
-  // Reported through connect()'s rejection; without a listener ioredis would print each.
-  client.on('error', () => undefined);
+  // Reported through connect()'s rejection; without a listener ioredis would print each. The last one
+  // says why: ioredis rejects connect() with 'Connection is closed.' once it gives up.
+  let cause: Error | undefined;
+  client.on('error', (error: Error) => (cause = error));
   let timer: NodeJS.Timeout | undefined;
   try {
     await Promise.race([
@@ -77,7 +79,7 @@ export async function connect(options: ConnectionOptions, env: NodeJS.ProcessEnv
   } catch (error) {
     client.disconnect();
     const hint = options.nodes || options.cluster ? 'check --redis / --nodes, and that it is a Cluster' : 'check --redis or REDIS_URL (use --cluster for a Redis Cluster)';
-    throw new UsageError(`cannot connect to ${where}: ${(error as Error).message}; ${hint}`);
+    throw new UsageError(`cannot connect to ${where}: ${why(error as Error, cause)}; ${hint}`);
   } finally {
     clearTimeout(timer);
   }
@@ -87,4 +89,18 @@ function parseNode(text: string): { host: string; port: number } {
   const match = /^(.+):(\d+)$/.exec(text);
   if (!match) throw new UsageError(`--nodes takes host:port,host:port; cannot read ${JSON.stringify(text)}`);
   return { host: match[1]!.replace(/^\[(.*)\]$/, '$1'), port: Number(match[2]) };
+}
+
+/** Why a connection failed, in words: refused, credentials, time, or what Redis or the network said. */
+function why(error: Error, cause: Error | undefined): string {
+  // ioredis gives up with a message that says nothing ('Connection is closed.'); the last error event says why.
+  const generic = /^Connection is closed\.?$|^Reached the max retries/.test(error.message);
+  const source = generic && cause ? cause : error;
+  const text = `${(source as NodeJS.ErrnoException).code ?? ''} ${source.message}`;
+  if (/WRONGPASS|NOAUTH|invalid username-password|AUTH failed/i.test(text)) return `Redis refused the credentials (${source.message.split('\n')[0]})`;
+  if (/ECONNREFUSED/.test(text)) return 'connection refused: nothing listens there';
+  if (/ENOTFOUND|EAI_AGAIN/.test(text)) return 'no such host';
+  if (/EHOSTUNREACH|ENETUNREACH/.test(text)) return 'the host cannot be reached';
+  if (generic && !cause) return 'the connection closed before Redis answered';
+  return source.message;
 }

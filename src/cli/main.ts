@@ -8,6 +8,7 @@ import { printable } from './format';
 import { EXIT, NotFoundError, UsageError, parseWhole } from './parse';
 import { watch } from './watch';
 import { authFrom, serveDashboard } from './dashboard';
+import { PACKAGE_VERSION } from './version';
 
 /**
  * delayed-events: see and steer what reactive-delayed-events has stored in
@@ -65,6 +66,7 @@ function program(run: (job: (ctx: commands.Context) => Promise<void>, command: C
     .option('--prefix <prefix>', 'key prefix of the services (their `prefix` option)', 'dq')
     .option('--json', 'print JSON instead of tables')
     .option('--timeout <ms>', 'give up on Redis after this long (exit 1)', '10000')
+    .version(PACKAGE_VERSION, '-V, --version', 'print the version of reactive-delayed-events')
     .showHelpAfterError('(add --help for usage)')
     .exitOverride();
 
@@ -79,7 +81,7 @@ function program(run: (job: (ctx: commands.Context) => Promise<void>, command: C
   cli
     .command('list <type>')
     .description('one page of the events in a state')
-    .option('--state <state>', 'scheduled, ready, in-flight or dead', 'scheduled')
+    .option('--state <state>', 'scheduled, ready, in-flight, dead or handled (kept with keepHandled)', 'scheduled')
     .option('--group <group>', 'subscriber group (default: the default group)')
     .option('--limit <n>', 'page size, 1 to 1000', '20')
     .option('--offset <n>', 'events to skip', '0')
@@ -112,14 +114,14 @@ function program(run: (job: (ctx: commands.Context) => Promise<void>, command: C
   cli
     .command('dead <type>')
     .description('dead letters, oldest first, with their last error')
-    .option('--group <group>', 'subscriber group (default: the default group)')
+    .option('--group <group>', 'subscriber group (default: every group that has dead letters)')
     .option('--limit <n>', 'page size, 1 to 1000', '20')
     .option('--offset <n>', 'dead letters to skip', '0')
     .action((type: string, options: commands.PageOptions, cmd: Command) => run((ctx) => commands.dead(ctx, type, options), cmd));
   cli
     .command('replay <type> [ids...]')
     .description('dead letters back to scheduled, due now, attempts reset (no ids: all, after asking)')
-    .option('--group <group>', 'subscriber group (default: the default group)')
+    .option('--group <group>', 'subscriber group (default: every group that has dead letters)')
     .option('-y, --yes', 'do not ask')
     .action((type: string, ids: string[], options: { group?: string; yes?: boolean }, cmd: Command) =>
       run((ctx) => commands.replay(ctx, type, ids, { ...(options.group ? { group: options.group } : {}), yes: options.yes === true }), cmd),
@@ -127,15 +129,19 @@ function program(run: (job: (ctx: commands.Context) => Promise<void>, command: C
   cli
     .command('purge <type> [ids...]')
     .description('delete dead letters for good (no ids: all); asks first unless --yes')
-    .option('--group <group>', 'subscriber group (default: the default group)')
+    .option('--group <group>', 'subscriber group (default: every group that has dead letters)')
     .option('-y, --yes', 'do not ask')
     .action((type: string, ids: string[], options: { group?: string; yes?: boolean }, cmd: Command) =>
       run((ctx) => commands.purge(ctx, type, ids, { ...(options.group ? { group: options.group } : {}), yes: options.yes === true }), cmd),
     );
   cli
-    .command('schedules <type>')
-    .description('recurring schedules of a type, with their spec and next occurrence')
-    .action((type: string, _, cmd: Command) => run((ctx) => commands.schedules(ctx, type), cmd));
+    .command('schedules [type]')
+    .description('recurring schedules of a type (without one: of every type), with their spec, next and last occurrence')
+    .action((type: string | undefined, _, cmd: Command) => run((ctx) => commands.schedules(ctx, type), cmd));
+  cli
+    .command('instances')
+    .description('live instances handling events under the prefix, as they answer now: host, pid, start, and each handler with its calls running')
+    .action((_, cmd: Command) => run((ctx) => commands.instances(ctx), cmd));
   cli
     .command('unschedule <type> <name>')
     .description('remove a recurring schedule (asks first unless --yes)')

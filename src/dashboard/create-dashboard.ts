@@ -35,6 +35,7 @@ const PAGE = `<!doctype html>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Delayed events</title>
+<link rel="icon" href="assets/icon.svg">
 <link rel="stylesheet" href="assets/app.css">
 <script src="assets/app.js" defer></script>
 </head>
@@ -44,6 +45,11 @@ const PAGE = `<!doctype html>
 const ASSETS: Readonly<Record<string, { type: string; body: string }>> = {
   'assets/app.js': { type: 'text/javascript; charset=utf-8', body: APP_JS },
   'assets/app.css': { type: 'text/css; charset=utf-8', body: APP_CSS },
+  // The page's icon, served here: no favicon.ico request answered 404 on every page.
+  'assets/icon.svg': {
+    type: 'image/svg+xml',
+    body: '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><circle cx="8" cy="8" r="7" fill="#065f46"/><path d="M8 4v4l3 2" stroke="#fff" stroke-width="1.6" fill="none"/></svg>',
+  },
 };
 
 function normalizedBase(basePath: string | undefined): string {
@@ -134,6 +140,8 @@ export function createDashboard(source: DashboardSource, options: DashboardOptio
     const answer = (work: Promise<unknown>) => within(timeoutMs, work, method === 'POST');
     if (method === 'GET' && section === 'overview' && rest.length === 0) return sendJson(res, 200, await answer(readOverview(source, readOnly)));
     if (method === 'GET' && section === 'health' && rest.length === 0) return sendJson(res, 200, await answer(source.health()));
+    if (method === 'GET' && section === 'schedules' && rest.length === 0) return sendJson(res, 200, await answer(source.schedules().then((schedules) => ({ schedules }))));
+    if (method === 'GET' && section === 'instances' && rest.length === 0) return sendJson(res, 200, await answer(source.instances().then((instances) => ({ instances }))));
     if (method === 'GET' && section === 'live' && rest.length === 0) return live(req, res, overview$);
     if (section === 'types') return sendJson(res, 200, await answer(typeRoute(source, method, rest, url.searchParams, req)));
     throw new HttpError(404, 'no-route', `nothing at ${path}`);

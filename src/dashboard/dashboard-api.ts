@@ -39,10 +39,11 @@ export type DashboardSource = Pick<
   | 'dueTimeline'
   | 'activity'
   | 'health'
+  | 'instances'
 >;
 
 /** The states the API pages through, and the most ids or events one request takes (the Inspector's page limit). */
-const EVENT_STATES: readonly EventState[] = ['scheduled', 'ready', 'in-flight', 'dead'];
+const EVENT_STATES: readonly EventState[] = ['scheduled', 'ready', 'in-flight', 'dead', 'handled'];
 const MAX_PAGE = 1_000;
 
 /** A type as the overview shows it. */
@@ -171,16 +172,34 @@ const ACTIONS: Record<string, Route> = {
     const body = await readJsonBody(req);
     return changed(await source.reschedule(type, id(rest[0]), delay(body.delay)), `event ${rest[0]} is not scheduled or ready`);
   },
-  'dead-letters/replay': async (source, { type, req }) => {
-    const body = await readJsonBody(req);
-    return { count: await source.replayDeadLetters(type, selection(body), { group: group(body.group) ?? 'default' }) };
-  },
-  'dead-letters/purge': async (source, { type, req }) => {
-    const body = await readJsonBody(req);
-    return { count: await source.purgeDeadLetters(type, selection(body), { group: group(body.group) ?? 'default' }) };
-  },
+  'dead-letters/replay': async (source, { type, req }) => onDeadLetters(source, type, await readJsonBody(req), 'replay'),
+  'dead-letters/purge': async (source, { type, req }) => onDeadLetters(source, type, await readJsonBody(req), 'purge'),
   'schedules/unschedule': async (source, { type, rest }) => changed(await source.unschedule(type, found(rest[0], 'name the schedule')), `no schedule ${rest[0]}`),
 };
+
+/**
+ * Replays or purges dead letters: of the group the body names, or, without
+ * one, of every group of the type (an event page of a group's dead letter
+ * needs no group to act on it). Nothing done is 409 not-changed: the page
+ * must never show success for nothing done.
+ */
+async function onDeadLetters(source: DashboardSource, type: string, body: Record<string, unknown>, action: 'replay' | 'purge'): Promise<{ count: number; groups?: Record<string, number> }> {
+  const ids = selection(body);
+  const named = group(body.group);
+  const counts = await source.counts(type);
+  const groups = named ? [named] : ['default', ...Object.keys(counts?.groups ?? {}).filter((g) => g !== 'default')];
+  const done: Record<string, number> = {};
+  for (const g of groups) done[g] = action === 'replay' ? await source.replayDeadLetters(type, ids, { group: g }) : await source.purgeDeadLetters(type, ids, { group: g });
+  const count = Object.values(done).reduce((a, b) => a + b, 0);
+  if (count === 0)
+    throw new HttpError(
+      409,
+      'not-changed',
+      `no dead letter ${ids ? `among ${ids.join(', ')}` : ''} of type ${type}${named ? ` in group ${named}` : ''}: nothing was ${action === 'replay' ? 'replayed' : 'purged'}`,
+    );
+  // Per group only where named groups are involved: a type of the default group alone answers { count } as it always did.
+  return groups.some((g) => g !== 'default') ? { count, groups: done } : { count };
+}
 
 /**
  * Routes `/types/<type>/...` (path already split, decoded) to a read or an
@@ -202,7 +221,10 @@ export async function typeRoute(source: DashboardSource, method: string, segment
   }
   if (!route) throw new HttpError(method === 'GET' || method === 'POST' ? 404 : 405, 'no-route', `no ${method} ${segments.join('/')}`);
   try {
-    if ((await source.counts(type)) === undefined) throw badRequest('unknown-type', `no event type ${JSON.stringify(type)} under prefix '${source.prefix}'`);
+    // A type with recurring schedules and nothing stored yet is a type in use too.
+    if ((await source.counts(type)) === undefined && (await source.schedules(type)).length === 0) {
+      throw badRequest('unknown-type', `no event type ${JSON.stringify(type)} under prefix '${source.prefix}'`);
+    }
     return await route(source, { type, rest: args, query, req });
   } catch (error) {
     throw asHttpError(error);

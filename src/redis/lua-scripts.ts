@@ -51,6 +51,8 @@ export class LuaScripts {
     readyWaitMs = Math.min(READY_WAIT_MS, deadline.ms),
     /** Told of each refusal by the user's ACL (src/redis/permissions.ts). */
     onRefused?: (error: RedisConnectionError) => void,
+    /** How many handled events each queue keeps, and for how long (0: none / no limit): the keepHandled option. */
+    private readonly keepHandled: { readonly count: number; readonly ageMs: number } = { count: 0, ageMs: 0 },
   ) {
     this.deadlines = new CallDeadlines(deadline.ms, deadline.onStuck);
     this.scripts = Object.fromEntries(SCRIPT_NAMES.map((name) => [name, loadScript(name)])) as Record<ScriptName, LoadedScript>;
@@ -232,6 +234,7 @@ export class LuaScripts {
     const started = options.started ?? [];
     const args: Array<string | number> = [count, leaseMs, maxAttempts, this.idempotencyWindowMs, claim.token, options.startNow ?? count, started.length];
     for (const s of started) args.push(s.id, s.claim);
+    args.push(this.keepHandled.count, this.keepHandled.ageMs);
     for (const s of succeeded) args.push(s.id, s.claim);
     const [now, stalePositions, flat, dead, paused, claimScore] = (await this.run('complete-and-claim', this.keysOf('complete-and-claim', keys, { claimLog: claim.log }), ...args)) as [
       number,

@@ -34,7 +34,7 @@ return 1
 `,
   },
   'cancel': {
-    keys: ['meta', 'schedule', 'ready', 'inFlight', 'dead', 'errors', 'legacySchedule', 'slotGuard', 'recent', 'groups', 'pending'],
+    keys: ['meta', 'schedule', 'ready', 'inFlight', 'dead', 'errors', 'legacySchedule', 'slotGuard', 'recent', 'groups', 'pending', 'errorLog'],
     variants: {  },
     commands: ['HDEL', 'HGET', 'HGETALL', 'LREM', 'TIME', 'ZADD', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZSCORE'],
     lua: `-- Transition: SCHEDULED | READY | IN_FLIGHT | DEAD -> (removed).
@@ -51,6 +51,7 @@ return 1
 -- KEYS[9] recent: recent zset    (id -> end of its idempotency window ms)
 -- KEYS[10] groups: group registry (includes/group-keys.lua)
 -- KEYS[11] pending: pending hash: an event delivered to named groups is removed from each
+-- KEYS[12] errorLog: error-log hash (id -> its last failures; includes/error-log-append.lua)
 -- ARGV[1] id
 -- ARGV[2] idempotency window ms: a cancelled id is marked for that long, so a
 --         late re-send of its enqueue does not bring it back (0: no mark)
@@ -82,7 +83,8 @@ local function group_keys(meta_key, group)
   local own = string.sub(meta_key, 1, -3) .. ':g:' .. group
   return {
     meta = own .. ':m', schedule = own .. ':b', legacy = own .. ':s', ready = own .. ':r',
-    in_flight = own .. ':f', dead = own .. ':d', errors = own .. ':e',
+    in_flight = own .. ':f', dead = own .. ':d', errors = own .. ':e', error_log = own .. ':el',
+    handled = own .. ':h', handled_index = own .. ':hi',
   }
 end
 -- The in-flight zset holds one member besides the leases while any lease is
@@ -227,6 +229,7 @@ local function groups_forget(registry_key, pending_key, meta_key, id)
         redis.call('LREM', g.ready, 1, id)
       end
       redis.call('HDEL', g.errors, id)
+      redis.call('HDEL', g.error_log, id)
     end
   end
 end
@@ -237,8 +240,8 @@ end
 -- holds it (an event lives in exactly one of schedule, ready, in flight or
 -- dead), with its last error and what named groups hold of it. Its envelope
 -- stays: the caller deletes or replaces it. \`k\` names the queue's keys:
--- meta, schedule, ready, in_flight, dead, errors, legacy (0.1's schedule),
--- groups (the registry) and pending.
+-- meta, schedule, ready, in_flight, dead, errors, error_log, legacy (0.1's
+-- schedule), groups (the registry) and pending.
 local function remove_from_any_state(k, id, due)
   if not schedule_remove(k.schedule, id, due)
     and redis.call('ZREM', k.legacy, id) == 0
@@ -247,6 +250,7 @@ local function remove_from_any_state(k, id, due)
     redis.call('LREM', k.ready, 1, id)
   end
   redis.call('HDEL', k.errors, id)
+  redis.call('HDEL', k.error_log, id)
   groups_forget(k.groups, k.pending, k.meta, id)
 end
 
@@ -255,16 +259,16 @@ local value = redis.call('HGET', KEYS[1], id)
 if not value then return 0 end
 redis.call('HDEL', KEYS[1], id)
 local _, due = envelope_parse(value)
-remove_from_any_state({ meta = KEYS[1], schedule = KEYS[2], ready = KEYS[3], in_flight = KEYS[4], dead = KEYS[5], errors = KEYS[6], legacy = KEYS[7], groups = KEYS[10], pending = KEYS[11] }, id, due)
+remove_from_any_state({ meta = KEYS[1], schedule = KEYS[2], ready = KEYS[3], in_flight = KEYS[4], dead = KEYS[5], errors = KEYS[6], error_log = KEYS[12], legacy = KEYS[7], groups = KEYS[10], pending = KEYS[11] }, id, due)
 local window = tonumber(ARGV[2])
 if window > 0 then redis.call('ZADD', KEYS[9], now_ms() + window, id) end
 return 1
 `,
   },
   'complete-and-claim': {
-    keys: ['ready', 'inFlight', 'meta', 'dead', 'errors', 'slotGuard', 'recent', 'claimLog', 'pending', 'sharedMeta', 'paused'],
+    keys: ['ready', 'inFlight', 'meta', 'dead', 'errors', 'slotGuard', 'recent', 'claimLog', 'pending', 'sharedMeta', 'paused', 'errorLog', 'handled', 'handledIndex'],
     variants: {  },
-    commands: ['DEL', 'EXISTS', 'HDEL', 'HINCRBY', 'HMGET', 'HSET', 'LPOP', 'SET', 'TIME', 'ZADD', 'ZMSCORE', 'ZRANGE', 'ZREM'],
+    commands: ['DEL', 'EXISTS', 'HDEL', 'HGET', 'HINCRBY', 'HMGET', 'HSET', 'LPOP', 'SET', 'TIME', 'ZADD', 'ZCARD', 'ZMSCORE', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK'],
     lua: `-- Transitions, in one round trip: marks the events claimed ahead whose
 -- handlers started since, then IN_FLIGHT -> (removed) for the events whose
 -- handlers succeeded, then READY -> IN_FLIGHT (attempt + 1, leased until
@@ -289,6 +293,9 @@ return 1
 -- KEYS[10] sharedMeta: the type's meta hash, where bodies live: KEYS[3] itself for the
 --         default group; a named group's KEYS[3] holds only headers 'attempt|due|'
 -- KEYS[11] paused: paused flag: while it exists nothing is claimed
+-- KEYS[12] errorLog: error-log hash (id -> its last failures; includes/error-log-append.lua)
+-- KEYS[13] handled: handled hash (id -> 'attempt|handled at|due|body'; includes/handled-keep.lua)
+-- KEYS[14] handledIndex: handled index zset (id -> handled at ms)
 -- ARGV[1] most events to claim (0: only complete)
 -- ARGV[2] lease ms
 -- ARGV[3] max attempts
@@ -299,7 +306,9 @@ return 1
 --         leases are written started; the rest wait in the reader, not started
 -- ARGV[7] n, how many start marks follow
 -- ARGV[8 .. 7 + 2n] id, claim identity of each event claimed ahead whose handler started
--- ARGV[8 + 2n ..] id, claim identity of each succeeded event
+-- ARGV[8 + 2n] keepHandled: how many handled events to keep (0 or absent: none)
+-- ARGV[9 + 2n] keepHandled: how long to keep them, ms (0: no age limit)
+-- ARGV[10 + 2n ..] id, claim identity of each succeeded event
 -- Returns {Redis now ms, {position of each succeeded event not completed},
 --          {id, envelope, ...} claimed, {id, attempt, ...} dead-lettered,
 --          1 if paused, identity of this claim's leases (not-started score) or ''}.
@@ -319,6 +328,55 @@ local function envelope_parse(value)
   local attempt, due, body = string.match(value, '^(%d+)|(%d+)|(.*)$')
   if not attempt then return 0, '0', value end
   return tonumber(attempt), due, body
+end
+-- The error log of an event: its last ERROR_LOG_MAX failures, oldest first,
+-- as JSON [[attempt, at ms, message], ...] in the queue's error-log hash
+-- (id -> log), beside the errors hash that holds the last message alone.
+-- Removed with the event (cancel, replace, purge, success) like its last error.
+local ERROR_LOG_MAX = 10
+
+local function error_log_append(log_key, id, attempt, at, message)
+  local stored = redis.call('HGET', log_key, id)
+  local log = {}
+  if stored then
+    local ok, decoded = pcall(cjson.decode, stored)
+    if ok and type(decoded) == 'table' then log = decoded end
+  end
+  log[#log + 1] = { attempt, at, message }
+  while #log > ERROR_LOG_MAX do table.remove(log, 1) end
+  redis.call('HSET', log_key, id, cjson.encode(log))
+end
+-- History of what ran (keepHandled): per queue, a hash id -> 'attempt|handled
+-- at|due|body' of events handled successfully, and an index id -> handled at.
+-- The newest \`keep_count\` are kept (0: no count limit), none older than
+-- \`keep_age\` ms (0: no age limit). Trimming costs a ZCARD and a look at the
+-- oldest entry per call while nothing is due to go.
+local function handled_keep(hash_key, index_key, records, at, keep_count, keep_age)
+  if #records == 0 then return end
+  redis.call('HSET', hash_key, unpack(records))
+  local scored = {}
+  for i = 1, #records, 2 do
+    scored[#scored + 1] = at
+    scored[#scored + 1] = records[i]
+  end
+  redis.call('ZADD', index_key, unpack(scored))
+  if keep_count > 0 then
+    local over = redis.call('ZCARD', index_key) - keep_count
+    if over > 0 then
+      local old = redis.call('ZRANGE', index_key, 0, over - 1)
+      redis.call('ZREMRANGEBYRANK', index_key, 0, over - 1)
+      redis.call('HDEL', hash_key, unpack(old))
+    end
+  end
+  if keep_age > 0 then
+    local cutoff = at - keep_age
+    local oldest = redis.call('ZRANGE', index_key, 0, 0, 'WITHSCORES')
+    if oldest[2] and tonumber(oldest[2]) < cutoff then
+      local old = redis.call('ZRANGE', index_key, '-inf', '(' .. cutoff, 'BYSCORE', 'LIMIT', 0, 1000)
+      redis.call('ZREM', index_key, unpack(old))
+      redis.call('HDEL', hash_key, unpack(old))
+    end
+  end
 end
 -- A group is done with \`ids\` (handled, purged, or the group removed): counts
 -- them down, and returns those no group holds any more, whose bodies can go.
@@ -422,7 +480,9 @@ if n_starts > 0 then
   end
   if #marks > 0 then redis.call('ZADD', KEYS[2], 'XX', unpack(marks)) end
 end
-local first_success = 8 + 2 * n_starts
+local keep_count = tonumber(ARGV[8 + 2 * n_starts] or '0')
+local keep_age = tonumber(ARGV[9 + 2 * n_starts] or '0')
+local first_success = 10 + 2 * n_starts
 if #ARGV >= first_success then
   local ids = {}
   for i = first_success, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
@@ -436,6 +496,21 @@ if #ARGV >= first_success then
   end
   if #removed > 0 then
     redis.call('ZREM', KEYS[2], unpack(removed))
+    if keep_count > 0 then
+      -- The history keeps what ran: the attempt (the envelope's plus the one in flight), when, the due time and the body.
+      local headers = redis.call('HMGET', KEYS[3], unpack(removed))
+      local bodies = group_queue and redis.call('HMGET', KEYS[10], unpack(removed)) or headers
+      local records = {}
+      for k, id in ipairs(removed) do
+        if headers[k] and bodies[k] then
+          local attempt, due = envelope_parse(headers[k])
+          local _, _, body = envelope_parse(bodies[k])
+          records[#records + 1] = id
+          records[#records + 1] = (attempt + 1) .. '|' .. now .. '|' .. due .. '|' .. body
+        end
+      end
+      handled_keep(KEYS[13], KEYS[14], records, now, keep_count, keep_age)
+    end
     -- The ids whose bodies go now: all of them, unless other groups still hold some.
     local finished = removed
     if group_queue then
@@ -467,6 +542,7 @@ if #ARGV >= first_success then
   end
   -- An event that failed before, or whose lease ran out before it started, has an error recorded.
   if #removed > 0 and redis.call('EXISTS', KEYS[5]) == 1 then redis.call('HDEL', KEYS[5], unpack(removed)) end
+  if #removed > 0 and redis.call('EXISTS', KEYS[12]) == 1 then redis.call('HDEL', KEYS[12], unpack(removed)) end
 end
 
 local claimed, dead = {}, {}
@@ -505,8 +581,9 @@ for k, id in ipairs(ids) do
     local attempt = envelope_attempt(value)
     if attempt >= max_attempts then
       redis.call('ZADD', KEYS[4], now, id)
-      redis.call('HSET', KEYS[5], id,
-        'lease expired on attempt ' .. attempt .. ' of ' .. max_attempts .. ': the handling process died or stalled')
+      local reason = 'lease expired on attempt ' .. attempt .. ' of ' .. max_attempts .. ': the handling process died or stalled'
+      redis.call('HSET', KEYS[5], id, reason)
+      error_log_append(KEYS[12], id, attempt, now, reason)
       dead[n_dead + 1] = id
       dead[n_dead + 2] = attempt
       n_dead = n_dead + 2
@@ -532,7 +609,7 @@ return {now, stale, claimed, dead, 0, not_started}
 `,
   },
   'dead-letter': {
-    keys: ['meta', 'inFlight', 'dead', 'errors', 'slotGuard'],
+    keys: ['meta', 'inFlight', 'dead', 'errors', 'slotGuard', 'errorLog'],
     variants: {  },
     commands: ['HGET', 'HSET', 'TIME', 'ZADD', 'ZRANGE', 'ZREM', 'ZSCORE'],
     lua: `-- Transition: IN_FLIGHT -> DEAD with its reason (attempts used up, or the
@@ -544,6 +621,7 @@ return {now, stale, claimed, dead, 0, not_started}
 -- KEYS[4] errors: errors hash
 -- KEYS[5] slotGuard: slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
+-- KEYS[6] errorLog: error-log hash (id -> its last failures; includes/error-log-append.lua)
 -- ARGV[1] id
 -- ARGV[2] identity of the claim that ran it (its not-started lease score)
 -- ARGV[3] attempt
@@ -551,6 +629,23 @@ return {now, stale, claimed, dead, 0, not_started}
 -- Returns 1 when dead-lettered, 0 when the claim was stale.
 local function envelope_make(attempt, due, body)
   return attempt .. '|' .. due .. '|' .. body
+end
+-- The error log of an event: its last ERROR_LOG_MAX failures, oldest first,
+-- as JSON [[attempt, at ms, message], ...] in the queue's error-log hash
+-- (id -> log), beside the errors hash that holds the last message alone.
+-- Removed with the event (cancel, replace, purge, success) like its last error.
+local ERROR_LOG_MAX = 10
+
+local function error_log_append(log_key, id, attempt, at, message)
+  local stored = redis.call('HGET', log_key, id)
+  local log = {}
+  if stored then
+    local ok, decoded = pcall(cjson.decode, stored)
+    if ok and type(decoded) == 'table' then log = decoded end
+  end
+  log[#log + 1] = { attempt, at, message }
+  while #log > ERROR_LOG_MAX do table.remove(log, 1) end
+  redis.call('HSET', log_key, id, cjson.encode(log))
 end
 -- A stored event is "<attempt>|<due ms>|<body json>": the two numbers that
 -- scripts change sit in front so a transition never has to parse the JSON.
@@ -635,8 +730,10 @@ if string.match(value, '^%d+|%d+|') then
   local _, due, body = envelope_parse(value)
   redis.call('HSET', KEYS[1], id, envelope_make(tonumber(ARGV[3]), due, body))
 end
-redis.call('ZADD', KEYS[3], now_ms(), id)
+local now = now_ms()
+redis.call('ZADD', KEYS[3], now, id)
 redis.call('HSET', KEYS[4], id, ARGV[4])
+error_log_append(KEYS[6], id, tonumber(ARGV[3]), now, ARGV[4])
 return 1
 `,
   },
@@ -706,7 +803,8 @@ local function group_keys(meta_key, group)
   local own = string.sub(meta_key, 1, -3) .. ':g:' .. group
   return {
     meta = own .. ':m', schedule = own .. ':b', legacy = own .. ':s', ready = own .. ':r',
-    in_flight = own .. ':f', dead = own .. ':d', errors = own .. ':e',
+    in_flight = own .. ':f', dead = own .. ':d', errors = own .. ':e', error_log = own .. ':el',
+    handled = own .. ':h', handled_index = own .. ':hi',
   }
 end
 -- Lua's unpack takes at most ~8,000 values: a large dispatch writes field/value
@@ -1048,7 +1146,7 @@ return {due, expired, next_at, now, marker}
 `,
   },
   'enqueue': {
-    keys: ['meta', 'schedule', 'ready', 'inFlight', 'dead', 'errors', 'legacySchedule', 'slotGuard', 'recent', 'groups', 'pending'],
+    keys: ['meta', 'schedule', 'ready', 'inFlight', 'dead', 'errors', 'legacySchedule', 'slotGuard', 'recent', 'groups', 'pending', 'errorLog'],
     variants: { plain: ['meta', 'schedule', 'recent', 'slotGuard'] },
     commands: ['HDEL', 'HGET', 'HGETALL', 'HMGET', 'HSET', 'HSETNX', 'LREM', 'PUBLISH', 'TIME', 'ZADD', 'ZCARD', 'ZMSCORE', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZSCORE'],
     lua: `-- Transition: (nothing) -> SCHEDULED, or any state -> SCHEDULED when replacing;
@@ -1066,6 +1164,7 @@ return {due, expired, next_at, now, marker}
 --         cancelled lately; enqueueing one again without replace is a duplicate
 -- KEYS[10] groups: group registry (includes/group-keys.lua)
 -- KEYS[11] pending: pending hash: a replaced event delivered to named groups leaves each
+-- KEYS[12] errorLog: error-log hash (id -> its last failures; includes/error-log-append.lua)
 -- ARGV[1] '1' to replace stored events, '0' to leave them as they are
 -- ARGV[2] wake channel
 -- ARGV[3] wake message (the type's key tag)
@@ -1150,7 +1249,8 @@ local function group_keys(meta_key, group)
   local own = string.sub(meta_key, 1, -3) .. ':g:' .. group
   return {
     meta = own .. ':m', schedule = own .. ':b', legacy = own .. ':s', ready = own .. ':r',
-    in_flight = own .. ':f', dead = own .. ':d', errors = own .. ':e',
+    in_flight = own .. ':f', dead = own .. ':d', errors = own .. ':e', error_log = own .. ':el',
+    handled = own .. ':h', handled_index = own .. ':hi',
   }
 end
 -- The in-flight zset holds one member besides the leases while any lease is
@@ -1295,6 +1395,7 @@ local function groups_forget(registry_key, pending_key, meta_key, id)
         redis.call('LREM', g.ready, 1, id)
       end
       redis.call('HDEL', g.errors, id)
+      redis.call('HDEL', g.error_log, id)
     end
   end
 end
@@ -1305,8 +1406,8 @@ end
 -- holds it (an event lives in exactly one of schedule, ready, in flight or
 -- dead), with its last error and what named groups hold of it. Its envelope
 -- stays: the caller deletes or replaces it. \`k\` names the queue's keys:
--- meta, schedule, ready, in_flight, dead, errors, legacy (0.1's schedule),
--- groups (the registry) and pending.
+-- meta, schedule, ready, in_flight, dead, errors, error_log, legacy (0.1's
+-- schedule), groups (the registry) and pending.
 local function remove_from_any_state(k, id, due)
   if not schedule_remove(k.schedule, id, due)
     and redis.call('ZREM', k.legacy, id) == 0
@@ -1315,6 +1416,7 @@ local function remove_from_any_state(k, id, due)
     redis.call('LREM', k.ready, 1, id)
   end
   redis.call('HDEL', k.errors, id)
+  redis.call('HDEL', k.error_log, id)
   groups_forget(k.groups, k.pending, k.meta, id)
 end
 -- (bucket-key: included above)
@@ -1500,11 +1602,11 @@ local function schedule_add(index, entries)
 end
 
 local replace = ARGV[1] == '1'
-if replace and not KEYS[11] then
-  return redis.error_reply('ERR enqueue: replacing needs all 11 keys, not the four of a plain enqueue')
+if replace and not KEYS[12] then
+  return redis.error_reply('ERR enqueue: replacing needs all 12 keys, not the four of a plain enqueue')
 end
--- The queue's keys for remove_from_any_state: only a replacing call (all 11 keys) removes.
-local QUEUE = replace and { meta = KEYS[1], schedule = KEYS[2], ready = KEYS[3], in_flight = KEYS[4], dead = KEYS[5], errors = KEYS[6], legacy = KEYS[7], groups = KEYS[10], pending = KEYS[11] } or nil
+-- The queue's keys for remove_from_any_state: only a replacing call (all 12 keys) removes.
+local QUEUE = replace and { meta = KEYS[1], schedule = KEYS[2], ready = KEYS[3], in_flight = KEYS[4], dead = KEYS[5], errors = KEYS[6], error_log = KEYS[12], legacy = KEYS[7], groups = KEYS[10], pending = KEYS[11] } or nil
 local now
 local function due_of(due_spec)
   if string.byte(due_spec, 1) == 43 then -- '+': relative to Redis's now
@@ -1616,7 +1718,7 @@ return statuses
 `,
   },
   'purge-dead': {
-    keys: ['dead', 'meta', 'errors', 'slotGuard', 'pending', 'sharedMeta'],
+    keys: ['dead', 'meta', 'errors', 'slotGuard', 'pending', 'sharedMeta', 'errorLog'],
     variants: {  },
     commands: ['HDEL', 'HEXISTS', 'HINCRBY', 'ZRANGE', 'ZREM'],
     lua: `-- Transition: DEAD -> (removed).
@@ -1628,6 +1730,7 @@ return statuses
 -- KEYS[5] pending: pending hash   (id -> how many groups still hold the event)
 -- KEYS[6] sharedMeta: the type's meta hash, where bodies live: KEYS[2] itself for the
 --         default group; a named group's KEYS[2] holds only headers
+-- KEYS[7] errorLog: error-log hash (id -> its last failures; includes/error-log-append.lua)
 -- ARGV[1] most events to purge when no ids are given
 -- ARGV[2..] ids to purge; none means the oldest ARGV[1] dead letters
 -- Returns how many events were purged.
@@ -1663,6 +1766,7 @@ for _, id in ipairs(ids) do
       redis.call('HDEL', KEYS[2], id)
     end
     redis.call('HDEL', KEYS[3], id)
+    redis.call('HDEL', KEYS[7], id)
     purged = purged + 1
   end
 end
@@ -1926,7 +2030,8 @@ local function group_keys(meta_key, group)
   local own = string.sub(meta_key, 1, -3) .. ':g:' .. group
   return {
     meta = own .. ':m', schedule = own .. ':b', legacy = own .. ':s', ready = own .. ':r',
-    in_flight = own .. ':f', dead = own .. ':d', errors = own .. ':e',
+    in_flight = own .. ':f', dead = own .. ':d', errors = own .. ':e', error_log = own .. ':el',
+    handled = own .. ':h', handled_index = own .. ':hi',
   }
 end
 -- A group being removed (remove-group.lua) stays in the registry with this
@@ -1959,6 +2064,7 @@ if #ids > 0 then
   redis.call('ZREM', g.in_flight, unpack(ids))
   redis.call('ZREM', g.dead, unpack(ids))
   redis.call('HDEL', g.errors, unpack(ids))
+  redis.call('HDEL', g.error_log, unpack(ids))
   local finished = groups_release(KEYS[2], ids)
   if #finished > 0 then redis.call('HDEL', KEYS[3], unpack(finished)) end
 end
@@ -1968,7 +2074,7 @@ if left == 0 then
     redis.call('UNLINK', g.schedule .. ':' .. bucket)
   end
   -- UNLINK: what is left (ids in the ready list, retry buckets) holds no header; freed off the main thread.
-  redis.call('UNLINK', g.schedule, g.legacy, g.ready, g.in_flight, g.dead, g.errors)
+  redis.call('UNLINK', g.schedule, g.legacy, g.ready, g.in_flight, g.dead, g.errors, g.error_log, g.handled, g.handled_index)
   redis.call('HDEL', KEYS[1], ARGV[1])
 end
 return {existed, left}
@@ -2581,7 +2687,7 @@ return new_due
 `,
   },
   'retry': {
-    keys: ['meta', 'inFlight', 'schedule', 'errors', 'slotGuard'],
+    keys: ['meta', 'inFlight', 'schedule', 'errors', 'slotGuard', 'errorLog'],
     variants: {  },
     commands: ['HGET', 'HSET', 'TIME', 'ZADD', 'ZCARD', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZSCORE'],
     lua: `-- Transition: IN_FLIGHT -> SCHEDULED at now + backoff, keeping the error.
@@ -2592,6 +2698,7 @@ return new_due
 -- KEYS[4] errors: errors hash
 -- KEYS[5] slotGuard: slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
+-- KEYS[6] errorLog: error-log hash (id -> its last failures; includes/error-log-append.lua)
 -- ARGV[1] id
 -- ARGV[2] identity of the claim that ran it (its not-started lease score)
 -- ARGV[3] attempt that failed
@@ -2600,6 +2707,23 @@ return new_due
 -- Returns the new due ms, or -1 when the claim was stale.
 local function envelope_make(attempt, due, body)
   return attempt .. '|' .. due .. '|' .. body
+end
+-- The error log of an event: its last ERROR_LOG_MAX failures, oldest first,
+-- as JSON [[attempt, at ms, message], ...] in the queue's error-log hash
+-- (id -> log), beside the errors hash that holds the last message alone.
+-- Removed with the event (cancel, replace, purge, success) like its last error.
+local ERROR_LOG_MAX = 10
+
+local function error_log_append(log_key, id, attempt, at, message)
+  local stored = redis.call('HGET', log_key, id)
+  local log = {}
+  if stored then
+    local ok, decoded = pcall(cjson.decode, stored)
+    if ok and type(decoded) == 'table' then log = decoded end
+  end
+  log[#log + 1] = { attempt, at, message }
+  while #log > ERROR_LOG_MAX do table.remove(log, 1) end
+  redis.call('HSET', log_key, id, cjson.encode(log))
 end
 -- A stored event is "<attempt>|<due ms>|<body json>": the two numbers that
 -- scripts change sit in front so a transition never has to parse the JSON.
@@ -2898,6 +3022,7 @@ local due = now_ms() + tonumber(ARGV[4])
 redis.call('HSET', KEYS[1], id, envelope_make(attempt, due, body))
 schedule_add(KEYS[3], { { due, id } })
 redis.call('HSET', KEYS[4], id, ARGV[5])
+error_log_append(KEYS[6], id, attempt, due - tonumber(ARGV[4]), ARGV[5])
 return due
 `,
   },

@@ -24,6 +24,8 @@ export interface ScheduleDefinition {
   readonly ahead: number[];
   /** Set anew by each save: tells an advanced definition from a replaced one. */
   readonly version: string;
+  /** The latest occurrence enqueued; absent before the first (and in definitions 0.4 wrote). */
+  readonly last?: number | null;
 }
 
 /** A definition and the JSON it was read from (the compare-and-set of lua/advance-schedule.lua compares the text). */

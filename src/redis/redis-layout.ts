@@ -64,6 +64,12 @@ export interface TypeKeys {
   readonly dead: string;
   /** Hash: id -> last error, for events that failed at least once. */
   readonly errors: string;
+  /** Hash: id -> its last failures, JSON [[attempt, at ms, message], ...] (lua/includes/error-log-append.lua). */
+  readonly errorLog: string;
+  /** Hash: id -> 'attempt|handled at|due|body' of events handled lately, when keepHandled is on (lua/includes/handled-keep.lua). */
+  readonly handled: string;
+  /** Sorted set: id -> handled at ms, the index of `handled`. */
+  readonly handledIndex: string;
   /**
    * Sorted set: id -> end of its idempotency window (ms), for events handled or
    * cancelled within the window: enqueueing such an id again is a duplicate.
@@ -153,6 +159,9 @@ export class RedisLayout {
       inFlight: `${base}:f`,
       dead: `${base}:d`,
       errors: `${base}:e`,
+      errorLog: `${base}:el`,
+      handled: `${base}:h`,
+      handledIndex: `${base}:hi`,
       recent: `${base}:i`,
       claimLogPrefix: `${base}:c:`,
       slotGuard: `${base}:guard`,
@@ -195,6 +204,9 @@ export class RedisLayout {
       inFlight: `${own}:f`,
       dead: `${own}:d`,
       errors: `${own}:e`,
+      errorLog: `${own}:el`,
+      handled: `${own}:h`,
+      handledIndex: `${own}:hi`,
       recent: queue.recent,
       claimLogPrefix: `${own}:c:`,
       slotGuard: queue.slotGuard,

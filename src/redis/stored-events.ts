@@ -5,8 +5,8 @@ import { DEFAULT_GROUP, LEASE_PIN, type RedisLayout, type TypeKeys } from './red
 import { type Entry, isScheduled, scheduledEntries } from './schedule-reads';
 import { scanTypes } from './type-scan';
 
-export { EVENT_STATES, type EventCounts, type EventState, type EventTypeInfo, MAX_PARTITIONS, type StateCounts, type StoredDeadLetter, type StoredEvent } from './stored-types';
-import { type EventCounts, type EventState, type EventTypeInfo, MAX_PARTITIONS, type StateCounts, type StoredDeadLetter, type StoredEvent } from './stored-types';
+export { EVENT_STATES, type EventCounts, type EventError, type EventState, type EventTypeInfo, MAX_PARTITIONS, type StateCounts, type StoredDeadLetter, type StoredEvent } from './stored-types';
+import { type EventCounts, type EventError, type EventState, type EventTypeInfo, MAX_PARTITIONS, type StateCounts, type StoredDeadLetter, type StoredEvent } from './stored-types';
 
 /** LEASE_PIN as ioredis reads it back (its 0xFF byte is no UTF-8): what a reply holds in its place. */
 const PIN_AS_READ = LEASE_PIN.toString('utf8');
@@ -36,13 +36,58 @@ function pipelineValues(replies: Array<[Error | null, unknown]> | null): unknown
   });
 }
 
+/** An event as a named group holds it. */
+interface GroupRead {
+  readonly state: EventState;
+  readonly attempt?: number;
+  readonly lastError?: string | null;
+  readonly errorLog?: string | null;
+  readonly leaseExpiresAt?: number;
+  readonly deadLetteredAt?: number;
+}
+
+/** An error log as lua/includes/error-log-append.lua writes it; undefined when there is none (or it cannot be read). */
+function parseErrorLog(stored: string | null | undefined): EventError[] | undefined {
+  if (!stored) return undefined;
+  try {
+    const log = JSON.parse(stored) as unknown;
+    if (!Array.isArray(log)) return undefined;
+    const errors = log.flatMap((entry): EventError[] =>
+      Array.isArray(entry) && typeof entry[0] === 'number' && typeof entry[1] === 'number' && typeof entry[2] === 'string' ? [{ attempt: entry[0], at: new Date(entry[1]), message: entry[2] }] : [],
+    );
+    return errors.length > 0 ? errors : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** A history record, 'attempt|handled at|due|body' (lua/includes/handled-keep.lua). */
+function parseHandled(id: string, record: string): StoredEvent | undefined {
+  const match = /^(\d+)\|(\d+)\|(\d+)\|/.exec(record);
+  if (!match) return undefined;
+  return {
+    id,
+    state: 'handled',
+    attempt: Number(match[1]),
+    handledAt: Number(match[2]),
+    dueAt: Number(match[3]),
+    body: record.slice(match[0].length),
+    lastError: undefined,
+  };
+}
+
+/** Counts of several queues (a type's partitions): summed, and the oldest ready event of all of them. */
 function sum(all: readonly StateCounts[]): StateCounts {
-  return all.reduce<StateCounts>((a, b) => ({ scheduled: a.scheduled + b.scheduled, ready: a.ready + b.ready, inFlight: a.inFlight + b.inFlight, dead: a.dead + b.dead }), {
-    scheduled: 0,
-    ready: 0,
-    inFlight: 0,
-    dead: 0,
-  });
+  return all.reduce<StateCounts>(
+    (a, b) => ({
+      scheduled: a.scheduled + b.scheduled,
+      ready: a.ready + b.ready,
+      inFlight: a.inFlight + b.inFlight,
+      dead: a.dead + b.dead,
+      ...(a.oldestReadyMs !== undefined || b.oldestReadyMs !== undefined ? { oldestReadyMs: Math.max(a.oldestReadyMs ?? 0, b.oldestReadyMs ?? 0) } : {}),
+    }),
+    { scheduled: 0, ready: 0, inFlight: 0, dead: 0 },
+  );
 }
 
 /**
@@ -69,7 +114,7 @@ export class StoredEvents {
    * when nothing is stored under the name.
    */
   async typeByName(type: string): Promise<{ route: EventRoute; queues: readonly TypeKeys[]; exact: boolean } | undefined> {
-    const inUse = (keys: TypeKeys) => this.client.exists(keys.meta, keys.groups, keys.paused);
+    const inUse = (keys: TypeKeys) => this.client.exists(keys.meta, keys.groups, keys.paused, keys.handledIndex);
     const whole = this.layout.forType(type);
     if ((await inUse(whole)) > 0) return { route: { type, partitions: 1 }, queues: [whole], exact: true };
     const candidates = Array.from({ length: MAX_PARTITIONS }, (_, p) => this.layout.forType(type, p));
@@ -78,7 +123,7 @@ export class StoredEvents {
       found = await Promise.all(candidates.map(inUse));
     } else {
       const pipeline = this.client.pipeline();
-      for (const keys of candidates) pipeline.exists(keys.meta, keys.groups, keys.paused);
+      for (const keys of candidates) pipeline.exists(keys.meta, keys.groups, keys.paused, keys.handledIndex);
       found = pipelineValues(await pipeline.exec()) as number[];
     }
     const queues = candidates.filter((_, p) => found[p]! > 0);
@@ -108,13 +153,30 @@ export class StoredEvents {
     return { counts: { ...total, groups }, paused };
   }
 
-  /** One event in `keys` (its queue), with its state in each group; undefined when it is not stored. */
+  /**
+   * One event in `keys` (its queue), with its state in each group; undefined
+   * when it is neither stored nor, with keepHandled, in the history. An event
+   * only named groups hold is described by the first of them that does (its
+   * attempt, last error and error log are that group's).
+   */
   async read(keys: TypeKeys, id: string): Promise<StoredEvent | undefined> {
     // One transaction: the event cannot move between the lookups.
-    const [value, leaseScore, deadScore, position, lastError, registry, delivered] = pipelineValues(
-      await this.client.multi().hget(keys.meta, id).zscore(keys.inFlight, id).zscore(keys.dead, id).lpos(keys.ready, id).hget(keys.errors, id).hkeys(keys.groups).hexists(keys.pending, id).exec(),
-    ) as [string | null, string | null, string | null, number | null, string | null, string[], number];
-    if (value === null) return undefined;
+    const [value, leaseScore, deadScore, position, lastError, registry, delivered, errorLog, handled] = pipelineValues(
+      await this.client
+        .multi()
+        .hget(keys.meta, id)
+        .zscore(keys.inFlight, id)
+        .zscore(keys.dead, id)
+        .lpos(keys.ready, id)
+        .hget(keys.errors, id)
+        .hkeys(keys.groups)
+        .hexists(keys.pending, id)
+        .hget(keys.errorLog, id)
+        .hget(keys.handled, id)
+        .exec(),
+    ) as [string | null, string | null, string | null, number | null, string | null, string[], number, string | null, string | null];
+    const named = registry.filter((g) => g !== DEFAULT_GROUP).sort();
+    if (value === null) return this.readHandled(keys, id, handled, registry, named);
     const envelope = parseEnvelope(value);
 
     let own: EventState | undefined;
@@ -125,29 +187,52 @@ export class StoredEvents {
     // in the default group's retries, or held by named groups only.
     else if (delivered !== 1 || (await isScheduled(this.client, keys, id, envelope.dueAt))) own = 'scheduled';
 
-    const named = registry.filter((g) => g !== DEFAULT_GROUP).sort();
     let groups: Record<string, EventState> | undefined;
+    let fromGroup: GroupRead | undefined;
     if (registry.length > 0) {
       groups = {};
-      if (registry.includes(DEFAULT_GROUP) && own) groups[DEFAULT_GROUP] = own;
+      if (registry.includes(DEFAULT_GROUP) && (own || handled !== null)) groups[DEFAULT_GROUP] = own ?? 'handled';
       for (const group of named) {
-        const state = delivered === 1 ? await this.groupState(this.layout.forGroup(keys, group), id) : own === 'scheduled' ? 'scheduled' : undefined;
-        if (state) groups[group] = state;
+        const read = delivered === 1 ? await this.groupRead(this.layout.forGroup(keys, group), id) : own === 'scheduled' ? { state: 'scheduled' as const } : undefined;
+        if (!read) continue;
+        groups[group] = read.state;
+        if (!own && !fromGroup && read.state !== 'handled') fromGroup = read;
       }
     }
-    const state = own ?? (['in-flight', 'ready', 'scheduled', 'dead'] as const).find((s) => Object.values(groups ?? {}).includes(s));
-    if (!state) return undefined;
+    if (!own && !fromGroup) {
+      const state = (['in-flight', 'ready', 'scheduled', 'dead', 'handled'] as const).find((s) => Object.values(groups ?? {}).includes(s));
+      if (!state) return undefined;
+      fromGroup = { state };
+    }
+    const errors = parseErrorLog(fromGroup ? fromGroup.errorLog : errorLog);
     return {
       id,
-      state,
+      state: own ?? fromGroup!.state,
       dueAt: envelope.dueAt,
-      attempt: leaseScore !== null ? runningAttempt(envelope.attempt, Number(leaseScore)) : envelope.attempt,
+      attempt: fromGroup?.attempt ?? (leaseScore !== null ? runningAttempt(envelope.attempt, Number(leaseScore)) : envelope.attempt),
       body: envelope.body,
-      lastError: lastError ?? undefined,
-      ...(leaseScore !== null ? { leaseExpiresAt: leaseExpiry(Number(leaseScore)) } : {}),
-      ...(deadScore !== null ? { deadLetteredAt: Number(deadScore) } : {}),
+      lastError: (fromGroup ? fromGroup.lastError : lastError) ?? undefined,
+      ...(fromGroup?.leaseExpiresAt !== undefined ? { leaseExpiresAt: fromGroup.leaseExpiresAt } : leaseScore !== null ? { leaseExpiresAt: leaseExpiry(Number(leaseScore)) } : {}),
+      ...(fromGroup?.deadLetteredAt !== undefined ? { deadLetteredAt: fromGroup.deadLetteredAt } : deadScore !== null ? { deadLetteredAt: Number(deadScore) } : {}),
+      ...(errors ? { errors } : {}),
       ...(groups ? { groups } : {}),
     };
+  }
+
+  /** An event no longer stored: its record in the history of the queue, or of the named groups that handled it. */
+  private async readHandled(keys: TypeKeys, id: string, handled: string | null, registry: readonly string[], named: readonly string[]): Promise<StoredEvent | undefined> {
+    let record = handled;
+    const groups: Record<string, EventState> = {};
+    if (handled !== null && registry.includes(DEFAULT_GROUP)) groups[DEFAULT_GROUP] = 'handled';
+    for (const group of named) {
+      const kept = await this.client.hget(this.layout.forGroup(keys, group).handled, id);
+      if (kept === null) continue;
+      groups[group] = 'handled';
+      record ??= kept;
+    }
+    const parsed = record === null ? undefined : parseHandled(id, record);
+    if (!parsed) return undefined;
+    return { ...parsed, ...(Object.keys(groups).length > 0 ? { groups } : {}) };
   }
 
   /**
@@ -156,6 +241,7 @@ export class StoredEvents {
    * partitions, each partition's first offset + limit are merged.
    */
   async page(queues: readonly TypeKeys[], state: EventState, offset: number, limit: number): Promise<StoredEvent[]> {
+    if (state === 'handled') return this.handledPage(queues, offset, limit);
     const single = queues.length === 1;
     const perQueue = await Promise.all(queues.map((keys) => this.entries(keys, state, single ? offset : 0, single ? limit : offset + limit)));
     const page = single
@@ -182,6 +268,41 @@ export class StoredEvents {
         ...(leased ? { leaseExpiresAt: leaseExpiry(entry.score!) } : {}),
         ...(state === 'dead' && entry.score !== undefined ? { deadLetteredAt: entry.score } : {}),
       });
+    }
+    return events;
+  }
+
+  /** One page of the history (keepHandled), newest first; across partitions, each one's first offset + limit merged. */
+  private async handledPage(queues: readonly TypeKeys[], offset: number, limit: number): Promise<StoredEvent[]> {
+    const single = queues.length === 1;
+    const perQueue = await Promise.all(
+      queues.map(async (keys) => {
+        const flat = await this.client.zrevrange(keys.handledIndex, single ? offset : 0, (single ? offset : 0) + (single ? limit : offset + limit) - 1, 'WITHSCORES');
+        const entries: Array<{ id: string; at: number; keys: TypeKeys }> = [];
+        for (let i = 0; i < flat.length; i += 2) entries.push({ id: flat[i]!, at: Number(flat[i + 1]), keys });
+        return entries;
+      }),
+    );
+    const page = single
+      ? perQueue[0]!
+      : perQueue
+          .flat()
+          .sort((a, b) => b.at - a.at)
+          .slice(offset, offset + limit);
+    const byQueue = new Map<TypeKeys, string[]>();
+    for (const { id, keys } of page) byQueue.set(keys, [...(byQueue.get(keys) ?? []), id]);
+    const records = new Map<string, string | null>();
+    await Promise.all(
+      [...byQueue].map(async ([keys, ids]) => {
+        const values = await this.client.hmget(keys.handled, ...ids);
+        ids.forEach((id, i) => records.set(`${keys.tag}\n${id}`, values[i] ?? null));
+      }),
+    );
+    const events: StoredEvent[] = [];
+    for (const { id, keys } of page) {
+      const record = records.get(`${keys.tag}\n${id}`);
+      const parsed = record ? parseHandled(id, record) : undefined;
+      if (parsed) events.push(parsed);
     }
     return events;
   }
@@ -239,39 +360,49 @@ export class StoredEvents {
    * the two is taken off (its retries of delivered events are then not counted).
    */
   private async queueSample(keys: TypeKeys, withFlags = true): Promise<QueueSample> {
-    const pipeline = this.client.pipeline().hlen(keys.meta).llen(keys.ready).zcard(keys.inFlight).zscore(keys.inFlight, LEASE_PIN).zcard(keys.dead);
+    const pipeline = this.client.pipeline().hlen(keys.meta).llen(keys.ready).zcard(keys.inFlight).zscore(keys.inFlight, LEASE_PIN).zcard(keys.dead).lindex(keys.ready, 0);
     if (withFlags) pipeline.hlen(keys.pending).get(keys.paused).hkeys(keys.groups);
     const replies = (await pipeline.exec()) ?? [];
-    const [stored = 0, ready = 0, inFlightMembers = 0, pinScore = 0, dead = 0, pending = 0] = [0, 1, 2, 3, 4, 5].map((i) => Number(replies[i]?.[1] ?? 0));
+    // The head of the ready list is the next claimed and has waited longest: its envelope says since when it was due.
+    const head = replies[5]?.[1] as string | null | undefined;
+    const header = head ? await this.client.hget(keys.meta, head) : null;
+    const oldest = header ? { oldestReadyMs: Math.max(0, Date.now() - parseEnvelope(header).dueAt) } : {};
+    const [stored = 0, ready = 0, inFlightMembers = 0, pinScore = 0, dead = 0, , pending = 0] = [0, 1, 2, 3, 4, 5, 6].map((i) => Number(replies[i]?.[1] ?? 0));
     const inFlight = inFlightMembers - (pinScore > 0 ? 1 : 0);
-    const groups = withFlags ? ((replies[7]?.[1] as string[] | undefined) ?? []) : [];
+    const groups = withFlags ? ((replies[8]?.[1] as string[] | undefined) ?? []) : [];
     const held = ready + inFlight + dead;
     const notScheduled = groups.includes(DEFAULT_GROUP) ? Math.max(pending, held) : pending + held;
     return {
-      counts: { scheduled: Math.max(0, stored - notScheduled), ready, inFlight, dead },
-      paused: withFlags && replies[6]?.[1] != null,
+      counts: { scheduled: Math.max(0, stored - notScheduled), ready, inFlight, dead, ...oldest },
+      paused: withFlags && replies[7]?.[1] != null,
       groups,
     };
   }
 
   /** A named group's state of an event it was delivered: from its own header hash and state keys. */
-  private async groupState(keys: TypeKeys, id: string): Promise<EventState | undefined> {
-    const [header, lease, dead, position] = pipelineValues(await this.client.multi().hget(keys.meta, id).zscore(keys.inFlight, id).zscore(keys.dead, id).lpos(keys.ready, id).exec()) as [
-      string | null,
-      string | null,
-      string | null,
-      number | null,
-    ];
-    if (header === null) return undefined;
-    if (lease !== null) return 'in-flight';
-    if (dead !== null) return 'dead';
-    if (position !== null) return 'ready';
-    return 'scheduled';
+  private async groupRead(keys: TypeKeys, id: string): Promise<GroupRead | undefined> {
+    const [header, lease, dead, position, lastError, errorLog, handled] = pipelineValues(
+      await this.client.multi().hget(keys.meta, id).zscore(keys.inFlight, id).zscore(keys.dead, id).lpos(keys.ready, id).hget(keys.errors, id).hget(keys.errorLog, id).hexists(keys.handled, id).exec(),
+    ) as [string | null, string | null, string | null, number | null, string | null, string | null, number];
+    if (header === null) return handled === 1 ? { state: 'handled' } : undefined;
+    const envelope = parseEnvelope(header);
+    const state: EventState = lease !== null ? 'in-flight' : dead !== null ? 'dead' : position !== null ? 'ready' : 'scheduled';
+    return {
+      state,
+      attempt: lease !== null ? runningAttempt(envelope.attempt, Number(lease)) : envelope.attempt,
+      lastError,
+      errorLog,
+      ...(lease !== null ? { leaseExpiresAt: leaseExpiry(Number(lease)) } : {}),
+      ...(dead !== null ? { deadLetteredAt: Number(dead) } : {}),
+    };
   }
 
   /** The first `count` entries of a state from position `from`, in its order. */
   private async entries(keys: TypeKeys, state: EventState, from: number, count: number): Promise<Entry[]> {
     switch (state) {
+      case 'handled':
+        // Paged by handledPage(): never reached.
+        return [];
       case 'scheduled':
         return scheduledEntries(this.client, keys, from, count);
       case 'ready': {

@@ -1,8 +1,19 @@
 // What src/redis/stored-events.ts reads, as the Inspector and the gauges are given it.
 
-/** Where a stored event is, in its type's (or group's) keys. */
-export type EventState = 'scheduled' | 'ready' | 'in-flight' | 'dead';
-export const EVENT_STATES: readonly EventState[] = ['scheduled', 'ready', 'in-flight', 'dead'];
+/**
+ * Where an event is, in its type's (or group's) keys: stored and waiting or
+ * running, dead, or handled and kept in the history (keepHandled).
+ */
+export type EventState = 'scheduled' | 'ready' | 'in-flight' | 'dead' | 'handled';
+export const EVENT_STATES: readonly EventState[] = ['scheduled', 'ready', 'in-flight', 'dead', 'handled'];
+
+/** One failure of an event, as its error log keeps it (the last 10). */
+export interface EventError {
+  /** The attempt that failed (or, for a lease that ran out, the one in flight). */
+  readonly attempt: number;
+  readonly at: Date;
+  readonly message: string;
+}
 
 /** How many events are in each state. */
 export interface StateCounts {
@@ -10,6 +21,12 @@ export interface StateCounts {
   readonly ready: number;
   readonly inFlight: number;
   readonly dead: number;
+  /**
+   * How long the oldest READY event has waited since it fell due, in ms;
+   * absent when none is ready. Stuck work shows here first: events due with
+   * no handler free, or no instance consuming their group.
+   */
+  readonly oldestReadyMs?: number;
 }
 
 /** counts(): the type's own keys (its default group), and each registered group's, when it has any. */
@@ -26,6 +43,8 @@ export interface EventTypeInfo {
   readonly groups: readonly string[];
   /** Paused (in every partition found). */
   readonly paused: boolean;
+  /** How many recurring schedules the type has; absent when none. A type with schedules is listed even with nothing stored. */
+  readonly schedules?: number;
 }
 
 /** One stored event as read, before its body is decoded. */
@@ -40,6 +59,10 @@ export interface StoredEvent {
   readonly lastError: string | undefined;
   readonly leaseExpiresAt?: number;
   readonly deadLetteredAt?: number;
+  /** Handled: when (keepHandled). */
+  readonly handledAt?: number;
+  /** Its last failures, oldest first (up to 10); absent when it never failed. */
+  readonly errors?: readonly EventError[];
   /** For a type with registered groups: the event's state in each group that still holds it. */
   readonly groups?: Readonly<Record<string, EventState>>;
 }

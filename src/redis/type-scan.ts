@@ -6,9 +6,10 @@ import { type EventTypeInfo, MAX_PARTITIONS } from './stored-types';
 const SCAN_COUNT = 1_000;
 
 /**
- * Every type with stored events, registered groups or a pause under the
- * prefix: SCAN over every master (never KEYS), for the keys only a type in
- * use has (`:m`, `:groups`, `:p`), parsing their hash tag.
+ * Every type with stored events, registered groups, recurring schedules or a
+ * pause under the prefix: SCAN over every master (never KEYS), for the keys
+ * only a type in use has (`:m`, `:groups`, `:p`), parsing their hash tag; and
+ * the index of the types with recurring schedules, with how many each has.
  */
 export async function scanTypes(client: RedisClient, layout: RedisLayout): Promise<EventTypeInfo[]> {
   const prefix = `${layout.prefix}:{`;
@@ -30,7 +31,7 @@ export async function scanTypes(client: RedisClient, layout: RedisLayout): Promi
       }
     } while (cursor !== '0');
   }
-  const byType = new Map<string, { partitions: Set<number>; unpartitioned: boolean; groupTags: string[]; pausedTags: Set<string> }>();
+  const byType = new Map<string, { partitions: Set<number>; unpartitioned: boolean; groupTags: string[]; pausedTags: Set<string>; declared?: number }>();
   for (const [tag, kinds] of tags) {
     const hash = tag.lastIndexOf('#');
     const type = hash < 0 ? tag : tag.slice(0, hash);
@@ -43,14 +44,29 @@ export async function scanTypes(client: RedisClient, layout: RedisLayout): Promi
     if (kinds.has('p')) info.pausedTags.add(tag);
     byType.set(type, info);
   }
+  // Types with recurring schedules, by the index every schedule() writes: one with nothing stored yet is a type in use too.
+  const withSchedules = new Map<string, number>();
+  for (const [type, partitions] of Object.entries(await client.hgetall(layout.recurringIndex))) {
+    const route = { type, partitions: Number(partitions) };
+    if (!Number.isInteger(route.partitions) || route.partitions < 1 || route.partitions > MAX_PARTITIONS) continue;
+    const count = await client.hlen(layout.recurringOf(route).recurring);
+    if (count === 0) continue;
+    withSchedules.set(type, count);
+    if (!byType.has(type)) {
+      const partitionSet = new Set<number>(route.partitions === 1 ? [] : [0]);
+      byType.set(type, { partitions: partitionSet, unpartitioned: route.partitions === 1, groupTags: [], pausedTags: new Set<string>(), declared: route.partitions });
+    }
+  }
   const found = await Promise.all(
     [...byType].map(async ([type, info]): Promise<EventTypeInfo> => {
-      const partitions = info.unpartitioned || info.partitions.size === 0 ? 1 : Math.max(...info.partitions) + 1;
+      const partitions = info.declared ?? (info.unpartitioned || info.partitions.size === 0 ? 1 : Math.max(...info.partitions) + 1);
       const queueTags = partitions === 1 && info.unpartitioned ? [type] : [...info.partitions].map((p) => `${type}#${p}`);
       const groups = new Set<string>();
       const registries = await Promise.all(info.groupTags.map((tag) => client.hkeys(`${layout.prefix}:{${tag}}:groups`)));
       for (const names of registries) for (const name of names) groups.add(name);
-      return { type, partitions, groups: [...groups].sort(), paused: queueTags.length > 0 && queueTags.every((tag) => info.pausedTags.has(tag)) };
+      const paused = info.pausedTags.size > 0 && queueTags.length > 0 && queueTags.every((tag) => info.pausedTags.has(tag));
+      const schedules = withSchedules.get(type);
+      return { type, partitions, groups: [...groups].sort(), paused, ...(schedules ? { schedules } : {}) };
     }),
   );
   return found.sort((a, b) => (a.type < b.type ? -1 : a.type > b.type ? 1 : 0));

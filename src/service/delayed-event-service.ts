@@ -1,3 +1,5 @@
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
 import { type Observable, firstValueFrom, map } from 'rxjs';
 import type { DelayedEventInstance, EventClass } from '../core/delayed-event.decorator';
 import { type Delay, dateToMillis, delayToMillis } from '../core/duration';
@@ -8,6 +10,7 @@ import type { RecurrenceSpec } from '../core/recurrence';
 import type { JsonEvent } from '../core/stored-body';
 import type { DueTimeline } from '../redis/due-timeline';
 import { type EnqueueStatus, LuaScripts } from '../redis/lua-scripts';
+import { type InstanceInfo, answerInstances } from '../redis/instance-registry';
 import { RedisConnections } from '../redis/redis-connections';
 import { ping, waitForRedis } from '../redis/redis-readiness';
 import { RedisLayout } from '../redis/redis-layout';
@@ -59,6 +62,8 @@ export class DelayedEventService {
     const layout = new RedisLayout(settings.prefix);
     const codec = new EventCodec(settings.maxPayloadBytes);
     const isClosing = () => this.closing !== undefined;
+    const instanceId = randomBytes(6).toString('hex');
+    const startedAt = Date.now();
     const assertOpen = () => this.assertOpen();
 
     this.log = new ServiceLog({ logger: settings.logger, logPayloads: settings.logPayloads, prefix: settings.prefix, ping: () => ping(this.connections.command) });
@@ -123,6 +128,11 @@ export class DelayedEventService {
       activity: this.activityRecorder,
       wakes$,
       isClosing,
+      // instances() asks on the wake-up channel; an instance handling events answers with what it runs.
+      onInstancesQuestion: (question) => {
+        const answer = { id: instanceId, host: hostname(), pid: process.pid, startedAt, handlers: this.handlers.running() };
+        answerInstances(this.connections.command, settings.prefix, question, answer).catch(() => undefined);
+      },
       onHandled: (route) => {
         this.healthState.know(route);
         this.startRecurring();
@@ -137,6 +147,7 @@ export class DelayedEventService {
       commandTimeoutMs: settings.commandTimeoutMs,
       isClosing,
       loops: () => this.handlers.loops(),
+      handlersHere: () => this.handlers.running(),
       handlingRefusal: () => this.handlers.refusal,
     });
   }
@@ -232,8 +243,8 @@ export class DelayedEventService {
     });
   }
 
-  /** The recurring schedules of `eventClass` (or a type name), each with its spec and next occurrence. */
-  schedules<T extends DelayedEventInstance>(eventClass: EventClass<T> | string): Promise<RecurringSchedule[]> {
+  /** The recurring schedules of `eventClass` (or a type name), each with its spec and next occurrence; without one, every schedule of the prefix. */
+  schedules<T extends DelayedEventInstance>(eventClass?: EventClass<T> | string): Promise<RecurringSchedule[]> {
     return this.inspector.schedules(eventClass);
   }
 
@@ -292,9 +303,14 @@ export class DelayedEventService {
   // same calls as createInspector() gives, on this service's connection. Each takes an
   // event class, or a type name: then payloads come back as parsed JSON.
 
-  /** Every event type with stored events, registered groups or a pause under this prefix, whichever instance stored them. */
+  /** Every event type with stored events, registered groups, recurring schedules or a pause under this prefix, whichever instance stored them. */
   types(): Promise<EventTypeInfo[]> {
     return this.inspector.types();
+  }
+
+  /** The live instances of this prefix that handle events, this one among them: each one's host, pid, start and handlers, as it answers now. */
+  instances(): Promise<InstanceInfo[]> {
+    return this.inspector.instances();
   }
 
   /** Events in each state (and per group, where groups are registered); undefined for a type name nothing is stored under. */

@@ -5,6 +5,7 @@ import type { EventCodec } from '../core/event-codec';
 import type { EventContextStore } from '../core/event-context';
 import { checkGroupOption } from '../core/names';
 import { type RetryPolicy, checkRetryPolicy } from '../core/retry-policy';
+import { INSTANCES_QUESTION, type InstanceHandler } from '../redis/instance-registry';
 import { LuaScripts } from '../redis/lua-scripts';
 import type { RedisConnections } from '../redis/redis-connections';
 import { DEFAULT_GROUP, type RedisLayout, type TypeKeys } from '../redis/redis-layout';
@@ -54,6 +55,9 @@ const DEFAULT_PREFETCH = 250;
 
 /** A handler registered here: its consumer, the dispatchers it runs, its readers (by queue tag, for nudges). */
 interface Registration {
+  readonly type: string;
+  readonly group: string;
+  readonly parallelism: number;
   readonly consumer: Consumer<DelayedEventInstance>;
   readonly dispatchers: readonly BackgroundService[];
   readonly readers: ReadonlyArray<{ readonly queueTag: string; readonly reader: ReadyReader }>;
@@ -72,6 +76,8 @@ export interface HandlersParts {
   readonly activity: ActivityRecorder | undefined;
   readonly wakes$: Observable<Wake>;
   readonly isClosing: () => boolean;
+  /** Asked by instances() (on the wake-up channel): this instance answers with what it runs. */
+  readonly onInstancesQuestion: (question: number) => void;
   /** Told of each type handled here (its gauges are then sampled, and the recurring loop runs). */
   readonly onHandled: (route: EventRoute) => void;
 }
@@ -115,6 +121,11 @@ export class Handlers {
       readers += registration.readers.length;
     }
     return { dispatchers, readers };
+  }
+
+  /** The handlers registered here, and how many calls each is running: what this instance answers instances(). */
+  running(): InstanceHandler[] {
+    return [...this.registrations.values()].map((r) => ({ type: r.type, group: r.group, parallelism: r.parallelism, running: r.consumer.running }));
   }
 
   add<T extends DelayedEventInstance>(eventClass: EventClass<T>, handler: EventHandler<T>, parallelism: number, options: HandlerOptions = {}): void {
@@ -169,6 +180,7 @@ export class Handlers {
     // Events moved to ready lists by any instance's dispatcher wake this instance's readers at once.
     this.readyWakes ??= this.parts.wakes$.subscribe((wake) => {
       if (wake.tag === WAKE_ALL) for (const set of this.readersByQueue.values()) for (const r of set) r.nudge();
+      else if (wake.tag === INSTANCES_QUESTION) this.parts.onInstancesQuestion(wake.due);
       else if (wake.due < 0) this.nudgeReaders(wake.tag);
     });
     const consumer = new Consumer<T>({
@@ -191,7 +203,7 @@ export class Handlers {
     for (const dispatcher of dispatchers) dispatcher.start();
     consumer.start();
     this.parts.onHandled(route);
-    this.registrations.set(registrationKey, { consumer: consumer as unknown as Consumer<DelayedEventInstance>, dispatchers, readers });
+    this.registrations.set(registrationKey, { type, group, parallelism, consumer: consumer as unknown as Consumer<DelayedEventInstance>, dispatchers, readers });
   }
 
   /** Stops handling `eventClass` in `group` here, waiting (up to closeTimeoutMs) for its running handlers. */
@@ -303,6 +315,7 @@ export class Handlers {
       options.idempotencyWindowMs,
       undefined,
       (error) => log.refused(error),
+      options.keepHandled,
     );
     return this.handlingScripts;
   }

@@ -19,6 +19,8 @@ export interface HealthParts {
   readonly isClosing: () => boolean;
   /** The loops running here. */
   readonly loops: () => { dispatchers: number; readers: number };
+  /** The handlers running here (this instance answers instances() once its wake-up subscription is up). */
+  readonly handlersHere: () => ReadonlyArray<{ readonly type: string; readonly group: string }>;
   /** The ACL refusal on the handlers' connection, if any. */
   readonly handlingRefusal: () => RedisConnectionError | undefined;
 }
@@ -30,6 +32,8 @@ export interface HealthParts {
 export class Health {
   /** Types this instance enqueued or handles; their gauges are sampled. */
   private readonly knownTypes = new Map<string, EventRoute>();
+  /** instances() as last asked, for a few seconds: a probe every second must not open a subscriber each time. */
+  private instancesSeen: { at: number; handlers: ReadonlyArray<{ readonly type: string; readonly group: string }> } | undefined;
   /** When the last warning about a stuck call on a client handed in was given; they come at most once a minute. */
   private lastStuckWarning = Number.NEGATIVE_INFINITY;
 
@@ -47,13 +51,47 @@ export class Health {
     const up = !this.parts.isClosing() && (await pingWithin(connections.command, timeoutMs, () => scripts.gate.wait()));
     const last = log.lastError;
     const problem = scripts.refusal ?? this.parts.handlingRefusal();
+    const unconsumed = up ? await this.unconsumed(timeoutMs) : [];
     return {
       ready: up && !this.parts.isClosing() && !problem,
       redis: up ? 'up' : 'down',
       loops: this.parts.loops(),
       ...(last ? { lastError: { message: last.message, at: new Date(last.at) } } : {}),
       ...(problem ? { problem } : {}),
+      ...(unconsumed.length > 0 ? { unconsumed } : {}),
     };
+  }
+
+  /**
+   * The groups of the known types with READY events and no live instance
+   * handling them; none when Redis does not answer within `timeoutMs` (a
+   * probe must not hang on this).
+   */
+  private async unconsumed(timeoutMs: number): Promise<NonNullable<ServiceHealth['unconsumed']>> {
+    const read = async () => {
+      const routes = [...this.knownTypes.values()];
+      const samples = await Promise.all(routes.map(async (route) => ({ type: route.type, counts: (await this.parts.inspector.gaugeSample(route)).counts })));
+      const waiting = samples.flatMap(({ type, counts }) =>
+        Object.entries(counts.groups && Object.keys(counts.groups).length > 0 ? counts.groups : { default: counts })
+          .filter(([, c]) => c.ready > 0)
+          .map(([group, c]) => ({ type, group, ready: c.ready, oldestReadyMs: c.oldestReadyMs ?? 0 })),
+      );
+      if (waiting.length === 0) return [];
+      if (!this.instancesSeen || Date.now() - this.instancesSeen.at > 5_000) {
+        this.instancesSeen = { at: Date.now(), handlers: (await this.parts.inspector.instances()).flatMap((i) => i.handlers) };
+      }
+      const handlers = [...this.parts.handlersHere(), ...this.instancesSeen.handlers];
+      const consumed = new Set(handlers.map((h) => `${h.type}|${h.group}`));
+      return waiting.filter((w) => !consumed.has(`${w.type}|${w.group}`));
+    };
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      return await Promise.race([read(), new Promise<[]>((resolve) => (timer = setTimeout(() => resolve([]), timeoutMs)))]);
+    } catch {
+      return [];
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /**

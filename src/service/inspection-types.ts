@@ -4,7 +4,7 @@ import { describe } from '../core/errors';
 import type { EventCodec } from '../core/event-codec';
 import type { EventContext } from '../core/event-context';
 import { type JsonEvent, parseStoredBody } from '../core/stored-body';
-import type { EventState, StoredEvent } from '../redis/stored-events';
+import type { EventError, EventState, StoredEvent } from '../redis/stored-events';
 import type { IORedisClient } from './service-options';
 
 // What the Inspector (src/service/inspector.ts) takes and answers, and how a
@@ -31,6 +31,10 @@ export interface InspectedEvent<T = JsonEvent> {
   readonly leaseExpiresAt?: Date;
   /** Dead: when it was dead-lettered. */
   readonly deadLetteredAt?: Date;
+  /** Handled (kept by keepHandled): when; `attempt` is the attempt that succeeded. */
+  readonly handledAt?: Date;
+  /** Its last failures, oldest first (up to 10), each with its attempt, time and message; absent when it never failed. */
+  readonly errors?: readonly EventError[];
   /** find() only, for a type with registered groups: the event's state in each group that still holds it. */
   readonly groups?: Readonly<Record<string, EventState>>;
 }
@@ -115,6 +119,8 @@ export function inspectedEvent(codec: EventCodec, eventClass: EventClass | undef
     ...(decoded.decodeError ? { decodeError: decoded.decodeError } : {}),
     ...(stored.leaseExpiresAt !== undefined ? { leaseExpiresAt: new Date(stored.leaseExpiresAt) } : {}),
     ...(stored.deadLetteredAt !== undefined ? { deadLetteredAt: new Date(stored.deadLetteredAt) } : {}),
+    ...(stored.handledAt !== undefined ? { handledAt: new Date(stored.handledAt) } : {}),
+    ...(stored.errors ? { errors: stored.errors } : {}),
     ...(stored.groups ? { groups: stored.groups } : {}),
   };
 }

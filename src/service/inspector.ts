@@ -10,6 +10,7 @@ import { applyInChunks } from './dead-letter-chunks';
 import { type DueTimeline, readDueTimeline } from '../redis/due-timeline';
 import type { DeadLetterStep, DueSpec, LuaScripts } from '../redis/lua-scripts';
 import type { RedisClient } from '../redis/redis-client';
+import { type InstanceInfo, askInstances } from '../redis/instance-registry';
 import { RecurringStore } from '../redis/recurring-store';
 import type { RedisConnections } from '../redis/redis-connections';
 import { pingWithin } from '../redis/redis-readiness';
@@ -18,7 +19,7 @@ import { type EventCounts, type EventState, type EventTypeInfo, StoredEvents } f
 import { ACTIVITY_RETENTION_MS, type ActivitySlot, readActivity } from '../runtime/activity-log';
 import type { ServiceHealth } from './instrumentation';
 import { positive } from './service-options';
-import { type RecurringSchedule, describeSchedules, removeSchedule } from './recurring-schedules';
+import { type RecurringSchedule, describeAllSchedules, describeSchedules, removeSchedule } from './recurring-schedules';
 
 import {
   type DeadLetter,
@@ -83,6 +84,16 @@ export class Inspector {
   /** Every event type with stored events, registered groups or a pause under the prefix, whichever instance stored them. Unbounded: its SCAN takes as long as the keyspace is large. */
   types(): Promise<EventTypeInfo[]> {
     return this.whenReady(noCheck, () => this.stored.types());
+  }
+
+  /**
+   * The live instances of the prefix that handle events, each as it answers
+   * now (id, host, pid, start, and per handler its type, group, parallelism
+   * and calls running): asked on the wake-up channel, so an instance that
+   * stopped, crashed or was cut off is not listed, and no key is written.
+   */
+  instances(): Promise<InstanceInfo[]> {
+    return this.bounded('instances', noCheck, () => askInstances(this.parts.client, this.parts.layout.prefix, this.parts.layout.wakeChannel));
   }
 
   /** Events in each state (and per group, where groups are registered); undefined for a type name nothing is stored under. */
@@ -277,12 +288,13 @@ export class Inspector {
     return this.eachDeadQueue(target, ids, options, (keys, someIds, limit) => this.parts.scripts.purgeDead(keys, someIds, limit));
   }
 
-  /** The recurring schedules of a type, each with its spec and next occurrence. */
-  schedules(target: EventTarget): Promise<RecurringSchedule[]> {
+  /** The recurring schedules of a type, each with its spec, next and last occurrence; without a type, every schedule of the prefix. */
+  schedules(target?: EventTarget): Promise<RecurringSchedule[]> {
     return this.bounded(
       'schedules',
-      () => checkTarget(target),
+      () => target === undefined || checkTarget(target),
       async () => {
+        if (target === undefined) return describeAllSchedules(this.recurring);
         const route = await this.recurringRoute(target);
         return route ? describeSchedules(this.recurring, route) : [];
       },

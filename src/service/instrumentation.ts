@@ -47,4 +47,11 @@ export interface ServiceHealth {
    * false while it holds; it clears once the command is allowed again.
    */
   readonly problem?: RedisConnectionError;
+  /**
+   * Stuck work: groups of the types this instance enqueues or handles whose
+   * events are READY while no live instance (instances()) runs a handler for
+   * them, as when every instance of a group was stopped. Absent when there is
+   * none. It does not make `ready` false: this instance works.
+   */
+  readonly unconsumed?: ReadonlyArray<{ readonly type: string; readonly group: string; readonly ready: number; readonly oldestReadyMs: number }>;
 }

@@ -28,6 +28,8 @@ export interface ScheduleOptions {
 
 /** A recurring schedule as `schedules()` lists it. */
 export interface RecurringSchedule {
+  /** The event type its occurrences are. */
+  readonly type: string;
   readonly name: string;
   readonly spec: StoredSpec;
   /** The next occurrence not enqueued yet; undefined once the schedule has ended. */
@@ -36,6 +38,8 @@ export interface RecurringSchedule {
   readonly endAt: Date | undefined;
   readonly catchUp: CatchUp;
   readonly context: EventContext;
+  /** The latest occurrence enqueued (due then); undefined before the first. */
+  readonly last: Date | undefined;
 }
 
 /** Schedule names end up in event ids (`<name>@<ms>`) and keys: no '@' or key separators. */
@@ -272,7 +276,9 @@ export class RecurringSchedules implements BackgroundService {
     const route = { type: definition.type, partitions: definition.partitions };
     const occurrences = [...kept, ...timely].map((at) => occurrenceOf(definition, route, at));
     await this.settings.store(occurrences, false);
-    const advanced: ScheduleDefinition = { ...definition, next: next ?? null, ahead: timely.filter((at) => at > now) };
+    const enqueued = [...kept, ...timely];
+    const last = enqueued.length > 0 ? Math.max(...enqueued) : (definition.last ?? null);
+    const advanced: ScheduleDefinition = { ...definition, next: next ?? null, ahead: timely.filter((at) => at > now), last };
     const keys = this.layout.recurringOf(route);
     if (await this.scripts.advanceSchedule(keys, definition.name, json, JSON.stringify(advanced))) return;
     // Another instance got there first. If it only advanced the same definition, our enqueues
@@ -311,6 +317,7 @@ async function settleAhead(old: ScheduleDefinition, successor: ScheduleDefinitio
 /** Each schedule of a type as `schedules()` shows it. */
 export async function describeSchedules(store: RecurringStore, route: EventRoute): Promise<RecurringSchedule[]> {
   return (await store.readAll(route)).map(({ definition: d }) => ({
+    type: d.type,
     name: d.name,
     spec: 'every' in d.spec ? { every: d.spec.every } : { cron: d.spec.cron, tz: d.spec.tz },
     next: d.next === null ? undefined : new Date(d.next),
@@ -318,7 +325,14 @@ export async function describeSchedules(store: RecurringStore, route: EventRoute
     endAt: d.window.endAt === undefined ? undefined : new Date(d.window.endAt),
     catchUp: d.catchUp,
     context: d.context ?? {},
+    last: d.last === undefined || d.last === null ? undefined : new Date(d.last),
   }));
+}
+
+/** Every schedule of every type under the prefix, by type and name. */
+export async function describeAllSchedules(store: RecurringStore): Promise<RecurringSchedule[]> {
+  const all = await Promise.all((await store.routes()).map((route) => describeSchedules(store, route)));
+  return all.flat().sort((a, b) => (a.type < b.type ? -1 : a.type > b.type ? 1 : a.name.localeCompare(b.name)));
 }
 
 /** Removes a schedule and cancels the occurrences it enqueued ahead; resolves whether it existed. */

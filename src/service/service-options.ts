@@ -78,6 +78,16 @@ export interface DelayedEventServiceOptions {
    */
   readonly idempotencyWindowMs?: number;
   /**
+   * History of what ran: per type and subscriber group, keep the events
+   * handled successfully (with when, after how many attempts, and their
+   * payload), so that find() answers state 'handled' and list(type,
+   * 'handled') pages them, newest first. `count` is the most kept per type
+   * and group (default 1,000), `ageMs` how long (default: no age limit).
+   * Default false: a handled event leaves only its idempotency mark
+   * (benchmarks/RESULTS.md shows what keeping costs).
+   */
+  readonly keepHandled?: { readonly count?: number; readonly ageMs?: number } | false;
+  /**
    * Context captured at enqueue when the call gives none; default: the context
    * of the handler running now (`current`), if any.
    */
@@ -100,8 +110,10 @@ export interface DelayedEventServiceOptions {
   readonly logPayloads?: boolean;
 }
 
-export type ResolvedOptions = Required<Omit<DelayedEventServiceOptions, 'contextProvider' | 'contextHandler' | 'durableEnqueue' | 'redis' | 'instrumentEnqueue' | 'logger'>> &
-  Pick<DelayedEventServiceOptions, 'contextProvider' | 'contextHandler' | 'durableEnqueue' | 'instrumentEnqueue'> & { readonly redis: string | Redis | Cluster; readonly logger: Logger | false };
+export type ResolvedOptions = Required<Omit<DelayedEventServiceOptions, 'contextProvider' | 'contextHandler' | 'durableEnqueue' | 'redis' | 'instrumentEnqueue' | 'logger' | 'keepHandled'>> & {
+  /** keepHandled as the scripts take it: count 0 keeps nothing; ageMs 0 has no age limit. */
+  readonly keepHandled: { readonly count: number; readonly ageMs: number };
+} & Pick<DelayedEventServiceOptions, 'contextProvider' | 'contextHandler' | 'durableEnqueue' | 'instrumentEnqueue'> & { readonly redis: string | Redis | Cluster; readonly logger: Logger | false };
 
 /** How long an id handled or cancelled stays marked by default, and at most (the idempotencyWindowMs option). */
 export const DEFAULT_IDEMPOTENCY_WINDOW_MS = 300_000;
@@ -140,6 +152,7 @@ export function resolveOptions(options: DelayedEventServiceOptions): ResolvedOpt
     logger: checkLogger(options.logger),
     logPayloads: options.logPayloads === true,
     idempotencyWindowMs: integer('idempotencyWindowMs', options.idempotencyWindowMs, DEFAULT_IDEMPOTENCY_WINDOW_MS, 0, MAX_IDEMPOTENCY_WINDOW_MS),
+    keepHandled: checkKeepHandled(options.keepHandled),
     durableEnqueue: options.durableEnqueue && {
       replicas: integer('durableEnqueue.replicas', options.durableEnqueue.replicas, 1, 1, 100),
       timeoutMs: positive('durableEnqueue.timeoutMs', options.durableEnqueue.timeoutMs, 1_000),
@@ -168,6 +181,18 @@ function checkRedisUrl(url: string): void {
   if (parsed.hostname === '') throw new InvalidOptionError('redis', `${JSON.stringify(url)} names no host; ${instead}`);
   // ioredis takes '/x' for database 0; a database Redis does not have is checked on connect (src/redis/redis-connections.ts).
   if (!/^\/?(\d{1,5})?$/.test(parsed.pathname)) throw new InvalidOptionError('redis', `${JSON.stringify(url)}: the path must be a database number, such as /2; ${instead}`);
+}
+
+/** The most handled events a type and group may keep (keepHandled.count). */
+const MAX_KEPT = 1_000_000;
+
+function checkKeepHandled(keep: DelayedEventServiceOptions['keepHandled']): { count: number; ageMs: number } {
+  if (keep === undefined || keep === false) return { count: 0, ageMs: 0 };
+  if (keep === null || typeof keep !== 'object') throw new InvalidOptionError('keepHandled', `give { count?, ageMs? } or false, got ${JSON.stringify(keep)}`);
+  return {
+    count: integer('keepHandled.count', keep.count, 1_000, 1, MAX_KEPT),
+    ageMs: keep.ageMs === undefined ? 0 : positive('keepHandled.ageMs', keep.ageMs, 0, 366 * 86_400_000),
+  };
 }
 
 function checkLogger(logger: Logger | false | undefined): Logger | false {

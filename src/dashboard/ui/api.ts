@@ -1,13 +1,14 @@
 // The dashboard's JSON API as the page sees it (src/dashboard/dashboard-api.ts serves it): dates arrive as ISO strings.
 
-export type EventState = 'scheduled' | 'ready' | 'in-flight' | 'dead';
-export const STATES: readonly EventState[] = ['scheduled', 'ready', 'in-flight', 'dead'];
+export type EventState = 'scheduled' | 'ready' | 'in-flight' | 'dead' | 'handled';
+export const STATES: readonly EventState[] = ['scheduled', 'ready', 'in-flight', 'dead', 'handled'];
 
 export interface StateCounts {
   readonly scheduled: number;
   readonly ready: number;
   readonly inFlight: number;
   readonly dead: number;
+  readonly oldestReadyMs?: number;
 }
 
 export interface TypeOverview {
@@ -15,6 +16,7 @@ export interface TypeOverview {
   readonly partitions: number;
   readonly groups: readonly string[];
   readonly paused: boolean;
+  readonly schedules?: number;
   readonly counts: StateCounts & { readonly groups?: Readonly<Record<string, StateCounts>> };
 }
 
@@ -37,7 +39,18 @@ export interface InspectedEvent {
   readonly decodeError?: string;
   readonly leaseExpiresAt?: string;
   readonly deadLetteredAt?: string;
+  readonly handledAt?: string;
+  readonly errors?: ReadonlyArray<{ readonly attempt: number; readonly at: string; readonly message: string }>;
   readonly groups?: Readonly<Record<string, EventState>>;
+}
+
+export interface Instance {
+  readonly id: string;
+  readonly host: string;
+  readonly pid: number;
+  readonly startedAt: string;
+  readonly lastSeen: string;
+  readonly handlers: ReadonlyArray<{ readonly type: string; readonly group: string; readonly parallelism: number; readonly running: number }>;
 }
 
 export interface ActivitySlot {
@@ -57,9 +70,12 @@ export interface DueTimeline {
 }
 
 export interface RecurringSchedule {
+  readonly type: string;
   readonly name: string;
-  readonly spec: Readonly<Record<string, unknown>>;
+  readonly spec: { readonly every: number } | { readonly cron: string; readonly tz: string };
   readonly next?: string;
+  readonly last?: string;
+  readonly catchUp: string;
 }
 
 /** An answer other than 2xx, with the server's message. */
@@ -101,6 +117,9 @@ export const api = {
   activity: (type: string, window: string) => get<{ slots: ActivitySlot[] }>(`${typePath(type)}/activity?window=${window}`),
   timeline: (type: string, horizon: string, group?: string) => get<DueTimeline>(`${typePath(type)}/timeline?horizon=${horizon}&slots=60${group ? `&group=${encodeURIComponent(group)}` : ''}`),
   schedules: (type: string) => get<{ schedules: RecurringSchedule[] }>(`${typePath(type)}/schedules`),
+  allSchedules: () => get<{ schedules: RecurringSchedule[] }>('api/schedules'),
+  instances: () => get<{ instances: Instance[] }>('api/instances'),
+  health: () => get<{ ready: boolean; redis: 'up' | 'down' }>('api/health'),
   pause: (type: string) => post(`${typePath(type)}/pause`),
   resume: (type: string) => post(`${typePath(type)}/resume`),
   cancel: (type: string, id: string) => post(`${typePath(type)}/events/${encodeURIComponent(id)}/cancel`),

@@ -39,6 +39,7 @@ export function TimeChart(props: { title: string; times: readonly number[]; seri
       ],
     };
     chart.current = new uPlot(options, [[...props.times], ...props.series.map((s) => [...s.values])] as uPlot.AlignedData, element);
+    showLatest(chart.current, props.times.length);
     const resize = () => chart.current?.setSize({ width: Math.max(280, element.clientWidth), height: 180 });
     window.addEventListener('resize', resize);
     return () => {
@@ -50,6 +51,7 @@ export function TimeChart(props: { title: string; times: readonly number[]; seri
 
   useEffect(() => {
     chart.current?.setData([[...props.times], ...props.series.map((s) => [...s.values])] as uPlot.AlignedData);
+    if (chart.current) showLatest(chart.current, props.times.length);
   }, [props.times, props.series]);
 
   return (
@@ -58,4 +60,9 @@ export function TimeChart(props: { title: string; times: readonly number[]; seri
       <div ref={host} />
     </figure>
   );
+}
+
+/** The legend shows the latest point's values when the cursor is not over the chart, instead of '--'. */
+function showLatest(chart: uPlot, points: number): void {
+  if (points > 0 && chart.cursor.idx == null) chart.setLegend({ idx: points - 1 });
 }

@@ -25,11 +25,13 @@ export function EventPage(props: { type: string; id: string; readOnly: boolean }
   const event = usePolling(() => api.event(type, id), `${type}/${id}`, 3_000);
   const back = `#/types/${encodeURIComponent(type)}/${event.value?.state ?? 'scheduled'}`;
 
-  const act = async (title: string, detail: string, label: string, run: () => Promise<unknown>, done: string, danger = true) => {
+  const act = async (title: string, detail: string, label: string, run: () => Promise<unknown>, done: string | ((answer: unknown) => void), danger = true) => {
     if (!(await confirm(title, detail, label, danger))) return;
     try {
-      await run();
-      setMessage(done);
+      const answer = await run();
+      // What the server says it did, never a success it did not report (a 409 lands in catch).
+      if (typeof done === 'string') setMessage(done);
+      else done(answer);
       event.refresh();
     } catch (e) {
       setMessage(e instanceof Error ? e.message : String(e));
@@ -38,6 +40,15 @@ export function EventPage(props: { type: string; id: string; readOnly: boolean }
 
   const gone = event.error && event.value === undefined;
   const e = event.value;
+  // A group's dead letter is replayed or purged in that group; where several hold it dead, the server acts in each.
+  const deadIn = e?.groups
+    ? Object.entries(e.groups)
+        .filter(([, s]) => s === 'dead')
+        .map(([g]) => g)
+    : [];
+  const deadGroup = deadIn.length === 1 ? deadIn[0] : undefined;
+  const done = (verb: string) => (answer: unknown) =>
+    setMessage(`${verb} ${(answer as { count?: number }).count ?? 0} dead letter${(answer as { count?: number }).count === 1 ? '' : 's'}${deadGroup ? ` in group ${deadGroup}` : ''}`);
   return (
     <div class="event-page">
       <p>
@@ -67,6 +78,7 @@ export function EventPage(props: { type: string; id: string; readOnly: boolean }
             <Field label="Enqueued" value={e.enqueuedAt && `${absolute(e.enqueuedAt)} (${relative(e.enqueuedAt)})`} />
             <Field label="Lease expires" value={e.leaseExpiresAt && `${absolute(e.leaseExpiresAt)} (${relative(e.leaseExpiresAt)})`} />
             <Field label="Dead-lettered" value={e.deadLetteredAt && `${absolute(e.deadLetteredAt)} (${relative(e.deadLetteredAt)})`} />
+            <Field label="Handled" value={e.handledAt && `${absolute(e.handledAt)} (${relative(e.handledAt)})`} testId="event-handled" />
           </dl>
           {(e.lastError || e.decodeError) && (
             <>
@@ -74,6 +86,29 @@ export function EventPage(props: { type: string; id: string; readOnly: boolean }
               <pre class="error-text" data-testid="event-error">
                 {e.decodeError ?? e.lastError}
               </pre>
+            </>
+          )}
+          {e.errors && e.errors.length > 0 && (
+            <>
+              <h2>Failures</h2>
+              <table class="events" data-testid="event-errors">
+                <thead>
+                  <tr>
+                    <th class="num">Attempt</th>
+                    <th>When</th>
+                    <th>Error</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {e.errors.map((f) => (
+                    <tr key={`${f.attempt}/${f.at}`}>
+                      <td class="num">{f.attempt}</td>
+                      <td title={absolute(f.at)}>{relative(f.at)}</td>
+                      <td class="error-cell">{f.message}</td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
             </>
           )}
           <h2>Payload</h2>
@@ -120,16 +155,22 @@ export function EventPage(props: { type: string; id: string; readOnly: boolean }
                     type="button"
                     class="primary"
                     data-testid="replay-one"
-                    onClick={() => act('Replay this dead letter?', `${id} is scheduled again with fresh attempts.`, 'Replay', () => api.replay(type, { ids: [id] }), 'Replayed', false)}
+                    onClick={() =>
+                      act('Replay this dead letter?', `${id} is scheduled again with fresh attempts.`, 'Replay', () => api.replay(type, { ids: [id] }, deadGroup), done('Replayed'), false)
+                    }
                   >
                     Replay
                   </button>
-                  <button type="button" class="danger" onClick={() => act('Purge this dead letter?', `${id} is deleted for good.`, 'Purge', () => api.purge(type, { ids: [id] }), 'Purged')}>
+                  <button
+                    type="button"
+                    class="danger"
+                    onClick={() => act('Purge this dead letter?', `${id} is deleted for good.`, 'Purge', () => api.purge(type, { ids: [id] }, deadGroup), done('Purged'))}
+                  >
                     Purge
                   </button>
                 </>
               )}
-              {e.state !== 'dead' && (
+              {e.state !== 'dead' && e.state !== 'handled' && (
                 <button type="button" class="danger" onClick={() => act('Cancel this event?', `${id} is deleted and will not be handled.`, 'Cancel event', () => api.cancel(type, id), 'Cancelled')}>
                   Cancel
                 </button>

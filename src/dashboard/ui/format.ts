@@ -39,4 +39,40 @@ export function pretty(value: unknown): string {
   }
 }
 
-export const STATE_LABEL: Readonly<Record<string, string>> = { scheduled: 'Scheduled', ready: 'Ready', 'in-flight': 'In flight', dead: 'Dead' };
+export const STATE_LABEL: Readonly<Record<string, string>> = { scheduled: 'Scheduled', ready: 'Ready', 'in-flight': 'In flight', dead: 'Dead', handled: 'Handled' };
+
+const DAYS = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'];
+
+/** A duration in words: 5 s, 15 min, 2 h, 1 d. */
+export function span(ms: number): string {
+  if (ms % 86_400_000 === 0) return `${ms / 86_400_000} d`;
+  if (ms % 3_600_000 === 0) return `${ms / 3_600_000} h`;
+  if (ms % 60_000 === 0) return `${ms / 60_000} min`;
+  if (ms % 1_000 === 0) return `${ms / 1_000} s`;
+  return `${ms} ms`;
+}
+
+/**
+ * A recurring schedule's spec as a person reads it: "every 5 s", or for the
+ * common cron shapes "09:00 Mon–Fri Europe/Paris", "03:30 daily UTC"; any
+ * other cron is shown as written, with its zone.
+ */
+export function readableSpec(spec: { readonly every: number } | { readonly cron: string; readonly tz: string }): string {
+  if ('every' in spec) return `every ${span(spec.every)}`;
+  const fields = spec.cron.trim().split(/\s+/);
+  if (fields.length === 5) {
+    const [minute, hour, dom, month, dow] = fields as [string, string, string, string, string];
+    if (/^\d+$/.test(minute) && /^\d+$/.test(hour) && dom === '*' && month === '*') {
+      const time = `${hour.padStart(2, '0')}:${minute.padStart(2, '0')}`;
+      if (dow === '*') return `${time} daily ${spec.tz}`;
+      const range = /^(\d)-(\d)$/.exec(dow);
+      if (range) return `${time} ${DAYS[Number(range[1]) % 7]}–${DAYS[Number(range[2]) % 7]} ${spec.tz}`;
+      if (/^\d(,\d)*$/.test(dow))
+        return `${time} ${dow
+          .split(',')
+          .map((d) => DAYS[Number(d) % 7])
+          .join(', ')} ${spec.tz}`;
+    }
+  }
+  return `cron ${spec.cron} ${spec.tz}`;
+}

@@ -18,10 +18,22 @@ export function OverviewPage(props: { overview: Overview | undefined }) {
   const overview = props.overview;
   if (!overview) return <p class="muted">Reading Redis…</p>;
   if (overview.types.length === 0) return <p class="muted">No event types under prefix '{overview.prefix}' yet.</p>;
-  const total = overview.types.reduce(
-    (sum, t) => ({ scheduled: sum.scheduled + t.counts.scheduled, ready: sum.ready + t.counts.ready, inFlight: sum.inFlight + t.counts.inFlight, dead: sum.dead + t.counts.dead }),
-    { scheduled: 0, ready: 0, inFlight: 0, dead: 0 },
-  );
+  // A named group's states are its own: its dead letters count in the totals as the type's do (the default group's are the type's).
+  const everyGroup = (t: (typeof overview.types)[number]) => [
+    t.counts,
+    ...Object.entries(t.counts.groups ?? {})
+      .filter(([g]) => g !== 'default')
+      .map(([, c]) => c),
+  ];
+  const total = overview.types
+    .flatMap(everyGroup)
+    .reduce((sum, c) => ({ scheduled: sum.scheduled + c.scheduled, ready: sum.ready + c.ready, inFlight: sum.inFlight + c.inFlight, dead: sum.dead + c.dead }), {
+      scheduled: 0,
+      ready: 0,
+      inFlight: 0,
+      dead: 0,
+    });
+  const schedules = overview.types.reduce((n, t) => n + (t.schedules ?? 0), 0);
   const paused = overview.types.filter((t) => t.paused).length;
   const card = (label: string, value: number, extra?: string) => (
     <div class={extra ? `card ${extra}` : 'card'}>
@@ -38,6 +50,7 @@ export function OverviewPage(props: { overview: Overview | undefined }) {
         {card('In flight', total.inFlight)}
         {card('Dead letters', total.dead, total.dead > 0 ? 'dead' : undefined)}
         {paused > 0 && card('Paused types', paused, 'paused')}
+        {schedules > 0 && card('Recurring schedules', schedules)}
       </div>
       <table class="types" data-testid="types">
         <thead>
@@ -57,6 +70,12 @@ export function OverviewPage(props: { overview: Overview | undefined }) {
                 <td>
                   <a href={`#/types/${encodeURIComponent(t.type)}`}>{t.type}</a>
                   {t.partitions > 1 && <span class="muted"> · {t.partitions} partitions</span>}
+                  {(t.schedules ?? 0) > 0 && (
+                    <a class="muted" href="#/schedules">
+                      {' '}
+                      · {t.schedules} schedule{t.schedules === 1 ? '' : 's'}
+                    </a>
+                  )}
                 </td>
                 <Cells counts={t.counts} />
                 <td>{t.paused && <span class="badge paused">paused</span>}</td>

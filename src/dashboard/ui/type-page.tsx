@@ -2,7 +2,7 @@ import { useMemo, useState } from 'preact/hooks';
 import { type EventState, type InspectedEvent, STATES, type TypeOverview, api } from './api';
 import { type ChartSeries, TimeChart } from './charts';
 import { useConfirm } from './confirm';
-import { STATE_LABEL, absolute, count, relative } from './format';
+import { STATE_LABEL, absolute, count, readableSpec, relative } from './format';
 import { usePolling } from './use-polling';
 
 const PAGE = 50;
@@ -11,7 +11,12 @@ const HORIZONS = ['15m', '1h', '6h', '24h'] as const;
 function Charts(props: { type: string }) {
   const [window, setWindow] = useState('15m');
   const activity = usePolling(() => api.activity(props.type, window), `${props.type}/${window}`, 10_000);
-  const slots = activity.value?.slots ?? [];
+  // The slot under way is partial (its counts still growing): drawn, it would look like a drop to 0 at the end of every series.
+  const slots = useMemo(() => {
+    const all = activity.value?.slots ?? [];
+    const last = all[all.length - 1];
+    return last && Date.now() - new Date(last.at).getTime() < 10_000 ? all.slice(0, -1) : all;
+  }, [activity.value]);
   const times = useMemo(() => slots.map((s) => new Date(s.at).getTime() / 1_000), [slots]);
   const flow: ChartSeries[] = useMemo(
     () => [
@@ -78,7 +83,7 @@ function Timeline(props: { type: string; group?: string }) {
 
 function EventRow(props: { type: string; event: InspectedEvent; selectable: boolean; selected: boolean; onSelect: (on: boolean) => void }) {
   const e = props.event;
-  const when = e.state === 'dead' ? e.deadLetteredAt : e.state === 'in-flight' ? e.leaseExpiresAt : e.dueAt;
+  const when = e.state === 'dead' ? e.deadLetteredAt : e.state === 'in-flight' ? e.leaseExpiresAt : e.state === 'handled' ? e.handledAt : e.dueAt;
   return (
     <tr data-id={e.id}>
       {props.selectable && (
@@ -148,19 +153,26 @@ export function TypePage(props: { info: TypeOverview | undefined; type: string; 
           {props.info?.paused && <span class="badge paused">paused</span>}
         </h1>
         {(props.info?.groups.length ?? 0) > 0 && (
-          <select
-            class="group-select"
-            aria-label="Subscriber group"
-            value={group ?? 'default'}
-            onChange={(e) => {
-              const chosen = (e.target as HTMLSelectElement).value;
-              location.hash = `${base}/${state}${chosen === 'default' ? '' : `?group=${encodeURIComponent(chosen)}`}`;
-            }}
-          >
-            {props.info!.groups.map((g) => (
-              <option value={g}>group {g}</option>
-            ))}
-          </select>
+          <label class="group-select">
+            Group{' '}
+            <select
+              aria-label="Subscriber group"
+              data-testid="group-select"
+              value={group ?? 'default'}
+              onChange={(e) => {
+                const chosen = (e.target as HTMLSelectElement).value;
+                location.hash = `${base}/${state}${chosen === 'default' ? '' : `?group=${encodeURIComponent(chosen)}`}`;
+              }}
+            >
+              {/* The default group first, listed even when no handler joined it: its keys are the type's own. */}
+              {['default', ...props.info!.groups.filter((g) => g !== 'default')].map((g) => (
+                <option value={g}>
+                  {g}
+                  {(props.info!.counts.groups?.[g]?.dead ?? 0) > 0 ? ` (${count(props.info!.counts.groups![g]!.dead)} dead)` : ''}
+                </option>
+              ))}
+            </select>
+          </label>
         )}
         <span class="spacer" />
         {!props.readOnly && props.info && (
@@ -193,7 +205,7 @@ export function TypePage(props: { info: TypeOverview | undefined; type: string; 
         <nav class="tabs" aria-label="Event states">
           {STATES.map((s) => (
             <a class={s === state && !searched ? 'active' : ''} href={`${base}/${s}${groupQuery}`} onClick={() => (setOffset(0), setSearched(undefined), setSelected(new Set()))}>
-              {STATE_LABEL[s]} <span class="count">{count(counts ? counts[s === 'in-flight' ? 'inFlight' : s] : 0)}</span>
+              {STATE_LABEL[s]} {s !== 'handled' && <span class="count">{count(counts ? counts[s === 'in-flight' ? 'inFlight' : s] : 0)}</span>}
             </a>
           ))}
           <form
@@ -237,7 +249,7 @@ export function TypePage(props: { info: TypeOverview | undefined; type: string; 
             <tr>
               {dead && !props.readOnly && <th />}
               <th>Id</th>
-              <th>{state === 'dead' ? 'Dead-lettered' : state === 'in-flight' ? 'Lease expires' : 'Due'}</th>
+              <th>{state === 'dead' ? 'Dead-lettered' : state === 'in-flight' ? 'Lease expires' : state === 'handled' ? 'Handled' : 'Due'}</th>
               <th class="num">Attempt</th>
               <th>Last error</th>
             </tr>
@@ -280,8 +292,10 @@ export function TypePage(props: { info: TypeOverview | undefined; type: string; 
             <thead>
               <tr>
                 <th>Name</th>
-                <th>Every / cron</th>
+                <th>When</th>
                 <th>Next</th>
+                <th>Last</th>
+                <th>Catch-up</th>
                 <th />
               </tr>
             </thead>
@@ -289,8 +303,10 @@ export function TypePage(props: { info: TypeOverview | undefined; type: string; 
               {schedules.value!.schedules.map((s) => (
                 <tr key={s.name}>
                   <td>{s.name}</td>
-                  <td class="mono">{JSON.stringify(s.spec)}</td>
+                  <td>{readableSpec(s.spec)}</td>
                   <td title={absolute(s.next)}>{s.next ? relative(s.next) : 'ended'}</td>
+                  <td title={absolute(s.last)}>{s.last ? relative(s.last) : '–'}</td>
+                  <td>{s.catchUp}</td>
                   <td>
                     {!props.readOnly && (
                       <button

@@ -66,6 +66,7 @@ class Exporter {
   // biome-ignore lint/correctness/noUnusedPrivateClassMembers: the gauge collects through its registry; held for its lifetime beside the others
   private readonly state: Gauge<string>;
   private readonly paused: Gauge<string>;
+  private readonly oldestReady: Gauge<string>;
   private readonly names: string[] = [];
 
   constructor(
@@ -103,7 +104,13 @@ class Exporter {
       },
     });
     this.paused = new Gauge({ name: `${prefix}paused`, help: 'Types paused for every instance (1), read at scrape time.', labelNames: [PREFIX_LABEL, 'type'], registers });
-    this.names.push(`${prefix}redis_evicting_masters`, `${prefix}stored_events`, `${prefix}paused`);
+    this.oldestReady = new Gauge({
+      name: `${prefix}oldest_ready_seconds`,
+      help: 'How long the oldest READY event of each type and subscriber group has waited since it fell due (0 when none is ready), read at scrape time: alert when it grows, as it does when no instance consumes a group.',
+      labelNames: [PREFIX_LABEL, 'type', 'group'],
+      registers,
+    });
+    this.names.push(`${prefix}redis_evicting_masters`, `${prefix}stored_events`, `${prefix}paused`, `${prefix}oldest_ready_seconds`);
   }
 
   /** Records one metric of a service's metrics$; never throws. */
@@ -131,6 +138,7 @@ class Exporter {
   private async collectStates(gauge: Gauge<string>, timeoutMs: number): Promise<void> {
     gauge.reset();
     this.paused.reset();
+    this.oldestReady.reset();
     const byPrefix = new Map<string, DelayedEventService>();
     for (const service of this.services) if (!byPrefix.has(service.prefix)) byPrefix.set(service.prefix, service);
     await Promise.all(
@@ -152,6 +160,7 @@ class Exporter {
               gauge.set({ ...labels, state: 'ready' }, states.ready);
               gauge.set({ ...labels, state: 'in_flight' }, states.inFlight);
               gauge.set({ ...labels, state: 'dead' }, states.dead);
+              this.oldestReady.set(labels, (states.oldestReadyMs ?? 0) / 1_000);
             }
           }
         } catch {

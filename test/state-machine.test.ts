@@ -8,6 +8,8 @@ import { ScheduleView } from './support/schedule';
 
 // Few ids and attempts, so that random transitions keep meeting the same events and their last attempt.
 const MAX_ATTEMPTS = 2;
+/** How many handled events the history keeps in this model: few, so trimming is exercised. */
+const KEPT = 3;
 const IDS = ['a', 'b', 'c', 'd', 'e'];
 
 type State = 'scheduled' | 'ready' | 'inFlight' | 'dead';
@@ -72,8 +74,11 @@ describe('the event state machine', () => {
       fc.asyncProperty(fc.array(operation, { minLength: 5, maxLength: 40, size: 'medium' }), async (operations) => {
         const layout = new RedisLayout(redis.prefix());
         const keys = layout.forType('test.life');
-        const scripts = new LuaScripts(client, layout.wakeChannel, { ms: 10_000, onStuck: () => {} }, 0);
+        // A short history (keepHandled) and the error log ride along every transition.
+        const scripts = new LuaScripts(client, layout.wakeChannel, { ms: 10_000, onStuck: () => {} }, 0, undefined, undefined, { count: KEPT, ageMs: 0 });
         const model = new Map<string, Modelled>();
+        /** Every id a current success completed: the history holds the last KEPT of them, never another. */
+        const completed = new Set<string>();
         const deliveries: Delivery[] = [];
         let ready: string[] = [];
         let paused = false;
@@ -175,7 +180,10 @@ describe('the event state machine', () => {
             const result = await scripts.completeAndClaim(keys, succeeded, 0, 60_000, MAX_ATTEMPTS);
             expect(result.stale).toEqual(expectedStale);
             succeeded.forEach((d, i) => {
-              if (!expectedStale.includes(i)) model.delete(d.id);
+              if (!expectedStale.includes(i)) {
+                model.delete(d.id);
+                completed.add(d.id);
+              }
             });
           } else if (op.kind === 'complete' || op.kind === 'fail') {
             const d = deliveryAt(op.delivery);
@@ -185,7 +193,10 @@ describe('the event state machine', () => {
             let done: boolean;
             if (op.kind === 'complete') {
               done = (await scripts.completeAndClaim(keys, [d], 0, 60_000, MAX_ATTEMPTS)).stale.length === 0;
-              if (current) model.delete(d.id);
+              if (current) {
+                model.delete(d.id);
+                completed.add(d.id);
+              }
             } else if (op.then === 'dead letter') {
               done = await scripts.deadLetter(keys, d, 'failed');
               if (current) Object.assign(m!, { state: 'dead', claim: undefined, started: undefined, noted: false });
@@ -221,14 +232,14 @@ describe('the event state machine', () => {
             expect((await scripts.purgeDead(keys, [op.id], 100)).done).toBe(isDead ? 1 : 0);
             if (isDead) model.delete(op.id);
           }
-          await expectRedisToHold(keys, model, ready);
+          await expectRedisToHold(keys, model, ready, completed);
         }
         await client.del(keys.paused);
       }),
       { numRuns: 150 },
     );
 
-    async function expectRedisToHold(keys: TypeKeys, model: Map<string, Modelled>, ready: string[]): Promise<void> {
+    async function expectRedisToHold(keys: TypeKeys, model: Map<string, Modelled>, ready: string[], completed: ReadonlySet<string>): Promise<void> {
       const ids = (state: State) =>
         [...model]
           .filter(([, m]) => m.state === state)
@@ -250,6 +261,16 @@ describe('the event state machine', () => {
         expect({ id: eventId, attempt }).toEqual({ id: eventId, attempt: m.state === 'inFlight' ? m.attempt - 1 : m.attempt });
       }
       for (const erred of await client.hkeys(keys.errors)) expect(model.has(erred)).toBe(true);
+      // The error log goes with the event, and keeps ten failures at most.
+      for (const [logged, log] of Object.entries(await client.hgetall(keys.errorLog))) {
+        expect(model.has(logged)).toBe(true);
+        expect((JSON.parse(log) as unknown[]).length).toBeLessThanOrEqual(10);
+      }
+      // The history: only ids a current success completed, at most KEPT, its index and records the same ids.
+      const kept = await client.zrange(keys.handledIndex, '0', '-1');
+      expect(kept.length).toBe(Math.min(KEPT, completed.size));
+      for (const k of kept) expect(completed.has(k)).toBe(true);
+      expect((await client.hkeys(keys.handled)).sort()).toEqual([...kept].sort());
       // Each lease is its claim's, started or not as the model says.
       for (const [eventId, m] of model) {
         if (m.state !== 'inFlight') continue;

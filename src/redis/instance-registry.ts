@@ -38,26 +38,28 @@ export interface InstanceAnswer {
  */
 export const INSTANCES_QUESTION = '#instances';
 
-/** How long instances() waits for answers at most. */
-const ANSWER_WAIT_MS = 1_000;
+/** How an answer starts on the wake-up channel; dispatchers and readers ignore it as they do the question. */
+export const INSTANCES_ANSWER = '#instances-answer';
 
-function replyChannel(prefix: string, question: number): string {
-  return `${prefix}:instances:${question}`;
-}
+/** How long instances() waits for answers at most: on a single server it ends with the last one expected. */
+const ANSWER_WAIT_MS = 1_000;
+/** On a Cluster, where how many listen is unknown, the wait: answers arrive within milliseconds of the question. */
+const CLUSTER_ANSWER_WAIT_MS = 300;
 
 /**
- * Who is there, without a key: the asker subscribes to a reply channel of
- * its own and publishes a question on the wake-up channel, which every
- * instance handling events listens to (one connection each); each answers on
- * the reply channel with what it runs. An instance that crashed, stopped or
- * was cut off answers nothing, so only live instances are listed, and nothing
- * is left in Redis to expire. On a single server PUBLISH says how many
- * listen, and the wait ends with the last answer; a Cluster counts only the
- * node it published to, so there the wait is ANSWER_WAIT_MS.
+ * Who is there, without a key: the asker listens on the wake-up channel, which
+ * every instance handling events listens to (one connection each), and
+ * publishes a question there; each instance answers on the same channel with
+ * what it runs. One channel, so the ACL the README documents (`&<prefix>:wake`)
+ * is all it takes. An instance that crashed, stopped or was cut off answers
+ * nothing, so only live instances are listed, and nothing is left in Redis to
+ * expire. On a single server PUBLISH says how many listen (the asker among
+ * them), and the wait ends with the last answer; a Cluster counts only the
+ * node it published to, so there the wait is CLUSTER_ANSWER_WAIT_MS.
  */
-export async function askInstances(client: RedisClient, prefix: string, wakeChannel: string): Promise<InstanceInfo[]> {
+export async function askInstances(client: RedisClient, wakeChannel: string): Promise<InstanceInfo[]> {
   const question = randomInt(1, 2 ** 47);
-  const channel = replyChannel(prefix, question);
+  const answerStart = `${INSTANCES_ANSWER}|${question}|`;
   // A subscriber of its own, with an offline queue: it only listens, and the subscription waits for the connection.
   const listener = client.isCluster ? (client as Cluster).duplicate() : (client as Redis).duplicate({ enableOfflineQueue: true });
   const answers = new Map<string, InstanceInfo>();
@@ -66,13 +68,13 @@ export async function askInstances(client: RedisClient, prefix: string, wakeChan
     let done: () => void = () => undefined;
     const finished = new Promise<void>((resolve) => {
       done = resolve;
-      const timer = setTimeout(resolve, ANSWER_WAIT_MS);
+      const timer = setTimeout(resolve, client.isCluster ? CLUSTER_ANSWER_WAIT_MS : ANSWER_WAIT_MS);
       timer.unref();
     });
     listener.on('message', (from: string, message: string) => {
-      if (from !== channel) return;
+      if (from !== wakeChannel || !message.startsWith(answerStart)) return;
       try {
-        const answer = JSON.parse(message) as InstanceAnswer;
+        const answer = JSON.parse(message.slice(answerStart.length)) as InstanceAnswer;
         answers.set(answer.id, {
           id: answer.id,
           host: answer.host,
@@ -87,9 +89,10 @@ export async function askInstances(client: RedisClient, prefix: string, wakeChan
       if (answers.size >= expected) done();
     });
     listener.on('error', () => undefined);
-    await listener.subscribe(channel);
+    await listener.subscribe(wakeChannel);
     const listening = await client.publish(wakeChannel, `${INSTANCES_QUESTION}|${question}`);
-    if (!client.isCluster) expected = listening;
+    // The asker's own listener is one of those who heard it.
+    if (!client.isCluster) expected = listening - 1;
     if (answers.size >= expected) done();
     await finished;
   } finally {
@@ -98,7 +101,7 @@ export async function askInstances(client: RedisClient, prefix: string, wakeChan
   return [...answers.values()].sort((a, b) => a.startedAt.getTime() - b.startedAt.getTime() || (a.id < b.id ? -1 : 1));
 }
 
-/** Answers a question of askInstances() (its number came with the wake-up). */
-export async function answerInstances(client: RedisClient, prefix: string, question: number, answer: InstanceAnswer): Promise<void> {
-  await client.publish(replyChannel(prefix, question), JSON.stringify(answer));
+/** Answers a question of askInstances() (its number came with the wake-up), on the wake-up channel. */
+export async function answerInstances(client: RedisClient, wakeChannel: string, question: number, answer: InstanceAnswer): Promise<void> {
+  await client.publish(wakeChannel, `${INSTANCES_ANSWER}|${question}|${JSON.stringify(answer)}`);
 }

@@ -360,11 +360,11 @@ export class StoredEvents {
    * the two is taken off (its retries of delivered events are then not counted).
    */
   private async queueSample(keys: TypeKeys, withFlags = true): Promise<QueueSample> {
-    const pipeline = this.client.pipeline().hlen(keys.meta).llen(keys.ready).zcard(keys.inFlight).zscore(keys.inFlight, LEASE_PIN).zcard(keys.dead).lindex(keys.ready, 0);
+    const pipeline = this.client.pipeline().hlen(keys.meta).llen(keys.ready).zcard(keys.inFlight).zscore(keys.inFlight, LEASE_PIN).zcard(keys.dead).lrange(keys.ready, 0, 0);
     if (withFlags) pipeline.hlen(keys.pending).get(keys.paused).hkeys(keys.groups);
     const replies = (await pipeline.exec()) ?? [];
     // The head of the ready list is the next claimed and has waited longest: its envelope says since when it was due.
-    const head = replies[5]?.[1] as string | null | undefined;
+    const head = (replies[5]?.[1] as string[] | undefined)?.[0];
     const header = head ? await this.client.hget(keys.meta, head) : null;
     const oldest = header ? { oldestReadyMs: Math.max(0, Date.now() - parseEnvelope(header).dueAt) } : {};
     const [stored = 0, ready = 0, inFlightMembers = 0, pinScore = 0, dead = 0, , pending = 0] = [0, 1, 2, 3, 4, 5, 6].map((i) => Number(replies[i]?.[1] ?? 0));

@@ -131,7 +131,7 @@ export class DelayedEventService {
       // instances() asks on the wake-up channel; an instance handling events answers with what it runs.
       onInstancesQuestion: (question) => {
         const answer = { id: instanceId, host: hostname(), pid: process.pid, startedAt, handlers: this.handlers.running() };
-        answerInstances(this.connections.command, settings.prefix, question, answer).catch(() => undefined);
+        answerInstances(this.connections.command, layout.wakeChannel, question, answer).catch(() => undefined);
       },
       onHandled: (route) => {
         this.healthState.know(route);

@@ -86,7 +86,8 @@ export class Health {
     };
     let timer: NodeJS.Timeout | undefined;
     try {
-      return await Promise.race([read(), new Promise<[]>((resolve) => (timer = setTimeout(() => resolve([]), timeoutMs)))]);
+      // instances() waits for answers (on a Cluster, a fixed 300 ms): the probe allows for it.
+      return await Promise.race([read(), new Promise<[]>((resolve) => (timer = setTimeout(() => resolve([]), timeoutMs + 500)))]);
     } catch {
       return [];
     } finally {

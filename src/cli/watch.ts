@@ -78,13 +78,19 @@ export async function watch(ctx: Context, options: WatchOptions): Promise<void> 
           ? `no event types under prefix '${ctx.prefix}' yet`
           : table(
               ['TYPE', 'SCHEDULED', 'READY', 'IN FLIGHT', 'DEAD', 'PAUSED'],
-              rows.map((r) => [
-                r.type,
-                cell(r.counts.scheduled, r.rates.scheduled),
-                cell(r.counts.ready, r.rates.ready),
-                cell(r.counts.inFlight, r.rates.inFlight),
-                cell(r.counts.dead, r.rates.dead),
-                r.paused ? 'yes' : 'no',
+              rows.flatMap((r) => [
+                [
+                  r.type,
+                  cell(r.counts.scheduled, r.rates.scheduled),
+                  cell(r.counts.ready, r.rates.ready),
+                  cell(r.counts.inFlight, r.rates.inFlight),
+                  cell(r.counts.dead, r.rates.dead),
+                  r.paused ? 'yes' : 'no',
+                ],
+                // A named group's states are its own: its dead letters are not the type's.
+                ...Object.entries(r.counts.groups ?? {})
+                  .filter(([group]) => group !== 'default')
+                  .map(([group, g]) => [`  ↳ ${group}`, count(g.scheduled), count(g.ready), count(g.inFlight), count(g.dead), r.paused ? 'yes' : 'no']),
               ]),
             ),
       ].join('\n');

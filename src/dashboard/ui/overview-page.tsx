@@ -1,5 +1,6 @@
-import type { Overview, StateCounts } from './api';
+import { type Overview, type StateCounts, api } from './api';
 import { count } from './format';
+import { usePolling } from './use-polling';
 
 function Cells(props: { counts: StateCounts }) {
   const c = props.counts;
@@ -16,6 +17,7 @@ function Cells(props: { counts: StateCounts }) {
 /** Totals, then every type under the prefix with its counts per state, and per group below it. */
 export function OverviewPage(props: { overview: Overview | undefined }) {
   const overview = props.overview;
+  const instances = usePolling(() => api.instances(), 'instances', 10_000);
   if (!overview) return <p class="muted">Reading Redis…</p>;
   if (overview.types.length === 0) return <p class="muted">No event types under prefix '{overview.prefix}' yet.</p>;
   // A named group's states are its own: its dead letters count in the totals as the type's do (the default group's are the type's).
@@ -35,6 +37,15 @@ export function OverviewPage(props: { overview: Overview | undefined }) {
     });
   const schedules = overview.types.reduce((n, t) => n + (t.schedules ?? 0), 0);
   const paused = overview.types.filter((t) => t.paused).length;
+  // Stuck work: a group with ready events that no live instance handles (all its instances stopped).
+  const consumed = new Set((instances.value?.instances ?? []).flatMap((i) => i.handlers.map((h) => `${h.type}|${h.group}`)));
+  const unconsumed = instances.value
+    ? overview.types.flatMap((t) =>
+        Object.entries(t.counts.groups && Object.keys(t.counts.groups).length > 0 ? t.counts.groups : { default: t.counts })
+          .filter(([g, c]) => c.ready > 0 && !t.paused && !consumed.has(`${t.type}|${g}`))
+          .map(([g, c]) => ({ type: t.type, group: g, ready: c.ready, waitedMs: c.oldestReadyMs ?? 0 })),
+      )
+    : [];
   const card = (label: string, value: number, extra?: string) => (
     <div class={extra ? `card ${extra}` : 'card'}>
       <span class="label">{label}</span>
@@ -43,6 +54,16 @@ export function OverviewPage(props: { overview: Overview | undefined }) {
   );
   return (
     <>
+      {unconsumed.length > 0 && (
+        <div class="error" data-testid="unconsumed">
+          {unconsumed.map((u) => (
+            <p key={`${u.type}|${u.group}`}>
+              {count(u.ready)} ready event{u.ready === 1 ? '' : 's'} of {u.type}
+              {u.group === 'default' ? '' : ` in group ${u.group}`}, the oldest waiting {Math.round(u.waitedMs / 1_000)} s, and no live instance handles them.
+            </p>
+          ))}
+        </div>
+      )}
       <div class="cards" data-testid="totals">
         {card('Types', overview.types.length)}
         {card('Scheduled', total.scheduled)}

@@ -33,7 +33,7 @@ describe('isolation', () => {
     const admin = redis.client();
     await admin.call('ACL', 'SETUSER', 'app-service', 'reset', 'on', '>s3cret', ...ACL_FOR_APP.split(' '));
     const url = `redis://app-service:s3cret@127.0.0.1:${redis.server.port}`;
-    const service = redis.service({ redis: url, prefix: 'app', retry: fixedBackoff(1, 10), gaugeIntervalMs: 100 });
+    const service = redis.service({ redis: url, prefix: 'app', retry: fixedBackoff(1, 10), gaugeIntervalMs: 100, keepHandled: { count: 100 } });
     // A readiness probe built on it passes with the README's ACL (which grants no SCRIPT LOAD).
     await service.waitUntilReady({ timeoutMs: 5_000 });
     const metrics = recordMetrics(service);
@@ -68,6 +68,10 @@ describe('isolation', () => {
     await waitFor(() => metrics.some((m) => m.name === METRIC.scheduledCount), 'a gauge sample');
     // What the dashboard reads, and the activity every instance writes (at the latest when it closes).
     expect((await service.dueTimeline(PaymentCheck))!.slots).toHaveLength(60);
+    // The history, the failures and the live instances need nothing beyond the list either.
+    expect((await service.list(PaymentCheck, 'handled')).map((e) => e.id)).toContain('ok');
+    expect((await service.find(PaymentCheck, 'ok'))?.state).toBe('handled');
+    expect((await service.instances()).map((i) => i.pid)).toEqual([process.pid]);
     await service.close();
     expect((await admin.keys('app:*:a:*')).length).toBeGreaterThan(0);
     const reader = redis.service({ redis: url, prefix: 'app' });

@@ -12,6 +12,11 @@ class OrderCheck {
   ) {}
 }
 
+@DelayedEvent('test.ops-split', { partitions: 3 })
+class SplitOrder {
+  constructor(readonly id: string = '') {}
+}
+
 @DelayedEvent('test.ops-report')
 class Report {
   constructor(readonly id: string = '') {}
@@ -71,6 +76,29 @@ describe('operators see everything', () => {
     expect(page.every((e) => e.state === 'handled' && e.attempt === 1)).toBe(true);
     expect(await service.find(OrderCheck, 'o1')).toBeUndefined();
     expect((await service.list('test.ops-order', 'handled', { offset: 3, limit: 1 })).map((e) => e.id)).toEqual(['o4']);
+  });
+
+  it('finds what a partitioned type handled by type name alone, lists the type, and a lowered count trims the history', async () => {
+    const prefix = redis.prefix();
+    const service = redis.service({ prefix, keepHandled: { count: 10 } });
+    service.addHandler(SplitOrder, () => true, 4);
+    for (let i = 0; i < 9; i++) await service.enqueue(new SplitOrder(`s${i}`), 0);
+    await waitFor(async () => (await service.list('test.ops-split', 'handled', { limit: 100 })).length === 9, 'nine handled');
+    const inspector = createInspector({ redis: redis.connection(), prefix });
+    try {
+      expect(await inspector.find('test.ops-split', 's4')).toMatchObject({ id: 's4', state: 'handled', attempt: 1 });
+      // Nothing stored any more, only the history: still a type in use.
+      expect((await inspector.types()).map((t) => t.type)).toContain('test.ops-split');
+    } finally {
+      await inspector.close();
+    }
+    await service.close();
+    // A redeploy with a smaller count: the history shrinks as events complete.
+    const smaller = redis.service({ prefix, keepHandled: { count: 2 } });
+    smaller.addHandler(SplitOrder, () => true, 4);
+    for (let i = 0; i < 6; i++) await smaller.enqueue(new SplitOrder(`t${i}`), 0);
+    await waitFor(async () => (await smaller.list(SplitOrder, 'handled', { limit: 100 })).some((e) => e.id.startsWith('t')), 'the new ones handled');
+    await waitFor(async () => (await smaller.list(SplitOrder, 'handled', { limit: 100 })).length <= 3 * 2, 'each partition trimmed to two');
   });
 
   it('without keepHandled a handled event leaves nothing to find', async () => {

@@ -267,7 +267,10 @@ async function onDeadLetters(ctx: Context, type: string, ids: readonly string[],
     done[group] = action === 'replay' ? await ctx.service.replayDeadLetters(type, selection, { group }) : await ctx.service.purgeDeadLetters(type, selection, { group });
   }
   const sum = Object.values(done).reduce((a, b) => a + b, 0);
-  if (sum === 0) throw new NotFoundError(`none of ${ids.join(', ')} is a dead letter of '${shown(type)}'${inGroups(groups)}; nothing was ${action === 'replay' ? 'replayed' : 'purged'}`);
+  if (sum === 0) {
+    const which = ids.length > 0 ? `none of ${ids.join(', ')} is a dead letter` : 'no dead letter is left';
+    throw new NotFoundError(`${which} of '${shown(type)}'${inGroups(groups)}; nothing was ${action === 'replay' ? 'replayed' : 'purged'}`);
+  }
   const verb = action === 'replay' ? 'replayed' : 'purged';
   const named = Object.keys(done).some((g) => g !== 'default');
   if (ctx.json) return ctx.out(json({ type, [verb]: sum, ...(named ? { groups: done } : {}) }));

@@ -66,11 +66,6 @@ export async function askInstances(client: RedisClient, wakeChannel: string): Pr
   try {
     let expected = Number.POSITIVE_INFINITY;
     let done: () => void = () => undefined;
-    const finished = new Promise<void>((resolve) => {
-      done = resolve;
-      const timer = setTimeout(resolve, client.isCluster ? CLUSTER_ANSWER_WAIT_MS : ANSWER_WAIT_MS);
-      timer.unref();
-    });
     listener.on('message', (from: string, message: string) => {
       if (from !== wakeChannel || !message.startsWith(answerStart)) return;
       try {
@@ -89,7 +84,21 @@ export async function askInstances(client: RedisClient, wakeChannel: string): Pr
       if (answers.size >= expected) done();
     });
     listener.on('error', () => undefined);
-    await listener.subscribe(wakeChannel);
+    // The subscription gets a bound of its own: a caller's client that retries for ever must not hang here.
+    let subscribeTimer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      listener.subscribe(wakeChannel).finally(() => clearTimeout(subscribeTimer)),
+      new Promise((_, reject) => {
+        subscribeTimer = setTimeout(() => reject(new Error('instances(): the subscription to the wake-up channel got no answer within 2 s')), 2_000);
+        subscribeTimer.unref();
+      }),
+    ]);
+    // The wait for answers starts once the question can be heard back.
+    const finished = new Promise<void>((resolve) => {
+      done = resolve;
+      const timer = setTimeout(resolve, client.isCluster ? CLUSTER_ANSWER_WAIT_MS : ANSWER_WAIT_MS);
+      timer.unref();
+    });
     const listening = await client.publish(wakeChannel, `${INSTANCES_QUESTION}|${question}`);
     // The asker's own listener is one of those who heard it.
     if (!client.isCluster) expected = listening - 1;

@@ -361,7 +361,8 @@ local function handled_keep(hash_key, index_key, records, at, keep_count, keep_a
   end
   redis.call('ZADD', index_key, unpack(scored))
   if keep_count > 0 then
-    local over = redis.call('ZCARD', index_key) - keep_count
+    -- At most 1,000 a call: a count lowered by a redeploy trims over a few calls, never in one huge HDEL.
+    local over = math.min(redis.call('ZCARD', index_key) - keep_count, 1000)
     if over > 0 then
       local old = redis.call('ZRANGE', index_key, 0, over - 1)
       redis.call('ZREMRANGEBYRANK', index_key, 0, over - 1)

@@ -133,10 +133,10 @@ export class StoredEvents {
     return { route: { type, partitions }, queues, exact: false };
   }
 
-  /** Which of `queues` holds `id` in its meta hash. */
+  /** Which of `queues` holds `id`: stored in its meta hash, or kept in its history. */
   async queueHolding(queues: readonly TypeKeys[], id: string): Promise<TypeKeys | undefined> {
-    const held = await Promise.all(queues.map((keys) => this.client.hexists(keys.meta, id)));
-    return queues[held.indexOf(1)];
+    const held = await Promise.all(queues.map(async (keys) => (await this.client.hexists(keys.meta, id)) === 1 || (await this.client.hexists(keys.handled, id)) === 1));
+    return queues[held.indexOf(true)];
   }
 
   /** The counts of a type's partitions, summed, with its groups', and whether it is paused; one pipeline per queue, each command O(1). */
@@ -277,7 +277,9 @@ export class StoredEvents {
     const single = queues.length === 1;
     const perQueue = await Promise.all(
       queues.map(async (keys) => {
-        const flat = await this.client.zrevrange(keys.handledIndex, single ? offset : 0, (single ? offset : 0) + (single ? limit : offset + limit) - 1, 'WITHSCORES');
+        // ZRANGE ... REV, not ZREVRANGE: the ACL the README documents grants ZRANGE.
+        const from = single ? offset : 0;
+        const flat = await this.client.zrange(keys.handledIndex, String(from), String(from + (single ? limit : offset + limit) - 1), 'REV', 'WITHSCORES');
         const entries: Array<{ id: string; at: number; keys: TypeKeys }> = [];
         for (let i = 0; i < flat.length; i += 2) entries.push({ id: flat[i]!, at: Number(flat[i + 1]), keys });
         return entries;

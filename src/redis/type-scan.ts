@@ -17,13 +17,13 @@ export async function scanTypes(client: RedisClient, layout: RedisLayout): Promi
   for (const master of await masters(client)) {
     let cursor = '0';
     do {
-      const [next, keys] = await master.scan(cursor, 'MATCH', `${prefix}*}:[mgp]*`, 'COUNT', SCAN_COUNT);
+      const [next, keys] = await master.scan(cursor, 'MATCH', `${prefix}*}:[mgph]*`, 'COUNT', SCAN_COUNT);
       cursor = next;
       for (const key of keys) {
         const close = key.indexOf('}', prefix.length);
         if (!key.startsWith(prefix) || close < 0) continue;
         const suffix = key.slice(close + 2);
-        if (key[close + 1] !== ':' || (suffix !== 'm' && suffix !== 'groups' && suffix !== 'p')) continue;
+        if (key[close + 1] !== ':' || (suffix !== 'm' && suffix !== 'groups' && suffix !== 'p' && suffix !== 'hi')) continue;
         const tag = key.slice(prefix.length, close);
         const seen = tags.get(tag) ?? new Set<string>();
         seen.add(suffix);

@@ -93,7 +93,8 @@ export class Inspector {
    * stopped, crashed or was cut off is not listed, and no key is written.
    */
   instances(): Promise<InstanceInfo[]> {
-    return this.bounded('instances', noCheck, () => askInstances(this.parts.client, this.parts.layout.wakeChannel));
+    // Not under commandTimeoutMs: the wait for answers has its own bound (1 s), and a stuck call would reset the connection.
+    return this.whenReady(noCheck, () => askInstances(this.parts.client, this.parts.layout.wakeChannel));
   }
 
   /** Events in each state (and per group, where groups are registered); undefined for a type name nothing is stored under. */

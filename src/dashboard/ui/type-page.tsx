@@ -139,7 +139,8 @@ export function TypePage(props: { info: TypeOverview | undefined; type: string; 
     if (!(await confirm(verb === 'replay' ? 'Replay dead letters' : 'Purge dead letters', question, verb === 'replay' ? 'Replay' : 'Purge', verb === 'purge'))) return;
     const selection = all ? ({ all: true } as const) : { ids };
     await act(async () => {
-      const { count: n } = await (verb === 'replay' ? api.replay(type, selection, group) : api.purge(type, selection, group));
+      // The group this page shows, named: without one the server acts in every group of the type.
+      const { count: n } = await (verb === 'replay' ? api.replay(type, selection, group ?? 'default') : api.purge(type, selection, group ?? 'default'));
       setMessage(`${verb === 'replay' ? 'Replayed' : 'Purged'} ${count(n)}`);
     }, '');
   };

@@ -2082,7 +2082,7 @@ return {existed, left}
 `,
   },
   'replay-dead': {
-    keys: ['dead', 'schedule', 'meta', 'errors', 'slotGuard'],
+    keys: ['dead', 'schedule', 'meta', 'errors', 'slotGuard', 'errorLog'],
     variants: {  },
     commands: ['HDEL', 'HGET', 'HSET', 'PUBLISH', 'TIME', 'ZADD', 'ZCARD', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZSCORE'],
     lua: `-- Transition: DEAD -> SCHEDULED (due now, attempts reset).
@@ -2092,6 +2092,7 @@ return {existed, left}
 -- KEYS[4] errors: errors hash
 -- KEYS[5] slotGuard: slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
+-- KEYS[6] errorLog: error-log hash (id -> its last failures; includes/error-log-append.lua)
 -- ARGV[1] wake channel
 -- ARGV[2] wake message (the type's key tag)
 -- ARGV[3] most events to replay when no ids are given
@@ -2351,6 +2352,9 @@ for _, id in ipairs(ids) do
       redis.call('HSET', KEYS[3], id, envelope_make(0, now, body))
       schedule[#schedule + 1] = { now, id }
       replayed = replayed + 1
+    else
+      -- Its event is gone: so is what it kept of its failures. A replayed one keeps them.
+      redis.call('HDEL', KEYS[6], id)
     end
   end
 end

@@ -3,10 +3,11 @@ import { parseEnvelope } from '../core/envelope';
 import type { RedisClient } from './redis-client';
 import { DEFAULT_GROUP, LEASE_PIN, type RedisLayout, type TypeKeys } from './redis-layout';
 import { type Entry, isScheduled, scheduledEntries } from './schedule-reads';
+import { type GroupRead, parseErrorLog, parseHandled } from './stored-records';
 import { scanTypes } from './type-scan';
 
 export { EVENT_STATES, type EventCounts, type EventError, type EventState, type EventTypeInfo, MAX_PARTITIONS, type StateCounts, type StoredDeadLetter, type StoredEvent } from './stored-types';
-import { type EventCounts, type EventError, type EventState, type EventTypeInfo, MAX_PARTITIONS, type StateCounts, type StoredDeadLetter, type StoredEvent } from './stored-types';
+import { type EventCounts, type EventState, type EventTypeInfo, MAX_PARTITIONS, type StateCounts, type StoredDeadLetter, type StoredEvent } from './stored-types';
 
 /** LEASE_PIN as ioredis reads it back (its 0xFF byte is no UTF-8): what a reply holds in its place. */
 const PIN_AS_READ = LEASE_PIN.toString('utf8');
@@ -34,46 +35,6 @@ function pipelineValues(replies: Array<[Error | null, unknown]> | null): unknown
     if (error) throw error;
     return value;
   });
-}
-
-/** An event as a named group holds it. */
-interface GroupRead {
-  readonly state: EventState;
-  readonly attempt?: number;
-  readonly lastError?: string | null;
-  readonly errorLog?: string | null;
-  readonly leaseExpiresAt?: number;
-  readonly deadLetteredAt?: number;
-}
-
-/** An error log as lua/includes/error-log-append.lua writes it; undefined when there is none (or it cannot be read). */
-function parseErrorLog(stored: string | null | undefined): EventError[] | undefined {
-  if (!stored) return undefined;
-  try {
-    const log = JSON.parse(stored) as unknown;
-    if (!Array.isArray(log)) return undefined;
-    const errors = log.flatMap((entry): EventError[] =>
-      Array.isArray(entry) && typeof entry[0] === 'number' && typeof entry[1] === 'number' && typeof entry[2] === 'string' ? [{ attempt: entry[0], at: new Date(entry[1]), message: entry[2] }] : [],
-    );
-    return errors.length > 0 ? errors : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-/** A history record, 'attempt|handled at|due|body' (lua/includes/handled-keep.lua). */
-function parseHandled(id: string, record: string): StoredEvent | undefined {
-  const match = /^(\d+)\|(\d+)\|(\d+)\|/.exec(record);
-  if (!match) return undefined;
-  return {
-    id,
-    state: 'handled',
-    attempt: Number(match[1]),
-    handledAt: Number(match[2]),
-    dueAt: Number(match[3]),
-    body: record.slice(match[0].length),
-    lastError: undefined,
-  };
 }
 
 /** Counts of several queues (a type's partitions): summed, and the oldest ready event of all of them. */

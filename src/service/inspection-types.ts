@@ -4,7 +4,7 @@ import { describe } from '../core/errors';
 import type { EventCodec } from '../core/event-codec';
 import type { EventContext } from '../core/event-context';
 import { type JsonEvent, parseStoredBody } from '../core/stored-body';
-import type { EventError, EventState, StoredEvent } from '../redis/stored-events';
+import type { EventError, EventState, StoredDeadLetter, StoredEvent } from '../redis/stored-events';
 import type { IORedisClient } from './service-options';
 
 // What the Inspector (src/service/inspector.ts) takes and answers, and how a
@@ -142,4 +142,18 @@ export function decodeStored(
   }
   const parsed = parseStoredBody(id, body);
   return { event: parsed.event, context: parsed.context, enqueuedAt: parsed.enqueuedAt, ...(parsed.error ? { decodeError: parsed.error, decodeMessage: parsed.error } : {}) };
+}
+
+/** A dead letter as read, decoded with the caller's class (or, by type name, as parsed JSON). */
+export function deadLetterOf(codec: EventCodec, eventClass: EventClass | undefined, letter: StoredDeadLetter): DeadLetter<unknown> {
+  const decoded = decodeStored(codec, eventClass, letter.id, letter.body);
+  return {
+    id: letter.id,
+    event: decoded.event,
+    context: decoded.context,
+    error: letter.error || (decoded.decodeMessage ? `undecodable: ${decoded.decodeMessage}` : ''),
+    attempts: letter.attempts,
+    deadLetteredAt: new Date(letter.deadLetteredAt),
+    body: letter.body,
+  };
 }

@@ -6,7 +6,7 @@ import { checkGroupArgument, checkIntegerArgument, checkStateArgument } from '..
 import { checkIdArgument, checkTypeName } from '../core/names';
 import type { JsonEvent } from '../core/stored-body';
 import { noCheck, checkTarget, checkEvent } from './inspection-checks';
-import { applyInChunks } from './dead-letter-chunks';
+import { applyInChunks, idsByQueue } from './dead-letter-chunks';
 import { type DueTimeline, readDueTimeline } from '../redis/due-timeline';
 import type { DeadLetterStep, DueSpec, LuaScripts } from '../redis/lua-scripts';
 import type { RedisClient } from '../redis/redis-client';
@@ -30,7 +30,7 @@ import {
   type ListOptions,
   MAX_DEAD_LETTER_PAGE,
   MAX_PAGE,
-  decodeStored,
+  deadLetterOf,
   inspectedEvent,
 } from './inspection-types';
 
@@ -264,18 +264,7 @@ export class Inspector {
       const resolved = await this.resolve(target);
       if (!resolved) return [];
       const queues = resolved.queues.map((keys) => this.parts.layout.forGroup(keys, group));
-      return (await this.stored.deadLetters(queues, offset, limit)).map((letter) => {
-        const decoded = decodeStored(this.parts.codec, resolved.eventClass, letter.id, letter.body);
-        return {
-          id: letter.id,
-          event: decoded.event as T | JsonEvent | undefined,
-          context: decoded.context,
-          error: letter.error || (decoded.decodeMessage ? `undecodable: ${decoded.decodeMessage}` : ''),
-          attempts: letter.attempts,
-          deadLetteredAt: new Date(letter.deadLetteredAt),
-          body: letter.body,
-        };
-      });
+      return (await this.stored.deadLetters(queues, offset, limit)).map((letter) => deadLetterOf(this.parts.codec, resolved.eventClass, letter) as DeadLetter<T | JsonEvent>);
     });
   }
 
@@ -379,18 +368,8 @@ export class Inspector {
     return this.whenReady(check, async (group) => {
       const resolved = await this.resolve(target);
       if (!resolved) return 0;
-      const byQueue = new Map<string, { keys: TypeKeys; ids: string[] | undefined }>();
-      if (!ids || !resolved.eventClass) {
-        for (const keys of resolved.queues) byQueue.set(keys.tag, { keys, ids: ids && [...ids] });
-      } else {
-        for (const id of ids) {
-          const keys = this.parts.layout.forEvent(resolved.route, id);
-          const queue = byQueue.get(keys.tag);
-          if (queue) queue.ids!.push(id);
-          else byQueue.set(keys.tag, { keys, ids: [id] });
-        }
-      }
-      const counts = await Promise.all([...byQueue.values()].map(({ keys, ids: queueIds }) => applyInChunks(this.parts.layout.forGroup(keys, group), queueIds, step)));
+      const queues = idsByQueue(this.parts.layout, resolved.route, resolved.queues, resolved.eventClass !== undefined, ids);
+      const counts = await Promise.all(queues.map(({ keys, ids: queueIds }) => applyInChunks(this.parts.layout.forGroup(keys, group), queueIds, step)));
       return counts.reduce((a, b) => a + b, 0);
     });
   }

@@ -140,12 +140,17 @@ describe('operators see everything', () => {
     let release!: () => void;
     const gate = new Promise<void>((resolve) => (release = resolve));
     a.addHandler(OrderCheck, () => gate, 3);
+    await a.enqueue(new OrderCheck('slow', 1), 0);
+    // Running before 'audit' exists: a group registered later gets only what falls due after it.
+    await waitFor(async () => (await a.find(OrderCheck, 'slow'))?.state === 'in-flight', 'a running the slow event');
     b.addHandler(OrderCheck, () => true, 2, { group: 'audit' });
     b.addHandler(Report, () => true, 1);
-    await a.enqueue(new OrderCheck('slow', 1), 0);
     const inspector = createInspector({ redis: redis.connection(), prefix });
     try {
-      await waitFor(async () => (await inspector.instances()).some((i) => i.handlers.some((h) => h.type === 'test.ops-order' && h.group === 'default' && h.running === 1)), 'a running the slow event');
+      await waitFor(
+        async () => (await inspector.instances()).some((i) => i.handlers.some((h) => h.type === 'test.ops-order' && h.group === 'default' && h.running === 1)),
+        'a answering that it runs the slow event',
+      );
       const listed = await inspector.instances();
       expect(listed).toHaveLength(2);
       const handlers = listed.flatMap((i) => i.handlers.map((h) => `${h.type}/${h.group}/${h.parallelism}`)).sort();

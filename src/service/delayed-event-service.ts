@@ -1,5 +1,3 @@
-import { randomBytes } from 'node:crypto';
-import { hostname } from 'node:os';
 import { type Observable, firstValueFrom, map } from 'rxjs';
 import type { DelayedEventInstance, EventClass } from '../core/delayed-event.decorator';
 import { type Delay, dateToMillis, delayToMillis } from '../core/duration';
@@ -10,7 +8,7 @@ import type { RecurrenceSpec } from '../core/recurrence';
 import type { JsonEvent } from '../core/stored-body';
 import type { DueTimeline } from '../redis/due-timeline';
 import { type EnqueueStatus, LuaScripts } from '../redis/lua-scripts';
-import { type InstanceInfo, answerInstances } from '../redis/instance-registry';
+import type { InstanceInfo } from '../redis/instance-registry';
 import { RedisConnections } from '../redis/redis-connections';
 import { ping, waitForRedis } from '../redis/redis-readiness';
 import { RedisLayout } from '../redis/redis-layout';
@@ -62,8 +60,6 @@ export class DelayedEventService {
     const layout = new RedisLayout(settings.prefix);
     const codec = new EventCodec(settings.maxPayloadBytes);
     const isClosing = () => this.closing !== undefined;
-    const instanceId = randomBytes(6).toString('hex');
-    const startedAt = Date.now();
     const assertOpen = () => this.assertOpen();
 
     this.log = new ServiceLog({ logger: settings.logger, logPayloads: settings.logPayloads, prefix: settings.prefix, ping: () => ping(this.connections.command) });
@@ -128,11 +124,6 @@ export class DelayedEventService {
       activity: this.activityRecorder,
       wakes$,
       isClosing,
-      // instances() asks on the wake-up channel; an instance handling events answers with what it runs.
-      onInstancesQuestion: (question) => {
-        const answer = { id: instanceId, host: hostname(), pid: process.pid, startedAt, handlers: this.handlers.running() };
-        answerInstances(this.connections.command, layout.wakeChannel, question, answer).catch(() => undefined);
-      },
       onHandled: (route) => {
         this.healthState.know(route);
         this.startRecurring();

@@ -1,3 +1,5 @@
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
 import type { Observable, Subscription } from 'rxjs';
 import { type DelayedEventInstance, type EventClass, type EventRoute, eventRouteOf } from '../core/delayed-event.decorator';
 import { HandlerAlreadyRegisteredError, InvalidOptionError } from '../core/errors';
@@ -5,7 +7,7 @@ import type { EventCodec } from '../core/event-codec';
 import type { EventContextStore } from '../core/event-context';
 import { checkGroupOption } from '../core/names';
 import { type RetryPolicy, checkRetryPolicy } from '../core/retry-policy';
-import { INSTANCES_QUESTION, type InstanceHandler } from '../redis/instance-registry';
+import { INSTANCES_QUESTION, type InstanceHandler, answerInstances } from '../redis/instance-registry';
 import { LuaScripts } from '../redis/lua-scripts';
 import type { RedisConnections } from '../redis/redis-connections';
 import { DEFAULT_GROUP, type RedisLayout, type TypeKeys } from '../redis/redis-layout';
@@ -76,8 +78,6 @@ export interface HandlersParts {
   readonly activity: ActivityRecorder | undefined;
   readonly wakes$: Observable<Wake>;
   readonly isClosing: () => boolean;
-  /** Asked by instances() (on the wake-up channel): this instance answers with what it runs. */
-  readonly onInstancesQuestion: (question: number) => void;
   /** Told of each type handled here (its gauges are then sampled, and the recurring loop runs). */
   readonly onHandled: (route: EventRoute) => void;
 }
@@ -104,6 +104,9 @@ export class Handlers {
   private readonly markers = new Map<string, string>();
   /** The scripts of the handlers' loops, on their own connection (RedisConnections.handling); made with the first handler. */
   private handlingScripts: LuaScripts | undefined;
+  /** Who this instance is in instances(): random, and when it started. */
+  private readonly instanceId = randomBytes(6).toString('hex');
+  private readonly startedAt = Date.now();
 
   constructor(private readonly parts: HandlersParts) {}
 
@@ -121,6 +124,16 @@ export class Handlers {
       readers += registration.readers.length;
     }
     return { dispatchers, readers };
+  }
+
+  /**
+   * instances() asked on the wake-up channel: this instance answers with what
+   * it runs (src/redis/instance-registry.ts). A lost answer only leaves it
+   * out of one listing.
+   */
+  private answerInstances(question: number): void {
+    const answer = { id: this.instanceId, host: hostname(), pid: process.pid, startedAt: this.startedAt, handlers: this.running() };
+    answerInstances(this.parts.connections.command, this.parts.layout.wakeChannel, question, answer).catch(() => undefined);
   }
 
   /** The handlers registered here, and how many calls each is running: what this instance answers instances(). */
@@ -180,7 +193,7 @@ export class Handlers {
     // Events moved to ready lists by any instance's dispatcher wake this instance's readers at once.
     this.readyWakes ??= this.parts.wakes$.subscribe((wake) => {
       if (wake.tag === WAKE_ALL) for (const set of this.readersByQueue.values()) for (const r of set) r.nudge();
-      else if (wake.tag === INSTANCES_QUESTION) this.parts.onInstancesQuestion(wake.due);
+      else if (wake.tag === INSTANCES_QUESTION) this.answerInstances(wake.due);
       else if (wake.due < 0) this.nudgeReaders(wake.tag);
     });
     const consumer = new Consumer<T>({

@@ -63,11 +63,6 @@ export class RecurringStore {
       .sort((a, b) => a.definition.name.localeCompare(b.definition.name));
   }
 
-  /** The names of a type's schedules. */
-  names(route: EventRoute): Promise<string[]> {
-    return this.client.hkeys(this.layout.recurringOf(route).recurring);
-  }
-
   /** The routes of every type with schedules under the prefix. */
   async routes(): Promise<EventRoute[]> {
     const types = await this.client.hgetall(this.layout.recurringIndex);
@@ -80,9 +75,16 @@ export class RecurringStore {
     return partitions === null ? undefined : { type, partitions: Number(partitions) };
   }
 
-  /** The queue's marker: gone or changed, Redis lost what was stored. */
-  marker(route: EventRoute): Promise<string | null> {
-    return this.client.get(this.layout.recurringOf(route).recurringMarker);
+  /**
+   * The queue's marker (gone or changed: Redis lost what was stored) and the
+   * names of the schedules stored, in one transaction: read apart, a flush
+   * between the two would pass for schedules removed on purpose.
+   */
+  async markerAndNames(route: EventRoute): Promise<{ marker: string | null; names: string[] }> {
+    const keys = this.layout.recurringOf(route);
+    const replies = await this.client.multi().get(keys.recurringMarker).hkeys(keys.recurring).exec();
+    for (const [error] of replies ?? []) if (error) throw error;
+    return { marker: (replies?.[0]?.[1] as string | null | undefined) ?? null, names: (replies?.[1]?.[1] as string[] | undefined) ?? [] };
   }
 
   /** Sets the marker if it is missing, and reads it. */

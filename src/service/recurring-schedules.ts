@@ -225,10 +225,9 @@ export class RecurringSchedules implements BackgroundService {
     for (const here of this.definedHere.values()) {
       const { route, schedules } = here;
       if (schedules.size === 0) continue;
-      const marker = await this.store.marker(route);
+      const { marker, names: stored } = await this.store.markerAndNames(route);
       if (marker !== null && marker === here.marker) {
         // The same Redis data as when they were stored: one gone was removed on purpose.
-        const stored = await this.store.names(route);
         for (const name of [...schedules.keys()]) if (!stored.includes(name)) schedules.delete(name);
         continue;
       }

@@ -41,6 +41,7 @@ const onClusterToo = [
   'self-heal',
   'inspector',
   'operators',
+  'versions',
 ].map((name) => `test/${name}.test.ts`);
 
 export default defineConfig({

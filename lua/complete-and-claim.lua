@@ -37,16 +37,22 @@
 -- ARGV[8 .. 7 + 2n] id, claim identity of each event claimed ahead whose handler started
 -- ARGV[8 + 2n] keepHandled: how many handled events to keep (0 or absent: none)
 -- ARGV[9 + 2n] keepHandled: how long to keep them, ms (0: no age limit)
--- ARGV[10 + 2n ..] id, claim identity of each succeeded event
+-- ARGV[10 + 2n] the newest class version the reader reads: an event written by a
+--         newer one is not claimed but left, no attempt spent, in the queue's
+--         list for its version (includes/newer-key.lua), which readers of that
+--         version or newer take from first
+-- ARGV[11 + 2n ..] id, claim identity of each succeeded event
 -- Returns {Redis now ms, {position of each succeeded event not completed},
 --          {id, envelope, ...} claimed, {id, attempt, ...} dead-lettered,
---          1 if paused, identity of this claim's leases (not-started score) or ''}.
+--          1 if paused, identity of this claim's leases (not-started score) or '',
+--          how many events this call left for a newer version}.
 -- Positions count the succeeded events from 1. Listing the stale ones, not a
 -- flag per event, keeps the usual reply (every success completed) short.
 -- A claimed event's envelope is returned as stored: its attempt is the one
 -- before this claim (the claim's is one more), and the caller splits it.
 -- @include envelope-attempt
 -- @include envelope-parse
+-- @include envelope-version
 -- @include error-log-append
 -- @include handled-keep
 -- @include groups-release
@@ -54,6 +60,7 @@
 -- @include lease-fences
 -- @include lease-pin-constants
 -- @include lease-unpin-if-idle
+-- @include newer-key
 -- @include now-ms-us
 
 local group_queue = KEYS[10] ~= KEYS[3]
@@ -82,7 +89,8 @@ if n_starts > 0 then
 end
 local keep_count = tonumber(ARGV[8 + 2 * n_starts] or '0')
 local keep_age = tonumber(ARGV[9 + 2 * n_starts] or '0')
-local first_success = 10 + 2 * n_starts
+local max_version = tonumber(ARGV[10 + 2 * n_starts] or '') or math.huge
+local first_success = 11 + 2 * n_starts
 if #ARGV >= first_success then
   local ids = {}
   for i = first_success, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
@@ -149,14 +157,42 @@ local claimed, dead = {}, {}
 local count = tonumber(ARGV[1])
 if count > 0 and redis.call('EXISTS', KEYS[11]) == 1 then
   if #removed > 0 then lease_unpin_if_idle(KEYS[2]) end
-  return {now, stale, claimed, dead, 1, ''}
+  return {now, stale, claimed, dead, 1, '', 0}
 end
-local ids = count > 0 and redis.call('LPOP', KEYS[1], count)
+-- Events left by readers of an older version come first: they fell due before those in the list.
+local newer = newer_key(KEYS[3])
+local ids = false
+if count > 0 and redis.call('EXISTS', newer) == 1 then
+  local waiting = redis.call('HKEYS', newer)
+  for _, version in ipairs(waiting) do
+    local want = count - (ids and #ids or 0)
+    if want > 0 and tonumber(version) <= max_version then
+      local list = newer .. ':' .. version
+      local taken = redis.call('LPOP', list, want)
+      if taken then
+        ids = ids or {}
+        for _, id in ipairs(taken) do ids[#ids + 1] = id end
+      end
+      -- Its time says when a reader of that version last took from it (src/service/health.ts).
+      if redis.call('LLEN', list) == 0 then redis.call('HDEL', newer, version) else redis.call('HSET', newer, version, now) end
+    end
+  end
+end
+if count > 0 and (not ids or #ids < count) then
+  local more = redis.call('LPOP', KEYS[1], count - (ids and #ids or 0))
+  if more then
+    if not ids then
+      ids = more
+    else
+      for _, id in ipairs(more) do ids[#ids + 1] = id end
+    end
+  end
+end
 if not ids then
   if #removed > 0 then lease_unpin_if_idle(KEYS[2]) end
   -- The reader goes idle: its last claim was answered, so its log can go.
   if count > 0 and ARGV[5] ~= '' then redis.call('DEL', KEYS[8]) end
-  return {now, stale, claimed, dead, 0, ''}
+  return {now, stale, claimed, dead, 0, '', 0}
 end
 
 local not_started, started = lease_claim_scores(now + tonumber(ARGV[2]), now_us)
@@ -165,7 +201,7 @@ local max_attempts = tonumber(ARGV[3])
 local values = redis.call('HMGET', KEYS[3], unpack(ids))
 -- A named group's header carries its attempt and due time; the body is the type's.
 local bodies = group_queue and redis.call('HMGET', KEYS[10], unpack(ids))
-local leases, n_leases, n_claimed, n_dead = {}, 0, 0, 0
+local leases, n_leases, n_claimed, n_dead, n_left = {}, 0, 0, 0, 0
 for k, id in ipairs(ids) do
   local value = values[k]
   if bodies then
@@ -177,7 +213,14 @@ for k, id in ipairs(ids) do
     end
   end
   -- A missing envelope means the event was cancelled or purged meanwhile.
-  if value then
+  local version = value and envelope_version(value) or 1
+  if version > max_version then
+    -- Written by a newer class: this reader could not decode it. It stays ready, for a reader that can.
+    local list = newer .. ':' .. version
+    redis.call('RPUSH', list, id)
+    redis.call('HSETNX', newer, version, now)
+    n_left = n_left + 1
+  elseif value then
     local attempt = envelope_attempt(value)
     if attempt >= max_attempts then
       redis.call('ZADD', KEYS[4], now, id)
@@ -205,4 +248,4 @@ if n_leases > 0 then
 elseif #removed > 0 then
   lease_unpin_if_idle(KEYS[2])
 end
-return {now, stale, claimed, dead, 0, not_started}
+return {now, stale, claimed, dead, 0, not_started, n_left}

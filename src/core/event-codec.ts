@@ -1,22 +1,31 @@
 import { type ClassConstructor, instanceToPlain, plainToInstance } from 'class-transformer';
-import { type DelayedEventInstance, type EventClass, type EventRoute, eventRouteOf } from './delayed-event.decorator';
+import { type DelayedEventInstance, type EventClass, type EventRoute, eventRouteOf, eventVersioningOf } from './delayed-event.decorator';
 import { InvalidEventError, PayloadTooLargeError, SerializationError, describe } from './errors';
 import { type EventContext, isEventContext } from './event-context';
 import { FlatPayloads } from './flat-payload';
 import { checkEventId } from './names';
+import { splitBodyVersion, versionedBody } from './stored-body';
 
 export interface EncodedEvent {
   readonly route: EventRoute;
   readonly type: string;
   readonly id: string;
-  /** JSON `[enqueued at ms, payload without its id, context?]`; the Lua scripts never parse it. */
+  /**
+   * JSON `[enqueued at ms, payload without its id, context?]`, after
+   * `<version>|` when the class is at version 2 or up; the Lua scripts read
+   * only that version (a claim leaves newer ones to readers that know them).
+   */
   readonly body: string;
+  /** The class's version the body was written at. */
+  readonly version: number;
 }
 
 export interface DecodedEvent<T> {
   readonly event: T;
   readonly context: EventContext;
   readonly enqueuedAt: number;
+  /** The version it was stored at (before upcasting). */
+  readonly version: number;
 }
 
 /**
@@ -90,6 +99,7 @@ export class EventCodec {
     const route = eventRouteOf(event.constructor);
     this.assertBuildable(event.constructor);
     const type = route.type;
+    const version = eventVersioningOf(event.constructor).version;
     const id: unknown = event.id;
     if (typeof id !== 'string' || id.length === 0) {
       throw new InvalidEventError(`${event.constructor.name} has id ${JSON.stringify(id) ?? String(id)}; every event needs a non-empty string id, unique within type '${type}'`);
@@ -107,6 +117,7 @@ export class EventCodec {
       const payload: Record<string, unknown> = flat ?? instanceToPlain(event);
       if (!flat && payload.id === id) delete payload.id;
       body = JSON.stringify(context !== undefined && Object.keys(context).length > 0 ? [enqueuedAt, payload, context] : [enqueuedAt, payload]);
+      body = versionedBody(body, version);
     } catch (error) {
       if (error instanceof SerializationError) throw error;
       // BigInt throws a TypeError; a circular graph overflows the stack in class-transformer.
@@ -117,13 +128,18 @@ export class EventCodec {
       const bytes = Buffer.byteLength(body, 'utf8');
       if (bytes > this.maxPayloadBytes) throw new PayloadTooLargeError(type, bytes, this.maxPayloadBytes);
     }
-    return { route, type, id, body };
+    return { route, type, id, body, version };
   }
 
   decode<T extends DelayedEventInstance>(eventClass: EventClass<T>, id: string, body: string): DecodedEvent<T> {
+    const { version, json } = splitBodyVersion(body);
+    const current = eventVersioningOf(eventClass);
+    if (version > current.version) {
+      throw new DecodeError(`stored at version ${version}, and ${eventClass.name} reads versions up to ${current.version}: deploy the class of version ${version} to read it`);
+    }
     let parsed: unknown;
     try {
-      parsed = JSON.parse(body);
+      parsed = JSON.parse(json);
     } catch (error) {
       throw new DecodeError(`stored body is not JSON (${describe(error)})`);
     }
@@ -139,8 +155,9 @@ export class EventCodec {
     if (payload === null || typeof payload !== 'object' || Array.isArray(payload)) {
       throw new DecodeError('stored body has no event payload object');
     }
-    const plain = payload as Record<string, unknown>;
+    let plain = payload as Record<string, unknown>;
     if (!Object.hasOwn(plain, 'id')) plain.id = id;
+    for (let from = version; from < current.version; from++) plain = upcastStep(eventClass, current.upcast[from], from, plain, id);
     let event: T;
     try {
       // class-transformer types constructors with any[] arguments; ours take never[], the same in practice.
@@ -151,6 +168,34 @@ export class EventCodec {
     if (!(event instanceof eventClass) || event.id !== id) {
       throw new DecodeError(`payload id ${JSON.stringify(event?.id)} does not match stored id ${JSON.stringify(id)}`);
     }
-    return { event, context: isEventContext(context) ? context : {}, enqueuedAt: typeof enqueuedAt === 'number' ? enqueuedAt : 0 };
+    return { event, context: isEventContext(context) ? context : {}, enqueuedAt: typeof enqueuedAt === 'number' ? enqueuedAt : 0, version };
   }
+}
+
+/**
+ * One upcaster's step, contained: it is user code, and whatever it throws or
+ * returns amiss makes the event undecodable (dead-lettered with its body and
+ * version kept, for a replay after a fixed deploy), never the process fail.
+ */
+function upcastStep(
+  eventClass: Function,
+  step: ((stored: Record<string, unknown>) => Record<string, unknown>) | undefined,
+  from: number,
+  plain: Record<string, unknown>,
+  id: string,
+): Record<string, unknown> {
+  if (!step) throw new DecodeError(`stored at version ${from}, and ${eventClass.name} has no upcast[${from}] to read it into version ${from + 1}`);
+  let next: unknown;
+  try {
+    next = step(plain);
+    if (next !== null && typeof next === 'object' && !Array.isArray(next)) {
+      // A copy: what an upcaster returns may be frozen, shared or a proxy.
+      const result: Record<string, unknown> = { ...(next as Record<string, unknown>) };
+      if (!Object.hasOwn(result, 'id')) result.id = id;
+      return result;
+    }
+  } catch (error) {
+    throw new DecodeError(`upcast[${from}] of ${eventClass.name} threw (${describe(error)})`);
+  }
+  throw new DecodeError(`upcast[${from}] of ${eventClass.name} returned ${next === null ? 'null' : Array.isArray(next) ? 'an array' : typeof next}, not the plain object of version ${from + 1}`);
 }

@@ -9,6 +9,8 @@ export interface InstanceHandler {
   readonly parallelism: number;
   /** Handler calls running when it answered. */
   readonly running: number;
+  /** The event class's version it reads up to; absent for version 1. */
+  readonly version?: number;
 }
 
 /** A live service instance under the prefix, as it answered instances(). */
@@ -113,4 +115,14 @@ export async function askInstances(client: RedisClient, wakeChannel: string): Pr
 /** Answers a question of askInstances() (its number came with the wake-up), on the wake-up channel. */
 export async function answerInstances(client: RedisClient, wakeChannel: string, question: number, answer: InstanceAnswer): Promise<void> {
   await client.publish(wakeChannel, `${INSTANCES_ANSWER}|${question}|${JSON.stringify(answer)}`);
+}
+
+/**
+ * Tells every instance's readers of a queue to look now, as a dispatcher
+ * does when it moved events there (`<queue tag>|-1` on the wake-up channel):
+ * a reader left events for a newer class version, which readers of that
+ * version take from first. A lost message costs only their next poll.
+ */
+export async function announceReady(client: RedisClient, wakeChannel: string, queueTag: string): Promise<void> {
+  await client.publish(wakeChannel, `${queueTag}|-1`);
 }

@@ -1,5 +1,6 @@
 import { NotReplicatedError, RedisConnectionError } from '../core/errors';
 import { parseEnvelope } from '../core/envelope';
+import { MAX_EVENT_VERSION } from '../core/delayed-event.decorator';
 import { CallDeadlines } from './call-deadlines';
 import { ScriptPermissions } from './permissions';
 import { READY_WAIT_MS, ReadyGate } from './ready-gate';
@@ -229,20 +230,21 @@ export class LuaScripts {
     leaseMs: number,
     maxAttempts: number,
     claim: ClaimLog = { log: `${keys.claimLogPrefix}-`, token: '' },
-    options: { readonly startNow?: number; readonly started?: ReadonlyArray<ClaimedRef> } = {},
+    options: { readonly startNow?: number; readonly started?: ReadonlyArray<ClaimedRef>; readonly maxVersion?: number } = {},
   ): Promise<ClaimResult> {
     const started = options.started ?? [];
     const args: Array<string | number> = [count, leaseMs, maxAttempts, this.idempotencyWindowMs, claim.token, options.startNow ?? count, started.length];
     for (const s of started) args.push(s.id, s.claim);
-    args.push(this.keepHandled.count, this.keepHandled.ageMs);
+    args.push(this.keepHandled.count, this.keepHandled.ageMs, options.maxVersion ?? MAX_EVENT_VERSION);
     for (const s of succeeded) args.push(s.id, s.claim);
-    const [now, stalePositions, flat, dead, paused, claimScore] = (await this.run('complete-and-claim', this.keysOf('complete-and-claim', keys, { claimLog: claim.log }), ...args)) as [
+    const [now, stalePositions, flat, dead, paused, claimScore, left] = (await this.run('complete-and-claim', this.keysOf('complete-and-claim', keys, { claimLog: claim.log }), ...args)) as [
       number,
       number[],
       string[],
       string[],
       number,
       string,
+      number,
     ];
     const claimed: ClaimedRecord[] = [];
     const identity = Number(claimScore);
@@ -254,7 +256,7 @@ export class LuaScripts {
     }
     const deadLettered: Array<{ id: string; attempt: number }> = [];
     for (let i = 0; i < dead.length; i += 2) deadLettered.push({ id: dead[i]!, attempt: Number(dead[i + 1]) });
-    return { now, stale: stalePositions.map((position) => position - 1), claimed, deadLettered, paused: paused === 1 };
+    return { now, stale: stalePositions.map((position) => position - 1), claimed, deadLettered, paused: paused === 1, leftForNewerVersion: left };
   }
 
   /** Returns the new due time, or undefined when the claim was stale. */
@@ -314,6 +316,19 @@ export class LuaScripts {
     const args: Array<string | number> = [];
     for (const e of events) args.push(e.id, e.claim);
     return (await this.run('release-unstarted', this.keysOf('release-unstarted', keys), ...args)) as number;
+  }
+
+  /** Rewrites stored bodies still as read (`from`) to `to`, keeping each event's state; resolves how many were rewritten. */
+  async upgradeBodies(keys: TypeKeys, bodies: ReadonlyArray<{ readonly id: string; readonly from: string; readonly to: string }>): Promise<number> {
+    if (bodies.length === 0) return 0;
+    const args: string[] = [];
+    for (const b of bodies) args.push(b.id, b.from, b.to);
+    return (await this.run('upgrade-bodies', this.keysOf('upgrade-bodies', keys), ...args)) as number;
+  }
+
+  /** Rewrites a schedule's definition if it is still `from`; true when rewritten. */
+  async upgradeSchedule(keys: TypeKeys, name: string, from: string, to: string): Promise<boolean> {
+    return (await this.run('upgrade-schedule', this.keysOf('upgrade-schedule', keys), name, from, to)) === 1;
   }
 
   /** Gives back the events of the claim `token` whose reply was lost; resolves how many went back to READY. */

@@ -9,7 +9,7 @@ export interface EmbeddedLua {
   readonly commands: readonly string[];
 }
 
-export type LuaScriptName = 'advance-schedule' | 'cancel' | 'complete-and-claim' | 'dead-letter' | 'dispatch-due' | 'enqueue' | 'purge-dead' | 'register-group' | 'release-claim' | 'release-unstarted' | 'remove-group' | 'replay-dead' | 'reschedule' | 'retry';
+export type LuaScriptName = 'advance-schedule' | 'cancel' | 'complete-and-claim' | 'dead-letter' | 'dispatch-due' | 'enqueue' | 'purge-dead' | 'register-group' | 'release-claim' | 'release-unstarted' | 'remove-group' | 'replay-dead' | 'reschedule' | 'retry' | 'upgrade-bodies' | 'upgrade-schedule';
 
 export const LUA_SOURCES: Readonly<Record<LuaScriptName, EmbeddedLua>> = {
   'advance-schedule': {
@@ -36,7 +36,7 @@ return 1
   'cancel': {
     keys: ['meta', 'schedule', 'ready', 'inFlight', 'dead', 'errors', 'legacySchedule', 'slotGuard', 'recent', 'groups', 'pending', 'errorLog'],
     variants: {  },
-    commands: ['HDEL', 'HGET', 'HGETALL', 'LREM', 'TIME', 'ZADD', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZSCORE'],
+    commands: ['HDEL', 'HGET', 'HGETALL', 'LLEN', 'LREM', 'TIME', 'ZADD', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZSCORE'],
     lua: `-- Transition: SCHEDULED | READY | IN_FLIGHT | DEAD -> (removed).
 -- A handler still running a cancelled event finds its result fenced off.
 -- KEYS[1] meta: meta hash
@@ -65,6 +65,12 @@ local function envelope_parse(value)
   local attempt, due, body = string.match(value, '^(%d+)|(%d+)|(.*)$')
   if not attempt then return 0, '0', value end
   return tonumber(attempt), due, body
+end
+-- The version of the event class that wrote an envelope's body: a body of
+-- version 2 and up starts with '<version>|' (src/core/stored-body.ts), JSON
+-- never starts with a digit, and a body without one is version 1.
+local function envelope_version(value)
+  return tonumber(string.match(value, '^%d+|%d+|(%d+)|')) or 1
 end
 -- Every instance reads one clock, Redis's, so skewed hosts neither fire early
 -- nor late relative to each other.
@@ -130,6 +136,23 @@ local function named_groups(registry_key, delivering)
     if group ~= 'default' and not (delivering and flat[i + 1] == GROUP_REMOVING) then named[#named + 1] = group end
   end
   return named
+end
+-- Where a queue keeps the events its readers left for a newer class version:
+-- a hash <queue>:v, version -> when a reader last took from it (or one was
+-- first left), and a list <queue>:v:<version> of ids per version, oldest
+-- first. Named after the queue's meta key, as includes/group-keys.lua names a
+-- group's keys, so every script that may touch it finds it in the same slot.
+local function newer_key(meta_key)
+  return string.sub(meta_key, 1, -3) .. ':v'
+end
+
+-- Takes \`id\` out of the events waiting for a reader of \`version\` (it is
+-- cancelled or replaced); an emptied list leaves the hash.
+local function newer_remove(meta_key, id, version)
+  if version < 2 then return end
+  local newer = newer_key(meta_key)
+  local list = newer .. ':' .. version
+  if redis.call('LREM', list, 1, id) == 1 and redis.call('LLEN', list) == 0 then redis.call('HDEL', newer, version) end
 end
 local function bucket_key(index, bucket)
   return index .. ':' .. bucket
@@ -214,8 +237,9 @@ local function schedule_remove(index, id, due)
   return tonumber(due) == 0 and remove_from(index, redis.call('ZRANGE', index, 0, -1, 'WITHSCORES'), id)
 end
 
--- Takes \`id\` out of every named group, wherever it is there (cancel, replace).
-local function groups_forget(registry_key, pending_key, meta_key, id)
+-- Takes \`id\` out of every named group, wherever it is there (cancel, replace);
+-- \`version\` is its body's (includes/envelope-version.lua).
+local function groups_forget(registry_key, pending_key, meta_key, id, version)
   if redis.call('HDEL', pending_key, id) == 0 then return end
   for _, group in ipairs(named_groups(registry_key)) do
     local g = group_keys(meta_key, group)
@@ -225,33 +249,38 @@ local function groups_forget(registry_key, pending_key, meta_key, id)
       local _, due = envelope_parse(header)
       if not schedule_remove(g.schedule, id, due)
         and not lease_remove(g.in_flight, id)
-        and redis.call('ZREM', g.dead, id) == 0 then
-        redis.call('LREM', g.ready, 1, id)
+        and redis.call('ZREM', g.dead, id) == 0
+        and redis.call('LREM', g.ready, 1, id) == 0 then
+        newer_remove(g.meta, id, version)
       end
       redis.call('HDEL', g.errors, id)
       redis.call('HDEL', g.error_log, id)
     end
   end
 end
+-- (newer-remove: included above)
 -- (lease-remove: included above)
 -- (schedule-remove: included above)
 
--- Removes \`id\`, whose envelope says it is due at \`due\`, from whichever state
--- holds it (an event lives in exactly one of schedule, ready, in flight or
--- dead), with its last error and what named groups hold of it. Its envelope
--- stays: the caller deletes or replaces it. \`k\` names the queue's keys:
+-- Removes \`id\`, whose envelope says it is due at \`due\` and was written at
+-- class version \`version\`, from whichever state holds it (an event lives in
+-- exactly one of schedule, ready, in flight or dead; ready includes the lists
+-- of events left for a newer version, includes/newer-key.lua), with its last
+-- error and what named groups hold of it. Its envelope stays: the caller
+-- deletes or replaces it. \`k\` names the queue's keys:
 -- meta, schedule, ready, in_flight, dead, errors, error_log, legacy (0.1's
 -- schedule), groups (the registry) and pending.
-local function remove_from_any_state(k, id, due)
+local function remove_from_any_state(k, id, due, version)
   if not schedule_remove(k.schedule, id, due)
     and redis.call('ZREM', k.legacy, id) == 0
     and not lease_remove(k.in_flight, id)
-    and redis.call('ZREM', k.dead, id) == 0 then
-    redis.call('LREM', k.ready, 1, id)
+    and redis.call('ZREM', k.dead, id) == 0
+    and redis.call('LREM', k.ready, 1, id) == 0 then
+    newer_remove(k.meta, id, version)
   end
   redis.call('HDEL', k.errors, id)
   redis.call('HDEL', k.error_log, id)
-  groups_forget(k.groups, k.pending, k.meta, id)
+  groups_forget(k.groups, k.pending, k.meta, id, version)
 end
 
 local id = ARGV[1]
@@ -259,7 +288,7 @@ local value = redis.call('HGET', KEYS[1], id)
 if not value then return 0 end
 redis.call('HDEL', KEYS[1], id)
 local _, due = envelope_parse(value)
-remove_from_any_state({ meta = KEYS[1], schedule = KEYS[2], ready = KEYS[3], in_flight = KEYS[4], dead = KEYS[5], errors = KEYS[6], error_log = KEYS[12], legacy = KEYS[7], groups = KEYS[10], pending = KEYS[11] }, id, due)
+remove_from_any_state({ meta = KEYS[1], schedule = KEYS[2], ready = KEYS[3], in_flight = KEYS[4], dead = KEYS[5], errors = KEYS[6], error_log = KEYS[12], legacy = KEYS[7], groups = KEYS[10], pending = KEYS[11] }, id, due, envelope_version(value))
 local window = tonumber(ARGV[2])
 if window > 0 then redis.call('ZADD', KEYS[9], now_ms() + window, id) end
 return 1
@@ -268,7 +297,7 @@ return 1
   'complete-and-claim': {
     keys: ['ready', 'inFlight', 'meta', 'dead', 'errors', 'slotGuard', 'recent', 'claimLog', 'pending', 'sharedMeta', 'paused', 'errorLog', 'handled', 'handledIndex'],
     variants: {  },
-    commands: ['DEL', 'EXISTS', 'HDEL', 'HGET', 'HINCRBY', 'HMGET', 'HSET', 'LPOP', 'SET', 'TIME', 'ZADD', 'ZCARD', 'ZMSCORE', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK'],
+    commands: ['DEL', 'EXISTS', 'HDEL', 'HGET', 'HINCRBY', 'HKEYS', 'HMGET', 'HSET', 'HSETNX', 'LLEN', 'LPOP', 'RPUSH', 'SET', 'TIME', 'ZADD', 'ZCARD', 'ZMSCORE', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK'],
     lua: `-- Transitions, in one round trip: marks the events claimed ahead whose
 -- handlers started since, then IN_FLIGHT -> (removed) for the events whose
 -- handlers succeeded, then READY -> IN_FLIGHT (attempt + 1, leased until
@@ -308,10 +337,15 @@ return 1
 -- ARGV[8 .. 7 + 2n] id, claim identity of each event claimed ahead whose handler started
 -- ARGV[8 + 2n] keepHandled: how many handled events to keep (0 or absent: none)
 -- ARGV[9 + 2n] keepHandled: how long to keep them, ms (0: no age limit)
--- ARGV[10 + 2n ..] id, claim identity of each succeeded event
+-- ARGV[10 + 2n] the newest class version the reader reads: an event written by a
+--         newer one is not claimed but left, no attempt spent, in the queue's
+--         list for its version (includes/newer-key.lua), which readers of that
+--         version or newer take from first
+-- ARGV[11 + 2n ..] id, claim identity of each succeeded event
 -- Returns {Redis now ms, {position of each succeeded event not completed},
 --          {id, envelope, ...} claimed, {id, attempt, ...} dead-lettered,
---          1 if paused, identity of this claim's leases (not-started score) or ''}.
+--          1 if paused, identity of this claim's leases (not-started score) or '',
+--          how many events this call left for a newer version}.
 -- Positions count the succeeded events from 1. Listing the stale ones, not a
 -- flag per event, keeps the usual reply (every success completed) short.
 -- A claimed event's envelope is returned as stored: its attempt is the one
@@ -328,6 +362,12 @@ local function envelope_parse(value)
   local attempt, due, body = string.match(value, '^(%d+)|(%d+)|(.*)$')
   if not attempt then return 0, '0', value end
   return tonumber(attempt), due, body
+end
+-- The version of the event class that wrote an envelope's body: a body of
+-- version 2 and up starts with '<version>|' (src/core/stored-body.ts), JSON
+-- never starts with a digit, and a body without one is version 1.
+local function envelope_version(value)
+  return tonumber(string.match(value, '^%d+|%d+|(%d+)|')) or 1
 end
 -- The error log of an event: its last ERROR_LOG_MAX failures, oldest first,
 -- as JSON [[attempt, at ms, message], ...] in the queue's error-log hash
@@ -448,6 +488,14 @@ local function lease_unpin_if_idle(in_flight_key)
     redis.call('ZREM', in_flight_key, LEASE_PIN)
   end
 end
+-- Where a queue keeps the events its readers left for a newer class version:
+-- a hash <queue>:v, version -> when a reader last took from it (or one was
+-- first left), and a list <queue>:v:<version> of ids per version, oldest
+-- first. Named after the queue's meta key, as includes/group-keys.lua names a
+-- group's keys, so every script that may touch it finds it in the same slot.
+local function newer_key(meta_key)
+  return string.sub(meta_key, 1, -3) .. ':v'
+end
 -- now_ms(), and the microseconds within that millisecond: a claim's lease
 -- score carries them, so that no two claims of one event share a score
 -- (includes/lease-constants.lua).
@@ -483,7 +531,8 @@ if n_starts > 0 then
 end
 local keep_count = tonumber(ARGV[8 + 2 * n_starts] or '0')
 local keep_age = tonumber(ARGV[9 + 2 * n_starts] or '0')
-local first_success = 10 + 2 * n_starts
+local max_version = tonumber(ARGV[10 + 2 * n_starts] or '') or math.huge
+local first_success = 11 + 2 * n_starts
 if #ARGV >= first_success then
   local ids = {}
   for i = first_success, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
@@ -550,14 +599,42 @@ local claimed, dead = {}, {}
 local count = tonumber(ARGV[1])
 if count > 0 and redis.call('EXISTS', KEYS[11]) == 1 then
   if #removed > 0 then lease_unpin_if_idle(KEYS[2]) end
-  return {now, stale, claimed, dead, 1, ''}
+  return {now, stale, claimed, dead, 1, '', 0}
 end
-local ids = count > 0 and redis.call('LPOP', KEYS[1], count)
+-- Events left by readers of an older version come first: they fell due before those in the list.
+local newer = newer_key(KEYS[3])
+local ids = false
+if count > 0 and redis.call('EXISTS', newer) == 1 then
+  local waiting = redis.call('HKEYS', newer)
+  for _, version in ipairs(waiting) do
+    local want = count - (ids and #ids or 0)
+    if want > 0 and tonumber(version) <= max_version then
+      local list = newer .. ':' .. version
+      local taken = redis.call('LPOP', list, want)
+      if taken then
+        ids = ids or {}
+        for _, id in ipairs(taken) do ids[#ids + 1] = id end
+      end
+      -- Its time says when a reader of that version last took from it (src/service/health.ts).
+      if redis.call('LLEN', list) == 0 then redis.call('HDEL', newer, version) else redis.call('HSET', newer, version, now) end
+    end
+  end
+end
+if count > 0 and (not ids or #ids < count) then
+  local more = redis.call('LPOP', KEYS[1], count - (ids and #ids or 0))
+  if more then
+    if not ids then
+      ids = more
+    else
+      for _, id in ipairs(more) do ids[#ids + 1] = id end
+    end
+  end
+end
 if not ids then
   if #removed > 0 then lease_unpin_if_idle(KEYS[2]) end
   -- The reader goes idle: its last claim was answered, so its log can go.
   if count > 0 and ARGV[5] ~= '' then redis.call('DEL', KEYS[8]) end
-  return {now, stale, claimed, dead, 0, ''}
+  return {now, stale, claimed, dead, 0, '', 0}
 end
 
 local not_started, started = lease_claim_scores(now + tonumber(ARGV[2]), now_us)
@@ -566,7 +643,7 @@ local max_attempts = tonumber(ARGV[3])
 local values = redis.call('HMGET', KEYS[3], unpack(ids))
 -- A named group's header carries its attempt and due time; the body is the type's.
 local bodies = group_queue and redis.call('HMGET', KEYS[10], unpack(ids))
-local leases, n_leases, n_claimed, n_dead = {}, 0, 0, 0
+local leases, n_leases, n_claimed, n_dead, n_left = {}, 0, 0, 0, 0
 for k, id in ipairs(ids) do
   local value = values[k]
   if bodies then
@@ -578,7 +655,14 @@ for k, id in ipairs(ids) do
     end
   end
   -- A missing envelope means the event was cancelled or purged meanwhile.
-  if value then
+  local version = value and envelope_version(value) or 1
+  if version > max_version then
+    -- Written by a newer class: this reader could not decode it. It stays ready, for a reader that can.
+    local list = newer .. ':' .. version
+    redis.call('RPUSH', list, id)
+    redis.call('HSETNX', newer, version, now)
+    n_left = n_left + 1
+  elseif value then
     local attempt = envelope_attempt(value)
     if attempt >= max_attempts then
       redis.call('ZADD', KEYS[4], now, id)
@@ -606,7 +690,7 @@ if n_leases > 0 then
 elseif #removed > 0 then
   lease_unpin_if_idle(KEYS[2])
 end
-return {now, stale, claimed, dead, 0, not_started}
+return {now, stale, claimed, dead, 0, not_started, n_left}
 `,
   },
   'dead-letter': {
@@ -1149,7 +1233,7 @@ return {due, expired, next_at, now, marker}
   'enqueue': {
     keys: ['meta', 'schedule', 'ready', 'inFlight', 'dead', 'errors', 'legacySchedule', 'slotGuard', 'recent', 'groups', 'pending', 'errorLog'],
     variants: { plain: ['meta', 'schedule', 'recent', 'slotGuard'] },
-    commands: ['HDEL', 'HGET', 'HGETALL', 'HMGET', 'HSET', 'HSETNX', 'LREM', 'PUBLISH', 'TIME', 'ZADD', 'ZCARD', 'ZMSCORE', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZSCORE'],
+    commands: ['HDEL', 'HGET', 'HGETALL', 'HMGET', 'HSET', 'HSETNX', 'LLEN', 'LREM', 'PUBLISH', 'TIME', 'ZADD', 'ZCARD', 'ZMSCORE', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZSCORE'],
     lua: `-- Transition: (nothing) -> SCHEDULED, or any state -> SCHEDULED when replacing;
 -- for one event or a batch of events of one type.
 -- KEYS[1] meta: meta hash      (id -> envelope)
@@ -1233,6 +1317,12 @@ local function envelope_parse(value)
   if not attempt then return 0, '0', value end
   return tonumber(attempt), due, body
 end
+-- The version of the event class that wrote an envelope's body: a body of
+-- version 2 and up starts with '<version>|' (src/core/stored-body.ts), JSON
+-- never starts with a digit, and a body without one is version 1.
+local function envelope_version(value)
+  return tonumber(string.match(value, '^%d+|%d+|(%d+)|')) or 1
+end
 -- Every instance reads one clock, Redis's, so skewed hosts neither fire early
 -- nor late relative to each other.
 local function now_ms()
@@ -1297,6 +1387,23 @@ local function named_groups(registry_key, delivering)
     if group ~= 'default' and not (delivering and flat[i + 1] == GROUP_REMOVING) then named[#named + 1] = group end
   end
   return named
+end
+-- Where a queue keeps the events its readers left for a newer class version:
+-- a hash <queue>:v, version -> when a reader last took from it (or one was
+-- first left), and a list <queue>:v:<version> of ids per version, oldest
+-- first. Named after the queue's meta key, as includes/group-keys.lua names a
+-- group's keys, so every script that may touch it finds it in the same slot.
+local function newer_key(meta_key)
+  return string.sub(meta_key, 1, -3) .. ':v'
+end
+
+-- Takes \`id\` out of the events waiting for a reader of \`version\` (it is
+-- cancelled or replaced); an emptied list leaves the hash.
+local function newer_remove(meta_key, id, version)
+  if version < 2 then return end
+  local newer = newer_key(meta_key)
+  local list = newer .. ':' .. version
+  if redis.call('LREM', list, 1, id) == 1 and redis.call('LLEN', list) == 0 then redis.call('HDEL', newer, version) end
 end
 local function bucket_key(index, bucket)
   return index .. ':' .. bucket
@@ -1381,8 +1488,9 @@ local function schedule_remove(index, id, due)
   return tonumber(due) == 0 and remove_from(index, redis.call('ZRANGE', index, 0, -1, 'WITHSCORES'), id)
 end
 
--- Takes \`id\` out of every named group, wherever it is there (cancel, replace).
-local function groups_forget(registry_key, pending_key, meta_key, id)
+-- Takes \`id\` out of every named group, wherever it is there (cancel, replace);
+-- \`version\` is its body's (includes/envelope-version.lua).
+local function groups_forget(registry_key, pending_key, meta_key, id, version)
   if redis.call('HDEL', pending_key, id) == 0 then return end
   for _, group in ipairs(named_groups(registry_key)) do
     local g = group_keys(meta_key, group)
@@ -1392,33 +1500,38 @@ local function groups_forget(registry_key, pending_key, meta_key, id)
       local _, due = envelope_parse(header)
       if not schedule_remove(g.schedule, id, due)
         and not lease_remove(g.in_flight, id)
-        and redis.call('ZREM', g.dead, id) == 0 then
-        redis.call('LREM', g.ready, 1, id)
+        and redis.call('ZREM', g.dead, id) == 0
+        and redis.call('LREM', g.ready, 1, id) == 0 then
+        newer_remove(g.meta, id, version)
       end
       redis.call('HDEL', g.errors, id)
       redis.call('HDEL', g.error_log, id)
     end
   end
 end
+-- (newer-remove: included above)
 -- (lease-remove: included above)
 -- (schedule-remove: included above)
 
--- Removes \`id\`, whose envelope says it is due at \`due\`, from whichever state
--- holds it (an event lives in exactly one of schedule, ready, in flight or
--- dead), with its last error and what named groups hold of it. Its envelope
--- stays: the caller deletes or replaces it. \`k\` names the queue's keys:
+-- Removes \`id\`, whose envelope says it is due at \`due\` and was written at
+-- class version \`version\`, from whichever state holds it (an event lives in
+-- exactly one of schedule, ready, in flight or dead; ready includes the lists
+-- of events left for a newer version, includes/newer-key.lua), with its last
+-- error and what named groups hold of it. Its envelope stays: the caller
+-- deletes or replaces it. \`k\` names the queue's keys:
 -- meta, schedule, ready, in_flight, dead, errors, error_log, legacy (0.1's
 -- schedule), groups (the registry) and pending.
-local function remove_from_any_state(k, id, due)
+local function remove_from_any_state(k, id, due, version)
   if not schedule_remove(k.schedule, id, due)
     and redis.call('ZREM', k.legacy, id) == 0
     and not lease_remove(k.in_flight, id)
-    and redis.call('ZREM', k.dead, id) == 0 then
-    redis.call('LREM', k.ready, 1, id)
+    and redis.call('ZREM', k.dead, id) == 0
+    and redis.call('LREM', k.ready, 1, id) == 0 then
+    newer_remove(k.meta, id, version)
   end
   redis.call('HDEL', k.errors, id)
   redis.call('HDEL', k.error_log, id)
-  groups_forget(k.groups, k.pending, k.meta, id)
+  groups_forget(k.groups, k.pending, k.meta, id, version)
 end
 -- (bucket-key: included above)
 -- (latest-due: included above)
@@ -1692,7 +1805,7 @@ for k = 1, n do
     if stored[k] and not taken[id] then
       -- An event lives in exactly one of schedule, ready, in-flight or dead.
       local _, stored_due = envelope_parse(stored[k])
-      remove_from_any_state(QUEUE, id, stored_due)
+      remove_from_any_state(QUEUE, id, stored_due, envelope_version(stored[k]))
     end
     -- Attempt 0 also fences off the result of a handler still running an old payload.
     envelopes[n_env + 1] = id
@@ -3029,6 +3142,75 @@ schedule_add(KEYS[3], { { due, id } })
 redis.call('HSET', KEYS[4], id, ARGV[5])
 error_log_append(KEYS[6], id, attempt, due - tonumber(ARGV[4]), ARGV[5])
 return due
+`,
+  },
+  'upgrade-bodies': {
+    keys: ['sharedMeta', 'slotGuard'],
+    variants: {  },
+    commands: ['HMGET', 'HSET'],
+    lua: `-- Transition: none; rewrites stored bodies in place (upgradeStored): each
+-- event keeps its state, attempt and due time, and its body becomes the one
+-- the current event class wrote from it. Fenced by the body: an event whose
+-- body is no longer the one read (replaced, cancelled, upgraded by another
+-- caller meanwhile) is left as it is, so running this again, or beside
+-- handlers and enqueues, changes nothing twice.
+-- KEYS[1] sharedMeta: the type's meta hash, where bodies live
+-- KEYS[2] slotGuard: slot guard: never written; declared so that Redis refuses the script
+--         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
+-- ARGV[1..] per event: id, the body as read, the body to store instead
+-- Returns how many bodies were rewritten.
+local function envelope_make(attempt, due, body)
+  return attempt .. '|' .. due .. '|' .. body
+end
+-- A stored event is "<attempt>|<due ms>|<body json>": the two numbers that
+-- scripts change sit in front so a transition never has to parse the JSON.
+-- A value without a valid header (corrupted by hand) parses as attempt 0 with
+-- the whole value as body: it is then claimed, fails to decode and is
+-- dead-lettered, instead of making every script that touches it fail.
+local function envelope_parse(value)
+  local attempt, due, body = string.match(value, '^(%d+)|(%d+)|(.*)$')
+  if not attempt then return 0, '0', value end
+  return tonumber(attempt), due, body
+end
+
+local ids = {}
+for i = 1, #ARGV, 3 do ids[#ids + 1] = ARGV[i] end
+if #ids == 0 then return 0 end
+local values = redis.call('HMGET', KEYS[1], unpack(ids))
+local pairs_out = {}
+for k, id in ipairs(ids) do
+  local value = values[k]
+  if value then
+    local attempt, due, body = envelope_parse(value)
+    if body == ARGV[3 * k - 1] then
+      pairs_out[#pairs_out + 1] = id
+      pairs_out[#pairs_out + 1] = envelope_make(attempt, due, ARGV[3 * k])
+    end
+  end
+end
+if #pairs_out > 0 then redis.call('HSET', KEYS[1], unpack(pairs_out)) end
+return #pairs_out / 2
+`,
+  },
+  'upgrade-schedule': {
+    keys: ['recurring', 'slotGuard'],
+    variants: {  },
+    commands: ['HGET', 'HSET'],
+    lua: `-- Transition: none; rewrites a recurring schedule's definition with its
+-- template upgraded to the current event class version (upgradeStored),
+-- if the definition is still the one read: a schedule advanced, replaced or
+-- removed meanwhile is left as it is (the caller reads it again).
+-- KEYS[1] recurring: the type's hash of schedule definitions (name -> JSON)
+-- KEYS[2] slotGuard: slot guard: never written; declared so that Redis refuses the script
+--         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
+-- ARGV[1] schedule name
+-- ARGV[2] its definition as read
+-- ARGV[3] the definition to store instead
+-- Returns 1 when rewritten, 0 when the definition had changed.
+
+if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+return 1
 `,
   },
 };

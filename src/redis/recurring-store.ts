@@ -17,6 +17,8 @@ export interface ScheduleDefinition {
   readonly anchor: number;
   /** The template's payload (its id is replaced per occurrence) and the context each occurrence carries. */
   readonly payload: Record<string, unknown>;
+  /** The event class's version the payload was written at; absent for version 1 (and in definitions before 0.5). */
+  readonly eventVersion?: number;
   readonly context?: EventContext;
   /** The first occurrence not enqueued yet; null when the schedule has ended. */
   readonly next: number | null;

@@ -60,6 +60,13 @@ export interface TypeKeys {
    * While it holds a lease it also holds LEASE_PIN, which is no event.
    */
   readonly inFlight: string;
+  /**
+   * Hash: class version -> when a reader of it last took from its list (or a
+   * reader first left one there); the lists `${newer}:<version>` hold, oldest
+   * first, the READY events a reader of an older class version left for one
+   * that can read them (lua/includes/newer-key.lua).
+   */
+  readonly newer: string;
   /** Sorted set: id -> dead-lettered at ms. State DEAD. */
   readonly dead: string;
   /** Hash: id -> last error, for events that failed at least once. */
@@ -157,6 +164,7 @@ export class RedisLayout {
       legacySchedule: `${base}:s`,
       ready: `${base}:r`,
       inFlight: `${base}:f`,
+      newer: `${base}:v`,
       dead: `${base}:d`,
       errors: `${base}:e`,
       errorLog: `${base}:el`,
@@ -202,6 +210,7 @@ export class RedisLayout {
       legacySchedule: `${own}:s`,
       ready: `${own}:r`,
       inFlight: `${own}:f`,
+      newer: `${own}:v`,
       dead: `${own}:d`,
       errors: `${own}:e`,
       errorLog: `${own}:el`,

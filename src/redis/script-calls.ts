@@ -23,6 +23,8 @@ export const SCRIPT_NAMES = [
   'remove-group',
   'reschedule',
   'advance-schedule',
+  'upgrade-bodies',
+  'upgrade-schedule',
 ] as const;
 export type ScriptName = (typeof SCRIPT_NAMES)[number];
 

@@ -22,6 +22,8 @@ export interface ClaimResult {
   readonly stale: readonly number[];
   readonly claimed: ClaimedRecord[];
   readonly deadLettered: Array<{ id: string; attempt: number }>;
+  /** Events this claim left for readers of a newer class version (no attempt spent). */
+  readonly leftForNewerVersion: number;
   /** The type is paused: nothing was claimed. */
   readonly paused: boolean;
 }

@@ -7,7 +7,8 @@ import { type GroupRead, parseErrorLog, parseHandled } from './stored-records';
 import { scanTypes } from './type-scan';
 
 export { EVENT_STATES, type EventCounts, type EventError, type EventState, type EventTypeInfo, MAX_PARTITIONS, type StateCounts, type StoredDeadLetter, type StoredEvent } from './stored-types';
-import { type EventCounts, type EventState, type EventTypeInfo, MAX_PARTITIONS, type StateCounts, type StoredDeadLetter, type StoredEvent } from './stored-types';
+import { type EventCounts, type EventState, type EventTypeInfo, MAX_PARTITIONS, type NewerVersionWait, type StateCounts, type StoredDeadLetter, type StoredEvent } from './stored-types';
+import { splitBodyVersion } from '../core/stored-body';
 
 /** LEASE_PIN as ioredis reads it back (its 0xFF byte is no UTF-8): what a reply holds in its place. */
 const PIN_AS_READ = LEASE_PIN.toString('utf8');
@@ -46,6 +47,7 @@ function sum(all: readonly StateCounts[]): StateCounts {
       inFlight: a.inFlight + b.inFlight,
       dead: a.dead + b.dead,
       ...(a.oldestReadyMs !== undefined || b.oldestReadyMs !== undefined ? { oldestReadyMs: Math.max(a.oldestReadyMs ?? 0, b.oldestReadyMs ?? 0) } : {}),
+      ...(a.awaitingNewerVersion || b.awaitingNewerVersion ? { awaitingNewerVersion: (a.awaitingNewerVersion ?? 0) + (b.awaitingNewerVersion ?? 0) } : {}),
     }),
     { scheduled: 0, ready: 0, inFlight: 0, dead: 0 },
   );
@@ -143,7 +145,7 @@ export class StoredEvents {
     let own: EventState | undefined;
     if (leaseScore !== null) own = 'in-flight';
     else if (deadScore !== null) own = 'dead';
-    else if (position !== null) own = 'ready';
+    else if (position !== null || (await this.waitsForNewerVersion(keys, id, envelope.body))) own = 'ready';
     // Delivered to groups, and in none of the type's own states but its schedule:
     // in the default group's retries, or held by named groups only.
     else if (delivered !== 1 || (await isScheduled(this.client, keys, id, envelope.dueAt))) own = 'scheduled';
@@ -325,7 +327,9 @@ export class StoredEvents {
   private async queueSample(keys: TypeKeys, withFlags = true): Promise<QueueSample> {
     const pipeline = this.client.pipeline().hlen(keys.meta).llen(keys.ready).zcard(keys.inFlight).zscore(keys.inFlight, LEASE_PIN).zcard(keys.dead).lrange(keys.ready, 0, 0);
     if (withFlags) pipeline.hlen(keys.pending).get(keys.paused).hkeys(keys.groups);
+    pipeline.exists(keys.newer);
     const replies = (await pipeline.exec()) ?? [];
+    const parked = Number(replies[withFlags ? 9 : 6]?.[1] ?? 0) > 0 ? (await this.newerVersions(keys)).reduce((n, w) => n + w.events, 0) : 0;
     // The head of the ready list is the next claimed and has waited longest: its envelope says since when it was due.
     const head = (replies[5]?.[1] as string[] | undefined)?.[0];
     const header = head ? await this.client.hget(keys.meta, head) : null;
@@ -333,13 +337,51 @@ export class StoredEvents {
     const [stored = 0, ready = 0, inFlightMembers = 0, pinScore = 0, dead = 0, , pending = 0] = [0, 1, 2, 3, 4, 5, 6].map((i) => Number(replies[i]?.[1] ?? 0));
     const inFlight = inFlightMembers - (pinScore > 0 ? 1 : 0);
     const groups = withFlags ? ((replies[8]?.[1] as string[] | undefined) ?? []) : [];
-    const held = ready + inFlight + dead;
+    const held = ready + inFlight + dead + parked;
     const notScheduled = groups.includes(DEFAULT_GROUP) ? Math.max(pending, held) : pending + held;
     return {
-      counts: { scheduled: Math.max(0, stored - notScheduled), ready, inFlight, dead, ...oldest },
+      counts: { scheduled: Math.max(0, stored - notScheduled), ready, inFlight, dead, ...oldest, ...(parked > 0 ? { awaitingNewerVersion: parked } : {}) },
       paused: withFlags && replies[7]?.[1] != null,
       groups,
     };
+  }
+
+  /** The events a queue's readers left for a newer class version, by version (lua/includes/newer-key.lua). */
+  async newerVersions(keys: TypeKeys): Promise<NewerVersionWait[]> {
+    const since = await this.client.hgetall(keys.newer);
+    const versions = Object.keys(since);
+    if (versions.length === 0) return [];
+    const pipeline = this.client.pipeline();
+    for (const version of versions) pipeline.llen(`${keys.newer}:${version}`);
+    const lengths = pipelineValues(await pipeline.exec()) as number[];
+    return versions.map((version, i) => ({ version: Number(version), events: lengths[i]!, since: Number(since[version]) })).filter((w) => w.events > 0);
+  }
+
+  /** Whether an event of `body` waits in its queue for a reader of a newer class version. */
+  private async waitsForNewerVersion(keys: TypeKeys, id: string, body: string): Promise<boolean> {
+    const { version } = splitBodyVersion(body);
+    return version > 1 && (await this.client.lpos(`${keys.newer}:${version}`, id)) !== null;
+  }
+
+  /**
+   * One step of a walk over every event stored in a queue (HSCAN of its
+   * bodies; a named group's: of the ids it holds): id and body pairs, and the
+   * cursor to go on from ('0' when done). An event may be seen twice.
+   */
+  async scanBodies(keys: TypeKeys, cursor: string, count: number): Promise<{ cursor: string; events: Array<{ id: string; body: string }> }> {
+    const [next, flat] = await this.client.hscan(keys.meta, cursor, 'COUNT', count);
+    const events: Array<{ id: string; body: string }> = [];
+    if (keys.meta === keys.sharedMeta) {
+      for (let i = 0; i < flat.length; i += 2) events.push({ id: flat[i]!, body: parseEnvelope(flat[i + 1]!).body });
+    } else if (flat.length > 0) {
+      const ids = flat.filter((_, i) => i % 2 === 0);
+      const bodies = await this.client.hmget(keys.sharedMeta, ...ids);
+      ids.forEach((id, i) => {
+        const value = bodies[i];
+        if (value != null) events.push({ id, body: parseEnvelope(value).body });
+      });
+    }
+    return { cursor: next, events };
   }
 
   /** A named group's state of an event it was delivered: from its own header hash and state keys. */
@@ -349,7 +391,11 @@ export class StoredEvents {
     ) as [string | null, string | null, string | null, number | null, string | null, string | null, number];
     if (header === null) return handled === 1 ? { state: 'handled' } : undefined;
     const envelope = parseEnvelope(header);
-    const state: EventState = lease !== null ? 'in-flight' : dead !== null ? 'dead' : position !== null ? 'ready' : 'scheduled';
+    let state: EventState = lease !== null ? 'in-flight' : dead !== null ? 'dead' : position !== null ? 'ready' : 'scheduled';
+    if (state === 'scheduled') {
+      const body = await this.client.hget(keys.sharedMeta, id);
+      if (body !== null && (await this.waitsForNewerVersion(keys, id, parseEnvelope(body).body))) state = 'ready';
+    }
     return {
       state,
       attempt: lease !== null ? runningAttempt(envelope.attempt, Number(lease)) : envelope.attempt,

@@ -27,6 +27,11 @@ export interface StateCounts {
    * no handler free, or no instance consuming their group.
    */
   readonly oldestReadyMs?: number;
+  /**
+   * READY events that instances left for one with a newer event class version
+   * (they cannot read them; no attempt was spent): not in `ready`. Absent when none.
+   */
+  readonly awaitingNewerVersion?: number;
 }
 
 /** counts(): the type's own keys (its default group), and each registered group's, when it has any. */
@@ -78,3 +83,11 @@ export interface StoredDeadLetter {
 
 /** Partitions a type may have (@DelayedEvent allows up to 1,024): a type name is resolved by probing them all. */
 export const MAX_PARTITIONS = 1_024;
+
+/** Events of one class version waiting in a queue for an instance that reads it. */
+export interface NewerVersionWait {
+  readonly version: number;
+  readonly events: number;
+  /** When an instance of that version last took from them, or they were first left (Redis clock, ms). */
+  readonly since: number;
+}

@@ -35,6 +35,7 @@ export const METRIC = {
   redisCallTimeouts: 'delayed.queue.redis.call.timeouts',
   wakeListenerResets: 'delayed.queue.wake.listener.resets',
   paused: 'delayed.queue.paused',
+  leftForNewerVersion: 'delayed.queue.left.for.newer.version',
 } as const;
 export type MetricName = (typeof METRIC)[keyof typeof METRIC];
 
@@ -65,6 +66,7 @@ export const METRIC_TAGS = {
   [METRIC.redisCallTimeouts]: ['connection'],
   [METRIC.wakeListenerResets]: [],
   [METRIC.paused]: ['type'],
+  [METRIC.leftForNewerVersion]: ['type', 'group'],
 } as const satisfies Record<MetricName, readonly string[]>;
 
 /** The tags a metric is emitted with: exactly its METRIC_TAGS keys. */

@@ -24,6 +24,10 @@ export interface ReaderSettings {
   readonly graceMs: number;
   /** Counts for the fleet's activity charts (option recordActivity), if kept. */
   readonly activity?: TypeActivity;
+  /** The event class's version here: events a newer class wrote are left, unclaimed, for instances that read them. */
+  readonly version: number;
+  /** Told when a claim left events for a newer version: instances that read it should look now. */
+  readonly onLeftForNewerVersion?: () => void;
 }
 
 export interface ClaimedEvent extends ClaimedRecord {
@@ -194,7 +198,11 @@ export class ReadyReader {
           // This claim sees whatever nudges before it announced; one during it ends the next idle wait at once.
           this.idleWakeup.clear();
           try {
-            result = await this.scripts.completeAndClaim(this.keys, succeeded, count, this.settings.leaseMs, this.settings.maxAttempts, claim, { startNow, started });
+            result = await this.scripts.completeAndClaim(this.keys, succeeded, count, this.settings.leaseMs, this.settings.maxAttempts, claim, {
+              startNow,
+              started,
+              maxVersion: this.settings.version,
+            });
           } catch {
             slots.unreserve(reserved);
             slots.offer();
@@ -212,6 +220,10 @@ export class ReadyReader {
           settle(succeeded, result);
           const claimed = result.claimed.length;
           servedLast = claimed > 0;
+          if (result.leftForNewerVersion > 0) {
+            this.metrics.count(METRIC.leftForNewerVersion, tags, result.leftForNewerVersion);
+            this.settings.onLeftForNewerVersion?.();
+          }
           this.metrics.count(METRIC.deadLettered, { ...tags, reason: 'lease-expired' }, result.deadLettered.length);
           if (result.deadLettered.length > 0) this.settings.activity?.deadLettered(result.deadLettered.length);
           if (this.metrics.noticing) {
@@ -234,7 +246,7 @@ export class ReadyReader {
             // Paused for every instance: what waits here goes back, and the reader looks again a little later (resume takes effect within this).
             await this.giveBackUnstarted(ahead.takeAll());
             await sleep(Math.min(PAUSED_RECHECK_MS, this.settings.blockMs), stop);
-          } else if (claimed === 0 && result.deadLettered.length === 0 && succeeded.length === 0 && started.length === 0) {
+          } else if (claimed === 0 && result.deadLettered.length === 0 && result.leftForNewerVersion === 0 && succeeded.length === 0 && started.length === 0) {
             // Nothing ready: block in Redis until something is, but not past the moment an event
             // waiting here would be too late, nor while one already is (it goes back first).
             const untilLate = ahead.sweep();
@@ -301,10 +313,12 @@ export class ReadyReader {
       if (succeeded.length === 0 && started.length === 0) return;
       // A start mark that does not land (an outage) costs nothing but that mark: the event's
       // attempt then counts only if its lease runs out twice (lua/dispatch-due.lua).
-      this.scripts.completeAndClaim(this.keys, succeeded, 0, this.settings.leaseMs, this.settings.maxAttempts, { log: this.claimLogKey, token: '' }, { started }).then(
-        (result) => settle(succeeded, result),
-        (error: unknown) => succeeded.forEach((s) => s.reject(error)),
-      );
+      this.scripts
+        .completeAndClaim(this.keys, succeeded, 0, this.settings.leaseMs, this.settings.maxAttempts, { log: this.claimLogKey, token: '' }, { started, maxVersion: this.settings.version })
+        .then(
+          (result) => settle(succeeded, result),
+          (error: unknown) => succeeded.forEach((s) => s.reject(error)),
+        );
     });
   }
 

@@ -23,6 +23,7 @@ import { Health } from './health';
 import type { EventCounts, EventState, EventTypeInfo } from '../redis/stored-types';
 import type { DeadLetter, DeadLetterPage, DueTimelineOptions, EventTarget, InspectedEvent, ListOptions } from './inspection-types';
 import { Inspector } from './inspector';
+import type { StoredVersions, UpgradeReport, VerifyOptions, VerifyReport } from './stored-versions';
 import type { ServiceHealth } from './instrumentation';
 import { type RecurringSchedule, RecurringSchedules, type ScheduleOptions } from './recurring-schedules';
 import { type DelayedEventServiceOptions, type ResolvedOptions, positive, resolveOptions } from './service-options';
@@ -192,7 +193,7 @@ export class DelayedEventService {
    * registered for the type receives every event that falls due after it was
    * registered, each with its own attempts, retries and dead letters.
    */
-  addHandler<T extends DelayedEventInstance>(eventClass: EventClass<T>, handler: EventHandler<T>, parallelism: number, options?: HandlerOptions): void {
+  addHandler<T extends DelayedEventInstance>(eventClass: EventClass<T>, handler: EventHandler<T>, parallelism = 1, options?: HandlerOptions): void {
     this.assertOpen();
     this.handlers.add(eventClass, handler, parallelism, options);
   }
@@ -377,6 +378,23 @@ export class DelayedEventService {
   /** Deletes dead letters of a group; no ids means all of the group's. */
   purgeDeadLetters<T extends DelayedEventInstance>(eventClass: EventClass<T> | string, ids?: readonly string[], options?: { group?: string }): Promise<number> {
     return this.inspector.purgeDeadLetters(eventClass, ids, options);
+  }
+
+  // Changing an event class (docs/changing-event-classes.md).
+
+  /** Reads every stored event and schedule template of the type with this class and its upcasters; reports what it cannot read, changes nothing. */
+  verifyStored<T extends DelayedEventInstance>(eventClass: EventClass<T>, options?: VerifyOptions): Promise<VerifyReport> {
+    return this.inspector.verifyStored(eventClass, options);
+  }
+
+  /** Rewrites stored bodies and templates older than this class's version at its version: in fenced steps, safe beside handlers, resumable. */
+  upgradeStored<T extends DelayedEventInstance>(eventClass: EventClass<T>): Promise<UpgradeReport> {
+    return this.inspector.upgradeStored(eventClass);
+  }
+
+  /** How many stored events (and schedule templates) of the type each class version wrote; undefined for a type name nothing is stored under. */
+  versions(eventClass: EventTarget): Promise<StoredVersions | undefined> {
+    return this.inspector.versions(eventClass);
   }
 
   /** Every instance that handles events or schedules them advances every schedule under the prefix. */

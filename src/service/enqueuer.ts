@@ -30,7 +30,7 @@ export interface BatchEntry<T extends DelayedEventInstance = DelayedEventInstanc
   readonly context?: EventContext;
 }
 
-interface PreparedEvent extends EncodedEvent {
+interface PreparedEvent extends Omit<EncodedEvent, 'version'> {
   /** What instrumentEnqueue answered for it: told when the store settled. */
   scope?: EnqueueScope | undefined;
   readonly due: DueSpec;

@@ -1,13 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { Observable, Subscription } from 'rxjs';
-import { type DelayedEventInstance, type EventClass, type EventRoute, eventRouteOf } from '../core/delayed-event.decorator';
+import { type DelayedEventInstance, type EventClass, type EventRoute, eventRouteOf, eventVersioningOf } from '../core/delayed-event.decorator';
 import { HandlerAlreadyRegisteredError, InvalidOptionError } from '../core/errors';
 import type { EventCodec } from '../core/event-codec';
 import type { EventContextStore } from '../core/event-context';
 import { checkGroupOption } from '../core/names';
 import { type RetryPolicy, checkRetryPolicy } from '../core/retry-policy';
-import { INSTANCES_QUESTION, type InstanceHandler, answerInstances } from '../redis/instance-registry';
+import { INSTANCES_QUESTION, type InstanceHandler, announceReady, answerInstances } from '../redis/instance-registry';
 import { LuaScripts } from '../redis/lua-scripts';
 import type { RedisConnections } from '../redis/redis-connections';
 import { DEFAULT_GROUP, type RedisLayout, type TypeKeys } from '../redis/redis-layout';
@@ -60,6 +60,8 @@ interface Registration {
   readonly type: string;
   readonly group: string;
   readonly parallelism: number;
+  /** The event class's version here. */
+  readonly version: number;
   readonly consumer: Consumer<DelayedEventInstance>;
   readonly dispatchers: readonly BackgroundService[];
   readonly readers: ReadonlyArray<{ readonly queueTag: string; readonly reader: ReadyReader }>;
@@ -138,22 +140,30 @@ export class Handlers {
 
   /** The handlers registered here, and how many calls each is running: what this instance answers instances(). */
   running(): InstanceHandler[] {
-    return [...this.registrations.values()].map((r) => ({ type: r.type, group: r.group, parallelism: r.parallelism, running: r.consumer.running }));
+    return [...this.registrations.values()].map((r) => ({
+      type: r.type,
+      group: r.group,
+      parallelism: r.parallelism,
+      running: r.consumer.running,
+      ...(r.version > 1 ? { version: r.version } : {}),
+    }));
   }
 
-  add<T extends DelayedEventInstance>(eventClass: EventClass<T>, handler: EventHandler<T>, parallelism: number, options: HandlerOptions = {}): void {
+  add<T extends DelayedEventInstance>(eventClass: EventClass<T>, handler: EventHandler<T>, parallelismGiven: number | undefined, options: HandlerOptions = {}): void {
     const { options: settings, layout, metrics } = this.parts;
     const route = eventRouteOf(eventClass);
     const type = route.type;
     this.parts.codec.assertBuildable(eventClass);
     if (typeof handler !== 'function') throw new TypeError(`handler for '${type}' must be a function`);
-    integer('parallelism', parallelism, 1, 1, 10_000);
+    // Left out (from JavaScript), one call at a time: not NaN free slots, which would never claim.
+    const parallelism = integer('parallelism', parallelismGiven, 1, 1, 10_000);
     const group = groupName(options.group);
     const registrationKey = `${type}|${group}`;
     if (this.registrations.has(registrationKey)) throw new HandlerAlreadyRegisteredError(type, group);
     const timeoutMs = positive('timeoutMs', options.timeoutMs, settings.handlerTimeoutMs);
     const prefetch = integer('prefetch', options.prefetch, DEFAULT_PREFETCH, 0, 10_000);
     const retry = checkRetryPolicy(options.retry ?? settings.retry, 'retry');
+    const version = eventVersioningOf(eventClass).version;
 
     // Per partition: the type's dispatcher moves due events to every registered group;
     // a named group also runs its own, for its retries and expired leases, and a reader.
@@ -181,6 +191,8 @@ export class Handlers {
         maxAttempts: retry.maxAttempts,
         blockMs: settings.readerBlockMs,
         activity: this.parts.activity?.of(type),
+        version,
+        onLeftForNewerVersion: () => announceReady(this.parts.connections.command, layout.wakeChannel, shared.tag).catch(() => undefined),
       });
       return { keys, reader, onRetryScheduled: () => ownDispatcher.nudge() };
     });
@@ -216,7 +228,7 @@ export class Handlers {
     for (const dispatcher of dispatchers) dispatcher.start();
     consumer.start();
     this.parts.onHandled(route);
-    this.registrations.set(registrationKey, { type, group, parallelism, consumer: consumer as unknown as Consumer<DelayedEventInstance>, dispatchers, readers });
+    this.registrations.set(registrationKey, { type, group, parallelism, version, consumer: consumer as unknown as Consumer<DelayedEventInstance>, dispatchers, readers });
   }
 
   /** Stops handling `eventClass` in `group` here, waiting (up to closeTimeoutMs) for its running handlers. */

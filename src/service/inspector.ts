@@ -1,6 +1,6 @@
 import { type DelayedEventInstance, type EventClass, type EventRoute, eventRouteOf } from '../core/delayed-event.decorator';
 import { type Delay, dateToMillis, delayToMillis } from '../core/duration';
-import { ServiceClosedError } from '../core/errors';
+import { InvalidArgumentError, ServiceClosedError } from '../core/errors';
 import type { EventCodec } from '../core/event-codec';
 import { checkGroupArgument, checkIntegerArgument, checkStateArgument } from '../core/arguments';
 import { checkIdArgument, checkTypeName } from '../core/names';
@@ -20,6 +20,7 @@ import { ACTIVITY_RETENTION_MS, type ActivitySlot, readActivity } from '../runti
 import type { ServiceHealth } from './instrumentation';
 import { positive } from './service-options';
 import { type RecurringSchedule, describeAllSchedules, describeSchedules, removeSchedule } from './recurring-schedules';
+import { type StoredVersions, type UpgradeReport, type VerifyOptions, type VerifyReport, storedVersions, upgradeStored, verifyStored } from './stored-versions';
 
 import {
   type DeadLetter,
@@ -107,6 +108,57 @@ export class Inspector {
         return resolved && (await this.stored.counts(resolved.queues)).counts;
       },
     );
+  }
+
+  /**
+   * Reads every stored event of the class's type (scheduled, ready, in flight,
+   * dead; with `group`, those that group holds) and its recurring schedule
+   * templates with the class and its upcasters, and reports what it could not
+   * read; changes nothing. Run it against a staging (or production) Redis
+   * before deploying a changed class. Unbounded by commandTimeoutMs: it takes
+   * as long as there are events (benchmarks/VERSIONS-RESULTS.md).
+   */
+  verifyStored<T extends DelayedEventInstance>(eventClass: EventClass<T>, options: VerifyOptions = {}): Promise<VerifyReport> {
+    return this.whenReady(
+      () => {
+        eventRouteOf(eventClass);
+        if (options === null || typeof options !== 'object') throw new InvalidArgumentError('options', 'must be an object like { group, limit }');
+        return {
+          ...(options.group !== undefined ? { group: checkGroupArgument(options.group) } : {}),
+          ...(options.limit !== undefined ? { limit: checkIntegerArgument('limit', options.limit, 0, 1, Number.MAX_SAFE_INTEGER) } : {}),
+        };
+      },
+      (checked) => verifyStored(this.versionParts(), eventClass, checked),
+    );
+  }
+
+  /**
+   * Rewrites every stored body and schedule template older than the class's
+   * version at that version, in steps of 1,000, each fenced by the body it
+   * read: safe beside running handlers and enqueues, and run again after a
+   * crash it goes on where it stopped. Events it cannot read stay as they are
+   * and are listed.
+   */
+  upgradeStored<T extends DelayedEventInstance>(eventClass: EventClass<T>): Promise<UpgradeReport> {
+    return this.whenReady(
+      () => eventRouteOf(eventClass),
+      () => upgradeStored(this.versionParts(), eventClass),
+    );
+  }
+
+  /** How many of a type's stored events (and schedule templates) each class version wrote; needs no class. Undefined for a name nothing is stored under. */
+  versions(target: EventTarget): Promise<StoredVersions | undefined> {
+    return this.whenReady(
+      () => checkTarget(target),
+      async () => {
+        const resolved = await this.resolve(target);
+        return resolved && storedVersions(this.versionParts(), resolved.queues, resolved.route);
+      },
+    );
+  }
+
+  private versionParts() {
+    return { layout: this.parts.layout, stored: this.stored, recurring: this.recurring, scripts: this.parts.scripts, codec: this.parts.codec };
   }
 
   /** What the gauges report of a type: its counts and whether it is paused, read as counts() reads them. */

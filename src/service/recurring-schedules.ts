@@ -5,6 +5,7 @@ import type { DelayedEventInstance, EventRoute } from '../core/delayed-event.dec
 import { InvalidOptionError } from '../core/errors';
 import type { EventCodec } from '../core/event-codec';
 import type { EventContext } from '../core/event-context';
+import { splitBodyVersion, versionedBody } from '../core/stored-body';
 import { type CatchUp, MAX_CATCH_UP, type RecurrenceSpec, type StoredSpec, type Window, checkSpec, checkWindow, occurrenceAtOrAfter } from '../core/recurrence';
 import type { LuaScripts } from '../redis/lua-scripts';
 import type { RedisClient } from '../redis/redis-client';
@@ -120,7 +121,7 @@ export class RecurringSchedules implements BackgroundService {
     // Encoded once as an occurrence would be: the codec's checks (size, keys it would drop) apply now.
     const probe = Object.assign(Object.create(Object.getPrototypeOf(template) as object) as T, template, { id: occurrenceId(name, 0) });
     const encoded = this.codec.encode(probe, options.context, Date.now());
-    const [, payload, context] = JSON.parse(encoded.body) as [number, Record<string, unknown>, EventContext | undefined];
+    const [, payload, context] = JSON.parse(splitBodyVersion(encoded.body).json) as [number, Record<string, unknown>, EventContext | undefined];
     const now = Date.now();
     const anchor = window.startAt ?? ('every' in stored ? now + stored.every : now);
     const next = occurrenceAtOrAfter(stored, window, anchor, Math.max(now, window.startAt ?? now));
@@ -133,6 +134,7 @@ export class RecurringSchedules implements BackgroundService {
       catchUp,
       anchor,
       payload,
+      ...(encoded.version > 1 ? { eventVersion: encoded.version } : {}),
       ...(context ? { context } : {}),
       next: next ?? null,
       ahead: [],
@@ -345,8 +347,9 @@ export async function removeSchedule(store: RecurringStore, route: EventRoute, n
 function occurrenceOf(definition: ScheduleDefinition, route: EventRoute, at: number): Occurrence {
   const id = occurrenceId(definition.name, at);
   const payload = { ...definition.payload, id };
-  const body = JSON.stringify(definition.context ? [Date.now(), payload, definition.context] : [Date.now(), payload]);
-  return { route, id, body, at };
+  const json = JSON.stringify(definition.context ? [Date.now(), payload, definition.context] : [Date.now(), payload]);
+  // The template's version, not the class's here: an upgraded instance's upcasters read it.
+  return { route, id, body: versionedBody(json, definition.eventVersion ?? 1), at };
 }
 
 /** The last MAX_CATCH_UP occurrences of an interval schedule from `from` up to (not including) `before`, oldest first. */
@@ -360,6 +363,7 @@ function missedEvery(every: number, window: Window, anchor: number, from: number
 
 /** Whether two definitions describe the same schedule (what `schedule()` was given; not where it has got to). */
 function sameSchedule(a: ScheduleDefinition, b: ScheduleDefinition): boolean {
-  const given = (d: ScheduleDefinition) => JSON.stringify([d.type, d.partitions, d.spec, d.window.startAt ?? null, d.window.endAt ?? null, d.catchUp, d.payload, d.context ?? null]);
+  const given = (d: ScheduleDefinition) =>
+    JSON.stringify([d.type, d.partitions, d.spec, d.window.startAt ?? null, d.window.endAt ?? null, d.catchUp, d.payload, d.eventVersion ?? 1, d.context ?? null]);
   return given(a) === given(b);
 }

@@ -9,6 +9,8 @@ export interface WorkerLine {
   attempt?: number;
   metric?: string;
   tags?: Record<string, string>;
+  /** Other lines, as the process at hand reports them (test/support/versioned-process.ts). */
+  [field: string]: unknown;
 }
 
 /** A service in a child process (test/support/worker-process.ts), killable by PID. */
@@ -17,8 +19,8 @@ export class Worker {
   private readonly child: ChildProcess;
   private readonly listeners = new Set<() => void>();
 
-  constructor(env: Record<string, string>) {
-    this.child = spawn(process.execPath, ['--import', 'tsx', join(__dirname, 'worker-process.ts')], {
+  constructor(env: Record<string, string>, script = 'worker-process.ts') {
+    this.child = spawn(process.execPath, ['--import', 'tsx', join(__dirname, script)], {
       env: { ...process.env, ...env },
       stdio: ['ignore', 'pipe', 'inherit'],
     });

@@ -45,6 +45,10 @@ const COUNTERS: Partial<Record<MetricName, { readonly name: string; readonly hel
   [METRIC.redisErrors]: { name: 'redis_errors_total', help: "Failed Redis calls of the service's loops (outages); type is empty for connection errors." },
   [METRIC.redisCallTimeouts]: { name: 'redis_call_timeouts_total', help: 'Redis calls that outlived commandTimeoutMs.' },
   [METRIC.watchdogResets]: { name: 'reader_watchdog_resets_total', help: 'Blocking connections replaced because a read hung.' },
+  [METRIC.leftForNewerVersion]: {
+    name: 'left_for_newer_version_total',
+    help: 'Ready events this instance left for an instance with a newer event class version (no attempt spent).',
+  },
   [METRIC.wakeListenerResets]: { name: 'wake_listener_resets_total', help: 'Wake-up subscriber connections replaced because a PING went unanswered.' },
 };
 

@@ -1,0 +1,199 @@
+import 'reflect-metadata';
+import { afterEach, describe, expect, it } from 'vitest';
+import { DelayedEvent, InvalidArgumentError, METRIC, fixedBackoff } from '../src';
+import { counter, recordMetrics, useRedis, waitForDeadLetters } from './support/harness';
+import { OrderCheckV1, OrderCheckV2, OrderCheckV3, OrderCheckV3Broken, VERSIONED_TYPE, orderCheck } from './support/versioned-events';
+import { waitFor } from './support/wait-for';
+import { Worker, type WorkerLine } from './support/worker';
+
+const metaKey = (prefix: string) => `${prefix}:{${VERSIONED_TYPE}}:m`;
+
+describe('versioned event classes', () => {
+  const redis = useRedis();
+  const workers: Worker[] = [];
+  const deploy = (version: 1 | 2 | 3, prefix: string, env: Record<string, string>) => {
+    const worker = new Worker({ ...redis.workerEnv(), PREFIX: prefix, VERSION: String(version), ...env }, 'versioned-process.ts');
+    workers.push(worker);
+    return worker;
+  };
+  afterEach(async () => {
+    await Promise.all(workers.splice(0).map((w) => w.kill()));
+  });
+  const handled = (worker: Worker) => worker.lines.filter((l): l is WorkerLine & { handled: string; attempt: number; cents: number } => typeof l.handled === 'string');
+
+  it('stores a version-1 body as before (no byte more) and a later version behind its number', async () => {
+    const prefix = redis.prefix();
+    const service = redis.service({ prefix });
+    await service.enqueue(new OrderCheckV1('a', 5), 60_000);
+    await service.enqueue(new OrderCheckV3('b', { cents: 5, currency: 'EUR' }), 60_000);
+    const client = redis.client();
+    expect(await client.hget(metaKey(prefix), 'a')).toMatch(/^0\|\d+\|\[\d+,\{"amount":5\}\]$/);
+    expect(await client.hget(metaKey(prefix), 'b')).toMatch(/^0\|\d+\|3\|\[\d+,\{"money":\{"cents":5,"currency":"EUR"\}\}\]$/);
+  });
+
+  it('refuses a version or upcasters that cannot work, saying what to fix', () => {
+    expect(() => DelayedEvent('test.bad', { version: 0 })).toThrow(InvalidArgumentError);
+    expect(() => DelayedEvent('test.bad', { version: 2.5 })).toThrow(/version must be an integer from 1/);
+    expect(() => DelayedEvent('test.bad', { version: 2, upcast: { 2: (v) => v } })).toThrow(/upcast\[2\].*from 1 to 1/);
+    expect(() => DelayedEvent('test.bad', { version: 2, upcast: { 1: 'nope' as never } })).toThrow(/upcast\[1\] must be a function/);
+  });
+
+  it('a version-3 consumer, in its own process, handles what version 1 stored, through the upcasters', async () => {
+    const prefix = redis.prefix();
+    const producer = deploy(1, prefix, { PRODUCE: '50' });
+    await producer.waitForLine((l) => l.produced === 50);
+    const consumer = deploy(3, prefix, { HANDLE: '1' });
+    await waitFor(() => new Set(handled(consumer).map((l) => l.handled)).size === 50, 'all v1 events handled by v3', 30_000);
+    for (const line of handled(consumer)) expect(line.cents).toBe(Number(line.handled.slice('v1-'.length)));
+    expect(handled(consumer).every((l) => l.attempt === 1)).toBe(true);
+    const inspector = redis.service({ prefix });
+    await waitFor(async () => (await inspector.counts(OrderCheckV3))?.inFlight === 0, 'all completed');
+    expect(await inspector.counts(OrderCheckV3)).toEqual({ scheduled: 0, ready: 0, inFlight: 0, dead: 0 });
+  });
+
+  it('a version-2 consumer beside a version-3 producer leaves the v3 events alone, spending no attempt, until a v3 consumer takes them', async () => {
+    const prefix = redis.prefix();
+    const older = deploy(2, prefix, { HANDLE: '1' });
+    await older.waitForLine((l) => l.ready === true);
+    const producer = deploy(3, prefix, { PRODUCE: '30' });
+    await producer.waitForLine((l) => l.produced === 30);
+    const v2producer = deploy(2, prefix, { PRODUCE: '10' });
+    await v2producer.waitForLine((l) => l.produced === 10);
+    const inspector = redis.service({ prefix });
+    // The v2 events are handled by v2; the v3 ones wait, counted, for an instance that reads them.
+    await waitFor(() => handled(older).length === 10, 'v2 events handled by v2', 30_000);
+    await waitFor(async () => (await inspector.counts(OrderCheckV3))?.awaitingNewerVersion === 30, 'v3 events left for a v3 reader', 30_000);
+    expect(handled(older).every((l) => l.handled.startsWith('v2-'))).toBe(true);
+    await older.waitForLine((l) => l.metric === METRIC.leftForNewerVersion);
+    const waiting = await inspector.find(OrderCheckV3, 'v3-7');
+    expect(waiting).toMatchObject({ state: 'ready', attempt: 0 });
+    expect(waiting?.event).toEqual(new OrderCheckV3('v3-7', { cents: 7, currency: 'EUR' }));
+    expect(await inspector.deadLetters(OrderCheckV3)).toEqual([]);
+
+    const newer = deploy(3, prefix, { HANDLE: '1' });
+    await waitFor(() => new Set(handled(newer).map((l) => l.handled)).size === 30, 'v3 events handled by v3', 30_000);
+    expect(handled(newer).every((l) => l.handled.startsWith('v3-') && l.attempt === 1 && l.cents === Number(l.handled.slice(3)))).toBe(true);
+    expect(handled(older).some((l) => l.handled.startsWith('v3-'))).toBe(false);
+    await waitFor(async () => (await inspector.counts(OrderCheckV3))?.inFlight === 0, 'all completed');
+    expect(await inspector.counts(OrderCheckV3)).toEqual({ scheduled: 0, ready: 0, inFlight: 0, dead: 0 });
+  });
+
+  it('verifyStored reads every state and the schedule templates, finds a planted incompatible body, and changes nothing', async () => {
+    const prefix = redis.prefix();
+    const v1 = redis.service({ prefix });
+    const v2 = redis.service({ prefix });
+    for (let i = 0; i < 20; i++) await v1.enqueue(new OrderCheckV1(`s${i}`, i), 60_000);
+    await v2.enqueue(new OrderCheckV2('due', 3), 0);
+    await v2.enqueue(new OrderCheckV2('bad', 0), 60_000);
+    await v1.schedule('nightly', new OrderCheckV1('', 9), { every: { hours: 1 } });
+    // What a buggy v2 writer stored: amountCents not a number, which the v2 -> v3 step refuses.
+    const client = redis.client();
+    const stored = (await client.hget(metaKey(prefix), 'bad'))!;
+    await client.hset(metaKey(prefix), 'bad', stored.replace('"amountCents":0', '"amountCents":"zero"'));
+    const before = await redis.snapshot(prefix);
+    const checker = redis.service({ prefix });
+    const report = await checker.verifyStored(OrderCheckV3);
+    expect(report.checked).toBe(23);
+    expect(report.byVersion).toEqual({ 1: 21, 2: 2 });
+    expect(report.failures).toEqual([{ id: 'bad', state: 'scheduled', version: 2, error: expect.stringMatching(/upcast\[2\].*amountCents must be a number/) }]);
+    expect(await checker.verifyStored(OrderCheckV3, { limit: 5 })).toMatchObject({ byVersion: expect.any(Object) });
+    expect((await checker.verifyStored(OrderCheckV3, { limit: 5 })).checked).toBe(6);
+    // A deploy without its upcasters would read none of them.
+    const broken = await checker.verifyStored(OrderCheckV3Broken);
+    expect(broken.failures.length).toBe(23);
+    expect(broken.failures.find((f) => f.id === 'nightly')).toEqual({ id: 'nightly', state: 'template', version: 1, error: expect.stringMatching(/no upcast\[1\]/) });
+    expect(await redis.snapshot(prefix)).toEqual(before);
+    await expect(checker.verifyStored(OrderCheckV3, { limit: 0 })).rejects.toThrow(InvalidArgumentError);
+    await expect(checker.verifyStored(OrderCheckV3, { group: '..' })).rejects.toThrow(InvalidArgumentError);
+    expect(await checker.versions(VERSIONED_TYPE)).toEqual({ events: 22, byVersion: { 1: 20, 2: 2 }, schedules: { 1: 1 } });
+  });
+
+  it('upgradeStored rewrites older bodies and templates at the current version, keeping state and attempts, and is idempotent', async () => {
+    const prefix = redis.prefix();
+    const v1 = redis.service({ prefix, retry: fixedBackoff(1, 0) });
+    for (let i = 0; i < 30; i++) await v1.enqueue(new OrderCheckV1(`s${i}`, i), 60_000);
+    await v1.schedule('nightly', new OrderCheckV1('', 9), { every: { hours: 1 } });
+    await v1.enqueue(new OrderCheckV1('fails', 8), 0);
+    v1.addHandler(OrderCheckV1, () => false);
+    await waitForDeadLetters(v1, OrderCheckV1);
+    await v1.removeHandler(OrderCheckV1);
+    const v3 = redis.service({ prefix });
+    const report = await v3.upgradeStored(OrderCheckV3);
+    expect(report).toEqual({ checked: 32, upgraded: 32, failures: [] });
+    expect(await v3.versions(VERSIONED_TYPE)).toEqual({ events: 31, byVersion: { 3: 31 }, schedules: { 3: 1 } });
+    expect((await v3.find(OrderCheckV3, 's7'))?.event).toEqual(new OrderCheckV3('s7', { cents: 7, currency: 'EUR' }));
+    expect(await v3.counts(OrderCheckV3)).toEqual({ scheduled: 30, ready: 0, inFlight: 0, dead: 1 });
+    const [letter] = await v3.deadLetters(OrderCheckV3);
+    expect(letter).toMatchObject({ id: 'fails', attempts: 1, event: new OrderCheckV3('fails', { cents: 8, currency: 'EUR' }) });
+    expect(await v3.upgradeStored(OrderCheckV3)).toEqual({ checked: 32, upgraded: 0, failures: [] });
+    // The template's occurrences are written at version 3 now.
+    const template = JSON.parse((await redis.client().hget(`${prefix}:{${VERSIONED_TYPE}}:sched`, 'nightly'))!) as { eventVersion: number; payload: unknown };
+    expect(template).toMatchObject({ eventVersion: 3, payload: { money: { cents: 9, currency: 'EUR' } } });
+  });
+
+  it('dead-letters an event its class cannot read with the body and version kept; replay after a fixed deploy reads it through the upcasters', async () => {
+    const prefix = redis.prefix();
+    const v1 = redis.service({ prefix });
+    await v1.enqueue(new OrderCheckV1('old', 42), 0);
+    const brokenDeploy = redis.service({ prefix });
+    brokenDeploy.addHandler(OrderCheckV3Broken, () => true);
+    const [letter] = await waitForDeadLetters(brokenDeploy, OrderCheckV3Broken);
+    expect(letter).toMatchObject({ id: 'old', event: undefined, error: expect.stringMatching(/undecodable: stored at version 1.*no upcast\[1\]/) });
+    expect(letter!.body).toMatch(/^\[\d+,\{"amount":42\}\]$/);
+    await brokenDeploy.close();
+
+    const fixed = redis.service({ prefix });
+    const seen: number[] = [];
+    fixed.addHandler(OrderCheckV3, (e) => {
+      seen.push(e.cents());
+      return true;
+    });
+    expect((await fixed.deadLetters(OrderCheckV3))[0]?.event).toEqual(new OrderCheckV3('old', { cents: 42, currency: 'EUR' }));
+    expect(await fixed.replayDeadLetters(OrderCheckV3)).toBe(1);
+    await waitFor(() => seen.length === 1, 'the replayed event handled');
+    expect(seen).toEqual([42]);
+  });
+
+  it('an upcaster that throws anything, or returns no object, fails only that event', async () => {
+    const hostile = new Proxy(
+      {},
+      {
+        get: () => {
+          throw new Error('trap');
+        },
+        getPrototypeOf: () => {
+          throw new Error('trap');
+        },
+      },
+    );
+    @DelayedEvent(VERSIONED_TYPE, {
+      version: 2,
+      upcast: {
+        1: () => {
+          throw hostile;
+        },
+      },
+    })
+    class Throws {
+      constructor(readonly id: string = '') {}
+    }
+    @DelayedEvent(VERSIONED_TYPE, { version: 2, upcast: { 1: () => null as never } })
+    class ReturnsNull {
+      constructor(readonly id: string = '') {}
+    }
+    const prefix = redis.prefix();
+    const v1 = redis.service({ prefix });
+    await v1.enqueue(new OrderCheckV1('x', 1), 60_000);
+    const checker = redis.service({ prefix });
+    expect((await checker.verifyStored(Throws)).failures).toEqual([{ id: 'x', state: 'scheduled', version: 1, error: expect.stringMatching(/upcast\[1\].*threw/) }]);
+    expect((await checker.verifyStored(ReturnsNull)).failures).toEqual([{ id: 'x', state: 'scheduled', version: 1, error: expect.stringMatching(/returned null/) }]);
+    const metrics = recordMetrics(checker);
+    checker.addHandler(Throws, () => true);
+    await v1.runNow(OrderCheckV1, 'x');
+    await waitFor(() => counter(metrics, METRIC.deadLettered, { reason: 'decode' }) === 1, 'dead-lettered for decode');
+  });
+
+  it('orderCheck builds each version', () => {
+    expect(orderCheck(2, 'a', 1)).toEqual(new OrderCheckV2('a', 1));
+  });
+});

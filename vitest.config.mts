@@ -42,6 +42,7 @@ const onClusterToo = [
   'inspector',
   'operators',
   'versions',
+  'repartition',
 ].map((name) => `test/${name}.test.ts`);
 
 export default defineConfig({

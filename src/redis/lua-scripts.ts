@@ -331,6 +331,21 @@ export class LuaScripts {
     return (await this.run('upgrade-schedule', this.keysOf('upgrade-schedule', keys), name, from, to)) === 1;
   }
 
+  /** Takes the events of `ids` no holder has in flight out of their queue, into its moving hash; resolves their records. */
+  async migrateOut(keys: TypeKeys, token: string, ids: readonly string[]): Promise<Array<{ id: string; record: string }>> {
+    if (ids.length === 0) return [];
+    const flat = (await this.run('migrate-out', this.keysOf('migrate-out', keys), token, ...ids)) as string[];
+    const out: Array<{ id: string; record: string }> = [];
+    for (let i = 0; i < flat.length; i += 2) out.push({ id: flat[i]!, record: flat[i + 1]! });
+    return out;
+  }
+
+  /** Stores moved records in their new queue, once per token; resolves how many were stored (0 when the token was stored before). */
+  async migrateIn(keys: TypeKeys, token: string, records: readonly string[]): Promise<number> {
+    if (records.length === 0) return 0;
+    return (await this.run('migrate-in', this.keysOf('migrate-in', keys), token, this.wakeChannel, keys.tag, ...records)) as number;
+  }
+
   /** Gives back the events of the claim `token` whose reply was lost; resolves how many went back to READY. */
   async releaseClaim(keys: TypeKeys, claim: ClaimLog): Promise<number> {
     return (await this.run('release-claim', this.keysOf('release-claim', keys, { claimLog: claim.log }), claim.token)) as number;

@@ -9,7 +9,7 @@ export interface EmbeddedLua {
   readonly commands: readonly string[];
 }
 
-export type LuaScriptName = 'advance-schedule' | 'cancel' | 'complete-and-claim' | 'dead-letter' | 'dispatch-due' | 'enqueue' | 'purge-dead' | 'register-group' | 'release-claim' | 'release-unstarted' | 'remove-group' | 'replay-dead' | 'reschedule' | 'retry' | 'upgrade-bodies' | 'upgrade-schedule';
+export type LuaScriptName = 'advance-schedule' | 'cancel' | 'complete-and-claim' | 'dead-letter' | 'dispatch-due' | 'enqueue' | 'migrate-in' | 'migrate-out' | 'purge-dead' | 'register-group' | 'release-claim' | 'release-unstarted' | 'remove-group' | 'replay-dead' | 'reschedule' | 'retry' | 'upgrade-bodies' | 'upgrade-schedule';
 
 export const LUA_SOURCES: Readonly<Record<LuaScriptName, EmbeddedLua>> = {
   'advance-schedule': {
@@ -1829,6 +1829,566 @@ if earliest_new >= 0 then
   if schedule_add(KEYS[2], schedule) then announce(earliest_new) end
 end
 return statuses
+`,
+  },
+  'migrate-in': {
+    keys: ['meta', 'schedule', 'ready', 'dead', 'errors', 'errorLog', 'groups', 'pending', 'moved', 'slotGuard'],
+    variants: {  },
+    commands: ['HEXISTS', 'HSET', 'HSETNX', 'PUBLISH', 'RPUSH', 'TIME', 'ZADD', 'ZCARD', 'ZRANGE', 'ZREMRANGEBYRANK', 'ZSCORE'],
+    lua: `-- Transition: MOVING -> SCHEDULED | READY | DEAD, in the event's new
+-- partition (src/runtime/repartitioner.ts): stores what migrate-out.lua took
+-- from the old one, each event in the state it left, in every group that
+-- held it. Once per move: the move's token is kept, so the same records sent
+-- again (the caller crashed before it cleared the moving hash) change
+-- nothing, even if the events were handled meanwhile. An id stored here
+-- already (enqueued again meanwhile) keeps what is here.
+-- KEYS[1] meta: meta hash (bodies)
+-- KEYS[2] schedule: schedule index (includes/schedule-buckets-constants.lua)
+-- KEYS[3] ready: ready list
+-- KEYS[4] dead: dead zset
+-- KEYS[5] errors: errors hash
+-- KEYS[6] errorLog: error-log hash
+-- KEYS[7] groups: group registry (includes/group-keys.lua)
+-- KEYS[8] pending: pending hash
+-- KEYS[9] moved: moved hash (token of a move stored here -> when)
+-- KEYS[10] slotGuard: slot guard: never written; declared so that Redis refuses the script
+--         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
+-- ARGV[1] token of the move
+-- ARGV[2] wake channel ('' for none)
+-- ARGV[3] wake message prefix (this queue's tag)
+-- ARGV[4..] record json of each event (migrate-out.lua)
+-- Returns how many events were stored.
+-- A stored event is "<attempt>|<due ms>|<body json>": the two numbers that
+-- scripts change sit in front so a transition never has to parse the JSON.
+-- A value without a valid header (corrupted by hand) parses as attempt 0 with
+-- the whole value as body: it is then claimed, fails to decode and is
+-- dead-lettered, instead of making every script that touches it fail.
+local function envelope_parse(value)
+  local attempt, due, body = string.match(value, '^(%d+)|(%d+)|(.*)$')
+  if not attempt then return 0, '0', value end
+  return tonumber(attempt), due, body
+end
+-- Subscriber groups (fan-out). A type's due event is delivered to every group
+-- in its registry; a named group G keeps its own state under <base>:g:<G>:
+-- (headers 'attempt|due|' in :m, retries in :b, :r, :f, :d, :e), and the body
+-- stays once in the type's meta hash, held while the pending hash counts the
+-- groups that still hold the event.
+-- The named group's own keys, from the type's meta key (<base>:m).
+local function group_keys(meta_key, group)
+  local own = string.sub(meta_key, 1, -3) .. ':g:' .. group
+  return {
+    meta = own .. ':m', schedule = own .. ':b', legacy = own .. ':s', ready = own .. ':r',
+    in_flight = own .. ':f', dead = own .. ':d', errors = own .. ':e', error_log = own .. ':el',
+    handled = own .. ':h', handled_index = own .. ':hi',
+  }
+end
+-- Every instance reads one clock, Redis's, so skewed hosts neither fire early
+-- nor late relative to each other.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function bucket_key(index, bucket)
+  return index .. ':' .. bucket
+end
+-- (bucket-key: included above)
+
+local function latest_due(index, bucket)
+  return tonumber(redis.call('ZRANGE', bucket_key(index, bucket), -1, -1, 'WITHSCORES')[2])
+end
+-- A free name for a new bucket starting at \`lo\`, sorting after every bucket
+-- that starts there.
+local function new_bucket(index, lo)
+  local last = redis.call('ZRANGE', index, lo, lo, 'BYSCORE', 'REV', 'LIMIT', 0, 1)[1]
+  local name = tostring(lo)
+  if last then
+    local base, n = string.match(last, '^(.*)~(%d+)$')
+    name = base and (base .. '~' .. string.format('%09d', tonumber(n) + 1)) or (last .. '~000000001')
+  end
+  -- Taken by a bucket whose earliest due has changed since it was named.
+  while redis.call('ZSCORE', index, name) do name = name .. '~000000001' end
+  return name, last
+end
+-- (bucket-key: included above)
+
+-- Adds list[from..to] to a bucket. Redis finds a listpack entry's place by
+-- scanning from the front, so the latest go first: into a new bucket, each
+-- insertion then stops at once.
+local function put(index, bucket, list, from, to)
+  local args = {}
+  local due, printed
+  for k = to, from, -1 do
+    -- Redis would print each number; entries mostly share a due time.
+    if list[k][1] ~= due then
+      due = list[k][1]
+      printed = tostring(due)
+    end
+    args[#args + 1] = printed
+    args[#args + 1] = list[k][2]
+  end
+  redis.call('ZADD', bucket_key(index, bucket), unpack(args))
+end
+-- (latest-due: included above)
+-- (bucket-key: included above)
+
+-- The entries of bucket \`from\`, moved to bucket \`to\` (empty).
+local function move_entries(index, from, to)
+  local from_key = bucket_key(index, from)
+  local flat = redis.call('ZRANGE', from_key, 0, -1, 'WITHSCORES')
+  local args = {}
+  for i = #flat - 1, 1, -2 do -- latest first, as put() does
+    args[#args + 1] = flat[i + 1]
+    args[#args + 1] = flat[i]
+  end
+  redis.call('ZREMRANGEBYRANK', from_key, 0, -1)
+  redis.call('ZADD', bucket_key(index, to), unpack(args))
+end
+-- (new-bucket: included above)
+
+-- A name for a new bucket that will hold list[first..last]. Splitting a
+-- bucket can leave a part due only at the next bucket's earliest due, joining
+-- the group that starts there. A new name sorts last, and only the last of a
+-- group may hold later entries: when the group's last one does, its entries
+-- move to the new name, and the part takes the old one, emptied.
+local function name_for_part(index, list, first, last)
+  local lo = list[first][1]
+  local name, newest = new_bucket(index, lo)
+  if list[last][1] ~= lo or not newest or latest_due(index, newest) == lo then return name end
+  move_entries(index, newest, name)
+  redis.call('ZADD', index, lo, name)
+  return newest
+end
+-- (new-bucket: included above)
+-- (put: included above)
+
+-- Stores list[from..to] in new buckets of at most \`size\` entries; with
+-- \`keep\` (a split), the first of them is bucket \`keep\`, emptied by the caller.
+-- Appends need no name_for_part: they go to the last bucket of a group.
+local function put_in_new_buckets(index, list, from, to, size, keep)
+  local parts = math.ceil((to - from + 1) / size)
+  size = math.ceil((to - from + 1) / parts)
+  for p = 0, parts - 1 do
+    local first = from + p * size
+    local last = math.min(to, first + size - 1)
+    local name = (p == 0 and keep) or (keep and name_for_part(index, list, first, last)) or new_bucket(index, list[first][1])
+    put(index, name, list, first, last)
+    redis.call('ZADD', index, list[first][1], name)
+  end
+end
+-- The schedule of a type (state SCHEDULED) is split into buckets: sorted sets
+-- id -> due small enough for Redis's compact listpack encoding (about 20 bytes
+-- an entry, against about 110 in a skiplist), and an index sorted set
+-- bucket name -> earliest due in that bucket. Bucket keys are the index key
+-- plus ':<name>', in the index's hash slot; no counter key outlives the schedule.
+--
+-- Invariants, kept by the functions below:
+--   * an index score is exactly the earliest due of its bucket, so the index
+--     head is the next due time and only buckets holding something due are read;
+--   * a bucket holds nothing later than the next greater earliest due in the
+--     index: buckets hold disjoint ranges of due times, except that buckets
+--     sharing an earliest due (more events due in one millisecond than a
+--     bucket holds) may overlap each other. So an event due at t is in a bucket
+--     starting at t or in one starting at the greatest earliest due below t,
+--     and finding it needs the index alone;
+--   * of buckets sharing an earliest due, only the last by name holds anything
+--     due later than that. Adding to such a group goes to that bucket without
+--     looking at the others, and when a bucket starts between its entries, the
+--     others hold nothing past that start.
+-- Half of Redis's default zset-max-listpack-entries (128): adding a member
+-- scans the listpack for it first, so smaller buckets cost less per event,
+-- for ~2 more bytes an event (a bucket key per 64 events, not per 128).
+-- A bucket filled by 0.3.0 may hold up to 128; nothing here needs a bucket
+-- to be at most BUCKET_MAX.
+local BUCKET_MAX = 64
+
+local BUCKET_FILL = 48 -- most entries a bucket keeps after a split: room to grow
+
+-- Stores entries[from..to] ({due, id}, ascending by due) in \`bucket\` (nil: a
+-- new bucket), whose earliest due is \`lo\`. A sorted set that grew past the
+-- listpack limit would stay a skiplist even after shrinking, so a bucket
+-- never grows past it: what does not fit goes to new buckets. Returns true
+-- when it opened buckets.
+local function schedule_fill(index, bucket, lo, entries, from, to)
+  local held = bucket and redis.call('ZCARD', bucket_key(index, bucket)) or 0
+  if held + to - from + 1 <= BUCKET_MAX then
+    local opened = not bucket
+    bucket = bucket or new_bucket(index, entries[from][1])
+    put(index, bucket, entries, from, to)
+    if not lo or entries[from][1] < lo then redis.call('ZADD', index, entries[from][1], bucket) end
+    return opened
+  end
+  if held == 0 or entries[from][1] >= latest_due(index, bucket) then
+    -- Appending, the usual case (one delay for many events): fill the bucket
+    -- up and open new full ones after it; nothing is rewritten.
+    local room = BUCKET_MAX - held
+    if room > 0 and bucket then
+      put(index, bucket, entries, from, from + room - 1)
+      if not lo or entries[from][1] < lo then redis.call('ZADD', index, entries[from][1], bucket) end
+      from = from + room
+    end
+    put_in_new_buckets(index, entries, from, to, BUCKET_MAX)
+    return true
+  end
+  -- Inserting among its entries: rewrite the bucket as several, with room to grow.
+  local key = bucket_key(index, bucket)
+  local old = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
+  redis.call('ZREMRANGEBYRANK', key, 0, -1)
+  local merged, k = {}, from
+  for o = 1, #old, 2 do
+    local old_due = tonumber(old[o + 1])
+    while k <= to and entries[k][1] < old_due do
+      merged[#merged + 1] = entries[k]
+      k = k + 1
+    end
+    merged[#merged + 1] = { old_due, old[o] }
+  end
+  for r = k, to do merged[#merged + 1] = entries[r] end
+  put_in_new_buckets(index, merged, 1, #merged, BUCKET_FILL, bucket)
+  return true
+end
+-- The bucket that takes due time \`due\` (nil: a new one), its earliest due,
+-- and whether \`due\` is earlier than the whole schedule.
+local function schedule_target(index, due)
+  local below = redis.call('ZRANGE', index, due, '-inf', 'BYSCORE', 'REV', 'LIMIT', 0, 1, 'WITHSCORES')
+  if below[1] then return below[1], tonumber(below[2]), false end
+  -- Earlier than every bucket: the first takes it, unless it shares its
+  -- earliest due with others (moving its start would leave it overlapping them).
+  local first_two = redis.call('ZRANGE', index, 0, 1, 'WITHSCORES')
+  if not first_two[1] then return nil, nil, true end
+  local first = tonumber(first_two[2])
+  if first_two[3] and tonumber(first_two[4]) == first then return nil, nil, true end
+  return first_two[1], first, true
+end
+
+-- Schedules entries (a list of {due, id} of ids not scheduled yet), in as few
+-- calls as their due times allow: entries bound for one bucket go in one ZADD.
+-- Returns true when the schedule's earliest due time moved earlier.
+--
+-- Entries spread over many buckets (due times drawn at random) make one run
+-- per bucket. The bucket starts within the entries' range are read once, not
+-- twice per run, and each run goes to the last bucket starting at or before
+-- it, up to the next start. Only opening buckets changes which bucket that
+-- is (a new part can join the group at the next start), so after a run that
+-- opened buckets the index is read again.
+local function schedule_add(index, entries)
+  local sorted = true
+  for k = 2, #entries do
+    if entries[k][1] < entries[k - 1][1] then sorted = false break end
+  end
+  if not sorted then table.sort(entries, function(a, b) return a[1] < b[1] end) end
+  local n = #entries
+  local from, earlier = 1, false
+  local bucket, lo, starts, s
+  while from <= n do
+    local due = entries[from][1]
+    if not starts then
+      local earliest
+      bucket, lo, earliest = schedule_target(index, due)
+      earlier = earlier or earliest
+      starts = from < n and redis.call('ZRANGE', index, '(' .. string.format('%d', due), string.format('%d', entries[n][1]), 'BYSCORE', 'WITHSCORES') or {}
+      s = 1
+    end
+    while s <= #starts and tonumber(starts[s + 1]) <= due do
+      bucket, lo = starts[s], tonumber(starts[s + 1])
+      s = s + 2
+    end
+    local limit = s <= #starts and tonumber(starts[s + 1]) or nil
+    local to = from
+    while to < n and (not limit or entries[to + 1][1] < limit) do to = to + 1 end
+    if schedule_fill(index, bucket, lo, entries, from, to) then starts = nil end
+    from = to + 1
+  end
+  return earlier
+end
+
+if redis.call('HEXISTS', KEYS[9], ARGV[1]) == 1 then return 0 end
+local now = now_ms()
+local stored = 0
+local earliest
+local any_ready = false
+local function put(k, id, state, due, dead)
+  if state == 'scheduled' then
+    schedule_add(k.schedule, { { due, id } })
+    if not earliest or due < earliest then earliest = due end
+  elseif state == 'ready' then
+    redis.call('RPUSH', k.ready, id)
+    any_ready = true
+  elseif state == 'dead' then
+    redis.call('ZADD', k.dead, dead, id)
+  end
+end
+local own = { schedule = KEYS[2], ready = KEYS[3], dead = KEYS[4] }
+for i = 4, #ARGV do
+  local record = cjson.decode(ARGV[i])
+  local id = record.id
+  if redis.call('HEXISTS', KEYS[1], id) == 0 then
+    stored = stored + 1
+    redis.call('HSET', KEYS[1], id, record.value)
+    local _, due = envelope_parse(record.value)
+    put(own, id, record.state, tonumber(due), record.dead)
+    if record.error then redis.call('HSET', KEYS[5], id, record.error) end
+    if record.log then redis.call('HSET', KEYS[6], id, record.log) end
+    if record.pending then redis.call('HSET', KEYS[8], id, record.pending) end
+    for _, h in ipairs(record.groups or {}) do
+      local g = group_keys(KEYS[1], h.group)
+      -- A group that held it here is registered there too, as it was.
+      redis.call('HSETNX', KEYS[7], h.group, now)
+      redis.call('HSET', g.meta, id, h.header)
+      local _, group_due = envelope_parse(h.header)
+      if h.state ~= cjson.null then put(g, id, h.state, tonumber(group_due), h.dead) end
+      if h.error ~= cjson.null then redis.call('HSET', g.errors, id, h.error) end
+      if h.log ~= cjson.null then redis.call('HSET', g.error_log, id, h.log) end
+    end
+  end
+end
+redis.call('HSET', KEYS[9], ARGV[1], now)
+if ARGV[2] ~= '' then
+  if any_ready then redis.call('PUBLISH', ARGV[2], ARGV[3] .. '|-1') end
+  if earliest then redis.call('PUBLISH', ARGV[2], ARGV[3] .. '|' .. string.format('%d', earliest)) end
+end
+return stored
+`,
+  },
+  'migrate-out': {
+    keys: ['meta', 'schedule', 'ready', 'inFlight', 'dead', 'errors', 'errorLog', 'legacySchedule', 'groups', 'pending', 'moving', 'slotGuard'],
+    variants: {  },
+    commands: ['HDEL', 'HGET', 'HGETALL', 'HSET', 'LLEN', 'LREM', 'ZADD', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZSCORE'],
+    lua: `-- Transition: SCHEDULED | READY | DEAD -> MOVING, for a change of the type's
+-- partitions (src/runtime/repartitioner.ts): each event of the list that no
+-- holder (the default group or a named one) has in flight leaves every state
+-- here and is kept whole in the moving hash, so no reader here claims it and
+-- none is lost; migrate-in.lua then stores it in its new partition, and the
+-- caller deletes it from the moving hash. An event some holder has in flight
+-- stays: its lease ends here first (the caller dispatches this queue, so an
+-- expired lease comes back to READY like anywhere else).
+-- KEYS[1] meta: meta hash (bodies)
+-- KEYS[2] schedule: schedule index (includes/schedule-buckets-constants.lua)
+-- KEYS[3] ready: ready list
+-- KEYS[4] inFlight: in-flight zset
+-- KEYS[5] dead: dead zset
+-- KEYS[6] errors: errors hash
+-- KEYS[7] errorLog: error-log hash
+-- KEYS[8] legacySchedule: legacy schedule zset, written by 0.1
+-- KEYS[9] groups: group registry (includes/group-keys.lua)
+-- KEYS[10] pending: pending hash (id -> how many groups still hold the event)
+-- KEYS[11] moving: moving hash (id -> 'token|record json' of an event between partitions)
+-- KEYS[12] slotGuard: slot guard: never written; declared so that Redis refuses the script
+--         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
+-- ARGV[1] token of this move (the caller's batch)
+-- ARGV[2..] ids
+-- Returns {id, record json, ...} of the events taken out.
+-- A stored event is "<attempt>|<due ms>|<body json>": the two numbers that
+-- scripts change sit in front so a transition never has to parse the JSON.
+-- A value without a valid header (corrupted by hand) parses as attempt 0 with
+-- the whole value as body: it is then claimed, fails to decode and is
+-- dead-lettered, instead of making every script that touches it fail.
+local function envelope_parse(value)
+  local attempt, due, body = string.match(value, '^(%d+)|(%d+)|(.*)$')
+  if not attempt then return 0, '0', value end
+  return tonumber(attempt), due, body
+end
+-- The version of the event class that wrote an envelope's body: a body of
+-- version 2 and up starts with '<version>|' (src/core/stored-body.ts), JSON
+-- never starts with a digit, and a body without one is version 1.
+local function envelope_version(value)
+  return tonumber(string.match(value, '^%d+|%d+|(%d+)|')) or 1
+end
+-- Subscriber groups (fan-out). A type's due event is delivered to every group
+-- in its registry; a named group G keeps its own state under <base>:g:<G>:
+-- (headers 'attempt|due|' in :m, retries in :b, :r, :f, :d, :e), and the body
+-- stays once in the type's meta hash, held while the pending hash counts the
+-- groups that still hold the event.
+-- The named group's own keys, from the type's meta key (<base>:m).
+local function group_keys(meta_key, group)
+  local own = string.sub(meta_key, 1, -3) .. ':g:' .. group
+  return {
+    meta = own .. ':m', schedule = own .. ':b', legacy = own .. ':s', ready = own .. ':r',
+    in_flight = own .. ':f', dead = own .. ':d', errors = own .. ':e', error_log = own .. ':el',
+    handled = own .. ':h', handled_index = own .. ':hi',
+  }
+end
+-- A group being removed (remove-group.lua) stays in the registry with this
+-- value until it holds nothing: events are no longer delivered to it, but a
+-- cancel or a replace still reaches what it holds.
+local GROUP_REMOVING = 'removing'
+
+-- Named groups of a registry (the default group keeps the type's own keys);
+-- with \`delivering\`, only those new events go to (not the ones being removed).
+local function named_groups(registry_key, delivering)
+  local named = {}
+  local flat = redis.call('HGETALL', registry_key)
+  for i = 1, #flat, 2 do
+    local group = flat[i]
+    if group ~= 'default' and not (delivering and flat[i + 1] == GROUP_REMOVING) then named[#named + 1] = group end
+  end
+  return named
+end
+-- Where a queue keeps the events its readers left for a newer class version:
+-- a hash <queue>:v, version -> when a reader last took from it (or one was
+-- first left), and a list <queue>:v:<version> of ids per version, oldest
+-- first. Named after the queue's meta key, as includes/group-keys.lua names a
+-- group's keys, so every script that may touch it finds it in the same slot.
+local function newer_key(meta_key)
+  return string.sub(meta_key, 1, -3) .. ':v'
+end
+
+-- Takes \`id\` out of the events waiting for a reader of \`version\` (it is
+-- cancelled or replaced); an emptied list leaves the hash.
+local function newer_remove(meta_key, id, version)
+  if version < 2 then return end
+  local newer = newer_key(meta_key)
+  local list = newer .. ':' .. version
+  if redis.call('LREM', list, 1, id) == 1 and redis.call('LLEN', list) == 0 then redis.call('HDEL', newer, version) end
+end
+local function bucket_key(index, bucket)
+  return index .. ':' .. bucket
+end
+-- (bucket-key: included above)
+-- (bucket-key: included above)
+
+local function latest_due(index, bucket)
+  return tonumber(redis.call('ZRANGE', bucket_key(index, bucket), -1, -1, 'WITHSCORES')[2])
+end
+-- (bucket-key: included above)
+
+-- The entries of bucket \`from\`, moved to bucket \`to\` (empty).
+local function move_entries(index, from, to)
+  local from_key = bucket_key(index, from)
+  local flat = redis.call('ZRANGE', from_key, 0, -1, 'WITHSCORES')
+  local args = {}
+  for i = #flat - 1, 1, -2 do -- latest first, as put() does
+    args[#args + 1] = flat[i + 1]
+    args[#args + 1] = flat[i]
+  end
+  redis.call('ZREMRANGEBYRANK', from_key, 0, -1)
+  redis.call('ZADD', bucket_key(index, to), unpack(args))
+end
+-- A free name for a new bucket starting at \`lo\`, sorting after every bucket
+-- that starts there.
+local function new_bucket(index, lo)
+  local last = redis.call('ZRANGE', index, lo, lo, 'BYSCORE', 'REV', 'LIMIT', 0, 1)[1]
+  local name = tostring(lo)
+  if last then
+    local base, n = string.match(last, '^(.*)~(%d+)$')
+    name = base and (base .. '~' .. string.format('%09d', tonumber(n) + 1)) or (last .. '~000000001')
+  end
+  -- Taken by a bucket whose earliest due has changed since it was named.
+  while redis.call('ZSCORE', index, name) do name = name .. '~000000001' end
+  return name, last
+end
+
+-- After \`bucket\`, indexed at \`was\`, lost entries: indexes it at its new
+-- earliest due, or drops it when empty. A bucket whose earliest due moved
+-- onto another bucket's holds only entries due then (it held nothing later
+-- than that start). If it now sorts last there while the bucket that was last
+-- holds later entries, the two swap entries: only the last may hold those.
+local function reindex(index, bucket, was)
+  local head = redis.call('ZRANGE', bucket_key(index, bucket), 0, 0, 'WITHSCORES')
+  if not head[1] then
+    redis.call('ZREM', index, bucket)
+    return
+  end
+  local lo = tonumber(head[2])
+  if lo == tonumber(was) then return end
+  local last = redis.call('ZRANGE', index, lo, lo, 'BYSCORE', 'REV', 'LIMIT', 0, 1)[1]
+  redis.call('ZADD', index, lo, bucket)
+  if not last or latest_due(index, last) == lo then return end
+  if redis.call('ZRANGE', index, lo, lo, 'BYSCORE', 'REV', 'LIMIT', 0, 1)[1] ~= bucket then return end
+  local parked = new_bucket(index, lo)
+  move_entries(index, bucket, parked)
+  move_entries(index, last, bucket)
+  move_entries(index, parked, last)
+end
+
+-- Removes \`id\` from the first of \`buckets\` (names, each followed by its index score) holding it.
+local function remove_from(index, buckets, id)
+  for i = 1, #buckets, 2 do
+    local bucket = buckets[i]
+    if redis.call('ZREM', bucket_key(index, bucket), id) == 1 then
+      reindex(index, bucket, buckets[i + 1])
+      return true
+    end
+  end
+  return false
+end
+
+-- Unschedules \`id\`, due at \`due\` (from its envelope): it is in a bucket
+-- starting at \`due\` or at the greatest earliest due below it, newest first
+-- being likelier. Returns false when it was not scheduled.
+local function schedule_remove(index, id, due)
+  if remove_from(index, redis.call('ZRANGE', index, due, due, 'BYSCORE', 'REV', 'WITHSCORES'), id) then return true end
+  local below = redis.call('ZRANGE', index, '(' .. due, '-inf', 'BYSCORE', 'REV', 'LIMIT', 0, 1, 'WITHSCORES')
+  if below[1] and remove_from(index, redis.call('ZRANGE', index, below[2], below[2], 'BYSCORE', 'REV', 'WITHSCORES'), id) then return true end
+  -- An envelope corrupted by hand reads as due 0: its entry may be anywhere.
+  return tonumber(due) == 0 and remove_from(index, redis.call('ZRANGE', index, 0, -1, 'WITHSCORES'), id)
+end
+
+-- Takes \`id\` out of the state it is in, in the keys \`k\`; returns that state (and a dead letter's score), or nil.
+local function take(k, id, due, version)
+  if schedule_remove(k.schedule, id, due) or redis.call('ZREM', k.legacy, id) == 1 then return 'scheduled' end
+  local dead = redis.call('ZSCORE', k.dead, id)
+  if dead then
+    redis.call('ZREM', k.dead, id)
+    return 'dead', tonumber(dead)
+  end
+  if redis.call('LREM', k.ready, 1, id) == 1 then return 'ready' end
+  local newer = newer_key(k.meta) .. ':' .. version
+  if version > 1 and redis.call('LREM', newer, 1, id) == 1 then
+    if redis.call('LLEN', newer) == 0 then redis.call('HDEL', newer_key(k.meta), version) end
+    return 'ready'
+  end
+  return nil
+end
+
+local own = { meta = KEYS[1], schedule = KEYS[2], ready = KEYS[3], legacy = KEYS[8], dead = KEYS[5] }
+local named = named_groups(KEYS[9])
+local out = {}
+for i = 2, #ARGV do
+  local id = ARGV[i]
+  local value = redis.call('HGET', KEYS[1], id)
+  local busy = value == nil or value == false or redis.call('ZSCORE', KEYS[4], id)
+  local held = {}
+  if not busy then
+    for _, group in ipairs(named) do
+      local g = group_keys(KEYS[1], group)
+      local header = redis.call('HGET', g.meta, id)
+      if header then
+        if redis.call('ZSCORE', g.in_flight, id) then busy = true break end
+        held[#held + 1] = { group = group, g = g, header = header }
+      end
+    end
+  end
+  if not busy then
+    local _, due, body = envelope_parse(value)
+    local version = envelope_version(value)
+    local record = { id = id, value = value }
+    record.state, record.dead = take(own, id, due, version)
+    record.error = redis.call('HGET', KEYS[6], id) or nil
+    record.log = redis.call('HGET', KEYS[7], id) or nil
+    record.pending = redis.call('HGET', KEYS[10], id) or nil
+    record.groups = {}
+    for _, h in ipairs(held) do
+      local _, group_due = envelope_parse(h.header)
+      local state, dead = take(h.g, id, group_due, version)
+      record.groups[#record.groups + 1] = {
+        group = h.group, header = h.header, state = state or cjson.null, dead = dead or cjson.null,
+        error = redis.call('HGET', h.g.errors, id) or cjson.null, log = redis.call('HGET', h.g.error_log, id) or cjson.null,
+      }
+      redis.call('HDEL', h.g.meta, id)
+      redis.call('HDEL', h.g.errors, id)
+      redis.call('HDEL', h.g.error_log, id)
+    end
+    redis.call('HDEL', KEYS[1], id)
+    redis.call('HDEL', KEYS[6], id)
+    redis.call('HDEL', KEYS[7], id)
+    redis.call('HDEL', KEYS[10], id)
+    local json = cjson.encode(record)
+    redis.call('HSET', KEYS[11], id, ARGV[1] .. '|' .. json)
+    out[#out + 1] = id
+    out[#out + 1] = json
+  end
+end
+return out
 `,
   },
   'purge-dead': {

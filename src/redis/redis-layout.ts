@@ -67,6 +67,10 @@ export interface TypeKeys {
    * that can read them (lua/includes/newer-key.lua).
    */
   readonly newer: string;
+  /** Hash: id -> 'token|record' of an event taken out of this queue for its new partition (lua/migrate-out.lua). */
+  readonly moving: string;
+  /** Hash: token -> ms, the moves stored in this queue (lua/migrate-in.lua): a move sent twice is stored once. */
+  readonly moved: string;
   /** Sorted set: id -> dead-lettered at ms. State DEAD. */
   readonly dead: string;
   /** Hash: id -> last error, for events that failed at least once. */
@@ -136,6 +140,15 @@ export class RedisLayout {
     return `${this.prefix}:{${type}}:a:${slotStartMs / 1_000}`;
   }
 
+  /**
+   * Hash: partitions setting -> when an instance with it last said so, for
+   * a type: the settings in use, so that instances with a new one move
+   * events out of the partitions the others wrote (src/runtime/repartitioner.ts).
+   */
+  layoutOf(type: string): string {
+    return `${this.prefix}:{${type}}:layout`;
+  }
+
   /** Pub/sub channel on which enqueues announce a due time earlier than any the dispatchers know. */
   get wakeChannel(): string {
     return `${this.prefix}:wake`;
@@ -165,6 +178,8 @@ export class RedisLayout {
       ready: `${base}:r`,
       inFlight: `${base}:f`,
       newer: `${base}:v`,
+      moving: `${base}:mv`,
+      moved: `${base}:mi`,
       dead: `${base}:d`,
       errors: `${base}:e`,
       errorLog: `${base}:el`,
@@ -211,6 +226,8 @@ export class RedisLayout {
       ready: `${own}:r`,
       inFlight: `${own}:f`,
       newer: `${own}:v`,
+      moving: queue.moving,
+      moved: queue.moved,
       dead: `${own}:d`,
       errors: `${own}:e`,
       errorLog: `${own}:el`,

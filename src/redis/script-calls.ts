@@ -25,6 +25,8 @@ export const SCRIPT_NAMES = [
   'advance-schedule',
   'upgrade-bodies',
   'upgrade-schedule',
+  'migrate-out',
+  'migrate-in',
 ] as const;
 export type ScriptName = (typeof SCRIPT_NAMES)[number];
 

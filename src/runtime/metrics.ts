@@ -36,6 +36,7 @@ export const METRIC = {
   wakeListenerResets: 'delayed.queue.wake.listener.resets',
   paused: 'delayed.queue.paused',
   leftForNewerVersion: 'delayed.queue.left.for.newer.version',
+  repartitioned: 'delayed.queue.repartitioned',
 } as const;
 export type MetricName = (typeof METRIC)[keyof typeof METRIC];
 
@@ -67,6 +68,7 @@ export const METRIC_TAGS = {
   [METRIC.wakeListenerResets]: [],
   [METRIC.paused]: ['type'],
   [METRIC.leftForNewerVersion]: ['type', 'group'],
+  [METRIC.repartitioned]: ['type'],
 } as const satisfies Record<MetricName, readonly string[]>;
 
 /** The tags a metric is emitted with: exactly its METRIC_TAGS keys. */

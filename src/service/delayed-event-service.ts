@@ -23,6 +23,7 @@ import { Health } from './health';
 import type { EventCounts, EventState, EventTypeInfo } from '../redis/stored-types';
 import type { DeadLetter, DeadLetterPage, DueTimelineOptions, EventTarget, InspectedEvent, ListOptions } from './inspection-types';
 import { Inspector } from './inspector';
+import { PartitionMoves } from '../redis/partition-moves';
 import type { StoredVersions, UpgradeReport, VerifyOptions, VerifyReport } from './stored-versions';
 import type { ServiceHealth } from './instrumentation';
 import { type RecurringSchedule, RecurringSchedules, type ScheduleOptions } from './recurring-schedules';
@@ -88,6 +89,7 @@ export class DelayedEventService {
         ),
     });
 
+    const partitionMoves = new PartitionMoves(this.connections.command, layout, this.scripts);
     this.inspector = new Inspector({
       client: this.connections.command,
       layout,
@@ -141,6 +143,7 @@ export class DelayedEventService {
       loops: () => this.handlers.loops(),
       handlersHere: () => this.handlers.running(),
       handlingRefusal: () => this.handlers.refusal,
+      announce: (route) => void partitionMoves.announce(route.type, route.partitions).catch(() => undefined),
     });
   }
 

@@ -19,6 +19,8 @@ import { type EventHandler, passThroughContextHandler } from '../runtime/handler
 import { METRIC, type Metrics } from '../runtime/metrics';
 import { OutageBackoff } from '../runtime/outage-backoff';
 import { ReadyReader } from '../runtime/ready-reader';
+import { Repartitioner } from '../runtime/repartitioner';
+import { PartitionMoves } from '../redis/partition-moves';
 import type { ServiceLog } from '../runtime/service-log';
 import { WAKE_ALL, type Wake } from '../runtime/wake-listener';
 import { DEAD_LETTER_CHUNK } from './inspection-types';
@@ -106,6 +108,8 @@ export class Handlers {
   private readonly markers = new Map<string, string>();
   /** The scripts of the handlers' loops, on their own connection (RedisConnections.handling); made with the first handler. */
   private handlingScripts: LuaScripts | undefined;
+  /** Per type handled here, the loop that moves its events to this instance's partitions. */
+  private readonly repartitioners = new Map<string, Repartitioner>();
   /** Who this instance is in instances(): random, and when it started. */
   private readonly instanceId = randomBytes(6).toString('hex');
   private readonly startedAt = Date.now();
@@ -227,6 +231,12 @@ export class Handlers {
     });
     for (const dispatcher of dispatchers) dispatcher.start();
     consumer.start();
+    if (!this.repartitioners.has(type)) {
+      const moves = new PartitionMoves(this.parts.connections.handling, layout, scripts);
+      const repartitioner = new Repartitioner(route, moves, metrics);
+      this.repartitioners.set(type, repartitioner);
+      repartitioner.start();
+    }
     this.parts.onHandled(route);
     this.registrations.set(registrationKey, { type, group, parallelism, version, consumer: consumer as unknown as Consumer<DelayedEventInstance>, dispatchers, readers });
   }
@@ -237,6 +247,11 @@ export class Handlers {
     const registration = this.registrations.get(key);
     if (!registration) return;
     this.registrations.delete(key);
+    if (![...this.registrations.values()].some((r) => r.type === registration.type)) {
+      const repartitioner = this.repartitioners.get(registration.type);
+      this.repartitioners.delete(registration.type);
+      await repartitioner?.stop();
+    }
     await this.unregister(registration);
   }
 
@@ -269,6 +284,9 @@ export class Handlers {
     const registrations = [...this.registrations.values()];
     this.registrations.clear();
     this.readyWakes?.unsubscribe();
+    const repartitioners = [...this.repartitioners.values()];
+    this.repartitioners.clear();
+    await Promise.all(repartitioners.map((r) => r.stop()));
     await Promise.all(registrations.map((r) => this.unregister(r)));
   }
 

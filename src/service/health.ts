@@ -23,7 +23,16 @@ export interface HealthParts {
   readonly handlersHere: () => ReadonlyArray<{ readonly type: string; readonly group: string }>;
   /** The ACL refusal on the handlers' connection, if any. */
   readonly handlingRefusal: () => RedisConnectionError | undefined;
+  /**
+   * Says, for a type stored or handled here, which partitions setting this
+   * instance uses (src/runtime/repartitioner.ts): at first, then with the
+   * gauges, at most once a minute, so instances of another setting know to
+   * move what this one stores.
+   */
+  readonly announce?: (route: EventRoute) => void;
 }
+
+const ANNOUNCE_EVERY_MS = 60_000;
 
 /**
  * What the service tells about itself: health() for readiness probes, the
@@ -41,8 +50,14 @@ export class Health {
 
   /** A type enqueued or handled here: its gauges are sampled from now on. */
   know(route: EventRoute): void {
+    if (this.knownTypes.get(route.type)?.partitions === route.partitions) return;
     this.knownTypes.set(route.type, route);
+    this.announced.set(route.type, Date.now());
+    this.parts.announce?.(route);
   }
+
+  /** When each known type's setting was last announced. */
+  private readonly announced = new Map<string, number>();
 
   /** Whether Redis answers a PING now (within `timeoutMs`), the loops running here, and the last Redis error seen. Never rejects. */
   async health(timeoutMs: number): Promise<ServiceHealth> {
@@ -137,6 +152,11 @@ export class Health {
   }
 
   private async sampleQueueGauges(): Promise<GaugeSample[]> {
+    for (const route of this.knownTypes.values()) {
+      if (Date.now() - (this.announced.get(route.type) ?? 0) < ANNOUNCE_EVERY_MS) continue;
+      this.announced.set(route.type, Date.now());
+      this.parts.announce?.(route);
+    }
     const samples = await Promise.all(
       [...this.knownTypes.values()].map(async (route) => {
         const { counts, paused } = await this.parts.inspector.gaugeSample(route);

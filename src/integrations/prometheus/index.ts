@@ -49,6 +49,7 @@ const COUNTERS: Partial<Record<MetricName, { readonly name: string; readonly hel
     name: 'left_for_newer_version_total',
     help: 'Ready events this instance left for an instance with a newer event class version (no attempt spent).',
   },
+  [METRIC.repartitioned]: { name: 'repartitioned_total', help: "Stored events this process moved to their partition after the type's partitions setting changed." },
   [METRIC.wakeListenerResets]: { name: 'wake_listener_resets_total', help: 'Wake-up subscriber connections replaced because a PING went unanswered.' },
 };
 

@@ -1,0 +1,74 @@
+-- Transition: MOVING -> SCHEDULED | READY | DEAD, in the event's new
+-- partition (src/runtime/repartitioner.ts): stores what migrate-out.lua took
+-- from the old one, each event in the state it left, in every group that
+-- held it. Once per move: the move's token is kept, so the same records sent
+-- again (the caller crashed before it cleared the moving hash) change
+-- nothing, even if the events were handled meanwhile. An id stored here
+-- already (enqueued again meanwhile) keeps what is here.
+-- KEYS[1] meta: meta hash (bodies)
+-- KEYS[2] schedule: schedule index (includes/schedule-buckets-constants.lua)
+-- KEYS[3] ready: ready list
+-- KEYS[4] dead: dead zset
+-- KEYS[5] errors: errors hash
+-- KEYS[6] errorLog: error-log hash
+-- KEYS[7] groups: group registry (includes/group-keys.lua)
+-- KEYS[8] pending: pending hash
+-- KEYS[9] moved: moved hash (token of a move stored here -> when)
+-- KEYS[10] slotGuard: slot guard: never written; declared so that Redis refuses the script
+--         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
+-- ARGV[1] token of the move
+-- ARGV[2] wake channel ('' for none)
+-- ARGV[3] wake message prefix (this queue's tag)
+-- ARGV[4..] record json of each event (migrate-out.lua)
+-- Returns how many events were stored.
+-- @include envelope-parse
+-- @include group-keys
+-- @include now-ms
+-- @include schedule-add
+
+if redis.call('HEXISTS', KEYS[9], ARGV[1]) == 1 then return 0 end
+local now = now_ms()
+local stored = 0
+local earliest
+local any_ready = false
+local function put(k, id, state, due, dead)
+  if state == 'scheduled' then
+    schedule_add(k.schedule, { { due, id } })
+    if not earliest or due < earliest then earliest = due end
+  elseif state == 'ready' then
+    redis.call('RPUSH', k.ready, id)
+    any_ready = true
+  elseif state == 'dead' then
+    redis.call('ZADD', k.dead, dead, id)
+  end
+end
+local own = { schedule = KEYS[2], ready = KEYS[3], dead = KEYS[4] }
+for i = 4, #ARGV do
+  local record = cjson.decode(ARGV[i])
+  local id = record.id
+  if redis.call('HEXISTS', KEYS[1], id) == 0 then
+    stored = stored + 1
+    redis.call('HSET', KEYS[1], id, record.value)
+    local _, due = envelope_parse(record.value)
+    put(own, id, record.state, tonumber(due), record.dead)
+    if record.error then redis.call('HSET', KEYS[5], id, record.error) end
+    if record.log then redis.call('HSET', KEYS[6], id, record.log) end
+    if record.pending then redis.call('HSET', KEYS[8], id, record.pending) end
+    for _, h in ipairs(record.groups or {}) do
+      local g = group_keys(KEYS[1], h.group)
+      -- A group that held it here is registered there too, as it was.
+      redis.call('HSETNX', KEYS[7], h.group, now)
+      redis.call('HSET', g.meta, id, h.header)
+      local _, group_due = envelope_parse(h.header)
+      if h.state ~= cjson.null then put(g, id, h.state, tonumber(group_due), h.dead) end
+      if h.error ~= cjson.null then redis.call('HSET', g.errors, id, h.error) end
+      if h.log ~= cjson.null then redis.call('HSET', g.error_log, id, h.log) end
+    end
+  end
+end
+redis.call('HSET', KEYS[9], ARGV[1], now)
+if ARGV[2] ~= '' then
+  if any_ready then redis.call('PUBLISH', ARGV[2], ARGV[3] .. '|-1') end
+  if earliest then redis.call('PUBLISH', ARGV[2], ARGV[3] .. '|' .. string.format('%d', earliest)) end
+end
+return stored

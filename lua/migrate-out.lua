@@ -1,0 +1,97 @@
+-- Transition: SCHEDULED | READY | DEAD -> MOVING, for a change of the type's
+-- partitions (src/runtime/repartitioner.ts): each event of the list that no
+-- holder (the default group or a named one) has in flight leaves every state
+-- here and is kept whole in the moving hash, so no reader here claims it and
+-- none is lost; migrate-in.lua then stores it in its new partition, and the
+-- caller deletes it from the moving hash. An event some holder has in flight
+-- stays: its lease ends here first (the caller dispatches this queue, so an
+-- expired lease comes back to READY like anywhere else).
+-- KEYS[1] meta: meta hash (bodies)
+-- KEYS[2] schedule: schedule index (includes/schedule-buckets-constants.lua)
+-- KEYS[3] ready: ready list
+-- KEYS[4] inFlight: in-flight zset
+-- KEYS[5] dead: dead zset
+-- KEYS[6] errors: errors hash
+-- KEYS[7] errorLog: error-log hash
+-- KEYS[8] legacySchedule: legacy schedule zset, written by 0.1
+-- KEYS[9] groups: group registry (includes/group-keys.lua)
+-- KEYS[10] pending: pending hash (id -> how many groups still hold the event)
+-- KEYS[11] moving: moving hash (id -> 'token|record json' of an event between partitions)
+-- KEYS[12] slotGuard: slot guard: never written; declared so that Redis refuses the script
+--         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
+-- ARGV[1] token of this move (the caller's batch)
+-- ARGV[2..] ids
+-- Returns {id, record json, ...} of the events taken out.
+-- @include envelope-parse
+-- @include envelope-version
+-- @include group-keys
+-- @include named-groups
+-- @include newer-remove
+-- @include schedule-remove
+
+-- Takes `id` out of the state it is in, in the keys `k`; returns that state (and a dead letter's score), or nil.
+local function take(k, id, due, version)
+  if schedule_remove(k.schedule, id, due) or redis.call('ZREM', k.legacy, id) == 1 then return 'scheduled' end
+  local dead = redis.call('ZSCORE', k.dead, id)
+  if dead then
+    redis.call('ZREM', k.dead, id)
+    return 'dead', tonumber(dead)
+  end
+  if redis.call('LREM', k.ready, 1, id) == 1 then return 'ready' end
+  local newer = newer_key(k.meta) .. ':' .. version
+  if version > 1 and redis.call('LREM', newer, 1, id) == 1 then
+    if redis.call('LLEN', newer) == 0 then redis.call('HDEL', newer_key(k.meta), version) end
+    return 'ready'
+  end
+  return nil
+end
+
+local own = { meta = KEYS[1], schedule = KEYS[2], ready = KEYS[3], legacy = KEYS[8], dead = KEYS[5] }
+local named = named_groups(KEYS[9])
+local out = {}
+for i = 2, #ARGV do
+  local id = ARGV[i]
+  local value = redis.call('HGET', KEYS[1], id)
+  local busy = value == nil or value == false or redis.call('ZSCORE', KEYS[4], id)
+  local held = {}
+  if not busy then
+    for _, group in ipairs(named) do
+      local g = group_keys(KEYS[1], group)
+      local header = redis.call('HGET', g.meta, id)
+      if header then
+        if redis.call('ZSCORE', g.in_flight, id) then busy = true break end
+        held[#held + 1] = { group = group, g = g, header = header }
+      end
+    end
+  end
+  if not busy then
+    local _, due, body = envelope_parse(value)
+    local version = envelope_version(value)
+    local record = { id = id, value = value }
+    record.state, record.dead = take(own, id, due, version)
+    record.error = redis.call('HGET', KEYS[6], id) or nil
+    record.log = redis.call('HGET', KEYS[7], id) or nil
+    record.pending = redis.call('HGET', KEYS[10], id) or nil
+    record.groups = {}
+    for _, h in ipairs(held) do
+      local _, group_due = envelope_parse(h.header)
+      local state, dead = take(h.g, id, group_due, version)
+      record.groups[#record.groups + 1] = {
+        group = h.group, header = h.header, state = state or cjson.null, dead = dead or cjson.null,
+        error = redis.call('HGET', h.g.errors, id) or cjson.null, log = redis.call('HGET', h.g.error_log, id) or cjson.null,
+      }
+      redis.call('HDEL', h.g.meta, id)
+      redis.call('HDEL', h.g.errors, id)
+      redis.call('HDEL', h.g.error_log, id)
+    end
+    redis.call('HDEL', KEYS[1], id)
+    redis.call('HDEL', KEYS[6], id)
+    redis.call('HDEL', KEYS[7], id)
+    redis.call('HDEL', KEYS[10], id)
+    local json = cjson.encode(record)
+    redis.call('HSET', KEYS[11], id, ARGV[1] .. '|' .. json)
+    out[#out + 1] = id
+    out[#out + 1] = json
+  end
+end
+return out

@@ -1,0 +1,164 @@
+import { randomBytes } from 'node:crypto';
+import type { EventRoute } from '../core/delayed-event.decorator';
+import type { LuaScripts } from './lua-scripts';
+import type { RedisClient } from './redis-client';
+import type { RedisLayout, TypeKeys } from './redis-layout';
+import { MAX_PARTITIONS } from './stored-types';
+
+/** The field of the layout hash naming the setting events move to. */
+const CURRENT = 'current';
+/** Ids taken out per migrate-out call. */
+const MOVE_STEP = 200;
+
+/**
+ * Moving a type's stored events when its `partitions` setting changes: the
+ * reads and the calls of lua/migrate-out.lua and lua/migrate-in.lua, which
+ * alone know how an event is kept whole on the way. Each event goes through
+ * three steps, each one call in one slot: out of its old queue into that
+ * queue's moving hash (no reader there can claim it then), into its new
+ * queue under the move's token (stored once, however often sent), then out of
+ * the moving hash. A crash between steps leaves it in the moving hash, and the
+ * next sweep of that queue sends it on (finishMoves): nothing is lost, nothing
+ * is stored twice.
+ */
+export class PartitionMoves {
+  constructor(
+    private readonly client: RedisClient,
+    private readonly layout: RedisLayout,
+    private readonly scripts: LuaScripts,
+  ) {}
+
+  /** Says that an instance with `partitions` handles or stores the type now. */
+  async announce(type: string, partitions: number): Promise<void> {
+    await this.client.hset(this.layout.layoutOf(type), String(partitions), String(Date.now()));
+  }
+
+  /**
+   * Says that an instance with `partitions` started handling the type: the
+   * setting of the instance that started last is the one events move to.
+   */
+  async claimCurrent(type: string, partitions: number): Promise<void> {
+    await this.client.hset(this.layout.layoutOf(type), CURRENT, String(partitions), String(partitions), String(Date.now()));
+  }
+
+  /** The partitions settings instances announced, when each last did, and the current one (undefined before any instance said). */
+  async settings(type: string): Promise<{ current: number | undefined; all: Array<{ partitions: number; at: number }> }> {
+    const all = await this.client.hgetall(this.layout.layoutOf(type));
+    const current = all[CURRENT] === undefined ? undefined : Number(all[CURRENT]);
+    return {
+      current,
+      all: Object.entries(all)
+        .filter(([field]) => field !== CURRENT)
+        .map(([partitions, at]) => ({ partitions: Number(partitions), at: Number(at) })),
+    };
+  }
+
+  /** Forgets settings no instance announced since `before` (ms). */
+  async forgetSettings(type: string, partitions: readonly number[]): Promise<void> {
+    if (partitions.length > 0) await this.client.hdel(this.layout.layoutOf(type), ...partitions.map(String));
+  }
+
+  /**
+   * Every queue of the type, under any partitions setting, holding stored or
+   * moving events, given this instance has `partitions`. Three probes tell
+   * whether another setting left any ({type}, {type#0} and {type#partitions}:
+   * one of them is another setting's, if any other was used); only then is
+   * each possible tag probed. Ids another setting put in this one's queues
+   * (4 -> 8) are not found so: they are still handled there; settings
+   * announced from 0.5 on find them (src/runtime/repartitioner.ts).
+   */
+  async queuesInUse(type: string, partitions: number): Promise<TypeKeys[]> {
+    const hints = [this.layout.forType(type), this.layout.forType(type, 0), this.layout.forType(type, partitions)];
+    const mine = new Set(this.layout.partitionsOf({ type, partitions }));
+    const hinted = await Promise.all(hints.map((keys) => (mine.has(keys) ? 0 : this.client.exists(keys.meta, keys.moving))));
+    if (hinted.every((n) => n === 0)) return [];
+    const candidates = [this.layout.forType(type), ...Array.from({ length: MAX_PARTITIONS }, (_, p) => this.layout.forType(type, p))];
+    const inUse = (keys: TypeKeys) => this.client.exists(keys.meta, keys.moving);
+    let found: number[];
+    if (this.client.isCluster) {
+      found = await Promise.all(candidates.map(inUse));
+    } else {
+      const pipeline = this.client.pipeline();
+      for (const keys of candidates) pipeline.exists(keys.meta, keys.moving);
+      found = ((await pipeline.exec()) ?? []).map(([error, n]) => {
+        if (error) throw error;
+        return Number(n);
+      });
+    }
+    return candidates.filter((_, i) => found[i]! > 0);
+  }
+
+  /** The queues of a partitions setting. */
+  queuesOf(type: string, partitions: number): TypeKeys[] {
+    return this.layout.partitionsOf({ type, partitions });
+  }
+
+  /** Whether a queue holds stored or moving events. */
+  async holdsAny(keys: TypeKeys): Promise<boolean> {
+    return (await this.client.exists(keys.meta, keys.moving)) > 0;
+  }
+
+  /**
+   * Moves every event of `source` whose queue under `route` is another one
+   * (all of them, for a queue `route` does not have), step by step; events in
+   * flight stay until their lease ends. Resolves how many were moved.
+   */
+  async moveOut(source: TypeKeys, route: EventRoute): Promise<number> {
+    let moved = await this.finishMoves(source, route);
+    // Expired leases come back to READY, so they can move; due events go to READY here first.
+    await this.scripts.dispatchDue(source, 1_000);
+    let cursor = '0';
+    do {
+      const [next, flat] = await this.client.hscan(source.meta, cursor, 'COUNT', 1_000);
+      cursor = next;
+      const ids: string[] = [];
+      for (let i = 0; i < flat.length; i += 2) {
+        const id = flat[i]!;
+        if (this.layout.forEvent(route, id) !== source) ids.push(id);
+      }
+      for (let i = 0; i < ids.length; i += MOVE_STEP) moved += await this.move(source, route, ids.slice(i, i + MOVE_STEP));
+    } while (cursor !== '0');
+    return moved;
+  }
+
+  /** Sends on what a crashed sweep left in `source`'s moving hash; resolves how many events were stored anew. */
+  async finishMoves(source: TypeKeys, route: EventRoute): Promise<number> {
+    const left = await this.client.hgetall(source.moving);
+    const byToken = new Map<string, Array<{ id: string; record: string }>>();
+    for (const [id, value] of Object.entries(left)) {
+      const bar = value.indexOf('|');
+      const token = value.slice(0, bar);
+      byToken.set(token, [...(byToken.get(token) ?? []), { id, record: value.slice(bar + 1) }]);
+    }
+    let stored = 0;
+    for (const [token, records] of byToken) stored += await this.deliver(source, route, token, records);
+    return stored;
+  }
+
+  private async move(source: TypeKeys, route: EventRoute, ids: readonly string[]): Promise<number> {
+    const token = randomBytes(8).toString('hex');
+    const records = await this.scripts.migrateOut(source, token, ids);
+    return this.deliver(source, route, token, records);
+  }
+
+  /** Steps two and three of a move: into each record's new queue, then out of the moving hash. */
+  private async deliver(source: TypeKeys, route: EventRoute, token: string, records: ReadonlyArray<{ id: string; record: string }>): Promise<number> {
+    if (records.length === 0) return 0;
+    const byTarget = new Map<TypeKeys, Array<{ id: string; record: string }>>();
+    for (const r of records) {
+      const target = this.layout.forEvent(route, r.id);
+      byTarget.set(target, [...(byTarget.get(target) ?? []), r]);
+    }
+    let stored = 0;
+    for (const [target, moving] of byTarget)
+      stored += await this.scripts.migrateIn(
+        target,
+        token,
+        moving.map((r) => r.record),
+      );
+    await this.client.hdel(source.moving, ...records.map((r) => r.id));
+    // The tokens are kept only until the moving hash no longer holds their records; lost, they cost a few bytes.
+    await Promise.all([...byTarget.keys()].map((target) => this.client.hdel(target.moved, token).catch(() => 0)));
+    return stored;
+  }
+}

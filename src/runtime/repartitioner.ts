@@ -1,0 +1,118 @@
+import type { EventRoute } from '../core/delayed-event.decorator';
+import type { PartitionMoves } from '../redis/partition-moves';
+import type { TypeKeys } from '../redis/redis-layout';
+import type { BackgroundService } from './background-service';
+import { METRIC, type Metrics } from './metrics';
+import { OutageBackoff, sleep } from './outage-backoff';
+
+/** How often a sweep looks while another setting is in use or events wait to move; and when all is in place. */
+const BUSY_SWEEP_MS = 2_000;
+const IDLE_SWEEP_MS = 60_000;
+/** A setting no instance announced for this long is no longer in use. */
+const SETTING_STALE_MS = 10 * 60_000;
+/** How often this setting's own queues are scanned for ids another setting in use put there. */
+const MINE_SCAN_MS = 30_000;
+
+/**
+ * Moves a type's stored events to the partitions this instance's setting
+ * gives them (docs/changing-event-classes.md, "Partitions"): run by every
+ * instance that handles the type, so changing `partitions` needs no drain.
+ *
+ * Each sweep announces this setting, then moves the events out of every queue
+ * this setting does not read (found by probing once at start, then from the
+ * settings other instances announce) and, while another setting is in use,
+ * out of this setting's queues where an id hashes elsewhere (from 4 to 8
+ * partitions, half of each old partition's ids belong to a new one). Events
+ * in flight stay until their lease ends; older instances go on reading their
+ * queues meanwhile, and the moves are fenced (src/redis/partition-moves.ts),
+ * so nothing is claimed twice or lost.
+ */
+export class Repartitioner implements BackgroundService {
+  private readonly stopping = new AbortController();
+  private running: Promise<void> | undefined;
+  private minesScannedAt = 0;
+
+  constructor(
+    private readonly route: EventRoute,
+    private readonly moves: PartitionMoves,
+    private readonly metrics: Metrics,
+    private readonly onMoved: (count: number) => void = () => undefined,
+  ) {}
+
+  start(): void {
+    this.running ??= this.loop();
+  }
+
+  async stop(): Promise<void> {
+    this.stopping.abort();
+    await this.running;
+  }
+
+  /** One sweep; resolves whether anything is still to move (so the next comes soon). */
+  async sweep(first: boolean): Promise<boolean> {
+    const { type, partitions } = this.route;
+    if (first) await this.moves.claimCurrent(type, partitions);
+    await this.moves.announce(type, partitions);
+    const { current, all } = await this.moves.settings(type);
+    // Only the instances of the setting that started last move events: two settings never move them back and forth.
+    if (current !== partitions) return false;
+    const mine = new Set(this.moves.queuesOf(type, partitions));
+    const now = Date.now();
+    const others = all.filter((s) => s.partitions !== partitions);
+    let moved = 0;
+    let busy = false;
+    // Events stored before settings were announced (0.4): whatever their setting, found by the probe.
+    const probed = first ? await this.moves.queuesInUse(type, partitions) : [];
+    const misplacedHere = probed.some((q) => !mine.has(q));
+    const sources = new Set([...probed, ...others.flatMap((s) => this.moves.queuesOf(type, s.partitions))]);
+    const emptied = new Set<TypeKeys>();
+    for (const queue of sources) {
+      if (mine.has(queue) || this.stopping.signal.aborted) continue;
+      if (await this.moves.holdsAny(queue)) moved += await this.moves.moveOut(queue, this.route);
+      if (await this.moves.holdsAny(queue)) busy = true;
+      else emptied.add(queue);
+    }
+    // A setting no instance announced for a while, whose queues are empty, is forgotten.
+    const gone = others.filter((s) => now - s.at >= SETTING_STALE_MS && this.moves.queuesOf(type, s.partitions).every((q) => mine.has(q) || emptied.has(q)));
+    await this.moves.forgetSettings(
+      type,
+      gone.map((s) => s.partitions),
+    );
+    // A queue of this setting holds ids another setting hashes elsewhere only if that one writes to it
+    // (partition p < N) and does not split ours (N a multiple of ours): 4 -> 8 does, 8 -> 4 and 1 -> 8 do not.
+    // Scanned then, at most every MINE_SCAN_MS; otherwise only what a crashed sweep left on its way is sent on.
+    const scanMine = (first && misplacedHere) || now - this.minesScannedAt >= MINE_SCAN_MS;
+    let p = 0;
+    for (const queue of mine) {
+      if (this.stopping.signal.aborted) break;
+      const partition = p++;
+      const misplaced = (first && misplacedHere) || (partitions > 1 && others.some((s) => s.partitions > 1 && partition < s.partitions && s.partitions % partitions !== 0));
+      moved += scanMine && misplaced ? await this.moves.moveOut(queue, this.route) : await this.moves.finishMoves(queue, this.route);
+    }
+    if (scanMine) this.minesScannedAt = now;
+    if (moved > 0) {
+      this.metrics.count(METRIC.repartitioned, { type }, moved);
+      this.onMoved(moved);
+    }
+    return busy || moved > 0 || others.length > gone.length;
+  }
+
+  private async loop(): Promise<void> {
+    const backoff = new OutageBackoff();
+    let first = true;
+    while (!this.stopping.signal.aborted) {
+      let busy: boolean;
+      try {
+        busy = await this.sweep(first);
+        first = false;
+        backoff.reset();
+      } catch {
+        if (this.stopping.signal.aborted) return;
+        this.metrics.count(METRIC.redisErrors, { loop: 'repartition', type: this.route.type });
+        await sleep(backoff.next(), this.stopping.signal);
+        continue;
+      }
+      await sleep(busy ? BUSY_SWEEP_MS : IDLE_SWEEP_MS, this.stopping.signal);
+    }
+  }
+}

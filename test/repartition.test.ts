@@ -1,0 +1,96 @@
+import 'reflect-metadata';
+import { describe, expect, it } from 'vitest';
+import { DelayedEvent, type DelayedEventService, fixedBackoff } from '../src';
+import { useRedis, waitForDeadLetters } from './support/harness';
+import { waitFor } from './support/wait-for';
+
+const TYPE = 'test.resized';
+
+// The same event type as three deploys declare it: unpartitioned, then over 8 partitions, then back.
+@DelayedEvent(TYPE)
+class Resized1 {
+  constructor(readonly id: string = '') {}
+}
+@DelayedEvent(TYPE, { partitions: 8 })
+class Resized8 {
+  constructor(readonly id: string = '') {}
+}
+@DelayedEvent(TYPE)
+class ResizedBack {
+  constructor(readonly id: string = '') {}
+}
+
+/** A handler that records each call, fails ids starting 'dead', and holds ids starting 'slow' until released. */
+function recorder() {
+  const calls: string[] = [];
+  const held: Array<() => void> = [];
+  const handle = (e: { id: string }) => {
+    calls.push(e.id);
+    if (e.id.startsWith('dead')) return false;
+    if (e.id.startsWith('slow')) return new Promise<boolean>((resolve) => held.push(() => resolve(true)));
+    return true;
+  };
+  return { calls, held, handle };
+}
+
+describe('changing a type’s partitions without draining', () => {
+  const redis = useRedis();
+
+  async function expectAllThere(service: DelayedEventService, eventClass: typeof Resized1 | typeof Resized8, scheduled: number, dead: number) {
+    await waitFor(
+      async () => {
+        const c = await service.counts(eventClass);
+        return c?.scheduled === scheduled && c.dead === dead && c.ready === 0 && c.inFlight === 0;
+      },
+      `${scheduled} scheduled and ${dead} dead in the new partitions`,
+      30_000,
+    );
+    for (let i = 0; i < scheduled; i += 7) expect((await service.find(eventClass, `later${i}`))?.state).toBe('scheduled');
+  }
+
+  it('moves events in every state from 1 partition to 8 and back, none lost, none handled twice', async () => {
+    const prefix = redis.prefix();
+    const options = { prefix, retry: fixedBackoff(1, 0), handlerTimeoutMs: 30_000 };
+    // Deploy 1: one partition. Scheduled events, dead letters, one in flight and some ready behind it.
+    const one = redis.service(options);
+    const first = recorder();
+    for (let i = 0; i < 40; i++) await one.enqueue(new Resized1(`later${i}`), 3_600_000);
+    for (let i = 0; i < 5; i++) await one.enqueue(new Resized1(`dead${i}`), 0);
+    one.addHandler(Resized1, first.handle, 1, { prefetch: 0 });
+    await waitForDeadLetters(one, Resized1, 5);
+    await one.enqueue(new Resized1('slow0'), 0);
+    await waitFor(() => first.held.length === 1, 'the slow event running');
+    for (let i = 0; i < 10; i++) await one.enqueue(new Resized1(`ready${i}`), 0);
+    await waitFor(async () => (await one.counts(Resized1))?.ready === 10, 'ten ready behind it');
+
+    // Deploy 2 starts beside it with 8 partitions: it moves everything not in flight, and handles the ready ones.
+    const eight = redis.service(options);
+    const second = recorder();
+    eight.addHandler(Resized8, second.handle, 4);
+    await waitFor(() => second.calls.filter((id) => id.startsWith('ready')).length === 10, 'the ready events handled after their move', 30_000);
+    first.held.splice(0).forEach((release) => release());
+    await one.close();
+    await expectAllThere(eight, Resized8, 40, 5);
+    expect((await eight.deadLetters(Resized8)).map((d) => d.id).sort()).toEqual(['dead0', 'dead1', 'dead2', 'dead3', 'dead4']);
+
+    // Deploy 3 goes back to one partition while deploy 2 still runs.
+    const back = redis.service(options);
+    const third = recorder();
+    back.addHandler(ResizedBack, third.handle, 4);
+    for (let i = 0; i < 10; i++) await eight.enqueue(new Resized8(`late${i}`), 0);
+    await waitFor(() => [...second.calls, ...third.calls].filter((id) => id.startsWith('late')).length === 10, 'events of the old setting handled');
+    await eight.close();
+    await expectAllThere(back, ResizedBack, 40, 5);
+
+    const all = [...first.calls, ...second.calls, ...third.calls];
+    const handled = all.filter((id) => !id.startsWith('later'));
+    expect(new Set(handled).size).toBe(handled.length);
+    expect(all.filter((id) => id.startsWith('later'))).toEqual([]);
+    expect(handled.sort()).toEqual(
+      [...['dead0', 'dead1', 'dead2', 'dead3', 'dead4'], ...Array.from({ length: 10 }, (_, i) => `late${i}`), ...Array.from({ length: 10 }, (_, i) => `ready${i}`), 'slow0'].sort(),
+    );
+    // Nothing stays in the partitions no one reads.
+    const client = redis.client();
+    for (let p = 0; p < 8; p++) expect(await client.exists(`${prefix}:{${TYPE}#${p}}:m`, `${prefix}:{${TYPE}#${p}}:mv`)).toBe(0);
+  });
+});

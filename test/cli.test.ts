@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { build } from 'esbuild';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DelayedEvent, DelayedEventService, PermanentFailure, fixedBackoff } from '../src';
+import { partitionOf } from '../src/redis/redis-layout';
 import { useRedis } from './support/harness';
 import { freePort } from './support/redis-server';
 import { TcpProxy } from './support/tcp-proxy';
@@ -404,6 +405,20 @@ describe('the delayed-events CLI', () => {
     const instances = JSON.parse((await cli('instances', '--json')).stdout) as Array<{ pid: number; handlers: Array<{ type: string }> }>;
     expect(instances.some((i) => i.pid === process.pid && i.handlers.some((h) => h.type === 'cli.payment'))).toBe(true);
     expect((await cli('instances')).stdout).toMatch(/^INSTANCE\s+HOST\s+PID\s+STARTED\s+HANDLERS/);
+
+    // Stored versions, by type name: a body of version 2 has its number in front.
+    await service.enqueue(new Ship('versioned-1'), 3_600_000);
+    const client = redis.client();
+    const key = `${prefix}:{cli.ship#${partitionOf('versioned-1', 3)}}:m`;
+    const stored = (await client.hget(key, 'versioned-1'))!;
+    await client.hset(key, 'versioned-1', stored.replace(/^(\d+\|\d+\|)/, '$12|'));
+    const versions = await cli('versions', 'cli.ship');
+    expect(versions.code).toBe(0);
+    expect(versions.stdout).toMatch(/^STORED\s+VERSION\s+COUNT\n/);
+    expect(versions.stdout).toMatch(/events\s+2\s+1\n/);
+    const byVersion = JSON.parse((await cli('versions', 'cli.ship', '--json')).stdout) as { byVersion: Record<string, number> };
+    expect(byVersion.byVersion['2']).toBe(1);
+    expect((await cli('versions', 'cli.nothing-here')).code).not.toBe(0);
 
     // cli.ship has no dead letters: replaying them does nothing, and says so with exit 1.
     const nothing = await cli('replay', 'cli.ship', '--yes');

@@ -1,4 +1,5 @@
 import 'reflect-metadata';
+import { firstValueFrom } from 'rxjs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DelayedEvent, InvalidArgumentError, METRIC, fixedBackoff } from '../src';
 import { counter, recordMetrics, useRedis, waitForDeadLetters } from './support/harness';
@@ -78,6 +79,26 @@ describe('versioned event classes', () => {
     expect(await inspector.counts(OrderCheckV3)).toEqual({ scheduled: 0, ready: 0, inFlight: 0, dead: 0 });
   });
 
+  it('health() warns of events no running instance can read, once they waited newerVersionWarnMs, and stops once one reads them', async () => {
+    const prefix = redis.prefix();
+    const older = redis.service({ prefix, newerVersionWarnMs: 200 });
+    older.addHandler(OrderCheckV2, () => true);
+    const producer = redis.service({ prefix });
+    for (let i = 0; i < 3; i++) await producer.enqueue(new OrderCheckV3(`n${i}`, { cents: i, currency: 'EUR' }), 0);
+    const warned = await waitFor(async () => (await older.health()).awaitingNewerVersion, 'the warning');
+    expect(warned).toEqual([{ type: VERSIONED_TYPE, group: 'default', version: 3, events: 3, waitingMs: expect.any(Number) }]);
+    expect(warned[0]!.waitingMs).toBeGreaterThanOrEqual(200);
+    expect((await older.health()).ready).toBe(true);
+    const newer = redis.service({ prefix });
+    const seen: string[] = [];
+    newer.addHandler(OrderCheckV3, (e) => {
+      seen.push(e.id);
+      return true;
+    });
+    await waitFor(() => seen.length === 3, 'read by the newer instance');
+    await waitFor(async () => (await older.health()).awaitingNewerVersion === undefined, 'the warning gone');
+  });
+
   it('verifyStored reads every state and the schedule templates, finds a planted incompatible body, and changes nothing', async () => {
     const prefix = redis.prefix();
     const v1 = redis.service({ prefix });
@@ -129,6 +150,57 @@ describe('versioned event classes', () => {
     // The template's occurrences are written at version 3 now.
     const template = JSON.parse((await redis.client().hget(`${prefix}:{${VERSIONED_TYPE}}:sched`, 'nightly'))!) as { eventVersion: number; payload: unknown };
     expect(template).toMatchObject({ eventVersion: 3, payload: { money: { cents: 9, currency: 'EUR' } } });
+  });
+
+  it('upgradeStored, killed midway while handlers run, leaves every event readable once; run again, it finishes the rest', async () => {
+    const prefix = redis.prefix();
+    const total = 40_000;
+    const producer = redis.service({ prefix });
+    for (let i = 0; i < total; i += 5_000) {
+      await firstValueFrom(producer.enqueueBatch(Array.from({ length: 5_000 }, (_, k) => ({ event: new OrderCheckV1(`e${i + k}`, i + k), delay: 3_600_000 }))));
+    }
+    // Load: v3 handlers take events falling due while their bodies are rewritten.
+    const handler = redis.service({ prefix });
+    const seen = new Map<string, number>();
+    handler.addHandler(
+      OrderCheckV3,
+      (e) => {
+        seen.set(e.id, (seen.get(e.id) ?? 0) + 1);
+        if (e.cents() !== Number(e.id.slice(1))) throw new Error(`read ${e.cents()} for ${e.id}`);
+        return true;
+      },
+      8,
+    );
+    const due = Array.from({ length: 200 }, (_, k) => `e${k * 97}`);
+    const upgrader = deploy(3, prefix, { UPGRADE: '1' });
+    for (const id of due) await producer.runNow(OrderCheckV1, id);
+    const client = redis.client();
+    await waitFor(
+      async () => {
+        const sample = (await client.hrandfield(metaKey(prefix), 200, 'WITHVALUES')) as string[];
+        return sample.some((value, i) => i % 2 === 1 && /^\d+\|\d+\|3\|/.test(value));
+      },
+      'some bodies upgraded',
+      30_000,
+      5,
+    );
+    await upgrader.kill('SIGKILL');
+    expect(upgrader.lines.some((l) => l.upgraded !== undefined)).toBe(false);
+    const midway = await handler.versions(VERSIONED_TYPE);
+    expect(midway?.byVersion[1]).toBeGreaterThan(0);
+    expect(midway?.byVersion[3]).toBeGreaterThan(0);
+    await waitFor(() => due.every((id) => seen.has(id)), 'the due events handled', 30_000);
+    const after = await handler.verifyStored(OrderCheckV3);
+    expect(after.failures).toEqual([]);
+    expect(after.checked).toBe(total - due.length);
+    const rest = await handler.upgradeStored(OrderCheckV3);
+    expect(rest.failures).toEqual([]);
+    expect(rest.upgraded).toBeGreaterThan(0);
+    expect(rest.upgraded).toBeLessThan(total);
+    expect(await handler.versions(VERSIONED_TYPE)).toEqual({ events: total - due.length, byVersion: { 3: total - due.length } });
+    expect([...seen.values()].every((n) => n === 1)).toBe(true);
+    expect(seen.size).toBe(due.length);
+    expect((await handler.find(OrderCheckV3, 'e12345'))?.event).toEqual(new OrderCheckV3('e12345', { cents: 12345, currency: 'EUR' }));
   });
 
   it('dead-letters an event its class cannot read with the body and version kept; replay after a fixed deploy reads it through the upcasters', async () => {

@@ -295,6 +295,16 @@ export async function schedules(ctx: Context, type: string | undefined): Promise
   );
 }
 
+export async function versions(ctx: Context, type: string): Promise<void> {
+  const found = await ctx.service.versions(type);
+  if (!found) throw unknownType(ctx, type);
+  if (ctx.json) return ctx.out(json(found));
+  const rows = Object.entries(found.byVersion).map(([version, n]) => ['events', version, count(n)]);
+  for (const [version, n] of Object.entries(found.schedules ?? {})) rows.push(['schedule templates', version, count(n)]);
+  if (rows.length === 0) return ctx.out(`nothing stored of '${shown(type)}'`);
+  ctx.out(table(['STORED', 'VERSION', 'COUNT'], rows));
+}
+
 export async function instances(ctx: Context): Promise<void> {
   const found = await ctx.service.instances();
   if (ctx.json) return ctx.out(json(found));

@@ -139,6 +139,10 @@ function program(run: (job: (ctx: commands.Context) => Promise<void>, command: C
     .description('recurring schedules of a type (without one: of every type), with their spec, next and last occurrence')
     .action((type: string | undefined, _, cmd: Command) => run((ctx) => commands.schedules(ctx, type), cmd));
   cli
+    .command('versions <type>')
+    .description("how many of a type's stored events and schedule templates each event class version wrote (reads every event: takes a while for millions)")
+    .action((type: string, _, cmd: Command) => run((ctx) => commands.versions(ctx, type), cmd));
+  cli
     .command('instances')
     .description('live instances handling events under the prefix, as they answer now: host, pid, start, and each handler with its calls running')
     .action((_, cmd: Command) => run((ctx) => commands.instances(ctx), cmd));

@@ -357,6 +357,22 @@ export class StoredEvents {
     return versions.map((version, i) => ({ version: Number(version), events: lengths[i]!, since: Number(since[version]) })).filter((w) => w.events > 0);
   }
 
+  /** What waits for a newer class version in each group of `queues` (a type's partitions), summed by group and version; `since` the oldest. */
+  async newerVersionWaits(queues: readonly TypeKeys[]): Promise<Array<NewerVersionWait & { readonly group: string }>> {
+    const found = new Map<string, NewerVersionWait & { group: string }>();
+    for (const queue of queues) {
+      const groups = [DEFAULT_GROUP, ...(await this.client.hkeys(queue.groups)).filter((g) => g !== DEFAULT_GROUP)];
+      for (const group of groups) {
+        for (const wait of await this.newerVersions(this.layout.forGroup(queue, group))) {
+          const key = `${group}|${wait.version}`;
+          const seen = found.get(key);
+          found.set(key, seen ? { ...seen, events: seen.events + wait.events, since: Math.min(seen.since, wait.since) } : { ...wait, group });
+        }
+      }
+    }
+    return [...found.values()];
+  }
+
   /** Whether an event of `body` waits in its queue for a reader of a newer class version. */
   private async waitsForNewerVersion(keys: TypeKeys, id: string, body: string): Promise<boolean> {
     const { version } = splitBodyVersion(body);

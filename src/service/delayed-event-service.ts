@@ -143,6 +143,7 @@ export class DelayedEventService {
       loops: () => this.handlers.loops(),
       handlersHere: () => this.handlers.running(),
       handlingRefusal: () => this.handlers.refusal,
+      newerVersionWarnMs: settings.newerVersionWarnMs,
       announce: (route) => void partitionMoves.announce(route.type, route.partitions).catch(() => undefined),
     });
   }

@@ -30,6 +30,8 @@ export interface HealthParts {
    * move what this one stores.
    */
   readonly announce?: (route: EventRoute) => void;
+  /** How long events may wait for a newer class version before health() warns (option newerVersionWarnMs). */
+  readonly newerVersionWarnMs: number;
 }
 
 const ANNOUNCE_EVERY_MS = 60_000;
@@ -67,6 +69,7 @@ export class Health {
     const last = log.lastError;
     const problem = scripts.refusal ?? this.parts.handlingRefusal();
     const unconsumed = up ? await this.unconsumed(timeoutMs) : [];
+    const unread = up ? await this.unreadVersions(timeoutMs) : [];
     return {
       ready: up && !this.parts.isClosing() && !problem,
       redis: up ? 'up' : 'down',
@@ -74,7 +77,33 @@ export class Health {
       ...(last ? { lastError: { message: last.message, at: new Date(last.at) } } : {}),
       ...(problem ? { problem } : {}),
       ...(unconsumed.length > 0 ? { unconsumed } : {}),
+      ...(unread.length > 0 ? { awaitingNewerVersion: unread } : {}),
     };
+  }
+
+  /**
+   * Events of the known types left for a newer class version that no
+   * instance took for newerVersionWarnMs (the time a reader of that version
+   * last took from them, or since they were first left); none when Redis does
+   * not answer within `timeoutMs`.
+   */
+  private async unreadVersions(timeoutMs: number): Promise<NonNullable<ServiceHealth['awaitingNewerVersion']>> {
+    const read = async () => {
+      const now = Date.now();
+      const all = await Promise.all([...this.knownTypes.values()].map(async (route) => (await this.parts.inspector.newerVersionWaits(route)).map((w) => ({ type: route.type, ...w }))));
+      return all
+        .flat()
+        .filter((w) => now - w.since >= this.parts.newerVersionWarnMs)
+        .map((w) => ({ type: w.type, group: w.group, version: w.version, events: w.events, waitingMs: now - w.since }));
+    };
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      return await Promise.race([read(), new Promise<[]>((resolve) => (timer = setTimeout(() => resolve([]), timeoutMs)))]);
+    } catch {
+      return [];
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /**

@@ -161,6 +161,11 @@ export class Inspector {
     return { layout: this.parts.layout, stored: this.stored, recurring: this.recurring, scripts: this.parts.scripts, codec: this.parts.codec };
   }
 
+  /** What waits in a type's queues for an instance of a newer class version, per group and version (health()). */
+  newerVersionWaits(route: EventRoute) {
+    return this.stored.newerVersionWaits(this.parts.layout.partitionsOf(route));
+  }
+
   /** What the gauges report of a type: its counts and whether it is paused, read as counts() reads them. */
   gaugeSample(route: EventRoute): Promise<{ counts: EventCounts; paused: boolean }> {
     return this.stored.counts(this.parts.layout.partitionsOf(route));

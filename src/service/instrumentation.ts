@@ -54,4 +54,12 @@ export interface ServiceHealth {
    * none. It does not make `ready` false: this instance works.
    */
   readonly unconsumed?: ReadonlyArray<{ readonly type: string; readonly group: string; readonly ready: number; readonly oldestReadyMs: number }>;
+  /**
+   * Events that instances of an older event class left for a newer version
+   * (versioned classes, docs/changing-event-classes.md) and that no instance
+   * has taken for longer than `newerVersionWarnMs`: nothing running reads
+   * their version (a producer was deployed before its consumers). Absent when
+   * none. It does not make `ready` false.
+   */
+  readonly awaitingNewerVersion?: ReadonlyArray<{ readonly type: string; readonly group: string; readonly version: number; readonly events: number; readonly waitingMs: number }>;
 }

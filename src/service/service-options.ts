@@ -56,6 +56,12 @@ export interface DelayedEventServiceOptions {
   readonly readerBlockMs?: number;
   /** How long past readerBlockMs a blocking call may hang before its connection is replaced; default 3 s. */
   readonly watchdogGraceMs?: number;
+  /**
+   * How long events an instance of an older event class left for a newer
+   * version may wait, with no instance of that version taking them, before
+   * health() lists them under `awaitingNewerVersion`; default 5 minutes.
+   */
+  readonly newerVersionWarnMs?: number;
   /** How often gauges are sampled while metrics$ is subscribed; default 5 s. */
   readonly gaugeIntervalMs?: number;
   /**
@@ -148,6 +154,7 @@ export function resolveOptions(options: DelayedEventServiceOptions): ResolvedOpt
     readerBlockMs: positive('readerBlockMs', options.readerBlockMs, 5_000, HOUR_MS),
     watchdogGraceMs: positive('watchdogGraceMs', options.watchdogGraceMs, 3_000, HOUR_MS),
     gaugeIntervalMs: positive('gaugeIntervalMs', options.gaugeIntervalMs, 5_000, HOUR_MS),
+    newerVersionWarnMs: positive('newerVersionWarnMs', options.newerVersionWarnMs, 5 * 60_000, 24 * HOUR_MS),
     recordActivity: flag('recordActivity', options.recordActivity, true),
     logger: checkLogger(options.logger),
     logPayloads: options.logPayloads === true,

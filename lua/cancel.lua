@@ -18,7 +18,6 @@
 --         late re-send of its enqueue does not bring it back (0: no mark)
 -- Returns 1 when the event existed, 0 otherwise.
 -- @include envelope-parse
--- @include envelope-version
 -- @include now-ms
 -- @include remove-from-any-state
 
@@ -27,7 +26,7 @@ local value = redis.call('HGET', KEYS[1], id)
 if not value then return 0 end
 redis.call('HDEL', KEYS[1], id)
 local _, due = envelope_parse(value)
-remove_from_any_state({ meta = KEYS[1], schedule = KEYS[2], ready = KEYS[3], in_flight = KEYS[4], dead = KEYS[5], errors = KEYS[6], error_log = KEYS[12], legacy = KEYS[7], groups = KEYS[10], pending = KEYS[11] }, id, due, envelope_version(value))
+remove_from_any_state({ meta = KEYS[1], schedule = KEYS[2], ready = KEYS[3], in_flight = KEYS[4], dead = KEYS[5], errors = KEYS[6], error_log = KEYS[12], legacy = KEYS[7], groups = KEYS[10], pending = KEYS[11] }, id, due)
 local window = tonumber(ARGV[2])
 if window > 0 then redis.call('ZADD', KEYS[9], now_ms() + window, id) end
 return 1

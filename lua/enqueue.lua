@@ -70,7 +70,6 @@ end
 
 -- @include envelope-make
 -- @include envelope-parse
--- @include envelope-version
 -- @include now-ms
 -- @include remove-from-any-state
 -- @include schedule-add
@@ -165,7 +164,7 @@ for k = 1, n do
     if stored[k] and not taken[id] then
       -- An event lives in exactly one of schedule, ready, in-flight or dead.
       local _, stored_due = envelope_parse(stored[k])
-      remove_from_any_state(QUEUE, id, stored_due, envelope_version(stored[k]))
+      remove_from_any_state(QUEUE, id, stored_due)
     end
     -- Attempt 0 also fences off the result of a handler still running an old payload.
     envelopes[n_env + 1] = id

@@ -1,10 +1,12 @@
 -- Transition: MOVING -> SCHEDULED | READY | DEAD, in the event's new
 -- partition (src/runtime/repartitioner.ts): stores what migrate-out.lua took
 -- from the old one, each event in the state it left, in every group that
--- held it. Once per move: the move's token is kept, so the same records sent
--- again (the caller crashed before it cleared the moving hash) change
--- nothing, even if the events were handled meanwhile. An id stored here
--- already (enqueued again meanwhile) keeps what is here.
+-- held it. Once per move: the move's token is kept for a day, so the same
+-- records sent again (the caller crashed before it cleared the moving hash,
+-- or another instance resent them) change nothing, even if the events were
+-- handled meanwhile. An id stored here already (enqueued again meanwhile)
+-- keeps what is here; an id handled or cancelled here within the idempotency
+-- window is a duplicate, as its enqueue here would have been.
 -- KEYS[1] meta: meta hash (bodies)
 -- KEYS[2] schedule: schedule index (includes/schedule-buckets-constants.lua)
 -- KEYS[3] ready: ready list
@@ -13,8 +15,9 @@
 -- KEYS[6] errorLog: error-log hash
 -- KEYS[7] groups: group registry (includes/group-keys.lua)
 -- KEYS[8] pending: pending hash
--- KEYS[9] moved: moved hash (token of a move stored here -> when)
--- KEYS[10] slotGuard: slot guard: never written; declared so that Redis refuses the script
+-- KEYS[9] moved: moved zset (token of a move stored here -> when, ms)
+-- KEYS[10] recent: recent zset    (id -> end of its idempotency window ms)
+-- KEYS[11] slotGuard: slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
 -- ARGV[1] token of the move
 -- ARGV[2] wake channel ('' for none)
@@ -26,8 +29,12 @@
 -- @include now-ms
 -- @include schedule-add
 
-if redis.call('HEXISTS', KEYS[9], ARGV[1]) == 1 then return 0 end
+-- A resend of a move comes from its moving hash: within seconds, or after a crash, within hours at worst.
+local MOVE_TOKEN_KEPT_MS = 86400000
+
+if redis.call('ZSCORE', KEYS[9], ARGV[1]) then return 0 end
 local now = now_ms()
+redis.call('ZREMRANGEBYSCORE', KEYS[9], '-inf', now - MOVE_TOKEN_KEPT_MS)
 local stored = 0
 local earliest
 local any_ready = false
@@ -46,7 +53,8 @@ local own = { schedule = KEYS[2], ready = KEYS[3], dead = KEYS[4] }
 for i = 4, #ARGV do
   local record = cjson.decode(ARGV[i])
   local id = record.id
-  if redis.call('HEXISTS', KEYS[1], id) == 0 then
+  local mark = tonumber(redis.call('ZSCORE', KEYS[10], id) or '0')
+  if redis.call('HEXISTS', KEYS[1], id) == 0 and mark <= now then
     stored = stored + 1
     redis.call('HSET', KEYS[1], id, record.value)
     local _, due = envelope_parse(record.value)
@@ -66,7 +74,7 @@ for i = 4, #ARGV do
     end
   end
 end
-redis.call('HSET', KEYS[9], ARGV[1], now)
+redis.call('ZADD', KEYS[9], now, ARGV[1])
 if ARGV[2] ~= '' then
   if any_ready then redis.call('PUBLISH', ARGV[2], ARGV[3] .. '|-1') end
   if earliest then redis.call('PUBLISH', ARGV[2], ARGV[3] .. '|' .. string.format('%d', earliest)) end

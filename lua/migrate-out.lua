@@ -16,38 +16,40 @@
 -- KEYS[8] legacySchedule: legacy schedule zset, written by 0.1
 -- KEYS[9] groups: group registry (includes/group-keys.lua)
 -- KEYS[10] pending: pending hash (id -> how many groups still hold the event)
--- KEYS[11] moving: moving hash (id -> 'token|record json' of an event between partitions)
+-- KEYS[11] moving: moving hash (id -> 'token|taken at ms|record json' of an event between partitions)
 -- KEYS[12] slotGuard: slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
 -- ARGV[1] token of this move (the caller's batch)
 -- ARGV[2..] ids
 -- Returns {id, record json, ...} of the events taken out.
 -- @include envelope-parse
--- @include envelope-version
 -- @include group-keys
+-- @include groups-constants
 -- @include named-groups
 -- @include newer-remove
+-- @include now-ms
 -- @include schedule-remove
 
 -- Takes `id` out of the state it is in, in the keys `k`; returns that state (and a dead letter's score), or nil.
-local function take(k, id, due, version)
+local function take(k, id, due)
   if schedule_remove(k.schedule, id, due) or redis.call('ZREM', k.legacy, id) == 1 then return 'scheduled' end
   local dead = redis.call('ZSCORE', k.dead, id)
   if dead then
     redis.call('ZREM', k.dead, id)
     return 'dead', tonumber(dead)
   end
-  if redis.call('LREM', k.ready, 1, id) == 1 then return 'ready' end
-  local newer = newer_key(k.meta) .. ':' .. version
-  if version > 1 and redis.call('LREM', newer, 1, id) == 1 then
-    if redis.call('LLEN', newer) == 0 then redis.call('HDEL', newer_key(k.meta), version) end
-    return 'ready'
-  end
+  if redis.call('LREM', k.ready, 1, id) == 1 or newer_remove(k.meta, id) then return 'ready' end
   return nil
 end
 
+local now = now_ms()
 local own = { meta = KEYS[1], schedule = KEYS[2], ready = KEYS[3], legacy = KEYS[8], dead = KEYS[5] }
-local named = named_groups(KEYS[9])
+-- A group being removed does not move: its share of an event is dropped here, as remove-group.lua would.
+local named = named_groups(KEYS[9], true)
+local removing = {}
+for _, group in ipairs(named_groups(KEYS[9])) do
+  if redis.call('HGET', KEYS[9], group) == GROUP_REMOVING then removing[#removing + 1] = group_keys(KEYS[1], group) end
+end
 local out = {}
 for i = 2, #ARGV do
   local id = ARGV[i]
@@ -65,17 +67,33 @@ for i = 2, #ARGV do
     end
   end
   if not busy then
-    local _, due, body = envelope_parse(value)
-    local version = envelope_version(value)
+    for _, g in ipairs(removing) do
+      if redis.call('ZSCORE', g.in_flight, id) then busy = true break end
+    end
+  end
+  if not busy then
+    local _, due = envelope_parse(value)
     local record = { id = id, value = value }
-    record.state, record.dead = take(own, id, due, version)
+    record.state, record.dead = take(own, id, due)
     record.error = redis.call('HGET', KEYS[6], id) or nil
     record.log = redis.call('HGET', KEYS[7], id) or nil
-    record.pending = redis.call('HGET', KEYS[10], id) or nil
+    local pending = tonumber(redis.call('HGET', KEYS[10], id) or '')
+    for _, g in ipairs(removing) do
+      local header = redis.call('HGET', g.meta, id)
+      if header then
+        local _, group_due = envelope_parse(header)
+        take(g, id, group_due)
+        redis.call('HDEL', g.meta, id)
+        redis.call('HDEL', g.errors, id)
+        redis.call('HDEL', g.error_log, id)
+        if pending then pending = pending - 1 end
+      end
+    end
+    record.pending = pending and pending > 0 and tostring(pending) or nil
     record.groups = {}
     for _, h in ipairs(held) do
       local _, group_due = envelope_parse(h.header)
-      local state, dead = take(h.g, id, group_due, version)
+      local state, dead = take(h.g, id, group_due)
       record.groups[#record.groups + 1] = {
         group = h.group, header = h.header, state = state or cjson.null, dead = dead or cjson.null,
         error = redis.call('HGET', h.g.errors, id) or cjson.null, log = redis.call('HGET', h.g.error_log, id) or cjson.null,
@@ -88,10 +106,13 @@ for i = 2, #ARGV do
     redis.call('HDEL', KEYS[6], id)
     redis.call('HDEL', KEYS[7], id)
     redis.call('HDEL', KEYS[10], id)
-    local json = cjson.encode(record)
-    redis.call('HSET', KEYS[11], id, ARGV[1] .. '|' .. json)
-    out[#out + 1] = id
-    out[#out + 1] = json
+    -- Held by no one any more (its last holder was a group being removed): it ends here.
+    if record.state or #record.groups > 0 then
+      local json = cjson.encode(record)
+      redis.call('HSET', KEYS[11], id, ARGV[1] .. '|' .. now .. '|' .. json)
+      out[#out + 1] = id
+      out[#out + 1] = json
+    end
   end
 end
 return out

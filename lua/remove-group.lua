@@ -16,6 +16,7 @@
 -- @include group-keys
 -- @include groups-constants
 -- @include groups-release
+-- @include newer-key
 
 local was = redis.call('HGET', KEYS[1], ARGV[1])
 if not was then return {0, 0} end
@@ -41,6 +42,10 @@ if left == 0 then
   end
   -- UNLINK: what is left (ids in the ready list, retry buckets) holds no header; freed off the main thread.
   redis.call('UNLINK', g.schedule, g.legacy, g.ready, g.in_flight, g.dead, g.errors, g.error_log, g.handled, g.handled_index)
+  -- And what its readers left for a newer class version.
+  local newer = newer_key(g.meta)
+  for _, version in ipairs(redis.call('HKEYS', newer)) do redis.call('UNLINK', newer .. ':' .. version) end
+  redis.call('UNLINK', newer)
   redis.call('HDEL', KEYS[1], ARGV[1])
 end
 return {existed, left}

@@ -1,5 +1,7 @@
 -- Transition: SCHEDULED | READY -> SCHEDULED at a new due time, keeping the
 -- payload, context and attempts (reschedule and run-now of the inspection API).
+-- READY includes an event left for a reader of a newer class version
+-- (includes/newer-key.lua): due again, it goes to whichever reader claims it.
 -- An event in flight or dead is left as it is: rescheduling does not apply.
 -- KEYS[1] meta: meta hash      (id -> envelope)
 -- KEYS[2] schedule: schedule index (bucket -> earliest due ms; see includes/schedule-buckets-constants.lua)
@@ -14,6 +16,7 @@
 -- Returns the new due ms, or -1 when the event is not stored, or is in flight or dead.
 -- @include envelope-make
 -- @include envelope-parse
+-- @include newer-remove
 -- @include now-ms
 -- @include schedule-add
 -- @include schedule-remove
@@ -25,7 +28,8 @@ local attempt, due, body = envelope_parse(value)
 -- Its bucket is found from the due time in its envelope, as cancel.lua does.
 if not schedule_remove(KEYS[2], id, due)
   and redis.call('ZREM', KEYS[4], id) == 0
-  and redis.call('LREM', KEYS[3], 1, id) == 0 then
+  and redis.call('LREM', KEYS[3], 1, id) == 0
+  and not newer_remove(KEYS[1], id) then
   return -1
 end
 

@@ -6,7 +6,7 @@ import { waitFor } from './support/wait-for';
 
 /** The ACL the README documents for a service with prefix `app`. */
 const ACL_FOR_APP =
-  '~app:* &app:wake +@connection +info +time +evalsha +eval +hget +hmget +hset +hsetnx +hdel +hlen +zadd +zrem +zrange +zremrangebyrank +zscore +zmscore +zcount +zcard +lpop +rpush +lrem +llen +blmove +publish +subscribe +set +get +del +exists +hkeys +hexists +lpos +lrange +scan +multi +exec +lpush +hincrby +hrandfield +hgetall +pexpire +unlink +script|load';
+  '~app:* &app:wake +@connection +info +time +evalsha +eval +hget +hmget +hset +hsetnx +hdel +hlen +zadd +zrem +zrange +zremrangebyrank +zscore +zmscore +zcount +zcard +lpop +rpush +lrem +llen +blmove +publish +subscribe +set +get +del +exists +hkeys +hexists +lpos +lrange +scan +multi +exec +lpush +hincrby +hrandfield +hgetall +hscan +pexpire +unlink +script|load';
 
 describe('isolation', () => {
   const redis = useRedis();
@@ -36,6 +36,10 @@ describe('isolation', () => {
     const service = redis.service({ redis: url, prefix: 'app', retry: fixedBackoff(1, 10), gaugeIntervalMs: 100, keepHandled: { count: 100 } });
     // A readiness probe built on it passes with the README's ACL (which grants no SCRIPT LOAD).
     await service.waitUntilReady({ timeoutMs: 5_000 });
+    // The checks before a deploy read every stored event (HSCAN) under it too.
+    await service.enqueue(new PaymentCheck('early', 1), 60_000);
+    expect(await service.verifyStored(PaymentCheck)).toEqual({ checked: 1, byVersion: { 1: 1 }, failures: [] });
+    await service.cancel(PaymentCheck, 'early');
     const metrics = recordMetrics(service);
     const handled: string[] = [];
     service.addHandler(PaymentCheck, (e) => (e.id === 'fails' ? false : (handled.push(e.id), true)), 2);

@@ -1,6 +1,8 @@
 import 'reflect-metadata';
 import { describe, expect, it } from 'vitest';
 import { DelayedEvent, type DelayedEventService, fixedBackoff } from '../src';
+import { LuaScripts } from '../src/redis/lua-scripts';
+import { RedisLayout, partitionOf } from '../src/redis/redis-layout';
 import { useRedis, waitForDeadLetters } from './support/harness';
 import { waitFor } from './support/wait-for';
 
@@ -55,6 +57,7 @@ describe('changing a type’s partitions without draining', () => {
     const one = redis.service(options);
     const first = recorder();
     for (let i = 0; i < 40; i++) await one.enqueue(new Resized1(`later${i}`), 3_600_000);
+    await one.schedule('hourly', new Resized1(''), { every: { hours: 1 } });
     for (let i = 0; i < 5; i++) await one.enqueue(new Resized1(`dead${i}`), 0);
     one.addHandler(Resized1, first.handle, 1, { prefetch: 0 });
     await waitForDeadLetters(one, Resized1, 5);
@@ -72,6 +75,7 @@ describe('changing a type’s partitions without draining', () => {
     await one.close();
     await expectAllThere(eight, Resized8, 40, 5);
     expect((await eight.deadLetters(Resized8)).map((d) => d.id).sort()).toEqual(['dead0', 'dead1', 'dead2', 'dead3', 'dead4']);
+    await waitFor(async () => (await eight.schedules(Resized8)).map((s) => s.name).join() === 'hourly', 'the schedule moved with them');
 
     // Deploy 3 goes back to one partition while deploy 2 still runs.
     const back = redis.service(options);
@@ -81,6 +85,7 @@ describe('changing a type’s partitions without draining', () => {
     await waitFor(() => [...second.calls, ...third.calls].filter((id) => id.startsWith('late')).length === 10, 'events of the old setting handled');
     await eight.close();
     await expectAllThere(back, ResizedBack, 40, 5);
+    await waitFor(async () => (await back.schedules(ResizedBack)).map((s) => s.name).join() === 'hourly', 'the schedule moved back');
 
     const all = [...first.calls, ...second.calls, ...third.calls];
     const handled = all.filter((id) => !id.startsWith('later'));
@@ -92,5 +97,47 @@ describe('changing a type’s partitions without draining', () => {
     // Nothing stays in the partitions no one reads.
     const client = redis.client();
     for (let p = 0; p < 8; p++) expect(await client.exists(`${prefix}:{${TYPE}#${p}}:m`, `${prefix}:{${TYPE}#${p}}:mv`)).toBe(0);
+  });
+});
+
+describe('the steps of a move', () => {
+  const redis = useRedis();
+
+  it('stores a move once, however often it is sent, even after the event was handled; drops only its own moving records', async () => {
+    const prefix = redis.prefix();
+    const producer = redis.service({ prefix });
+    await producer.enqueue(new Resized1('x'), 3_600_000);
+    const client = redis.client();
+    const layout = new RedisLayout(prefix);
+    const scripts = new LuaScripts(client, layout.wakeChannel, { ms: 5_000, onStuck: () => undefined }, 300_000);
+    const source = layout.forType(TYPE);
+    const target = layout.forType(TYPE, partitionOf('x', 8));
+    const [taken] = await scripts.migrateOut(source, 'T1', ['x']);
+    expect(taken?.id).toBe('x');
+    expect(await client.hexists(source.meta, 'x')).toBe(0);
+    expect(await scripts.migrateIn(target, 'T1', [taken!.record])).toBe(1);
+    // Handled there meanwhile (its record and mark gone), then the same move sent again: nothing comes back.
+    await client.hdel(target.meta, 'x');
+    await client.del(target.schedule);
+    expect(await scripts.migrateIn(target, 'T1', [taken!.record])).toBe(0);
+    expect(await client.hexists(target.meta, 'x')).toBe(0);
+    // A newer move of the same id keeps its record when the older move's is dropped.
+    await client.hset(source.moving, 'x', `T2|${Date.now()}|{}`);
+    expect(await scripts.migrateDone(source, 'T1', ['x'])).toBe(0);
+    expect(await client.hget(source.moving, 'x')).toMatch(/^T2\|/);
+    expect(await scripts.migrateDone(source, 'T2', ['x'])).toBe(1);
+  });
+
+  it('an id handled or cancelled in its new partition within the window is a duplicate there', async () => {
+    const prefix = redis.prefix();
+    const producer = redis.service({ prefix });
+    await producer.enqueue(new Resized1('y'), 3_600_000);
+    const client = redis.client();
+    const layout = new RedisLayout(prefix);
+    const scripts = new LuaScripts(client, layout.wakeChannel, { ms: 5_000, onStuck: () => undefined }, 300_000);
+    const target = layout.forType(TYPE, partitionOf('y', 8));
+    await client.zadd(target.recent, Date.now() + 60_000, 'y');
+    const [taken] = await scripts.migrateOut(layout.forType(TYPE), 'T3', ['y']);
+    expect(await scripts.migrateIn(target, 'T3', [taken!.record])).toBe(0);
   });
 });

@@ -24,7 +24,12 @@ interface Modelled {
   started?: boolean;
   /** Its error is the note of a lease that ran out before its handler started (lua/dispatch-due.lua). */
   noted: boolean;
+  /** The event class version its body was written at: 1 (no number in front) or 3 (`3|`). */
+  version: 1 | 3;
 }
+
+/** A body as the codec writes it at each version; the scripts read only the number in front. */
+const bodyAt = (version: 1 | 3) => (version === 1 ? '[0,{}]' : '3|[0,{}]');
 /** Every claim made in a run, current or long stale: results may name any of them, late. */
 interface Delivery {
   readonly id: string;
@@ -36,11 +41,26 @@ const id = fc.constantFrom(...IDS);
 /** Which delivery a result belongs to: an index into every claim made so far, from the newest. */
 const delivery = fc.nat({ max: 40 });
 const operation = fc.oneof(
-  { weight: 3, arbitrary: fc.record({ kind: fc.constant('enqueue' as const), entries: fc.array(fc.tuple(id, fc.boolean()), { minLength: 1, maxLength: 6 }), replace: fc.boolean() }) },
+  {
+    weight: 3,
+    arbitrary: fc.record({
+      kind: fc.constant('enqueue' as const),
+      entries: fc.array(fc.tuple(id, fc.boolean(), fc.constantFrom<1 | 3>(1, 3)), { minLength: 1, maxLength: 6 }),
+      replace: fc.boolean(),
+    }),
+  },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('upgrade' as const) }) },
   { weight: 3, arbitrary: fc.record({ kind: fc.constant('dispatch' as const), limit: fc.integer({ min: 1, max: 8 }) }) },
   {
     weight: 3,
-    arbitrary: fc.record({ kind: fc.constant('claim' as const), count: fc.integer({ min: 1, max: 5 }), startNow: fc.integer({ min: 0, max: 5 }), expired: fc.boolean() }),
+    arbitrary: fc.record({
+      kind: fc.constant('claim' as const),
+      count: fc.integer({ min: 1, max: 5 }),
+      startNow: fc.integer({ min: 0, max: 5 }),
+      expired: fc.boolean(),
+      // The reader's class version: a version-1 reader leaves version-3 events for a version-3 one.
+      reads: fc.constantFrom<1 | 3>(1, 3),
+    }),
   },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('start' as const), deliveries: fc.uniqueArray(delivery, { minLength: 1, maxLength: 3 }) }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('complete' as const), delivery }) },
@@ -81,6 +101,8 @@ describe('the event state machine', () => {
         const completed = new Set<string>();
         const deliveries: Delivery[] = [];
         let ready: string[] = [];
+        /** READY events version-1 readers left for a version-3 one, oldest first (lua/includes/newer-key.lua). */
+        let parked: string[] = [];
         let paused = false;
         const inState = (state: State) => [...model].filter(([, m]) => m.state === state);
         const deliveryAt = (index: number): Delivery | undefined => deliveries[deliveries.length - 1 - (index % Math.max(1, deliveries.length))];
@@ -96,14 +118,15 @@ describe('the event state machine', () => {
             const later = Date.now() + 3_600_000;
             const statuses = await scripts.enqueue(
               keys,
-              op.entries.map(([eventId, due]) => ({ id: eventId, body: '[0,{}]', due: { atMs: due ? 1 : later }, requestedAt: 0 })),
+              op.entries.map(([eventId, due, version]) => ({ id: eventId, body: bodyAt(version), due: { atMs: due ? 1 : later }, requestedAt: 0 })),
               op.replace,
             );
-            const expected: EnqueueStatus[] = op.entries.map(([eventId, due]) => {
+            const expected: EnqueueStatus[] = op.entries.map(([eventId, due, version]) => {
               const stored = model.has(eventId);
               if (stored && !op.replace) return 'duplicate';
-              model.set(eventId, { state: 'scheduled', attempt: 0, due, noted: false });
+              model.set(eventId, { state: 'scheduled', attempt: 0, due, noted: false, version });
               ready = ready.filter((r) => r !== eventId);
+              parked = parked.filter((r) => r !== eventId);
               return stored ? 'replaced' : 'scheduled';
             });
             expect(statuses).toEqual(expected);
@@ -147,15 +170,26 @@ describe('the event state machine', () => {
             }
             ready = list;
           } else if (op.kind === 'claim') {
-            const result = await scripts.completeAndClaim(keys, [], op.count, op.expired ? -1_000 : 60_000, MAX_ATTEMPTS, undefined, { startNow: op.startNow });
-            const popped = ready.slice(0, op.count);
-            ready = ready.slice(op.count);
+            const result = await scripts.completeAndClaim(keys, [], op.count, op.expired ? -1_000 : 60_000, MAX_ATTEMPTS, undefined, {
+              startNow: op.startNow,
+              maxVersion: op.reads,
+            });
+            // Those left for a reader of their version come first, then the ready list.
+            const fromParked = op.reads === 3 ? parked.slice(0, op.count) : [];
+            parked = parked.slice(fromParked.length);
+            const popped = [...fromParked, ...ready.slice(0, op.count - fromParked.length)];
+            ready = ready.slice(op.count - fromParked.length);
             const claimed: Array<{ id: string; attempt: number; started: boolean }> = [];
             const deadLettered: Array<{ id: string; attempt: number }> = [];
+            let left = 0;
             for (const p of popped) {
               const m = model.get(p)!;
-              // An event back from an expired lease on its last attempt is dead-lettered, not run again.
-              if (m.attempt >= MAX_ATTEMPTS) {
+              if (m.version > op.reads) {
+                // Not claimed, no attempt spent: left, READY, for a reader of its version.
+                parked.push(p);
+                left++;
+              } else if (m.attempt >= MAX_ATTEMPTS) {
+                // An event back from an expired lease on its last attempt is dead-lettered, not run again.
                 Object.assign(m, { state: 'dead', noted: false });
                 deadLettered.push({ id: p, attempt: m.attempt });
               } else {
@@ -164,6 +198,7 @@ describe('the event state machine', () => {
             }
             expect(result.claimed.map((c) => ({ id: c.id, attempt: c.attempt, started: c.started }))).toEqual(claimed);
             expect(result.deadLettered).toEqual(deadLettered);
+            expect(result.leftForNewerVersion).toBe(left);
             for (const c of result.claimed) {
               // A claim is a new delivery: no earlier claim of the same id shares its identity.
               expect(deliveries.filter((d) => d.id === c.id && d.claim === c.claim)).toEqual([]);
@@ -216,6 +251,17 @@ describe('the event state machine', () => {
           } else if (op.kind === 'cancel') {
             expect(await scripts.cancel(keys, op.id)).toBe(model.delete(op.id));
             ready = ready.filter((r) => r !== op.id);
+            parked = parked.filter((r) => r !== op.id);
+          } else if (op.kind === 'upgrade') {
+            // upgradeStored: every version-1 body rewritten at version 3, in whatever state, fenced by the body read.
+            const old = [...model].filter(([, m]) => m.version === 1).map(([eventId]) => eventId);
+            expect(
+              await scripts.upgradeBodies(
+                keys,
+                old.map((eventId) => ({ id: eventId, from: bodyAt(1), to: bodyAt(3) })),
+              ),
+            ).toBe(old.length);
+            for (const eventId of old) model.get(eventId)!.version = 3;
           } else if (op.kind === 'reschedule') {
             const m = model.get(op.id);
             const movable = m?.state === 'scheduled' || m?.state === 'ready';
@@ -223,6 +269,7 @@ describe('the event state machine', () => {
             expect(newDue !== undefined).toBe(movable);
             if (movable) Object.assign(m, { state: 'scheduled', due: op.due });
             ready = ready.filter((r) => r !== op.id || !movable);
+            parked = parked.filter((r) => r !== op.id || !movable);
           } else if (op.kind === 'replay') {
             const dead = inState('dead');
             expect(await scripts.replayDead(keys, [], 100)).toEqual({ done: dead.length, taken: dead.length });
@@ -233,6 +280,8 @@ describe('the event state machine', () => {
             if (isDead) model.delete(op.id);
           }
           await expectRedisToHold(keys, model, ready, completed);
+          expect(await client.lrange(`${keys.newer}:3`, 0, -1)).toEqual(parked);
+          expect(await client.exists(keys.newer)).toBe(parked.length > 0 ? 1 : 0);
         }
         await client.del(keys.paused);
       }),
@@ -259,6 +308,7 @@ describe('the event state machine', () => {
         // In flight, the envelope keeps the attempt before the claim; the lease carries the one running.
         const attempt = Number(envelopes[eventId]!.split('|')[0]);
         expect({ id: eventId, attempt }).toEqual({ id: eventId, attempt: m.state === 'inFlight' ? m.attempt - 1 : m.attempt });
+        expect(envelopes[eventId]!.endsWith(`|${bodyAt(m.version)}`)).toBe(true);
       }
       for (const erred of await client.hkeys(keys.errors)) expect(model.has(erred)).toBe(true);
       // The error log goes with the event, and keeps ten failures at most.

@@ -99,6 +99,33 @@ describe('versioned event classes', () => {
     await waitFor(async () => (await older.health()).awaitingNewerVersion === undefined, 'the warning gone');
   });
 
+  it('an event left for a newer version can be run now, rescheduled or cancelled, also after upgradeStored rewrote it, and leaves nothing behind', async () => {
+    const prefix = redis.prefix();
+    const older = redis.service({ prefix });
+    older.addHandler(OrderCheckV1, () => true);
+    const v2 = redis.service({ prefix });
+    for (const id of ['a', 'b', 'c']) await v2.enqueue(new OrderCheckV2(id, 5), 0);
+    await waitFor(async () => (await older.counts(OrderCheckV2))?.awaitingNewerVersion === 3, 'left for v2');
+    expect((await v2.upgradeStored(OrderCheckV3)).upgraded).toBe(3);
+    expect((await v2.find(OrderCheckV3, 'a'))?.state).toBe('ready');
+    expect(await v2.cancel(OrderCheckV3, 'a')).toBe(true);
+    expect(await v2.reschedule(OrderCheckV3, 'b', 3_600_000)).toBe(true);
+    expect((await v2.find(OrderCheckV3, 'b'))?.state).toBe('scheduled');
+    expect(await v2.counts(OrderCheckV3)).toMatchObject({ scheduled: 1, awaitingNewerVersion: 1 });
+    // Left again after it falls due: the v1 reader cannot read it; the newer reader takes it.
+    const seen: string[] = [];
+    const newer = redis.service({ prefix });
+    newer.addHandler(OrderCheckV3, (e) => {
+      seen.push(e.id);
+      return true;
+    });
+    await waitFor(() => seen.includes('c'), 'the waiting one handled');
+    expect(await v2.runNow(OrderCheckV3, 'b')).toBe(true);
+    await waitFor(() => seen.includes('b'), 'run now, handled');
+    expect(seen.sort()).toEqual(['b', 'c']);
+    await waitFor(async () => (await redis.keys(`${prefix}:{${VERSIONED_TYPE}}:v*`)).length === 0, 'no list left behind');
+  });
+
   it('verifyStored reads every state and the schedule templates, finds a planted incompatible body, and changes nothing', async () => {
     const prefix = redis.prefix();
     const v1 = redis.service({ prefix });

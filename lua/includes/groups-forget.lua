@@ -5,9 +5,8 @@
 -- @include newer-remove
 -- @include schedule-remove
 
--- Takes `id` out of every named group, wherever it is there (cancel, replace);
--- `version` is its body's (includes/envelope-version.lua).
-local function groups_forget(registry_key, pending_key, meta_key, id, version)
+-- Takes `id` out of every named group, wherever it is there (cancel, replace).
+local function groups_forget(registry_key, pending_key, meta_key, id)
   if redis.call('HDEL', pending_key, id) == 0 then return end
   for _, group in ipairs(named_groups(registry_key)) do
     local g = group_keys(meta_key, group)
@@ -19,7 +18,7 @@ local function groups_forget(registry_key, pending_key, meta_key, id, version)
         and not lease_remove(g.in_flight, id)
         and redis.call('ZREM', g.dead, id) == 0
         and redis.call('LREM', g.ready, 1, id) == 0 then
-        newer_remove(g.meta, id, version)
+        newer_remove(g.meta, id)
       end
       redis.call('HDEL', g.errors, id)
       redis.call('HDEL', g.error_log, id)

@@ -1,10 +1,18 @@
 -- @include newer-key
 
--- Takes `id` out of the events waiting for a reader of `version` (it is
--- cancelled or replaced); an emptied list leaves the hash.
-local function newer_remove(meta_key, id, version)
-  if version < 2 then return end
+-- Takes `id` out of the events waiting for a reader of a newer version (it
+-- is cancelled, replaced, rescheduled or moved); an emptied list leaves the
+-- hash. Every list is looked at, not only the one its body's version names:
+-- upgradeStored may have rewritten the body since it was left there.
+-- Returns true when it was there.
+local function newer_remove(meta_key, id)
   local newer = newer_key(meta_key)
-  local list = newer .. ':' .. version
-  if redis.call('LREM', list, 1, id) == 1 and redis.call('LLEN', list) == 0 then redis.call('HDEL', newer, version) end
+  for _, version in ipairs(redis.call('HKEYS', newer)) do
+    local list = newer .. ':' .. version
+    if redis.call('LREM', list, 1, id) == 1 then
+      if redis.call('LLEN', list) == 0 then redis.call('HDEL', newer, version) end
+      return true
+    end
+  end
+  return false
 end

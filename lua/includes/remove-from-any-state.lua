@@ -3,23 +3,22 @@
 -- @include lease-remove
 -- @include schedule-remove
 
--- Removes `id`, whose envelope says it is due at `due` and was written at
--- class version `version`, from whichever state holds it (an event lives in
+-- Removes `id`, whose envelope says it is due at `due`, from whichever state holds it (an event lives in
 -- exactly one of schedule, ready, in flight or dead; ready includes the lists
 -- of events left for a newer version, includes/newer-key.lua), with its last
 -- error and what named groups hold of it. Its envelope stays: the caller
 -- deletes or replaces it. `k` names the queue's keys:
 -- meta, schedule, ready, in_flight, dead, errors, error_log, legacy (0.1's
 -- schedule), groups (the registry) and pending.
-local function remove_from_any_state(k, id, due, version)
+local function remove_from_any_state(k, id, due)
   if not schedule_remove(k.schedule, id, due)
     and redis.call('ZREM', k.legacy, id) == 0
     and not lease_remove(k.in_flight, id)
     and redis.call('ZREM', k.dead, id) == 0
     and redis.call('LREM', k.ready, 1, id) == 0 then
-    newer_remove(k.meta, id, version)
+    newer_remove(k.meta, id)
   end
   redis.call('HDEL', k.errors, id)
   redis.call('HDEL', k.error_log, id)
-  groups_forget(k.groups, k.pending, k.meta, id, version)
+  groups_forget(k.groups, k.pending, k.meta, id)
 end

@@ -346,6 +346,12 @@ export class LuaScripts {
     return (await this.run('migrate-in', this.keysOf('migrate-in', keys), token, this.wakeChannel, keys.tag, ...records)) as number;
   }
 
+  /** Drops the moving records of the move `token` (not a newer move of the same id); resolves how many. */
+  async migrateDone(keys: TypeKeys, token: string, ids: readonly string[]): Promise<number> {
+    if (ids.length === 0) return 0;
+    return (await this.run('migrate-done', this.keysOf('migrate-done', keys), token, ...ids)) as number;
+  }
+
   /** Gives back the events of the claim `token` whose reply was lost; resolves how many went back to READY. */
   async releaseClaim(keys: TypeKeys, claim: ClaimLog): Promise<number> {
     return (await this.run('release-claim', this.keysOf('release-claim', keys, { claimLog: claim.log }), claim.token)) as number;

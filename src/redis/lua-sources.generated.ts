@@ -9,7 +9,7 @@ export interface EmbeddedLua {
   readonly commands: readonly string[];
 }
 
-export type LuaScriptName = 'advance-schedule' | 'cancel' | 'complete-and-claim' | 'dead-letter' | 'dispatch-due' | 'enqueue' | 'migrate-in' | 'migrate-out' | 'purge-dead' | 'register-group' | 'release-claim' | 'release-unstarted' | 'remove-group' | 'replay-dead' | 'reschedule' | 'retry' | 'upgrade-bodies' | 'upgrade-schedule';
+export type LuaScriptName = 'advance-schedule' | 'cancel' | 'complete-and-claim' | 'dead-letter' | 'dispatch-due' | 'enqueue' | 'migrate-done' | 'migrate-in' | 'migrate-out' | 'purge-dead' | 'register-group' | 'release-claim' | 'release-unstarted' | 'remove-group' | 'replay-dead' | 'reschedule' | 'retry' | 'upgrade-bodies' | 'upgrade-schedule';
 
 export const LUA_SOURCES: Readonly<Record<LuaScriptName, EmbeddedLua>> = {
   'advance-schedule': {
@@ -36,7 +36,7 @@ return 1
   'cancel': {
     keys: ['meta', 'schedule', 'ready', 'inFlight', 'dead', 'errors', 'legacySchedule', 'slotGuard', 'recent', 'groups', 'pending', 'errorLog'],
     variants: {  },
-    commands: ['HDEL', 'HGET', 'HGETALL', 'LLEN', 'LREM', 'TIME', 'ZADD', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZSCORE'],
+    commands: ['HDEL', 'HGET', 'HGETALL', 'HKEYS', 'LLEN', 'LREM', 'TIME', 'ZADD', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZSCORE'],
     lua: `-- Transition: SCHEDULED | READY | IN_FLIGHT | DEAD -> (removed).
 -- A handler still running a cancelled event finds its result fenced off.
 -- KEYS[1] meta: meta hash
@@ -65,12 +65,6 @@ local function envelope_parse(value)
   local attempt, due, body = string.match(value, '^(%d+)|(%d+)|(.*)$')
   if not attempt then return 0, '0', value end
   return tonumber(attempt), due, body
-end
--- The version of the event class that wrote an envelope's body: a body of
--- version 2 and up starts with '<version>|' (src/core/stored-body.ts), JSON
--- never starts with a digit, and a body without one is version 1.
-local function envelope_version(value)
-  return tonumber(string.match(value, '^%d+|%d+|(%d+)|')) or 1
 end
 -- Every instance reads one clock, Redis's, so skewed hosts neither fire early
 -- nor late relative to each other.
@@ -146,13 +140,21 @@ local function newer_key(meta_key)
   return string.sub(meta_key, 1, -3) .. ':v'
 end
 
--- Takes \`id\` out of the events waiting for a reader of \`version\` (it is
--- cancelled or replaced); an emptied list leaves the hash.
-local function newer_remove(meta_key, id, version)
-  if version < 2 then return end
+-- Takes \`id\` out of the events waiting for a reader of a newer version (it
+-- is cancelled, replaced, rescheduled or moved); an emptied list leaves the
+-- hash. Every list is looked at, not only the one its body's version names:
+-- upgradeStored may have rewritten the body since it was left there.
+-- Returns true when it was there.
+local function newer_remove(meta_key, id)
   local newer = newer_key(meta_key)
-  local list = newer .. ':' .. version
-  if redis.call('LREM', list, 1, id) == 1 and redis.call('LLEN', list) == 0 then redis.call('HDEL', newer, version) end
+  for _, version in ipairs(redis.call('HKEYS', newer)) do
+    local list = newer .. ':' .. version
+    if redis.call('LREM', list, 1, id) == 1 then
+      if redis.call('LLEN', list) == 0 then redis.call('HDEL', newer, version) end
+      return true
+    end
+  end
+  return false
 end
 local function bucket_key(index, bucket)
   return index .. ':' .. bucket
@@ -237,9 +239,8 @@ local function schedule_remove(index, id, due)
   return tonumber(due) == 0 and remove_from(index, redis.call('ZRANGE', index, 0, -1, 'WITHSCORES'), id)
 end
 
--- Takes \`id\` out of every named group, wherever it is there (cancel, replace);
--- \`version\` is its body's (includes/envelope-version.lua).
-local function groups_forget(registry_key, pending_key, meta_key, id, version)
+-- Takes \`id\` out of every named group, wherever it is there (cancel, replace).
+local function groups_forget(registry_key, pending_key, meta_key, id)
   if redis.call('HDEL', pending_key, id) == 0 then return end
   for _, group in ipairs(named_groups(registry_key)) do
     local g = group_keys(meta_key, group)
@@ -251,7 +252,7 @@ local function groups_forget(registry_key, pending_key, meta_key, id, version)
         and not lease_remove(g.in_flight, id)
         and redis.call('ZREM', g.dead, id) == 0
         and redis.call('LREM', g.ready, 1, id) == 0 then
-        newer_remove(g.meta, id, version)
+        newer_remove(g.meta, id)
       end
       redis.call('HDEL', g.errors, id)
       redis.call('HDEL', g.error_log, id)
@@ -262,25 +263,24 @@ end
 -- (lease-remove: included above)
 -- (schedule-remove: included above)
 
--- Removes \`id\`, whose envelope says it is due at \`due\` and was written at
--- class version \`version\`, from whichever state holds it (an event lives in
+-- Removes \`id\`, whose envelope says it is due at \`due\`, from whichever state holds it (an event lives in
 -- exactly one of schedule, ready, in flight or dead; ready includes the lists
 -- of events left for a newer version, includes/newer-key.lua), with its last
 -- error and what named groups hold of it. Its envelope stays: the caller
 -- deletes or replaces it. \`k\` names the queue's keys:
 -- meta, schedule, ready, in_flight, dead, errors, error_log, legacy (0.1's
 -- schedule), groups (the registry) and pending.
-local function remove_from_any_state(k, id, due, version)
+local function remove_from_any_state(k, id, due)
   if not schedule_remove(k.schedule, id, due)
     and redis.call('ZREM', k.legacy, id) == 0
     and not lease_remove(k.in_flight, id)
     and redis.call('ZREM', k.dead, id) == 0
     and redis.call('LREM', k.ready, 1, id) == 0 then
-    newer_remove(k.meta, id, version)
+    newer_remove(k.meta, id)
   end
   redis.call('HDEL', k.errors, id)
   redis.call('HDEL', k.error_log, id)
-  groups_forget(k.groups, k.pending, k.meta, id, version)
+  groups_forget(k.groups, k.pending, k.meta, id)
 end
 
 local id = ARGV[1]
@@ -288,7 +288,7 @@ local value = redis.call('HGET', KEYS[1], id)
 if not value then return 0 end
 redis.call('HDEL', KEYS[1], id)
 local _, due = envelope_parse(value)
-remove_from_any_state({ meta = KEYS[1], schedule = KEYS[2], ready = KEYS[3], in_flight = KEYS[4], dead = KEYS[5], errors = KEYS[6], error_log = KEYS[12], legacy = KEYS[7], groups = KEYS[10], pending = KEYS[11] }, id, due, envelope_version(value))
+remove_from_any_state({ meta = KEYS[1], schedule = KEYS[2], ready = KEYS[3], in_flight = KEYS[4], dead = KEYS[5], errors = KEYS[6], error_log = KEYS[12], legacy = KEYS[7], groups = KEYS[10], pending = KEYS[11] }, id, due)
 local window = tonumber(ARGV[2])
 if window > 0 then redis.call('ZADD', KEYS[9], now_ms() + window, id) end
 return 1
@@ -1233,7 +1233,7 @@ return {due, expired, next_at, now, marker}
   'enqueue': {
     keys: ['meta', 'schedule', 'ready', 'inFlight', 'dead', 'errors', 'legacySchedule', 'slotGuard', 'recent', 'groups', 'pending', 'errorLog'],
     variants: { plain: ['meta', 'schedule', 'recent', 'slotGuard'] },
-    commands: ['HDEL', 'HGET', 'HGETALL', 'HMGET', 'HSET', 'HSETNX', 'LLEN', 'LREM', 'PUBLISH', 'TIME', 'ZADD', 'ZCARD', 'ZMSCORE', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZSCORE'],
+    commands: ['HDEL', 'HGET', 'HGETALL', 'HKEYS', 'HMGET', 'HSET', 'HSETNX', 'LLEN', 'LREM', 'PUBLISH', 'TIME', 'ZADD', 'ZCARD', 'ZMSCORE', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZSCORE'],
     lua: `-- Transition: (nothing) -> SCHEDULED, or any state -> SCHEDULED when replacing;
 -- for one event or a batch of events of one type.
 -- KEYS[1] meta: meta hash      (id -> envelope)
@@ -1317,12 +1317,6 @@ local function envelope_parse(value)
   if not attempt then return 0, '0', value end
   return tonumber(attempt), due, body
 end
--- The version of the event class that wrote an envelope's body: a body of
--- version 2 and up starts with '<version>|' (src/core/stored-body.ts), JSON
--- never starts with a digit, and a body without one is version 1.
-local function envelope_version(value)
-  return tonumber(string.match(value, '^%d+|%d+|(%d+)|')) or 1
-end
 -- Every instance reads one clock, Redis's, so skewed hosts neither fire early
 -- nor late relative to each other.
 local function now_ms()
@@ -1397,13 +1391,21 @@ local function newer_key(meta_key)
   return string.sub(meta_key, 1, -3) .. ':v'
 end
 
--- Takes \`id\` out of the events waiting for a reader of \`version\` (it is
--- cancelled or replaced); an emptied list leaves the hash.
-local function newer_remove(meta_key, id, version)
-  if version < 2 then return end
+-- Takes \`id\` out of the events waiting for a reader of a newer version (it
+-- is cancelled, replaced, rescheduled or moved); an emptied list leaves the
+-- hash. Every list is looked at, not only the one its body's version names:
+-- upgradeStored may have rewritten the body since it was left there.
+-- Returns true when it was there.
+local function newer_remove(meta_key, id)
   local newer = newer_key(meta_key)
-  local list = newer .. ':' .. version
-  if redis.call('LREM', list, 1, id) == 1 and redis.call('LLEN', list) == 0 then redis.call('HDEL', newer, version) end
+  for _, version in ipairs(redis.call('HKEYS', newer)) do
+    local list = newer .. ':' .. version
+    if redis.call('LREM', list, 1, id) == 1 then
+      if redis.call('LLEN', list) == 0 then redis.call('HDEL', newer, version) end
+      return true
+    end
+  end
+  return false
 end
 local function bucket_key(index, bucket)
   return index .. ':' .. bucket
@@ -1488,9 +1490,8 @@ local function schedule_remove(index, id, due)
   return tonumber(due) == 0 and remove_from(index, redis.call('ZRANGE', index, 0, -1, 'WITHSCORES'), id)
 end
 
--- Takes \`id\` out of every named group, wherever it is there (cancel, replace);
--- \`version\` is its body's (includes/envelope-version.lua).
-local function groups_forget(registry_key, pending_key, meta_key, id, version)
+-- Takes \`id\` out of every named group, wherever it is there (cancel, replace).
+local function groups_forget(registry_key, pending_key, meta_key, id)
   if redis.call('HDEL', pending_key, id) == 0 then return end
   for _, group in ipairs(named_groups(registry_key)) do
     local g = group_keys(meta_key, group)
@@ -1502,7 +1503,7 @@ local function groups_forget(registry_key, pending_key, meta_key, id, version)
         and not lease_remove(g.in_flight, id)
         and redis.call('ZREM', g.dead, id) == 0
         and redis.call('LREM', g.ready, 1, id) == 0 then
-        newer_remove(g.meta, id, version)
+        newer_remove(g.meta, id)
       end
       redis.call('HDEL', g.errors, id)
       redis.call('HDEL', g.error_log, id)
@@ -1513,25 +1514,24 @@ end
 -- (lease-remove: included above)
 -- (schedule-remove: included above)
 
--- Removes \`id\`, whose envelope says it is due at \`due\` and was written at
--- class version \`version\`, from whichever state holds it (an event lives in
+-- Removes \`id\`, whose envelope says it is due at \`due\`, from whichever state holds it (an event lives in
 -- exactly one of schedule, ready, in flight or dead; ready includes the lists
 -- of events left for a newer version, includes/newer-key.lua), with its last
 -- error and what named groups hold of it. Its envelope stays: the caller
 -- deletes or replaces it. \`k\` names the queue's keys:
 -- meta, schedule, ready, in_flight, dead, errors, error_log, legacy (0.1's
 -- schedule), groups (the registry) and pending.
-local function remove_from_any_state(k, id, due, version)
+local function remove_from_any_state(k, id, due)
   if not schedule_remove(k.schedule, id, due)
     and redis.call('ZREM', k.legacy, id) == 0
     and not lease_remove(k.in_flight, id)
     and redis.call('ZREM', k.dead, id) == 0
     and redis.call('LREM', k.ready, 1, id) == 0 then
-    newer_remove(k.meta, id, version)
+    newer_remove(k.meta, id)
   end
   redis.call('HDEL', k.errors, id)
   redis.call('HDEL', k.error_log, id)
-  groups_forget(k.groups, k.pending, k.meta, id, version)
+  groups_forget(k.groups, k.pending, k.meta, id)
 end
 -- (bucket-key: included above)
 -- (latest-due: included above)
@@ -1805,7 +1805,7 @@ for k = 1, n do
     if stored[k] and not taken[id] then
       -- An event lives in exactly one of schedule, ready, in-flight or dead.
       local _, stored_due = envelope_parse(stored[k])
-      remove_from_any_state(QUEUE, id, stored_due, envelope_version(stored[k]))
+      remove_from_any_state(QUEUE, id, stored_due)
     end
     -- Attempt 0 also fences off the result of a handler still running an old payload.
     envelopes[n_env + 1] = id
@@ -1831,17 +1831,44 @@ end
 return statuses
 `,
   },
-  'migrate-in': {
-    keys: ['meta', 'schedule', 'ready', 'dead', 'errors', 'errorLog', 'groups', 'pending', 'moved', 'slotGuard'],
+  'migrate-done': {
+    keys: ['moving', 'slotGuard'],
     variants: {  },
-    commands: ['HEXISTS', 'HSET', 'HSETNX', 'PUBLISH', 'RPUSH', 'TIME', 'ZADD', 'ZCARD', 'ZRANGE', 'ZREMRANGEBYRANK', 'ZSCORE'],
+    commands: ['HDEL', 'HMGET'],
+    lua: `-- Transition: MOVING -> (gone from the old queue), once migrate-in.lua stored
+-- the events in their new queue: drops their records from the moving hash,
+-- but only those of this move (the same token): a newer move of the same id
+-- (taken out again after it came back) stays until it is delivered.
+-- KEYS[1] moving: moving hash (id -> 'token|taken at ms|record json')
+-- KEYS[2] slotGuard: slot guard: never written; declared so that Redis refuses the script
+--         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
+-- ARGV[1] token of the move
+-- ARGV[2..] ids
+-- Returns how many records were dropped.
+
+local prefix = ARGV[1] .. '|'
+local values = redis.call('HMGET', KEYS[1], unpack(ARGV, 2))
+local done = {}
+for k, value in ipairs(values) do
+  if value and string.sub(value, 1, #prefix) == prefix then done[#done + 1] = ARGV[k + 1] end
+end
+if #done > 0 then redis.call('HDEL', KEYS[1], unpack(done)) end
+return #done
+`,
+  },
+  'migrate-in': {
+    keys: ['meta', 'schedule', 'ready', 'dead', 'errors', 'errorLog', 'groups', 'pending', 'moved', 'recent', 'slotGuard'],
+    variants: {  },
+    commands: ['HEXISTS', 'HSET', 'HSETNX', 'PUBLISH', 'RPUSH', 'TIME', 'ZADD', 'ZCARD', 'ZRANGE', 'ZREMRANGEBYRANK', 'ZREMRANGEBYSCORE', 'ZSCORE'],
     lua: `-- Transition: MOVING -> SCHEDULED | READY | DEAD, in the event's new
 -- partition (src/runtime/repartitioner.ts): stores what migrate-out.lua took
 -- from the old one, each event in the state it left, in every group that
--- held it. Once per move: the move's token is kept, so the same records sent
--- again (the caller crashed before it cleared the moving hash) change
--- nothing, even if the events were handled meanwhile. An id stored here
--- already (enqueued again meanwhile) keeps what is here.
+-- held it. Once per move: the move's token is kept for a day, so the same
+-- records sent again (the caller crashed before it cleared the moving hash,
+-- or another instance resent them) change nothing, even if the events were
+-- handled meanwhile. An id stored here already (enqueued again meanwhile)
+-- keeps what is here; an id handled or cancelled here within the idempotency
+-- window is a duplicate, as its enqueue here would have been.
 -- KEYS[1] meta: meta hash (bodies)
 -- KEYS[2] schedule: schedule index (includes/schedule-buckets-constants.lua)
 -- KEYS[3] ready: ready list
@@ -1850,8 +1877,9 @@ return statuses
 -- KEYS[6] errorLog: error-log hash
 -- KEYS[7] groups: group registry (includes/group-keys.lua)
 -- KEYS[8] pending: pending hash
--- KEYS[9] moved: moved hash (token of a move stored here -> when)
--- KEYS[10] slotGuard: slot guard: never written; declared so that Redis refuses the script
+-- KEYS[9] moved: moved zset (token of a move stored here -> when, ms)
+-- KEYS[10] recent: recent zset    (id -> end of its idempotency window ms)
+-- KEYS[11] slotGuard: slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
 -- ARGV[1] token of the move
 -- ARGV[2] wake channel ('' for none)
@@ -2101,8 +2129,12 @@ local function schedule_add(index, entries)
   return earlier
 end
 
-if redis.call('HEXISTS', KEYS[9], ARGV[1]) == 1 then return 0 end
+-- A resend of a move comes from its moving hash: within seconds, or after a crash, within hours at worst.
+local MOVE_TOKEN_KEPT_MS = 86400000
+
+if redis.call('ZSCORE', KEYS[9], ARGV[1]) then return 0 end
 local now = now_ms()
+redis.call('ZREMRANGEBYSCORE', KEYS[9], '-inf', now - MOVE_TOKEN_KEPT_MS)
 local stored = 0
 local earliest
 local any_ready = false
@@ -2121,7 +2153,8 @@ local own = { schedule = KEYS[2], ready = KEYS[3], dead = KEYS[4] }
 for i = 4, #ARGV do
   local record = cjson.decode(ARGV[i])
   local id = record.id
-  if redis.call('HEXISTS', KEYS[1], id) == 0 then
+  local mark = tonumber(redis.call('ZSCORE', KEYS[10], id) or '0')
+  if redis.call('HEXISTS', KEYS[1], id) == 0 and mark <= now then
     stored = stored + 1
     redis.call('HSET', KEYS[1], id, record.value)
     local _, due = envelope_parse(record.value)
@@ -2141,7 +2174,7 @@ for i = 4, #ARGV do
     end
   end
 end
-redis.call('HSET', KEYS[9], ARGV[1], now)
+redis.call('ZADD', KEYS[9], now, ARGV[1])
 if ARGV[2] ~= '' then
   if any_ready then redis.call('PUBLISH', ARGV[2], ARGV[3] .. '|-1') end
   if earliest then redis.call('PUBLISH', ARGV[2], ARGV[3] .. '|' .. string.format('%d', earliest)) end
@@ -2152,7 +2185,7 @@ return stored
   'migrate-out': {
     keys: ['meta', 'schedule', 'ready', 'inFlight', 'dead', 'errors', 'errorLog', 'legacySchedule', 'groups', 'pending', 'moving', 'slotGuard'],
     variants: {  },
-    commands: ['HDEL', 'HGET', 'HGETALL', 'HSET', 'LLEN', 'LREM', 'ZADD', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZSCORE'],
+    commands: ['HDEL', 'HGET', 'HGETALL', 'HKEYS', 'HSET', 'LLEN', 'LREM', 'TIME', 'ZADD', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZSCORE'],
     lua: `-- Transition: SCHEDULED | READY | DEAD -> MOVING, for a change of the type's
 -- partitions (src/runtime/repartitioner.ts): each event of the list that no
 -- holder (the default group or a named one) has in flight leaves every state
@@ -2171,7 +2204,7 @@ return stored
 -- KEYS[8] legacySchedule: legacy schedule zset, written by 0.1
 -- KEYS[9] groups: group registry (includes/group-keys.lua)
 -- KEYS[10] pending: pending hash (id -> how many groups still hold the event)
--- KEYS[11] moving: moving hash (id -> 'token|record json' of an event between partitions)
+-- KEYS[11] moving: moving hash (id -> 'token|taken at ms|record json' of an event between partitions)
 -- KEYS[12] slotGuard: slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
 -- ARGV[1] token of this move (the caller's batch)
@@ -2186,12 +2219,6 @@ local function envelope_parse(value)
   local attempt, due, body = string.match(value, '^(%d+)|(%d+)|(.*)$')
   if not attempt then return 0, '0', value end
   return tonumber(attempt), due, body
-end
--- The version of the event class that wrote an envelope's body: a body of
--- version 2 and up starts with '<version>|' (src/core/stored-body.ts), JSON
--- never starts with a digit, and a body without one is version 1.
-local function envelope_version(value)
-  return tonumber(string.match(value, '^%d+|%d+|(%d+)|')) or 1
 end
 -- Subscriber groups (fan-out). A type's due event is delivered to every group
 -- in its registry; a named group G keeps its own state under <base>:g:<G>:
@@ -2211,6 +2238,7 @@ end
 -- value until it holds nothing: events are no longer delivered to it, but a
 -- cancel or a replace still reaches what it holds.
 local GROUP_REMOVING = 'removing'
+-- (groups-constants: included above)
 
 -- Named groups of a registry (the default group keeps the type's own keys);
 -- with \`delivering\`, only those new events go to (not the ones being removed).
@@ -2232,13 +2260,27 @@ local function newer_key(meta_key)
   return string.sub(meta_key, 1, -3) .. ':v'
 end
 
--- Takes \`id\` out of the events waiting for a reader of \`version\` (it is
--- cancelled or replaced); an emptied list leaves the hash.
-local function newer_remove(meta_key, id, version)
-  if version < 2 then return end
+-- Takes \`id\` out of the events waiting for a reader of a newer version (it
+-- is cancelled, replaced, rescheduled or moved); an emptied list leaves the
+-- hash. Every list is looked at, not only the one its body's version names:
+-- upgradeStored may have rewritten the body since it was left there.
+-- Returns true when it was there.
+local function newer_remove(meta_key, id)
   local newer = newer_key(meta_key)
-  local list = newer .. ':' .. version
-  if redis.call('LREM', list, 1, id) == 1 and redis.call('LLEN', list) == 0 then redis.call('HDEL', newer, version) end
+  for _, version in ipairs(redis.call('HKEYS', newer)) do
+    local list = newer .. ':' .. version
+    if redis.call('LREM', list, 1, id) == 1 then
+      if redis.call('LLEN', list) == 0 then redis.call('HDEL', newer, version) end
+      return true
+    end
+  end
+  return false
+end
+-- Every instance reads one clock, Redis's, so skewed hosts neither fire early
+-- nor late relative to each other.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 local function bucket_key(index, bucket)
   return index .. ':' .. bucket
@@ -2324,24 +2366,25 @@ local function schedule_remove(index, id, due)
 end
 
 -- Takes \`id\` out of the state it is in, in the keys \`k\`; returns that state (and a dead letter's score), or nil.
-local function take(k, id, due, version)
+local function take(k, id, due)
   if schedule_remove(k.schedule, id, due) or redis.call('ZREM', k.legacy, id) == 1 then return 'scheduled' end
   local dead = redis.call('ZSCORE', k.dead, id)
   if dead then
     redis.call('ZREM', k.dead, id)
     return 'dead', tonumber(dead)
   end
-  if redis.call('LREM', k.ready, 1, id) == 1 then return 'ready' end
-  local newer = newer_key(k.meta) .. ':' .. version
-  if version > 1 and redis.call('LREM', newer, 1, id) == 1 then
-    if redis.call('LLEN', newer) == 0 then redis.call('HDEL', newer_key(k.meta), version) end
-    return 'ready'
-  end
+  if redis.call('LREM', k.ready, 1, id) == 1 or newer_remove(k.meta, id) then return 'ready' end
   return nil
 end
 
+local now = now_ms()
 local own = { meta = KEYS[1], schedule = KEYS[2], ready = KEYS[3], legacy = KEYS[8], dead = KEYS[5] }
-local named = named_groups(KEYS[9])
+-- A group being removed does not move: its share of an event is dropped here, as remove-group.lua would.
+local named = named_groups(KEYS[9], true)
+local removing = {}
+for _, group in ipairs(named_groups(KEYS[9])) do
+  if redis.call('HGET', KEYS[9], group) == GROUP_REMOVING then removing[#removing + 1] = group_keys(KEYS[1], group) end
+end
 local out = {}
 for i = 2, #ARGV do
   local id = ARGV[i]
@@ -2359,17 +2402,33 @@ for i = 2, #ARGV do
     end
   end
   if not busy then
-    local _, due, body = envelope_parse(value)
-    local version = envelope_version(value)
+    for _, g in ipairs(removing) do
+      if redis.call('ZSCORE', g.in_flight, id) then busy = true break end
+    end
+  end
+  if not busy then
+    local _, due = envelope_parse(value)
     local record = { id = id, value = value }
-    record.state, record.dead = take(own, id, due, version)
+    record.state, record.dead = take(own, id, due)
     record.error = redis.call('HGET', KEYS[6], id) or nil
     record.log = redis.call('HGET', KEYS[7], id) or nil
-    record.pending = redis.call('HGET', KEYS[10], id) or nil
+    local pending = tonumber(redis.call('HGET', KEYS[10], id) or '')
+    for _, g in ipairs(removing) do
+      local header = redis.call('HGET', g.meta, id)
+      if header then
+        local _, group_due = envelope_parse(header)
+        take(g, id, group_due)
+        redis.call('HDEL', g.meta, id)
+        redis.call('HDEL', g.errors, id)
+        redis.call('HDEL', g.error_log, id)
+        if pending then pending = pending - 1 end
+      end
+    end
+    record.pending = pending and pending > 0 and tostring(pending) or nil
     record.groups = {}
     for _, h in ipairs(held) do
       local _, group_due = envelope_parse(h.header)
-      local state, dead = take(h.g, id, group_due, version)
+      local state, dead = take(h.g, id, group_due)
       record.groups[#record.groups + 1] = {
         group = h.group, header = h.header, state = state or cjson.null, dead = dead or cjson.null,
         error = redis.call('HGET', h.g.errors, id) or cjson.null, log = redis.call('HGET', h.g.error_log, id) or cjson.null,
@@ -2382,10 +2441,13 @@ for i = 2, #ARGV do
     redis.call('HDEL', KEYS[6], id)
     redis.call('HDEL', KEYS[7], id)
     redis.call('HDEL', KEYS[10], id)
-    local json = cjson.encode(record)
-    redis.call('HSET', KEYS[11], id, ARGV[1] .. '|' .. json)
-    out[#out + 1] = id
-    out[#out + 1] = json
+    -- Held by no one any more (its last holder was a group being removed): it ends here.
+    if record.state or #record.groups > 0 then
+      local json = cjson.encode(record)
+      redis.call('HSET', KEYS[11], id, ARGV[1] .. '|' .. now .. '|' .. json)
+      out[#out + 1] = id
+      out[#out + 1] = json
+    end
   end
 end
 return out
@@ -2678,7 +2740,7 @@ return #back
   'remove-group': {
     keys: ['groups', 'pending', 'sharedMeta', 'slotGuard'],
     variants: {  },
-    commands: ['HDEL', 'HGET', 'HINCRBY', 'HLEN', 'HRANDFIELD', 'HSET', 'UNLINK', 'ZRANGE', 'ZREM'],
+    commands: ['HDEL', 'HGET', 'HINCRBY', 'HKEYS', 'HLEN', 'HRANDFIELD', 'HSET', 'UNLINK', 'ZRANGE', 'ZREM'],
     lua: `-- Transition: a named group is unregistered for good; every event it still
 -- held (ready, in flight, waiting for a retry, dead) is dropped from it, and a
 -- body no other group holds goes with it. In calls of ARGV[2] events, so a
@@ -2724,6 +2786,14 @@ local function groups_release(pending_key, ids)
   end
   return finished
 end
+-- Where a queue keeps the events its readers left for a newer class version:
+-- a hash <queue>:v, version -> when a reader last took from it (or one was
+-- first left), and a list <queue>:v:<version> of ids per version, oldest
+-- first. Named after the queue's meta key, as includes/group-keys.lua names a
+-- group's keys, so every script that may touch it finds it in the same slot.
+local function newer_key(meta_key)
+  return string.sub(meta_key, 1, -3) .. ':v'
+end
 
 local was = redis.call('HGET', KEYS[1], ARGV[1])
 if not was then return {0, 0} end
@@ -2749,6 +2819,10 @@ if left == 0 then
   end
   -- UNLINK: what is left (ids in the ready list, retry buckets) holds no header; freed off the main thread.
   redis.call('UNLINK', g.schedule, g.legacy, g.ready, g.in_flight, g.dead, g.errors, g.error_log, g.handled, g.handled_index)
+  -- And what its readers left for a newer class version.
+  local newer = newer_key(g.meta)
+  for _, version in ipairs(redis.call('HKEYS', newer)) do redis.call('UNLINK', newer .. ':' .. version) end
+  redis.call('UNLINK', newer)
   redis.call('HDEL', KEYS[1], ARGV[1])
 end
 return {existed, left}
@@ -3041,9 +3115,11 @@ return {replayed, taken}
   'reschedule': {
     keys: ['meta', 'schedule', 'ready', 'legacySchedule', 'slotGuard'],
     variants: {  },
-    commands: ['HGET', 'HSET', 'LREM', 'PUBLISH', 'TIME', 'ZADD', 'ZCARD', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZSCORE'],
+    commands: ['HDEL', 'HGET', 'HKEYS', 'HSET', 'LLEN', 'LREM', 'PUBLISH', 'TIME', 'ZADD', 'ZCARD', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZSCORE'],
     lua: `-- Transition: SCHEDULED | READY -> SCHEDULED at a new due time, keeping the
 -- payload, context and attempts (reschedule and run-now of the inspection API).
+-- READY includes an event left for a reader of a newer class version
+-- (includes/newer-key.lua): due again, it goes to whichever reader claims it.
 -- An event in flight or dead is left as it is: rescheduling does not apply.
 -- KEYS[1] meta: meta hash      (id -> envelope)
 -- KEYS[2] schedule: schedule index (bucket -> earliest due ms; see includes/schedule-buckets-constants.lua)
@@ -3068,6 +3144,31 @@ local function envelope_parse(value)
   local attempt, due, body = string.match(value, '^(%d+)|(%d+)|(.*)$')
   if not attempt then return 0, '0', value end
   return tonumber(attempt), due, body
+end
+-- Where a queue keeps the events its readers left for a newer class version:
+-- a hash <queue>:v, version -> when a reader last took from it (or one was
+-- first left), and a list <queue>:v:<version> of ids per version, oldest
+-- first. Named after the queue's meta key, as includes/group-keys.lua names a
+-- group's keys, so every script that may touch it finds it in the same slot.
+local function newer_key(meta_key)
+  return string.sub(meta_key, 1, -3) .. ':v'
+end
+
+-- Takes \`id\` out of the events waiting for a reader of a newer version (it
+-- is cancelled, replaced, rescheduled or moved); an emptied list leaves the
+-- hash. Every list is looked at, not only the one its body's version names:
+-- upgradeStored may have rewritten the body since it was left there.
+-- Returns true when it was there.
+local function newer_remove(meta_key, id)
+  local newer = newer_key(meta_key)
+  for _, version in ipairs(redis.call('HKEYS', newer)) do
+    local list = newer .. ':' .. version
+    if redis.call('LREM', list, 1, id) == 1 then
+      if redis.call('LLEN', list) == 0 then redis.call('HDEL', newer, version) end
+      return true
+    end
+  end
+  return false
 end
 -- Every instance reads one clock, Redis's, so skewed hosts neither fire early
 -- nor late relative to each other.
@@ -3346,7 +3447,8 @@ local attempt, due, body = envelope_parse(value)
 -- Its bucket is found from the due time in its envelope, as cancel.lua does.
 if not schedule_remove(KEYS[2], id, due)
   and redis.call('ZREM', KEYS[4], id) == 0
-  and redis.call('LREM', KEYS[3], 1, id) == 0 then
+  and redis.call('LREM', KEYS[3], 1, id) == 0
+  and not newer_remove(KEYS[1], id) then
   return -1
 end
 

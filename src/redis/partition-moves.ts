@@ -7,6 +7,12 @@ import { MAX_PARTITIONS } from './stored-types';
 
 /** The field of the layout hash naming the setting events move to. */
 const CURRENT = 'current';
+/**
+ * How old a moving record must be before a sweep sends it on itself: younger,
+ * it is most likely another instance's move under way (whose token fences a
+ * resend anyway).
+ */
+const MOVE_GRACE_MS = 30_000;
 /** Ids taken out per migrate-out call. */
 const MOVE_STEP = 200;
 
@@ -103,8 +109,9 @@ export class PartitionMoves {
    * (all of them, for a queue `route` does not have), step by step; events in
    * flight stay until their lease ends. Resolves how many were moved.
    */
-  async moveOut(source: TypeKeys, route: EventRoute): Promise<number> {
+  async moveOut(source: TypeKeys, route: EventRoute): Promise<{ moved: number; left: number }> {
     let moved = await this.finishMoves(source, route);
+    let left = 0;
     // Expired leases come back to READY, so they can move; due events go to READY here first.
     await this.scripts.dispatchDue(source, 1_000);
     let cursor = '0';
@@ -116,8 +123,58 @@ export class PartitionMoves {
         const id = flat[i]!;
         if (this.layout.forEvent(route, id) !== source) ids.push(id);
       }
-      for (let i = 0; i < ids.length; i += MOVE_STEP) moved += await this.move(source, route, ids.slice(i, i + MOVE_STEP));
+      for (let i = 0; i < ids.length; i += MOVE_STEP) {
+        const step = ids.slice(i, i + MOVE_STEP);
+        const stored = await this.move(source, route, step);
+        moved += stored.stored;
+        left += step.length - stored.taken;
+      }
     } while (cursor !== '0');
+    await this.copyMarks(source, route);
+    return { moved, left };
+  }
+
+  /**
+   * Copies the idempotency marks of ids that belong to another queue under
+   * `route` there (the later end wins), so a late re-send of an event handled
+   * before the change is still a duplicate. They stay here too, for instances
+   * of the old setting, until their window ends.
+   */
+  private async copyMarks(source: TypeKeys, route: EventRoute): Promise<void> {
+    let cursor = '0';
+    do {
+      const [next, flat] = await this.client.zscan(source.recent, cursor, 'COUNT', 1_000);
+      cursor = next;
+      const byTarget = new Map<TypeKeys, string[]>();
+      for (let i = 0; i < flat.length; i += 2) {
+        const target = this.layout.forEvent(route, flat[i]!);
+        if (target !== source) byTarget.set(target, [...(byTarget.get(target) ?? []), flat[i + 1]!, flat[i]!]);
+      }
+      await Promise.all([...byTarget].map(([target, marks]) => this.client.zadd(target.recent, 'GT', ...marks)));
+    } while (cursor !== '0');
+  }
+
+  /**
+   * Moves the recurring schedules kept where another setting keeps them
+   * ({type}, or {type#0} of a partitioned type) to where `route` keeps them,
+   * and points the index of schedule types at `route`. A schedule defined
+   * anew under `route` meanwhile stays as it is. Resolves how many moved.
+   */
+  async moveSchedules(from: number, route: EventRoute): Promise<number> {
+    const source = this.layout.recurringOf({ type: route.type, partitions: from });
+    const target = this.layout.recurringOf(route);
+    if (source === target) return 0;
+    const definitions = await this.client.hgetall(source.recurring);
+    let moved = 0;
+    for (const [name, json] of Object.entries(definitions)) {
+      const definition = JSON.parse(json) as { partitions: number };
+      // Written first, then deleted: a crash between leaves a copy the next sweep deletes, never no schedule.
+      moved += await this.client.hsetnx(target.recurring, name, JSON.stringify({ ...definition, partitions: route.partitions }));
+      await this.client.hdel(source.recurring, name);
+    }
+    if (moved > 0 || (await this.client.hexists(this.layout.recurringIndex, route.type))) {
+      await this.client.hset(this.layout.recurringIndex, route.type, String(route.partitions));
+    }
     return moved;
   }
 
@@ -127,18 +184,21 @@ export class PartitionMoves {
     const byToken = new Map<string, Array<{ id: string; record: string }>>();
     for (const [id, value] of Object.entries(left)) {
       const bar = value.indexOf('|');
+      const second = value.indexOf('|', bar + 1);
+      if (Date.now() - Number(value.slice(bar + 1, second)) < MOVE_GRACE_MS) continue;
       const token = value.slice(0, bar);
-      byToken.set(token, [...(byToken.get(token) ?? []), { id, record: value.slice(bar + 1) }]);
+      byToken.set(token, [...(byToken.get(token) ?? []), { id, record: value.slice(second + 1) }]);
     }
     let stored = 0;
     for (const [token, records] of byToken) stored += await this.deliver(source, route, token, records);
     return stored;
   }
 
-  private async move(source: TypeKeys, route: EventRoute, ids: readonly string[]): Promise<number> {
+  /** One move: how many of `ids` were taken out (the rest are in flight, or gone), and how many stored anew. */
+  private async move(source: TypeKeys, route: EventRoute, ids: readonly string[]): Promise<{ taken: number; stored: number }> {
     const token = randomBytes(8).toString('hex');
     const records = await this.scripts.migrateOut(source, token, ids);
-    return this.deliver(source, route, token, records);
+    return { taken: records.length, stored: await this.deliver(source, route, token, records) };
   }
 
   /** Steps two and three of a move: into each record's new queue, then out of the moving hash. */
@@ -156,9 +216,12 @@ export class PartitionMoves {
         token,
         moving.map((r) => r.record),
       );
-    await this.client.hdel(source.moving, ...records.map((r) => r.id));
-    // The tokens are kept only until the moving hash no longer holds their records; lost, they cost a few bytes.
-    await Promise.all([...byTarget.keys()].map((target) => this.client.hdel(target.moved, token).catch(() => 0)));
+    // Only this move's records: the token fences a resend for a day (lua/migrate-in.lua).
+    await this.scripts.migrateDone(
+      source,
+      token,
+      records.map((r) => r.id),
+    );
     return stored;
   }
 }

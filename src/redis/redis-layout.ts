@@ -69,7 +69,7 @@ export interface TypeKeys {
   readonly newer: string;
   /** Hash: id -> 'token|record' of an event taken out of this queue for its new partition (lua/migrate-out.lua). */
   readonly moving: string;
-  /** Hash: token -> ms, the moves stored in this queue (lua/migrate-in.lua): a move sent twice is stored once. */
+  /** Sorted set: token -> ms, the moves stored in this queue in the last day (lua/migrate-in.lua): a move sent twice is stored once. */
   readonly moved: string;
   /** Sorted set: id -> dead-lettered at ms. State DEAD. */
   readonly dead: string;

@@ -27,6 +27,7 @@ export const SCRIPT_NAMES = [
   'upgrade-schedule',
   'migrate-out',
   'migrate-in',
+  'migrate-done',
 ] as const;
 export type ScriptName = (typeof SCRIPT_NAMES)[number];
 

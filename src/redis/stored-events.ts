@@ -8,7 +8,6 @@ import { scanTypes } from './type-scan';
 
 export { EVENT_STATES, type EventCounts, type EventError, type EventState, type EventTypeInfo, MAX_PARTITIONS, type StateCounts, type StoredDeadLetter, type StoredEvent } from './stored-types';
 import { type EventCounts, type EventState, type EventTypeInfo, MAX_PARTITIONS, type NewerVersionWait, type StateCounts, type StoredDeadLetter, type StoredEvent } from './stored-types';
-import { splitBodyVersion } from '../core/stored-body';
 
 /** LEASE_PIN as ioredis reads it back (its 0xFF byte is no UTF-8): what a reply holds in its place. */
 const PIN_AS_READ = LEASE_PIN.toString('utf8');
@@ -145,7 +144,7 @@ export class StoredEvents {
     let own: EventState | undefined;
     if (leaseScore !== null) own = 'in-flight';
     else if (deadScore !== null) own = 'dead';
-    else if (position !== null || (await this.waitsForNewerVersion(keys, id, envelope.body))) own = 'ready';
+    else if (position !== null || (await this.waitsForNewerVersion(keys, id))) own = 'ready';
     // Delivered to groups, and in none of the type's own states but its schedule:
     // in the default group's retries, or held by named groups only.
     else if (delivered !== 1 || (await isScheduled(this.client, keys, id, envelope.dueAt))) own = 'scheduled';
@@ -373,10 +372,14 @@ export class StoredEvents {
     return [...found.values()];
   }
 
-  /** Whether an event of `body` waits in its queue for a reader of a newer class version. */
-  private async waitsForNewerVersion(keys: TypeKeys, id: string, body: string): Promise<boolean> {
-    const { version } = splitBodyVersion(body);
-    return version > 1 && (await this.client.lpos(`${keys.newer}:${version}`, id)) !== null;
+  /**
+   * Whether an event waits in its queue for a reader of a newer class version:
+   * in any version's list (upgradeStored may have rewritten its body since).
+   */
+  private async waitsForNewerVersion(keys: TypeKeys, id: string): Promise<boolean> {
+    const versions = await this.client.hkeys(keys.newer);
+    for (const version of versions) if ((await this.client.lpos(`${keys.newer}:${version}`, id)) !== null) return true;
+    return false;
   }
 
   /**
@@ -408,10 +411,7 @@ export class StoredEvents {
     if (header === null) return handled === 1 ? { state: 'handled' } : undefined;
     const envelope = parseEnvelope(header);
     let state: EventState = lease !== null ? 'in-flight' : dead !== null ? 'dead' : position !== null ? 'ready' : 'scheduled';
-    if (state === 'scheduled') {
-      const body = await this.client.hget(keys.sharedMeta, id);
-      if (body !== null && (await this.waitsForNewerVersion(keys, id, parseEnvelope(body).body))) state = 'ready';
-    }
+    if (state === 'scheduled' && (await this.waitsForNewerVersion(keys, id))) state = 'ready';
     return {
       state,
       attempt: lease !== null ? runningAttempt(envelope.attempt, Number(lease)) : envelope.attempt,

@@ -10,6 +10,8 @@ const BUSY_SWEEP_MS = 2_000;
 const IDLE_SWEEP_MS = 60_000;
 /** A setting no instance announced for this long is no longer in use. */
 const SETTING_STALE_MS = 10 * 60_000;
+/** A current setting no instance announced for this long (its instances stopped) is taken over. */
+const CURRENT_STALE_MS = 3 * 60_000;
 /** How often this setting's own queues are scanned for ids another setting in use put there. */
 const MINE_SCAN_MS = 30_000;
 
@@ -54,42 +56,59 @@ export class Repartitioner implements BackgroundService {
     if (first) await this.moves.claimCurrent(type, partitions);
     await this.moves.announce(type, partitions);
     const { current, all } = await this.moves.settings(type);
-    // Only the instances of the setting that started last move events: two settings never move them back and forth.
-    if (current !== partitions) return false;
-    const mine = new Set(this.moves.queuesOf(type, partitions));
     const now = Date.now();
+    if (current !== partitions) {
+      // Only the instances of the setting that started last move events, so two settings never move them back
+      // and forth; when no instance of it has been heard of for a while (a canary stopped), this one takes over.
+      const heard = all.find((s) => s.partitions === current);
+      if (current !== undefined && heard && now - heard.at < CURRENT_STALE_MS) return false;
+      await this.moves.claimCurrent(type, partitions);
+    }
+    const mine = this.moves.queuesOf(type, partitions);
+    const mineSet = new Set(mine);
     const others = all.filter((s) => s.partitions !== partitions);
     let moved = 0;
     let busy = false;
     // Events stored before settings were announced (0.4): whatever their setting, found by the probe.
     const probed = first ? await this.moves.queuesInUse(type, partitions) : [];
-    const misplacedHere = probed.some((q) => !mine.has(q));
+    const misplacedHere = probed.some((q) => !mineSet.has(q));
     const sources = new Set([...probed, ...others.flatMap((s) => this.moves.queuesOf(type, s.partitions))]);
     const emptied = new Set<TypeKeys>();
     for (const queue of sources) {
-      if (mine.has(queue) || this.stopping.signal.aborted) continue;
-      if (await this.moves.holdsAny(queue)) moved += await this.moves.moveOut(queue, this.route);
+      if (mineSet.has(queue) || this.stopping.signal.aborted) continue;
+      if (await this.moves.holdsAny(queue)) moved += (await this.moves.moveOut(queue, this.route)).moved;
       if (await this.moves.holdsAny(queue)) busy = true;
       else emptied.add(queue);
     }
-    // A setting no instance announced for a while, whose queues are empty, is forgotten.
-    const gone = others.filter((s) => now - s.at >= SETTING_STALE_MS && this.moves.queuesOf(type, s.partitions).every((q) => mine.has(q) || emptied.has(q)));
+    // Schedules live in {type} (1 partition) or {type#0} (more): before settings were announced, both are looked at.
+    for (const setting of new Set([...others.map((s) => s.partitions), ...(misplacedHere ? [1, 2] : [])])) {
+      if (!this.stopping.signal.aborted) moved += await this.moves.moveSchedules(setting, this.route);
+    }
+    // A queue of this setting holds ids another setting hashes elsewhere only if that one writes to it
+    // (partition p < N) and does not split ours (N a multiple of ours): 4 -> 8 does, 8 -> 4 and 1 -> 8 do not.
+    // Scanned then, at most every MINE_SCAN_MS; otherwise only what a crashed sweep left on its way is sent on.
+    const splits = (s: { partitions: number }, p: number) => partitions > 1 && s.partitions > 1 && p < s.partitions && s.partitions % partitions !== 0;
+    const stale = others.filter((s) => now - s.at >= SETTING_STALE_MS);
+    const scanMine = (first && misplacedHere) || now - this.minesScannedAt >= MINE_SCAN_MS;
+    let leftMine = 0;
+    for (const [p, queue] of mine.entries()) {
+      if (this.stopping.signal.aborted) break;
+      if (scanMine && ((first && misplacedHere) || others.some((s) => splits(s, p)))) {
+        const result = await this.moves.moveOut(queue, this.route);
+        moved += result.moved;
+        leftMine += result.left;
+      } else {
+        moved += await this.moves.finishMoves(queue, this.route);
+      }
+    }
+    if (scanMine) this.minesScannedAt = now;
+    // A setting no instance announced for a while is forgotten once its queues are empty and, where it split
+    // this setting's, a last scan of them found no id of another partition (nothing moved, nothing in flight).
+    const gone = stale.filter((s) => this.moves.queuesOf(type, s.partitions).every((q) => mineSet.has(q) || emptied.has(q)) && (!mine.some((_, p) => splits(s, p)) || (moved === 0 && leftMine === 0)));
     await this.moves.forgetSettings(
       type,
       gone.map((s) => s.partitions),
     );
-    // A queue of this setting holds ids another setting hashes elsewhere only if that one writes to it
-    // (partition p < N) and does not split ours (N a multiple of ours): 4 -> 8 does, 8 -> 4 and 1 -> 8 do not.
-    // Scanned then, at most every MINE_SCAN_MS; otherwise only what a crashed sweep left on its way is sent on.
-    const scanMine = (first && misplacedHere) || now - this.minesScannedAt >= MINE_SCAN_MS;
-    let p = 0;
-    for (const queue of mine) {
-      if (this.stopping.signal.aborted) break;
-      const partition = p++;
-      const misplaced = (first && misplacedHere) || (partitions > 1 && others.some((s) => s.partitions > 1 && partition < s.partitions && s.partitions % partitions !== 0));
-      moved += scanMine && misplaced ? await this.moves.moveOut(queue, this.route) : await this.moves.finishMoves(queue, this.route);
-    }
-    if (scanMine) this.minesScannedAt = now;
     if (moved > 0) {
       this.metrics.count(METRIC.repartitioned, { type }, moved);
       this.onMoved(moved);

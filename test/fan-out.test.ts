@@ -39,7 +39,9 @@ describe('fan-out to subscriber groups', () => {
   const registered = (prefix: string, group: string) => waitFor(async () => (await redis.client().hexists(`${prefix}:{test.work}:groups`, group)) === 1, `group ${group} registered`);
 
   /** Keys left under the prefix, but for idempotency marks, the group registry and its marker (they persist while groups are registered). */
-  const leftovers = async (prefix: string) => (await redis.keys(`${prefix}:*`)).filter((key) => !key.endsWith(':i') && !key.endsWith(':groups') && !key.endsWith(':here'));
+  // What a type keeps for good: idempotency marks (until their window ends), its group registry and marker, and a
+  // partitioned type's partitions setting (src/runtime/repartitioner.ts).
+  const leftovers = async (prefix: string) => (await redis.keys(`${prefix}:*`)).filter((key) => !key.endsWith(':i') && !key.endsWith(':groups') && !key.endsWith(':here') && !key.endsWith(':layout'));
 
   it('three groups of two instances each handle every one of 5,000 events exactly once per group, and the payload goes after the last group', async () => {
     const prefix = redis.prefix();

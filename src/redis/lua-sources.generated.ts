@@ -2138,7 +2138,7 @@ redis.call('ZREMRANGEBYSCORE', KEYS[9], '-inf', now - MOVE_TOKEN_KEPT_MS)
 local stored = 0
 local earliest
 local any_ready = false
-local function put(k, id, state, due, dead)
+local function store_in(k, id, state, due, dead)
   if state == 'scheduled' then
     schedule_add(k.schedule, { { due, id } })
     if not earliest or due < earliest then earliest = due end
@@ -2158,7 +2158,7 @@ for i = 4, #ARGV do
     stored = stored + 1
     redis.call('HSET', KEYS[1], id, record.value)
     local _, due = envelope_parse(record.value)
-    put(own, id, record.state, tonumber(due), record.dead)
+    store_in(own, id, record.state, tonumber(due), record.dead)
     if record.error then redis.call('HSET', KEYS[5], id, record.error) end
     if record.log then redis.call('HSET', KEYS[6], id, record.log) end
     if record.pending then redis.call('HSET', KEYS[8], id, record.pending) end
@@ -2168,7 +2168,7 @@ for i = 4, #ARGV do
       redis.call('HSETNX', KEYS[7], h.group, now)
       redis.call('HSET', g.meta, id, h.header)
       local _, group_due = envelope_parse(h.header)
-      if h.state ~= cjson.null then put(g, id, h.state, tonumber(group_due), h.dead) end
+      if h.state ~= cjson.null then store_in(g, id, h.state, tonumber(group_due), h.dead) end
       if h.error ~= cjson.null then redis.call('HSET', g.errors, id, h.error) end
       if h.log ~= cjson.null then redis.call('HSET', g.error_log, id, h.log) end
     end

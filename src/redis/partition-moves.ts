@@ -34,9 +34,15 @@ export class PartitionMoves {
     private readonly scripts: LuaScripts,
   ) {}
 
-  /** Says that an instance with `partitions` handles or stores the type now. */
+  /**
+   * Says that an instance with `partitions` handles or stores the type now. A
+   * type that was never partitioned keeps no layout hash: an unpartitioned
+   * instance says so only once another setting has been in use.
+   */
   async announce(type: string, partitions: number): Promise<void> {
-    await this.client.hset(this.layout.layoutOf(type), String(partitions), String(Date.now()));
+    const key = this.layout.layoutOf(type);
+    if (partitions === 1 && (await this.client.exists(key)) === 0) return;
+    await this.client.hset(key, String(partitions), String(Date.now()));
   }
 
   /**

@@ -38,6 +38,7 @@ export class Repartitioner implements BackgroundService {
     private readonly route: EventRoute,
     private readonly moves: PartitionMoves,
     private readonly metrics: Metrics,
+    private readonly ready: () => Promise<void> | undefined,
     private readonly onMoved: (count: number) => void = () => undefined,
   ) {}
 
@@ -53,15 +54,22 @@ export class Repartitioner implements BackgroundService {
   /** One sweep; resolves whether anything is still to move (so the next comes soon). */
   async sweep(first: boolean): Promise<boolean> {
     const { type, partitions } = this.route;
-    if (first) await this.moves.claimCurrent(type, partitions);
-    await this.moves.announce(type, partitions);
-    const { current, all } = await this.moves.settings(type);
+    const settings = await this.moves.settings(type);
+    const all = settings.all;
+    let current = settings.current;
     const now = Date.now();
-    if (current !== partitions) {
+    // The setting that started last is current. A type never partitioned writes nothing (no layout hash):
+    // with nothing recorded, its instances move only what the probe finds.
+    if (first && (partitions > 1 || current !== undefined)) {
+      await this.moves.claimCurrent(type, partitions);
+      current = partitions;
+    }
+    await this.moves.announce(type, partitions);
+    if (current !== undefined && current !== partitions) {
       // Only the instances of the setting that started last move events, so two settings never move them back
       // and forth; when no instance of it has been heard of for a while (a canary stopped), this one takes over.
       const heard = all.find((s) => s.partitions === current);
-      if (current !== undefined && heard && now - heard.at < CURRENT_STALE_MS) return false;
+      if (heard && now - heard.at < CURRENT_STALE_MS) return false;
       await this.moves.claimCurrent(type, partitions);
     }
     const mine = this.moves.queuesOf(type, partitions);
@@ -122,6 +130,8 @@ export class Repartitioner implements BackgroundService {
     while (!this.stopping.signal.aborted) {
       let busy: boolean;
       try {
+        // Not before the connection is ready: it keeps no offline queue, and a sweep sent early would fail.
+        await this.ready();
         busy = await this.sweep(first);
         first = false;
         backoff.reset();

@@ -232,8 +232,9 @@ export class Handlers {
     for (const dispatcher of dispatchers) dispatcher.start();
     consumer.start();
     if (!this.repartitioners.has(type)) {
-      const moves = new PartitionMoves(this.parts.connections.handling, layout, scripts);
-      const repartitioner = new Repartitioner(route, moves, metrics);
+      // On the command connection: the handlers' own carries claims and results alone.
+      const moves = new PartitionMoves(this.parts.connections.command, layout, this.parts.scripts);
+      const repartitioner = new Repartitioner(route, moves, metrics, () => this.parts.scripts.gate.wait());
       this.repartitioners.set(type, repartitioner);
       repartitioner.start();
     }

@@ -43,6 +43,8 @@ const onClusterToo = [
   'operators',
   'versions',
   'repartition',
+  'flow-control',
+  'batch-handler',
 ].map((name) => `test/${name}.test.ts`);
 
 export default defineConfig({

@@ -45,7 +45,11 @@
 -- Returns {Redis now ms, {position of each succeeded event not completed},
 --          {id, envelope, ...} claimed, {id, attempt, ...} dead-lettered,
 --          1 if paused, identity of this claim's leases (not-started score) or '',
---          how many events this call left for a newer version}.
+--          how many events this call left for a newer version,
+--          ms to wait when the queue's limits left no room (-1: until a running
+--          call ends; 0: not held back; includes/limit-room.lua),
+--          1 if completions freed room a claim had found missing}.
+-- The claim takes no more than the queue's limits allow (src/service/flow-control.ts).
 -- Positions count the succeeded events from 1. Listing the stale ones, not a
 -- flag per event, keeps the usual reply (every success completed) short.
 -- A claimed event's envelope is returned as stored: its attempt is the one
@@ -60,6 +64,8 @@
 -- @include lease-fences
 -- @include lease-pin-constants
 -- @include lease-unpin-if-idle
+-- @include limit-keys
+-- @include limit-room
 -- @include newer-key
 -- @include now-ms-us
 
@@ -152,12 +158,28 @@ if #ARGV >= first_success then
   if #removed > 0 and redis.call('EXISTS', KEYS[5]) == 1 then redis.call('HDEL', KEYS[5], unpack(removed)) end
   if #removed > 0 and redis.call('EXISTS', KEYS[12]) == 1 then redis.call('HDEL', KEYS[12], unpack(removed)) end
 end
+-- Room freed under a concurrency limit that a claim found full: the caller wakes the instances.
+local freed = 0
+if #removed > 0 then
+  local _, _, _, thr_key = limit_keys(KEYS[3])
+  freed = redis.call('DEL', thr_key)
+end
 
 local claimed, dead = {}, {}
 local count = tonumber(ARGV[1])
 if count > 0 and redis.call('EXISTS', KEYS[11]) == 1 then
   if #removed > 0 then lease_unpin_if_idle(KEYS[2]) end
-  return {now, stale, claimed, dead, 1, '', 0}
+  return {now, stale, claimed, dead, 1, '', 0, 0, freed}
+end
+local rate_key, rate_per = false, 0
+if count > 0 then
+  local room, wait
+  room, wait, rate_key, rate_per = limit_room(KEYS[3], KEYS[2], count, now)
+  if room <= 0 then
+    if #removed > 0 then lease_unpin_if_idle(KEYS[2]) end
+    return {now, stale, claimed, dead, 0, '', 0, wait, freed}
+  end
+  count = room
 end
 -- Events left by readers of an older version come first: they fell due before those in the list.
 local newer = newer_key(KEYS[3])
@@ -192,7 +214,7 @@ if not ids then
   if #removed > 0 then lease_unpin_if_idle(KEYS[2]) end
   -- The reader goes idle: its last claim was answered, so its log can go.
   if count > 0 and ARGV[5] ~= '' then redis.call('DEL', KEYS[8]) end
-  return {now, stale, claimed, dead, 0, '', 0}
+  return {now, stale, claimed, dead, 0, '', 0, 0, freed}
 end
 
 local not_started, started = lease_claim_scores(now + tonumber(ARGV[2]), now_us)
@@ -245,7 +267,17 @@ if n_leases > 0 then
   redis.call('ZADD', KEYS[2], LEASE_PIN_SCORE, LEASE_PIN, unpack(leases))
   -- Overwrites the reader's previous log: a reader has one claim in flight at a time.
   if ARGV[5] ~= '' then redis.call('SET', KEYS[8], ARGV[5] .. ':' .. cmsgpack.pack(leases), 'PX', ARGV[2]) end
+  -- Each call started counts in the rate window, under a member no other claim has.
+  if rate_key then
+    local starts = {}
+    for k = 1, n_claimed / 2 do
+      starts[#starts + 1] = now
+      starts[#starts + 1] = not_started .. ':' .. k
+    end
+    redis.call('ZADD', rate_key, unpack(starts))
+    redis.call('PEXPIRE', rate_key, rate_per + 1000)
+  end
 elseif #removed > 0 then
   lease_unpin_if_idle(KEYS[2])
 end
-return {now, stale, claimed, dead, 0, not_started, n_left}
+return {now, stale, claimed, dead, 0, not_started, n_left, 0, freed}

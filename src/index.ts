@@ -2,7 +2,9 @@ import 'reflect-metadata';
 
 export { DelayedEventService } from './service/delayed-event-service';
 export type { BatchEntry, EnqueueOptions } from './service/enqueuer';
-export type { HandlerOptions } from './service/handlers';
+export type { BatchHandlerOptions, HandlerOptions } from './service/handlers';
+export type { BatchHandler, BatchHandlerResult, BatchResult } from './runtime/batch-consumer';
+export type { RateLimit } from './service/flow-control';
 export { createInspector } from './service/create-inspector';
 export { Inspector } from './service/inspector';
 export type { StoredVersionFailure, StoredVersions, UpgradeReport, VerifyOptions, VerifyReport } from './service/stored-versions';
@@ -37,6 +39,7 @@ export {
   type RedisConnectionFailure,
   PayloadTooLargeError,
   PermanentFailure,
+  RateLimited,
   SerializationError,
   ServiceClosedError,
   UnregisteredEventClassError,

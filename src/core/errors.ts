@@ -152,6 +152,43 @@ export class PermanentFailure extends Error {
 // On the prototype, not each instance: subclasses inherit it, and it stays out of logged errors.
 Object.defineProperty(PermanentFailure.prototype, PERMANENT, { value: true });
 
+const RATE_LIMITED = Symbol.for('reactive-delayed-events:rate-limited');
+/** The longest a handler may hold its queue back (a day): a Retry-After beyond it is read as a day. */
+export const MAX_RATE_LIMITED_MS = 86_400_000;
+
+/**
+ * Thrown (or rejected with) by a handler whose provider said "too many
+ * requests": the event goes back to READY without spending an attempt, and
+ * no instance starts another call of the type (and group) for `retryAfterMs`
+ * (e.g. from an HTTP 429's Retry-After). The same as `delivery.rateLimited(ms)`.
+ */
+export class RateLimited extends Error {
+  readonly retryAfterMs: number;
+
+  constructor(retryAfterMs: number, reason = `rate-limited for ${retryAfterMs} ms`) {
+    super(reason);
+    this.name = 'RateLimited';
+    this.retryAfterMs = retryAfterMs;
+  }
+
+  /** The hold `error` asks for, when it is a RateLimited (from any copy of the package); undefined otherwise. Never throws. */
+  static holdOf(error: unknown): number | undefined {
+    try {
+      if (!(error instanceof RateLimited) && !(typeof error === 'object' && error !== null && (error as { [RATE_LIMITED]?: unknown })[RATE_LIMITED] === true)) return undefined;
+      return rateLimitedHold((error as { retryAfterMs?: unknown }).retryAfterMs);
+    } catch {
+      return undefined;
+    }
+  }
+}
+Object.defineProperty(RateLimited.prototype, RATE_LIMITED, { value: true });
+
+/** A hold asked for, made safe: a number of ms from 1 to a day (nonsense reads as one second). */
+export function rateLimitedHold(ms: unknown): number {
+  if (typeof ms !== 'number' || !Number.isFinite(ms) || ms <= 0) return 1_000;
+  return Math.min(Math.ceil(ms), MAX_RATE_LIMITED_MS);
+}
+
 export function describe(error: unknown): string {
   // Whatever a handler throws is described here, so nothing here may throw: a
   // message getter, a Proxy trap or a toString that throws gives 'unprintable error'.

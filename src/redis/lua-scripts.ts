@@ -237,15 +237,11 @@ export class LuaScripts {
     for (const s of started) args.push(s.id, s.claim);
     args.push(this.keepHandled.count, this.keepHandled.ageMs, options.maxVersion ?? MAX_EVENT_VERSION);
     for (const s of succeeded) args.push(s.id, s.claim);
-    const [now, stalePositions, flat, dead, paused, claimScore, left] = (await this.run('complete-and-claim', this.keysOf('complete-and-claim', keys, { claimLog: claim.log }), ...args)) as [
-      number,
-      number[],
-      string[],
-      string[],
-      number,
-      string,
-      number,
-    ];
+    const [now, stalePositions, flat, dead, paused, claimScore, left, throttled, freed] = (await this.run(
+      'complete-and-claim',
+      this.keysOf('complete-and-claim', keys, { claimLog: claim.log }),
+      ...args,
+    )) as [number, number[], string[], string[], number, string, number, number, number];
     const claimed: ClaimedRecord[] = [];
     const identity = Number(claimScore);
     const startNow = options.startNow ?? count;
@@ -256,7 +252,16 @@ export class LuaScripts {
     }
     const deadLettered: Array<{ id: string; attempt: number }> = [];
     for (let i = 0; i < dead.length; i += 2) deadLettered.push({ id: dead[i]!, attempt: Number(dead[i + 1]) });
-    return { now, stale: stalePositions.map((position) => position - 1), claimed, deadLettered, paused: paused === 1, leftForNewerVersion: left };
+    return {
+      now,
+      stale: stalePositions.map((position) => position - 1),
+      claimed,
+      deadLettered,
+      paused: paused === 1,
+      leftForNewerVersion: left,
+      throttledMs: throttled,
+      freed: freed === 1,
+    };
   }
 
   /** Returns the new due time, or undefined when the claim was stale. */
@@ -316,6 +321,16 @@ export class LuaScripts {
     const args: Array<string | number> = [];
     for (const e of events) args.push(e.id, e.claim);
     return (await this.run('release-unstarted', this.keysOf('release-unstarted', keys), ...args)) as number;
+  }
+
+  /** Gives a running event back to READY without spending its attempt, and holds the queue for `holdMs`; true when given back. */
+  async rateLimited(keys: TypeKeys, event: ClaimedRef, holdMs: number): Promise<boolean> {
+    return (await this.run('rate-limited', this.keysOf('rate-limited', keys), event.id, event.claim, Math.ceil(holdMs))) === 1;
+  }
+
+  /** Wakes the instances if a claim found the queue's concurrency limit full; true when one had. */
+  async wakeWaiters(keys: TypeKeys): Promise<boolean> {
+    return (await this.run('wake-waiters', this.keysOf('wake-waiters', keys), this.wakeChannel, `${keys.queueTag}|-1`)) === 1;
   }
 
   /** Rewrites stored bodies still as read (`from`) to `to`, keeping each event's state; resolves how many were rewritten. */

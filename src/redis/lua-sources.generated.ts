@@ -9,7 +9,7 @@ export interface EmbeddedLua {
   readonly commands: readonly string[];
 }
 
-export type LuaScriptName = 'advance-schedule' | 'cancel' | 'complete-and-claim' | 'dead-letter' | 'dispatch-due' | 'enqueue' | 'migrate-done' | 'migrate-in' | 'migrate-out' | 'purge-dead' | 'register-group' | 'release-claim' | 'release-unstarted' | 'remove-group' | 'replay-dead' | 'reschedule' | 'retry' | 'upgrade-bodies' | 'upgrade-schedule';
+export type LuaScriptName = 'advance-schedule' | 'cancel' | 'complete-and-claim' | 'dead-letter' | 'dispatch-due' | 'enqueue' | 'migrate-done' | 'migrate-in' | 'migrate-out' | 'purge-dead' | 'rate-limited' | 'register-group' | 'release-claim' | 'release-unstarted' | 'remove-group' | 'replay-dead' | 'reschedule' | 'retry' | 'upgrade-bodies' | 'upgrade-schedule' | 'wake-waiters';
 
 export const LUA_SOURCES: Readonly<Record<LuaScriptName, EmbeddedLua>> = {
   'advance-schedule': {
@@ -297,7 +297,7 @@ return 1
   'complete-and-claim': {
     keys: ['ready', 'inFlight', 'meta', 'dead', 'errors', 'slotGuard', 'recent', 'claimLog', 'pending', 'sharedMeta', 'paused', 'errorLog', 'handled', 'handledIndex'],
     variants: {  },
-    commands: ['DEL', 'EXISTS', 'HDEL', 'HGET', 'HINCRBY', 'HKEYS', 'HMGET', 'HSET', 'HSETNX', 'LLEN', 'LPOP', 'RPUSH', 'SET', 'TIME', 'ZADD', 'ZCARD', 'ZMSCORE', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK'],
+    commands: ['DEL', 'EXISTS', 'HDEL', 'HGET', 'HINCRBY', 'HKEYS', 'HMGET', 'HSET', 'HSETNX', 'LLEN', 'LPOP', 'PEXPIRE', 'PTTL', 'RPUSH', 'SET', 'TIME', 'ZADD', 'ZCARD', 'ZMSCORE', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZREMRANGEBYSCORE'],
     lua: `-- Transitions, in one round trip: marks the events claimed ahead whose
 -- handlers started since, then IN_FLIGHT -> (removed) for the events whose
 -- handlers succeeded, then READY -> IN_FLIGHT (attempt + 1, leased until
@@ -345,7 +345,11 @@ return 1
 -- Returns {Redis now ms, {position of each succeeded event not completed},
 --          {id, envelope, ...} claimed, {id, attempt, ...} dead-lettered,
 --          1 if paused, identity of this claim's leases (not-started score) or '',
---          how many events this call left for a newer version}.
+--          how many events this call left for a newer version,
+--          ms to wait when the queue's limits left no room (-1: until a running
+--          call ends; 0: not held back; includes/limit-room.lua),
+--          1 if completions freed room a claim had found missing}.
+-- The claim takes no more than the queue's limits allow (src/service/flow-control.ts).
 -- Positions count the succeeded events from 1. Listing the stale ones, not a
 -- flag per event, keeps the usual reply (every success completed) short.
 -- A claimed event's envelope is returned as stored: its attempt is the one
@@ -488,6 +492,60 @@ local function lease_unpin_if_idle(in_flight_key)
     redis.call('ZREM', in_flight_key, LEASE_PIN)
   end
 end
+-- A queue's flow-control keys (a type's or a group's, in its slot), named
+-- after its meta key as includes/group-keys.lua names a group's:
+--   <queue>:lim   hash: max, per (ms), conc: the limits the handlers' instances
+--                 last registered (src/service/flow-control.ts)
+--   <queue>:rl    sorted set: when each of the calls of the last \`per\` ms
+--                 started (ms; members unique per claim)
+--   <queue>:hold  string, expiring: while it exists nothing is claimed (a
+--                 handler said its provider rate-limited it)
+--   <queue>:thr   string, expiring: a claim found no room under \`conc\`; the
+--                 next result that frees room wakes the instances
+local function limit_keys(meta_key)
+  local own = string.sub(meta_key, 1, -3)
+  return own .. ':lim', own .. ':rl', own .. ':hold', own .. ':thr'
+end
+-- (limit-keys: included above)
+
+-- How many of \`wanted\` events a claim may start now under the queue's
+-- limits (includes/limit-keys.lua), \`in_flight\` being its leases (the pin
+-- included), and, when none, how long to wait: ms until the rate window has
+-- room or the hold ends, or -1 for "until a running call ends" (then the
+-- queue is marked so that the end wakes the instances). Returns
+-- room, wait ms (0 when there is room), and the rate key and window (ms)
+-- when calls are to be counted in it, or false.
+local function limit_room(meta_key, in_flight_key, wanted, now)
+  local lim_key, rl_key, hold_key, thr_key = limit_keys(meta_key)
+  local hold = redis.call('PTTL', hold_key)
+  if hold > 0 then return 0, hold, false, 0 end
+  local lim = redis.call('HMGET', lim_key, 'max', 'per', 'conc')
+  local room = wanted
+  local rate_key = false
+  local conc = tonumber(lim[3] or '')
+  if conc then
+    local leases = redis.call('ZCARD', in_flight_key)
+    -- The pin is there exactly while a lease is.
+    local running = leases > 0 and leases - 1 or 0
+    room = math.min(room, conc - running)
+    if room <= 0 then
+      redis.call('SET', thr_key, '1', 'PX', 60000)
+      return 0, -1, false, 0
+    end
+  end
+  local max, per = tonumber(lim[1] or ''), tonumber(lim[2] or '')
+  if max and per then
+    redis.call('ZREMRANGEBYSCORE', rl_key, '-inf', now - per)
+    local used = redis.call('ZCARD', rl_key)
+    if used >= max then
+      local oldest = tonumber(redis.call('ZRANGE', rl_key, 0, 0, 'WITHSCORES')[2])
+      return 0, math.max(1, oldest + per - now), false, 0
+    end
+    room = math.min(room, max - used)
+    return room, 0, rl_key, per
+  end
+  return room, 0, rate_key, 0
+end
 -- Where a queue keeps the events its readers left for a newer class version:
 -- a hash <queue>:v, version -> when a reader last took from it (or one was
 -- first left), and a list <queue>:v:<version> of ids per version, oldest
@@ -594,12 +652,28 @@ if #ARGV >= first_success then
   if #removed > 0 and redis.call('EXISTS', KEYS[5]) == 1 then redis.call('HDEL', KEYS[5], unpack(removed)) end
   if #removed > 0 and redis.call('EXISTS', KEYS[12]) == 1 then redis.call('HDEL', KEYS[12], unpack(removed)) end
 end
+-- Room freed under a concurrency limit that a claim found full: the caller wakes the instances.
+local freed = 0
+if #removed > 0 then
+  local _, _, _, thr_key = limit_keys(KEYS[3])
+  freed = redis.call('DEL', thr_key)
+end
 
 local claimed, dead = {}, {}
 local count = tonumber(ARGV[1])
 if count > 0 and redis.call('EXISTS', KEYS[11]) == 1 then
   if #removed > 0 then lease_unpin_if_idle(KEYS[2]) end
-  return {now, stale, claimed, dead, 1, '', 0}
+  return {now, stale, claimed, dead, 1, '', 0, 0, freed}
+end
+local rate_key, rate_per = false, 0
+if count > 0 then
+  local room, wait
+  room, wait, rate_key, rate_per = limit_room(KEYS[3], KEYS[2], count, now)
+  if room <= 0 then
+    if #removed > 0 then lease_unpin_if_idle(KEYS[2]) end
+    return {now, stale, claimed, dead, 0, '', 0, wait, freed}
+  end
+  count = room
 end
 -- Events left by readers of an older version come first: they fell due before those in the list.
 local newer = newer_key(KEYS[3])
@@ -634,7 +708,7 @@ if not ids then
   if #removed > 0 then lease_unpin_if_idle(KEYS[2]) end
   -- The reader goes idle: its last claim was answered, so its log can go.
   if count > 0 and ARGV[5] ~= '' then redis.call('DEL', KEYS[8]) end
-  return {now, stale, claimed, dead, 0, '', 0}
+  return {now, stale, claimed, dead, 0, '', 0, 0, freed}
 end
 
 local not_started, started = lease_claim_scores(now + tonumber(ARGV[2]), now_us)
@@ -687,10 +761,20 @@ if n_leases > 0 then
   redis.call('ZADD', KEYS[2], LEASE_PIN_SCORE, LEASE_PIN, unpack(leases))
   -- Overwrites the reader's previous log: a reader has one claim in flight at a time.
   if ARGV[5] ~= '' then redis.call('SET', KEYS[8], ARGV[5] .. ':' .. cmsgpack.pack(leases), 'PX', ARGV[2]) end
+  -- Each call started counts in the rate window, under a member no other claim has.
+  if rate_key then
+    local starts = {}
+    for k = 1, n_claimed / 2 do
+      starts[#starts + 1] = now
+      starts[#starts + 1] = not_started .. ':' .. k
+    end
+    redis.call('ZADD', rate_key, unpack(starts))
+    redis.call('PEXPIRE', rate_key, rate_per + 1000)
+  end
 elseif #removed > 0 then
   lease_unpin_if_idle(KEYS[2])
 end
-return {now, stale, claimed, dead, 0, not_started, n_left}
+return {now, stale, claimed, dead, 0, not_started, n_left, 0, freed}
 `,
   },
   'dead-letter': {
@@ -2509,6 +2593,109 @@ end
 return purged
 `,
   },
+  'rate-limited': {
+    keys: ['inFlight', 'ready', 'meta', 'slotGuard'],
+    variants: {  },
+    commands: ['LPUSH', 'PTTL', 'SET', 'ZRANGE', 'ZREM', 'ZSCORE'],
+    lua: `-- Transition: IN_FLIGHT -> READY (head of the list), no attempt spent, and
+-- the queue held: the handler said its provider rate-limited it
+-- (Delivery.rateLimited(ms), or a thrown RateLimited). No instance claims
+-- from the queue until the hold ends; a longer hold already set stays.
+-- Fenced by the claim, like complete-and-claim.lua.
+-- KEYS[1] inFlight: in-flight zset (id -> lease score, includes/lease-constants.lua)
+-- KEYS[2] ready: ready list
+-- KEYS[3] meta: meta hash (names the queue's flow-control keys, includes/limit-keys.lua)
+-- KEYS[4] slotGuard: slot guard: never written; declared so that Redis refuses the script
+--         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
+-- ARGV[1] id
+-- ARGV[2] identity of the claim that ran it (its not-started lease score)
+-- ARGV[3] how long to hold the queue, ms
+-- Returns 1 when given back, 0 when the claim was stale (the hold is set either way:
+-- the provider's word holds for every call).
+-- An in-flight entry's score is its lease expiry (ms) times 1000 plus three
+-- digits that make the claim unique: the microseconds within the millisecond
+-- of the Redis clock when the claim ran, rounded down to even, plus 1 once
+-- the handler has started (a claim for a free slot starts at once; an event
+-- claimed ahead is marked when it starts, includes in complete-and-claim.lua).
+-- The score with its last bit cleared is the claim's identity: every result
+-- (success, retry, dead letter, give-back) names it and applies only while the
+-- lease still has it. A replace, a cancel and a new enqueue, a replay or an
+-- expired lease each end the claim, and the next claim of that id runs in
+-- another script call, at another microsecond: a result of an earlier claim
+-- matches nothing. (Two claims of one id could share a score only if Redis's
+-- clock stepped back onto the very microsecond and lease length of the first.)
+-- The attempt in flight is the envelope's plus one: a claim writes no envelope.
+-- Scores stay exact in a double until the year 2255. 0.2 scored a lease by
+-- its expiry alone: such scores are below SCALED_LEASE_FROM (ms stay below
+-- 1e14 until the year 5138; scaled ones are above 1e15). The in-flight set's
+-- pin (includes/lease-pin-constants.lua) is no lease.
+local LEASE_SCALE = 1000
+
+local SCALED_LEASE_FROM = 1e14
+
+-- Whether an in-flight score is the lease of the claim \`identity\` names
+-- (that claim's not-started score). A 0.2 lease never is: only the 0.2
+-- process that claimed it reports on it, with 0.2's scripts.
+local function lease_fences(score, identity)
+  return score >= SCALED_LEASE_FROM and score - score % 2 == identity
+end
+-- The in-flight zset holds one member besides the leases while any lease is
+-- there: the pin. It is longer than the 64 bytes a listpack-encoded sorted set
+-- may hold in a member (zset-max-listpack-value), so the set is created as a
+-- skiplist and stays one. In a listpack, every ZADD, ZMSCORE and ZREM scans
+-- the set for each member it names: a claim of 32 leases spent ~17 µs in its
+-- ZADD against ~10 with the pin (measured with the benchmarks). Its first
+-- byte, 0xFF, never occurs in UTF-8, so no event id can be the pin; its score,
+-- 2^53, is above every lease's until the year 2255, so it is never due and
+-- never the first lease to expire.
+local LEASE_PIN = '\\255pin: keeps this in-flight set a skiplist, not a listpack (docs/redis-layout.md)'
+
+local LEASE_PIN_SCORE = '9007199254740992'
+
+-- After leases were removed: once only the pin is left, the set goes (no
+-- empty queue leaves a key behind). The pin sorts last, so it is first only
+-- when it is alone.
+local function lease_unpin_if_idle(in_flight_key)
+  if redis.call('ZRANGE', in_flight_key, 0, 0)[1] == LEASE_PIN then
+    redis.call('ZREM', in_flight_key, LEASE_PIN)
+  end
+end
+
+-- Takes the leases of \`ids\` (all in flight, in the order they were claimed)
+-- and puts the events back at the head of the ready list in that order, so
+-- they keep their turn. No attempt is spent: the attempt in flight lives only
+-- in the lease (includes/lease-constants.lua).
+local function lease_give_back(in_flight_key, ready_key, ids)
+  redis.call('ZREM', in_flight_key, unpack(ids))
+  lease_unpin_if_idle(in_flight_key)
+  local reversed = {}
+  for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
+  redis.call('LPUSH', ready_key, unpack(reversed))
+end
+-- A queue's flow-control keys (a type's or a group's, in its slot), named
+-- after its meta key as includes/group-keys.lua names a group's:
+--   <queue>:lim   hash: max, per (ms), conc: the limits the handlers' instances
+--                 last registered (src/service/flow-control.ts)
+--   <queue>:rl    sorted set: when each of the calls of the last \`per\` ms
+--                 started (ms; members unique per claim)
+--   <queue>:hold  string, expiring: while it exists nothing is claimed (a
+--                 handler said its provider rate-limited it)
+--   <queue>:thr   string, expiring: a claim found no room under \`conc\`; the
+--                 next result that frees room wakes the instances
+local function limit_keys(meta_key)
+  local own = string.sub(meta_key, 1, -3)
+  return own .. ':lim', own .. ':rl', own .. ':hold', own .. ':thr'
+end
+
+local _, _, hold_key = limit_keys(KEYS[3])
+local ms = tonumber(ARGV[3])
+if redis.call('PTTL', hold_key) < ms then redis.call('SET', hold_key, '1', 'PX', ms) end
+local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not score or not lease_fences(tonumber(score), tonumber(ARGV[2])) then return 0 end
+lease_give_back(KEYS[1], KEYS[2], { ARGV[1] })
+return 1
+`,
+  },
   'register-group': {
     keys: ['groups', 'slotGuard', 'marker'],
     variants: {  },
@@ -3872,6 +4059,41 @@ return #pairs_out / 2
 
 if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+return 1
+`,
+  },
+  'wake-waiters': {
+    keys: ['meta', 'slotGuard'],
+    variants: {  },
+    commands: ['DEL', 'PUBLISH'],
+    lua: `-- Transition: none. A result that ended a call (a retry, a dead letter, a
+-- hold) freed room under the queue's concurrency limit: if a claim had
+-- found it full (includes/limit-keys.lua), the instances are told to look
+-- now instead of at their next poll.
+-- KEYS[1] meta: meta hash (names the queue's flow-control keys)
+-- KEYS[2] slotGuard: slot guard: never written; declared so that Redis refuses the script
+--         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
+-- ARGV[1] wake channel
+-- ARGV[2] wake message: the queue's tag, then '|-1'
+-- Returns 1 when someone was waiting.
+-- A queue's flow-control keys (a type's or a group's, in its slot), named
+-- after its meta key as includes/group-keys.lua names a group's:
+--   <queue>:lim   hash: max, per (ms), conc: the limits the handlers' instances
+--                 last registered (src/service/flow-control.ts)
+--   <queue>:rl    sorted set: when each of the calls of the last \`per\` ms
+--                 started (ms; members unique per claim)
+--   <queue>:hold  string, expiring: while it exists nothing is claimed (a
+--                 handler said its provider rate-limited it)
+--   <queue>:thr   string, expiring: a claim found no room under \`conc\`; the
+--                 next result that frees room wakes the instances
+local function limit_keys(meta_key)
+  local own = string.sub(meta_key, 1, -3)
+  return own .. ':lim', own .. ':rl', own .. ':hold', own .. ':thr'
+end
+
+local _, _, _, thr_key = limit_keys(KEYS[1])
+if redis.call('DEL', thr_key) == 0 then return 0 end
+redis.call('PUBLISH', ARGV[1], ARGV[2])
 return 1
 `,
   },

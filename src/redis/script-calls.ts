@@ -28,6 +28,8 @@ export const SCRIPT_NAMES = [
   'migrate-out',
   'migrate-in',
   'migrate-done',
+  'rate-limited',
+  'wake-waiters',
 ] as const;
 export type ScriptName = (typeof SCRIPT_NAMES)[number];
 

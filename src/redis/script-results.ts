@@ -22,6 +22,14 @@ export interface ClaimResult {
   readonly stale: readonly number[];
   readonly claimed: ClaimedRecord[];
   readonly deadLettered: Array<{ id: string; attempt: number }>;
+  /**
+   * When the queue's limits left no room, how long to wait: ms until the rate
+   * window or a hold lets a call start, -1 until a running call ends (a result
+   * that frees room wakes the instances); 0 when the claim was not held back.
+   */
+  readonly throttledMs: number;
+  /** Completions of this call freed room under a concurrency limit that a claim had found full. */
+  readonly freed: boolean;
   /** Events this claim left for readers of a newer class version (no attempt spent). */
   readonly leftForNewerVersion: number;
   /** The type is paused: nothing was claimed. */

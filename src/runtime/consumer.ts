@@ -42,6 +42,8 @@ export interface ConsumerParts<T extends DelayedEventInstance> {
   readonly contextHandler: ContextHandler;
   /** Counts for the fleet's activity charts (option recordActivity), if kept. */
   readonly activity?: TypeActivity;
+  /** A concurrency limit applies: a result that ends a call wakes the instances waiting for room. */
+  readonly limited?: boolean;
 }
 
 /**
@@ -61,7 +63,7 @@ export class Consumer<T extends DelayedEventInstance> implements BackgroundServi
   private readonly retryScheduled = new Map<string, () => void>();
   private readonly timeouts: FifoTimeouts;
 
-  constructor(private readonly parts: ConsumerParts<T>) {
+  constructor(protected readonly parts: ConsumerParts<T>) {
     this.slots = new HandlerSlots(parts.parallelism, parts.prefetch);
     this.timeouts = new FifoTimeouts(parts.timeoutMs);
     this.stopping = parts.queues.map(() => new AbortController());
@@ -115,37 +117,60 @@ export class Consumer<T extends DelayedEventInstance> implements BackgroundServi
     return drained;
   }
 
-  private async handle(claimed: ClaimedEvent): Promise<void> {
-    const keys = claimed.keys;
-    // The slot is given back as soon as no handler call runs in it, before the result is written:
-    // the next event starts while the write rides on the reader's next call.
+  /** A slot's give-back, once: as soon as no handler call runs in it, before the result is written. */
+  protected slotOf(): (durationMs?: number) => void {
     let holdsSlot = true;
-    const giveSlot = (durationMs?: number) => {
+    return (durationMs?: number) => {
       if (!holdsSlot) return;
       holdsSlot = false;
       this.slots.give(1, durationMs);
     };
+  }
+
+  /** The claimed event decoded, or why it cannot be (then deadLetterUndecodable). Not async: every event passes here. */
+  protected decode(claimed: ClaimedEvent): DecodedEvent<T> | { readonly undecodable: string } {
     try {
-      let decoded: DecodedEvent<T>;
-      try {
-        decoded = this.parts.codec.decode(this.parts.eventClass, claimed.id, claimed.body);
-      } catch (error) {
+      const decoded = this.parts.codec.decode(this.parts.eventClass, claimed.id, claimed.body);
+      const metrics = this.parts.metrics;
+      if (metrics.listening) metrics.timing(METRIC.lateness, this.tags, Math.max(0, claimed.claimedAt - claimed.dueAt));
+      return decoded;
+    } catch (error) {
+      return { undecodable: error instanceof DecodeError ? error.message : String(error) };
+    }
+  }
+
+  /** Dead-letters an event that cannot be decoded, with the reason. */
+  protected async deadLetterUndecodable(claimed: ClaimedEvent, reason: string): Promise<void> {
+    if (this.parts.metrics.noticing) this.noticeDeadLetter(claimed, 'decode', `undecodable: ${reason}`, claimed.body);
+    await this.record(() => this.parts.scripts.deadLetter(claimed.keys, claimed, `undecodable: ${reason}`), 'decode');
+  }
+
+  /** A Delivery for a claimed event, as its handler gets it. */
+  protected deliveryOf(claimed: ClaimedEvent, decoded: DecodedEvent<T>): HandlerDelivery {
+    return new HandlerDelivery(claimed.id, this.parts.type, claimed.attempt, this.parts.retry.maxAttempts, claimed.dueAt, decoded.enqueuedAt, this.parts.group);
+  }
+
+  protected async handle(claimed: ClaimedEvent): Promise<void> {
+    // The slot is given back as soon as no handler call runs in it, before the result is written:
+    // the next event starts while the write rides on the reader's next call.
+    const giveSlot = this.slotOf();
+    try {
+      const decoded = this.decode(claimed);
+      if ('undecodable' in decoded) {
         giveSlot();
-        const reason = error instanceof DecodeError ? error.message : String(error);
-        if (this.parts.metrics.noticing) this.noticeDeadLetter(claimed, 'decode', `undecodable: ${reason}`, claimed.body);
-        await this.record(() => this.parts.scripts.deadLetter(keys, claimed, `undecodable: ${reason}`), 'decode');
+        await this.deadLetterUndecodable(claimed, decoded.undecodable);
         return;
       }
       const metrics = this.parts.metrics;
-      if (metrics.listening) metrics.timing(METRIC.lateness, this.tags, Math.max(0, claimed.claimedAt - claimed.dueAt));
       const started = performance.now();
       let outcome: Outcome;
+      const delivery = this.deliveryOf(claimed, decoded);
       try {
         const invoked = invokeHandler({
           handler: this.parts.handler,
           event: decoded.event,
           context: decoded.context,
-          delivery: new HandlerDelivery(claimed.id, this.parts.type, claimed.attempt, this.parts.retry.maxAttempts, claimed.dueAt, decoded.enqueuedAt, this.parts.group),
+          delivery,
           timeouts: this.timeouts,
           contextStore: this.parts.contextStore,
           contextHandler: this.parts.contextHandler,
@@ -157,28 +182,39 @@ export class Consumer<T extends DelayedEventInstance> implements BackgroundServi
       }
       const durationMs = performance.now() - started;
       giveSlot(durationMs);
-      this.parts.activity?.handled(outcome.ok, claimed.claimedAt - claimed.dueAt);
-      if (metrics.listening) {
-        const tags = { ...this.tags, outcome: outcome.ok ? 'success' : 'failure' };
-        metrics.timing(METRIC.handlerDuration, tags, durationMs);
-        metrics.count(METRIC.handled, tags);
-      }
-      if (outcome.ok) {
-        await this.record(() => claimed.reader.complete(claimed));
-      } else if (outcome.permanent || claimed.attempt >= this.parts.retry.maxAttempts) {
-        const reason = `${outcome.error} (attempt ${claimed.attempt} of ${this.parts.retry.maxAttempts})`;
-        if (this.parts.metrics.noticing) this.noticeDeadLetter(claimed, outcome.permanent ? 'permanent' : 'attempts-exhausted', reason, decoded.event);
-        await this.record(() => this.parts.scripts.deadLetter(keys, claimed, reason), outcome.permanent ? 'permanent' : 'attempts-exhausted');
-      } else {
-        const backoffMs = safeBackoff(this.parts.retry, claimed.attempt, outcome.cause, decoded.event);
-        const recorded = await this.record(async () => (await this.parts.scripts.retry(keys, claimed, backoffMs, outcome.error)) !== undefined);
-        if (recorded) {
-          this.parts.metrics.count(METRIC.retries, this.tags);
-          this.retryScheduled.get(keys.tag)?.();
-        }
-      }
+      if (metrics.listening) metrics.timing(METRIC.handlerDuration, { ...this.tags, outcome: outcome.ok ? 'success' : 'failure' }, durationMs);
+      await this.settle(claimed, decoded.event, outcome, delivery);
     } finally {
       giveSlot();
+    }
+  }
+
+  /** Records one event's outcome (complete, rate-limited, dead letter or retry), fenced by its claim. */
+  protected async settle(claimed: ClaimedEvent, event: T, outcome: Outcome, delivery: HandlerDelivery): Promise<void> {
+    const keys = claimed.keys;
+    const metrics = this.parts.metrics;
+    this.parts.activity?.handled(outcome.ok, claimed.claimedAt - claimed.dueAt);
+    if (metrics.listening) metrics.count(METRIC.handled, { ...this.tags, outcome: outcome.ok ? 'success' : 'failure' });
+    const hold = delivery.heldForMs ?? (outcome.ok ? undefined : outcome.rateLimitedMs);
+    if (hold !== undefined) {
+      // The provider's word: back to READY, attempt unspent, and every instance holds off.
+      if (await this.record(() => this.parts.scripts.rateLimited(keys, claimed, hold))) metrics.count(METRIC.rateLimited, this.tags);
+      this.wakeWaiters(keys);
+    } else if (outcome.ok) {
+      await this.record(() => claimed.reader.complete(claimed));
+    } else if (outcome.permanent || claimed.attempt >= this.parts.retry.maxAttempts) {
+      const reason = `${outcome.error} (attempt ${claimed.attempt} of ${this.parts.retry.maxAttempts})`;
+      if (this.parts.metrics.noticing) this.noticeDeadLetter(claimed, outcome.permanent ? 'permanent' : 'attempts-exhausted', reason, event);
+      await this.record(() => this.parts.scripts.deadLetter(keys, claimed, reason), outcome.permanent ? 'permanent' : 'attempts-exhausted');
+      this.wakeWaiters(keys);
+    } else {
+      const backoffMs = safeBackoff(this.parts.retry, claimed.attempt, outcome.cause, event);
+      const recorded = await this.record(async () => (await this.parts.scripts.retry(keys, claimed, backoffMs, outcome.error)) !== undefined);
+      if (recorded) {
+        this.parts.metrics.count(METRIC.retries, this.tags);
+        this.retryScheduled.get(keys.tag)?.();
+      }
+      this.wakeWaiters(keys);
     }
   }
 
@@ -209,6 +245,11 @@ export class Consumer<T extends DelayedEventInstance> implements BackgroundServi
         // Counted and retried at the top of the loop.
       }
     }
+  }
+
+  /** A call ended other than by success (which rides on the reader's claim, and wakes from there): room under the concurrency limit. */
+  private wakeWaiters(keys: TypeKeys): void {
+    if (this.parts.limited) this.parts.scripts.wakeWaiters(keys).catch(() => undefined);
   }
 
   private noticeDeadLetter(claimed: ClaimedEvent, reason: string, error: string, payload: unknown): void {

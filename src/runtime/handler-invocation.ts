@@ -1,5 +1,5 @@
 import { type Observable, firstValueFrom, isObservable } from 'rxjs';
-import { PermanentFailure, UNPRINTABLE, describe } from '../core/errors';
+import { PermanentFailure, RateLimited, UNPRINTABLE, describe, rateLimitedHold } from '../core/errors';
 import type { EventContext, EventContextStore } from '../core/event-context';
 import type { FifoTimeouts } from './fifo-timeouts';
 
@@ -28,6 +28,13 @@ export interface Delivery {
   readonly group: string;
   /** Aborted when the handler timeout passes: the service has given up on this attempt. */
   readonly signal: AbortSignal;
+  /**
+   * The provider said "too many requests" (an HTTP 429): whatever the handler
+   * then answers, the event goes back to READY without spending an attempt,
+   * and no instance starts another call of this type (and group) for `ms`
+   * (e.g. its Retry-After). The same as throwing `new RateLimited(ms)`.
+   */
+  rateLimited(ms: number): void;
 }
 
 /**
@@ -61,6 +68,8 @@ export type Outcome =
       readonly timedOut: boolean;
       /** A PermanentFailure: dead-letter at once. */
       readonly permanent: boolean;
+      /** A RateLimited: back to READY, attempt unspent, the queue held this long (ms). */
+      readonly rateLimitedMs?: number;
     };
 
 const SUCCESS: Outcome = Object.freeze({ ok: true });
@@ -72,6 +81,8 @@ const NO_VALUE = Symbol('no value');
  */
 export class HandlerDelivery implements Delivery {
   #controller: AbortController | undefined;
+  /** What rateLimited() asked for, if it was called. */
+  heldForMs: number | undefined;
 
   constructor(
     readonly id: string,
@@ -85,6 +96,10 @@ export class HandlerDelivery implements Delivery {
 
   get signal(): AbortSignal {
     return (this.#controller ??= new AbortController()).signal;
+  }
+
+  rateLimited(ms: number): void {
+    this.heldForMs = Math.max(this.heldForMs ?? 0, rateLimitedHold(ms));
   }
 
   /** Aborts `signal`, if a handler ever asked for it. */
@@ -151,6 +166,8 @@ export function invokeHandler<T>(invocation: Invocation<T>): Outcome | Promise<O
 
 /** Never throws, whatever `error` is (a Proxy whose traps throw, an Error whose message getter does). */
 function failed(error: unknown): Outcome {
+  const hold = RateLimited.holdOf(error);
+  if (hold !== undefined) return { ok: false, timedOut: false, permanent: false, error: `rate-limited for ${hold} ms`, cause: error, rateLimitedMs: hold };
   if (PermanentFailure.is(error)) {
     let reason: string;
     try {

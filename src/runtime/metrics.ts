@@ -37,6 +37,10 @@ export const METRIC = {
   paused: 'delayed.queue.paused',
   leftForNewerVersion: 'delayed.queue.left.for.newer.version',
   repartitioned: 'delayed.queue.repartitioned',
+  throttled: 'delayed.queue.throttled',
+  rateLimited: 'delayed.queue.rate.limited',
+  batches: 'delayed.queue.batches',
+  batchedEvents: 'delayed.queue.batched.events',
 } as const;
 export type MetricName = (typeof METRIC)[keyof typeof METRIC];
 
@@ -69,6 +73,10 @@ export const METRIC_TAGS = {
   [METRIC.paused]: ['type'],
   [METRIC.leftForNewerVersion]: ['type', 'group'],
   [METRIC.repartitioned]: ['type'],
+  [METRIC.throttled]: ['type', 'group', 'reason'],
+  [METRIC.rateLimited]: ['type', 'group'],
+  [METRIC.batches]: ['type', 'group'],
+  [METRIC.batchedEvents]: ['type', 'group'],
 } as const satisfies Record<MetricName, readonly string[]>;
 
 /** The tags a metric is emitted with: exactly its METRIC_TAGS keys. */

@@ -28,6 +28,8 @@ export interface ReaderSettings {
   readonly version: number;
   /** Told when a claim left events for a newer version: instances that read it should look now. */
   readonly onLeftForNewerVersion?: () => void;
+  /** Told when completions freed room under a concurrency limit that a claim had found full: instances should look now. */
+  readonly onFreed?: () => void;
 }
 
 export interface ClaimedEvent extends ClaimedRecord {
@@ -220,6 +222,8 @@ export class ReadyReader {
           settle(succeeded, result);
           const claimed = result.claimed.length;
           servedLast = claimed > 0;
+          if (result.freed) this.settings.onFreed?.();
+          if (result.throttledMs !== 0) this.metrics.count(METRIC.throttled, { ...tags, reason: result.throttledMs < 0 ? 'concurrency' : 'rate' });
           if (result.leftForNewerVersion > 0) {
             this.metrics.count(METRIC.leftForNewerVersion, tags, result.leftForNewerVersion);
             this.settings.onLeftForNewerVersion?.();
@@ -246,6 +250,10 @@ export class ReadyReader {
             // Paused for every instance: what waits here goes back, and the reader looks again a little later (resume takes effect within this).
             await this.giveBackUnstarted(ahead.takeAll());
             await sleep(Math.min(PAUSED_RECHECK_MS, this.settings.blockMs), stop);
+          } else if (claimed === 0 && result.throttledMs !== 0) {
+            // Held back by the queue's limits: until the window has room (or the hold ends), or until a running
+            // call ends somewhere (its result wakes every instance), and at most blockMs.
+            await this.waitForReady(stop, result.throttledMs > 0 ? result.throttledMs : Number.POSITIVE_INFINITY);
           } else if (claimed === 0 && result.deadLettered.length === 0 && result.leftForNewerVersion === 0 && succeeded.length === 0 && started.length === 0) {
             // Nothing ready: block in Redis until something is, but not past the moment an event
             // waiting here would be too late, nor while one already is (it goes back first).
@@ -316,7 +324,10 @@ export class ReadyReader {
       this.scripts
         .completeAndClaim(this.keys, succeeded, 0, this.settings.leaseMs, this.settings.maxAttempts, { log: this.claimLogKey, token: '' }, { started, maxVersion: this.settings.version })
         .then(
-          (result) => settle(succeeded, result),
+          (result) => {
+            if (result.freed) this.settings.onFreed?.();
+            settle(succeeded, result);
+          },
           (error: unknown) => succeeded.forEach((s) => s.reject(error)),
         );
     });

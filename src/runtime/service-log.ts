@@ -136,6 +136,19 @@ export class ServiceLog {
     );
   }
 
+  /**
+   * A handler registered here changed the flow limits another instance had
+   * stored for a queue: from now on every instance enforces these.
+   */
+  limitsChanged(fields: Record<string, unknown>): void {
+    if (this.closed) return;
+    this.write(
+      'warn',
+      { prefix: this.settings.prefix, ...fields },
+      'this instance registered other flow limits (rateLimit, globalConcurrency) than another had stored; every instance now enforces the ones registered last: give every instance the same options',
+    );
+  }
+
   close(): void {
     this.closed = true;
     if (this.probe) clearInterval(this.probe);

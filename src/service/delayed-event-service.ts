@@ -18,7 +18,8 @@ import { METRIC, type Metric, Metrics } from '../runtime/metrics';
 import { ServiceLog } from '../runtime/service-log';
 import { type Wake, wakeListener } from '../runtime/wake-listener';
 import { type BatchEntry, type EnqueueOptions, Enqueuer } from './enqueuer';
-import { type HandlerOptions, Handlers } from './handlers';
+import { type BatchHandlerOptions, type HandlerOptions, Handlers } from './handlers';
+import type { BatchHandler } from '../runtime/batch-consumer';
 import { Health } from './health';
 import type { EventCounts, EventState, EventTypeInfo } from '../redis/stored-types';
 import type { DeadLetter, DeadLetterPage, DueTimelineOptions, EventTarget, InspectedEvent, ListOptions } from './inspection-types';
@@ -200,6 +201,19 @@ export class DelayedEventService {
   addHandler<T extends DelayedEventInstance>(eventClass: EventClass<T>, handler: EventHandler<T>, parallelism = 1, options?: HandlerOptions): void {
     this.assertOpen();
     this.handlers.add(eventClass, handler, parallelism, options);
+  }
+
+  /**
+   * Handles events of `eventClass` in batches: one call takes up to `maxBatch`
+   * due events (or those that came within `maxWaitMs`), e.g. for one bulk API
+   * call or one database write. Each event keeps its own attempts, retries
+   * and dead letters: the result says success or failure for all (nothing or
+   * a throw), or per event (an outcome each, in order, or the ids that
+   * failed). Limits (`rateLimit`, `globalConcurrency`) count events.
+   */
+  addBatchHandler<T extends DelayedEventInstance>(eventClass: EventClass<T>, handler: BatchHandler<T>, options?: BatchHandlerOptions): void {
+    this.assertOpen();
+    this.handlers.addBatch(eventClass, handler, options);
   }
 
   /** Stops handling `eventClass` (in `group`, default: the default group) here, waiting (up to closeTimeoutMs) for its running handlers. The group stays registered. */

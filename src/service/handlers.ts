@@ -14,6 +14,7 @@ import { DEFAULT_GROUP, type RedisLayout, type TypeKeys } from '../redis/redis-l
 import type { ActivityRecorder } from '../runtime/activity-log';
 import type { BackgroundService } from '../runtime/background-service';
 import { Consumer, type ConsumerQueue } from '../runtime/consumer';
+import { type BatchHandler, BatchConsumer, type BatchSettings } from '../runtime/batch-consumer';
 import { Dispatcher } from '../runtime/dispatcher';
 import { type EventHandler, passThroughContextHandler } from '../runtime/handler-invocation';
 import { METRIC, type Metrics } from '../runtime/metrics';
@@ -25,6 +26,18 @@ import type { ServiceLog } from '../runtime/service-log';
 import { WAKE_ALL, type Wake } from '../runtime/wake-listener';
 import { DEAD_LETTER_CHUNK } from './inspection-types';
 import { type ResolvedOptions, integer, positive } from './service-options';
+import { type RateLimit, checkFlowLimits, isLimited, limitsOfPartition } from './flow-control';
+import { storeLimits } from '../redis/flow-limits';
+
+/** addBatchHandler's options: those of addHandler, and how events gather into calls. */
+export interface BatchHandlerOptions extends Omit<HandlerOptions, 'prefetch'> {
+  /** Most events in one call; default 100 (1 to 10,000). */
+  readonly maxBatch?: number;
+  /** How long the first event of a batch waits for more before the call; default 50 ms. */
+  readonly maxWaitMs?: number;
+  /** Most calls at once in this instance; default 1. */
+  readonly parallelism?: number;
+}
 
 export interface HandlerOptions {
   readonly retry?: RetryPolicy;
@@ -47,6 +60,18 @@ export interface HandlerOptions {
    * payloads in memory: lower it for large payloads.
    */
   readonly prefetch?: number;
+  /**
+   * At most `max` calls of this type and group start per `perMs` window,
+   * across every instance (a sliding window, counted in Redis). Events over it
+   * wait READY, no attempt spent; readers sleep until the window has room.
+   * With partitions, each gets an even share.
+   */
+  readonly rateLimit?: RateLimit;
+  /**
+   * At most this many calls of this type and group run at once, across every
+   * instance. A call that ends wakes the instances waiting for room.
+   */
+  readonly globalConcurrency?: number;
 }
 
 /**
@@ -153,7 +178,18 @@ export class Handlers {
     }));
   }
 
-  add<T extends DelayedEventInstance>(eventClass: EventClass<T>, handler: EventHandler<T>, parallelismGiven: number | undefined, options: HandlerOptions = {}): void {
+  /** A batch handler: its calls take up to maxBatch events, at most `parallelism` calls at once (BatchConsumer). */
+  addBatch<T extends DelayedEventInstance>(eventClass: EventClass<T>, handler: BatchHandler<T>, options: BatchHandlerOptions = {}): void {
+    const type = eventRouteOf(eventClass).type;
+    if (typeof handler !== 'function') throw new TypeError(`batch handler for '${type}' must be a function`);
+    if (options === null || typeof options !== 'object') throw new InvalidOptionError('options', 'must be an object like { maxBatch, maxWaitMs, parallelism }');
+    const maxBatch = integer('maxBatch', options.maxBatch, 100, 1, 10_000);
+    const maxWaitMs = positive('maxWaitMs', options.maxWaitMs, 50, 60_000);
+    const calls = integer('parallelism', options.parallelism, 1, 1, 1_000);
+    this.add(eventClass, () => true, calls, options, { handler, maxBatch, maxWaitMs, calls });
+  }
+
+  add<T extends DelayedEventInstance>(eventClass: EventClass<T>, handler: EventHandler<T>, parallelismGiven: number | undefined, options: HandlerOptions = {}, batch?: BatchSettings<T>): void {
     const { options: settings, layout, metrics } = this.parts;
     const route = eventRouteOf(eventClass);
     const type = route.type;
@@ -165,7 +201,14 @@ export class Handlers {
     const registrationKey = `${type}|${group}`;
     if (this.registrations.has(registrationKey)) throw new HandlerAlreadyRegisteredError(type, group);
     const timeoutMs = positive('timeoutMs', options.timeoutMs, settings.handlerTimeoutMs);
-    const prefetch = integer('prefetch', options.prefetch, DEFAULT_PREFETCH, 0, 10_000);
+    const limits = checkFlowLimits(options);
+    const limited = isLimited(limits);
+    // Claimed ahead, an event would count against the limits without running: with limits, claims are for free slots only.
+    const prefetch = limited || batch ? 0 : integer('prefetch', options.prefetch, DEFAULT_PREFETCH, 0, 10_000);
+    // A batch call holds a slot per event: limits and readers count events, not calls.
+    const slots = batch ? batch.maxBatch * batch.calls : parallelism;
+    // An event of a batch may wait maxWaitMs to gather, and for a call to end, before its own call starts.
+    const leaseMs = (batch ? 2 * timeoutMs + batch.maxWaitMs : timeoutMs) + settings.leaseGraceMs;
     const retry = checkRetryPolicy(options.retry ?? settings.retry, 'retry');
     const version = eventVersioningOf(eventClass).version;
 
@@ -174,8 +217,10 @@ export class Handlers {
     const dispatchSettings = { batchSize: settings.dispatchBatchSize, pollIntervalMs: settings.pollIntervalMs };
     const scripts = this.scriptsOfHandlers();
     const dispatchers: Dispatcher[] = [];
-    const queues: ConsumerQueue[] = layout.partitionsOf(route).map((shared) => {
+    const limitsStored: Array<Promise<void>> = [];
+    const queues: ConsumerQueue[] = layout.partitionsOf(route).map((shared, p) => {
       this.registerGroup(shared, group);
+      limitsStored.push(this.registerLimits(layout.forGroup(shared, group), limitsOfPartition(limits, route.partitions, p)));
       // The default group's handlers here keep getting events once the type has named groups.
       if (group !== DEFAULT_GROUP && this.registrations.has(`${type}|${DEFAULT_GROUP}`)) this.registerGroup(shared, DEFAULT_GROUP);
       // A named group's registration is this instance's to restore if Redis loses it.
@@ -190,13 +235,14 @@ export class Handlers {
         dispatchers.push(ownDispatcher);
       }
       const reader = new ReadyReader(keys, scripts, metrics, {
-        leaseMs: timeoutMs + settings.leaseGraceMs,
+        leaseMs,
         graceMs: settings.leaseGraceMs,
         maxAttempts: retry.maxAttempts,
         blockMs: settings.readerBlockMs,
         activity: this.parts.activity?.of(type),
         version,
         onLeftForNewerVersion: () => announceReady(this.parts.connections.command, layout.wakeChannel, shared.tag).catch(() => undefined),
+        onFreed: () => announceReady(this.parts.connections.command, layout.wakeChannel, shared.tag).catch(() => undefined),
       });
       return { keys, reader, onRetryScheduled: () => ownDispatcher.nudge() };
     });
@@ -212,13 +258,13 @@ export class Handlers {
       else if (wake.tag === INSTANCES_QUESTION) this.answerInstances(wake.due);
       else if (wake.due < 0) this.nudgeReaders(wake.tag);
     });
-    const consumer = new Consumer<T>({
+    const consumerParts = {
       type,
       group,
       queues,
       eventClass,
       handler,
-      parallelism,
+      parallelism: slots,
       prefetch,
       timeoutMs,
       retry,
@@ -228,9 +274,18 @@ export class Handlers {
       contextStore: this.parts.contextStore,
       contextHandler: settings.contextHandler ?? passThroughContextHandler,
       activity: this.parts.activity?.of(type),
-    });
+      limited: limits.globalConcurrency !== undefined,
+    };
+    const consumer = batch ? new BatchConsumer<T>(consumerParts, batch) : new Consumer<T>(consumerParts);
     for (const dispatcher of dispatchers) dispatcher.start();
-    consumer.start();
+    // With limits, no claim before they are stored: the first claims would otherwise run unlimited.
+    if (limited) {
+      void Promise.all(limitsStored).then(() => {
+        if (this.registrations.get(registrationKey)?.consumer === (consumer as unknown)) consumer.start();
+      });
+    } else {
+      consumer.start();
+    }
     if (!this.repartitioners.has(type)) {
       // On the command connection: the handlers' own carries claims and results alone.
       const moves = new PartitionMoves(this.parts.connections.command, layout, this.parts.scripts);
@@ -315,6 +370,35 @@ export class Handlers {
       );
     };
     attempt();
+  }
+
+  /**
+   * Stores the limits this handler enforces on a queue, where every instance's
+   * claims read them: the handler registered last sets them. One that changes
+   * what another instance set is said in the log (a deploy changing a limit,
+   * or instances started with different ones). Retried through an outage.
+   */
+  private registerLimits(keys: TypeKeys, limits: ReturnType<typeof limitsOfPartition>): Promise<void> {
+    const backoff = new OutageBackoff();
+    return new Promise<void>((stored) => {
+      const attempt = (): void => {
+        if (this.parts.isClosing()) return stored();
+        const waiting = this.parts.scripts.gate.wait();
+        (waiting ?? Promise.resolve())
+          .then(() => storeLimits(this.parts.connections.command, keys, limits))
+          .then(
+            (before) => {
+              if (before && (before.rate || before.concurrency !== undefined)) this.parts.log.limitsChanged({ type: keys.type, group: keys.group, queue: keys.queueTag, before, now: limits });
+              stored();
+            },
+            () => {
+              this.parts.metrics.count(METRIC.redisErrors, { loop: 'connection', type: keys.type });
+              setTimeout(attempt, backoff.next()).unref();
+            },
+          );
+      };
+      attempt();
+    });
   }
 
   /**

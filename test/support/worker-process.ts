@@ -6,6 +6,7 @@
  *   MAX_ATTEMPTS  attempts per event (default 10)
  *   GROUP       the subscriber group to join (default: the default group)
  *   MODE=stall  attempt 1 blocks the whole event loop for STALL_MS, then succeeds; later attempts succeed at once
+ *   BATCH=<n>   a batch handler of up to n events instead (MODE=hang: its calls never finish)
  */
 import 'reflect-metadata';
 import { Cluster } from 'ioredis';
@@ -33,23 +34,33 @@ service.metrics$.subscribe((metric) => {
   if (metric.name === METRIC.staleResults || metric.name === METRIC.handled) report({ metric: metric.name, tags: metric.tags });
 });
 
-service.addHandler(
-  WorkItem,
-  (event, _context, delivery) => {
-    report({ started: event.id, attempt: delivery.attempt });
-    if (process.env.MODE === 'stall') {
-      if (delivery.attempt > 1) return true;
-      const until = Date.now() + Number(process.env.STALL_MS);
-      while (Date.now() < until) {
-        // Deliberately blocks the event loop, as a long GC pause or a CPU-bound handler would.
+if (process.env.BATCH) {
+  service.addBatchHandler(
+    WorkItem,
+    (events) => {
+      for (const event of events) report({ started: event.id, attempt: 1 });
+      return new Promise<void>(() => undefined);
+    },
+    { maxBatch: Number(process.env.BATCH), maxWaitMs: 20 },
+  );
+} else
+  service.addHandler(
+    WorkItem,
+    (event, _context, delivery) => {
+      report({ started: event.id, attempt: delivery.attempt });
+      if (process.env.MODE === 'stall') {
+        if (delivery.attempt > 1) return true;
+        const until = Date.now() + Number(process.env.STALL_MS);
+        while (Date.now() < until) {
+          // Deliberately blocks the event loop, as a long GC pause or a CPU-bound handler would.
+        }
+        report({ finished: event.id, attempt: delivery.attempt });
+        return true;
       }
-      report({ finished: event.id, attempt: delivery.attempt });
-      return true;
-    }
-    if (event.id.startsWith('warm')) return true;
-    return new Promise<boolean>(() => undefined);
-  },
-  4,
-  { group: process.env.GROUP },
-);
+      if (event.id.startsWith('warm')) return true;
+      return new Promise<boolean>(() => undefined);
+    },
+    4,
+    { group: process.env.GROUP },
+  );
 report({ ready: true });

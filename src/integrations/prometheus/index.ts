@@ -50,6 +50,10 @@ const COUNTERS: Partial<Record<MetricName, { readonly name: string; readonly hel
     help: 'Ready events this instance left for an instance with a newer event class version (no attempt spent).',
   },
   [METRIC.repartitioned]: { name: 'repartitioned_total', help: "Stored events this process moved to their partition after the type's partitions setting changed." },
+  [METRIC.throttled]: { name: 'throttled_total', help: "Claims held back by the type's flow limits (reason=rate|concurrency), or a hold a handler asked for." },
+  [METRIC.rateLimited]: { name: 'rate_limited_total', help: 'Handler calls that said their provider rate-limited them: the event went back to READY, attempt unspent, and the queue was held.' },
+  [METRIC.batches]: { name: 'batches_total', help: 'Calls of batch handlers (addBatchHandler).' },
+  [METRIC.batchedEvents]: { name: 'batched_events_total', help: 'Events handed to batch handlers: divided by batches_total, the mean batch size.' },
   [METRIC.wakeListenerResets]: { name: 'wake_listener_resets_total', help: 'Wake-up subscriber connections replaced because a PING went unanswered.' },
 };
 

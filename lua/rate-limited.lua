@@ -1,0 +1,26 @@
+-- Transition: IN_FLIGHT -> READY (head of the list), no attempt spent, and
+-- the queue held: the handler said its provider rate-limited it
+-- (Delivery.rateLimited(ms), or a thrown RateLimited). No instance claims
+-- from the queue until the hold ends; a longer hold already set stays.
+-- Fenced by the claim, like complete-and-claim.lua.
+-- KEYS[1] inFlight: in-flight zset (id -> lease score, includes/lease-constants.lua)
+-- KEYS[2] ready: ready list
+-- KEYS[3] meta: meta hash (names the queue's flow-control keys, includes/limit-keys.lua)
+-- KEYS[4] slotGuard: slot guard: never written; declared so that Redis refuses the script
+--         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
+-- ARGV[1] id
+-- ARGV[2] identity of the claim that ran it (its not-started lease score)
+-- ARGV[3] how long to hold the queue, ms
+-- Returns 1 when given back, 0 when the claim was stale (the hold is set either way:
+-- the provider's word holds for every call).
+-- @include lease-fences
+-- @include lease-give-back
+-- @include limit-keys
+
+local _, _, hold_key = limit_keys(KEYS[3])
+local ms = tonumber(ARGV[3])
+if redis.call('PTTL', hold_key) < ms then redis.call('SET', hold_key, '1', 'PX', ms) end
+local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not score or not lease_fences(tonumber(score), tonumber(ARGV[2])) then return 0 end
+lease_give_back(KEYS[1], KEYS[2], { ARGV[1] })
+return 1

@@ -1,0 +1,16 @@
+-- Transition: none. A result that ended a call (a retry, a dead letter, a
+-- hold) freed room under the queue's concurrency limit: if a claim had
+-- found it full (includes/limit-keys.lua), the instances are told to look
+-- now instead of at their next poll.
+-- KEYS[1] meta: meta hash (names the queue's flow-control keys)
+-- KEYS[2] slotGuard: slot guard: never written; declared so that Redis refuses the script
+--         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
+-- ARGV[1] wake channel
+-- ARGV[2] wake message: the queue's tag, then '|-1'
+-- Returns 1 when someone was waiting.
+-- @include limit-keys
+
+local _, _, _, thr_key = limit_keys(KEYS[1])
+if redis.call('DEL', thr_key) == 0 then return 0 end
+redis.call('PUBLISH', ARGV[1], ARGV[2])
+return 1

@@ -1,0 +1,211 @@
+import { type Observable, firstValueFrom, isObservable } from 'rxjs';
+import type { DelayedEventInstance } from '../core/delayed-event.decorator';
+import { PermanentFailure, RateLimited, UNPRINTABLE, describe } from '../core/errors';
+import type { DecodedEvent } from '../core/event-codec';
+import type { EventContext } from '../core/event-context';
+import { Consumer, type ConsumerParts } from './consumer';
+import { FifoTimeouts } from './fifo-timeouts';
+import type { Delivery, HandlerDelivery, Outcome } from './handler-invocation';
+import { METRIC } from './metrics';
+import type { ClaimedEvent } from './ready-reader';
+
+/**
+ * What a batch handler answers, at once, as a Promise or as an Observable
+ * (its first value): nothing or `true`, every event succeeded; `false` (or a
+ * throw), every event failed; an array of one outcome per event, in order
+ * (`true` or nothing: success; `false` or an Error: failure; a
+ * `PermanentFailure`: dead letter; a `RateLimited`: back, attempt unspent);
+ * or an array of the ids that failed (the others succeeded).
+ */
+export type BatchResult = boolean | void | ReadonlyArray<boolean | void | Error | undefined> | readonly string[];
+export type BatchHandlerResult = BatchResult | Promise<BatchResult> | Observable<BatchResult>;
+
+/** Handles a batch of events of one type, each with its context and delivery (its own attempt, retries and dead letter). */
+export type BatchHandler<T> = (events: T[], contexts: EventContext[], deliveries: Delivery[]) => BatchHandlerResult;
+
+export interface BatchSettings<T> {
+  readonly handler: BatchHandler<T>;
+  /** Most events in one call. */
+  readonly maxBatch: number;
+  /** How long the first event of a batch waits for more before the call. */
+  readonly maxWaitMs: number;
+  /** Most calls at once. */
+  readonly calls: number;
+}
+
+interface Waiting<T> {
+  readonly claimed: ClaimedEvent;
+  readonly decoded: DecodedEvent<T>;
+  readonly delivery: HandlerDelivery;
+  readonly giveSlot: (durationMs?: number) => void;
+  readonly done: () => void;
+}
+
+const SUCCESS: Outcome = Object.freeze({ ok: true });
+const NO_VALUE = Symbol('no value');
+
+/**
+ * A Consumer whose handler takes events in batches: claimed events (each
+ * holding a slot, so limits count events) gather until `maxBatch` are there
+ * or the first has waited `maxWaitMs`, then go to one call, at most `calls`
+ * at once. Each event's outcome is recorded on its own, fenced by its claim,
+ * as a single handler's would be.
+ */
+export class BatchConsumer<T extends DelayedEventInstance> extends Consumer<T> {
+  private waiting: Array<Waiting<T>> = [];
+  private timer: NodeJS.Timeout | undefined;
+  private calling = 0;
+  private readonly batchTimeouts: FifoTimeouts;
+
+  constructor(
+    parts: ConsumerParts<T>,
+    private readonly batch: BatchSettings<T>,
+  ) {
+    super(parts);
+    this.batchTimeouts = new FifoTimeouts(parts.timeoutMs);
+  }
+
+  protected override handle(claimed: ClaimedEvent): Promise<void> {
+    const giveSlot = this.slotOf();
+    const decoded = this.decode(claimed);
+    if ('undecodable' in decoded) {
+      giveSlot();
+      return this.deadLetterUndecodable(claimed, decoded.undecodable);
+    }
+    return new Promise<void>((done) => {
+      this.waiting.push({ claimed, decoded, delivery: this.deliveryOf(claimed, decoded), giveSlot, done });
+      if (this.waiting.length >= this.batch.maxBatch) this.flush();
+      else this.timer ??= setTimeout(() => this.flush(), this.batch.maxWaitMs);
+    });
+  }
+
+  /** Starts a call with what waits, if a call may start. */
+  private flush(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    if (this.calling >= this.batch.calls || this.waiting.length === 0) return;
+    const batch = this.waiting.splice(0, this.batch.maxBatch);
+    this.calling++;
+    void this.run(batch).finally(() => {
+      this.calling--;
+      // What gathered meanwhile goes now if it is a full batch or has waited long enough; else its timer runs.
+      if (this.waiting.length >= this.batch.maxBatch) this.flush();
+      else if (this.waiting.length > 0) this.timer ??= setTimeout(() => this.flush(), this.batch.maxWaitMs);
+    });
+  }
+
+  private async run(batch: Array<Waiting<T>>): Promise<void> {
+    const { metrics } = this.parts;
+    const tags = { type: this.parts.type, group: this.parts.group };
+    metrics.count(METRIC.batches, tags);
+    metrics.count(METRIC.batchedEvents, tags, batch.length);
+    const started = performance.now();
+    const outcomes = await invokeBatch(this.batch.handler, batch, this.batchTimeouts);
+    const durationMs = performance.now() - started;
+    for (const w of batch) w.giveSlot(durationMs / batch.length);
+    if (metrics.listening) metrics.timing(METRIC.handlerDuration, { ...tags, outcome: outcomes.every((o) => o.ok) ? 'success' : 'failure' }, durationMs);
+    await Promise.all(
+      batch.map(async (w, i) => {
+        try {
+          await this.settle(w.claimed, w.decoded.event, outcomes[i]!, w.delivery);
+        } finally {
+          w.done();
+        }
+      }),
+    );
+  }
+
+  override async stop(timeoutMs: number): Promise<boolean> {
+    // What waits for a batch is handled now: its slots hold back the stop.
+    const stopping = super.stop(timeoutMs);
+    this.flushAll();
+    return stopping;
+  }
+
+  private flushAll(): void {
+    while (this.waiting.length > 0 && this.calling < this.batch.calls) this.flush();
+  }
+}
+
+/** One call of a batch handler to an outcome per event; never rejects, whatever the handler does. */
+async function invokeBatch<T>(handler: BatchHandler<T>, batch: ReadonlyArray<Waiting<T>>, timeouts: FifoTimeouts): Promise<Outcome[]> {
+  const events = batch.map((w) => w.decoded.event);
+  const contexts = batch.map((w) => w.decoded.context);
+  const deliveries = batch.map((w) => w.delivery);
+  const all = (outcome: Outcome) => batch.map(() => outcome);
+  let answer: Promise<unknown>;
+  try {
+    const result: unknown = handler(events, contexts, deliveries);
+    answer = isObservable(result) ? firstValueFrom(result as Observable<unknown>, { defaultValue: NO_VALUE }).then((first) => (first === NO_VALUE ? undefined : first)) : Promise.resolve(result);
+  } catch (error) {
+    return all(failedWith(error));
+  }
+  return new Promise<Outcome[]>((resolve) => {
+    let done = false;
+    const cancel = timeouts.start(() => {
+      if (done) return;
+      done = true;
+      for (const d of deliveries) d.abort();
+      const error = `batch handler did not finish within ${timeouts.ms} ms`;
+      resolve(all({ ok: false, timedOut: true, permanent: false, error, cause: new Error(error) }));
+    });
+    answer
+      .then(
+        (value) => outcomesOf(value, batch),
+        (error: unknown) => all(failedWith(error)),
+      )
+      .then((outcomes) => {
+        if (done) return;
+        done = true;
+        cancel();
+        resolve(outcomes);
+      });
+  });
+}
+
+/** What a batch handler answered, as an outcome per event. Never throws. */
+function outcomesOf<T>(value: unknown, batch: ReadonlyArray<Waiting<T>>): Outcome[] {
+  try {
+    if (value === undefined || value === true) return batch.map(() => SUCCESS);
+    if (value === false) return batch.map(() => failure('batch handler returned false'));
+    if (Array.isArray(value)) {
+      if (value.length > 0 && value.every((v) => typeof v === 'string')) {
+        const failed = new Set(value as string[]);
+        return batch.map((w) => (failed.has(w.claimed.id) ? failure('batch handler reported it failed') : SUCCESS));
+      }
+      if (value.length === 0 && batch.length > 0) return batch.map(() => SUCCESS);
+      if (value.length !== batch.length) {
+        return batch.map(() => failure(`batch handler returned ${value.length} outcomes for ${batch.length} events; return one per event, in order, or the ids that failed`));
+      }
+      return value.map((v: unknown) => {
+        if (v === true || v === undefined) return SUCCESS;
+        if (v === false) return failure('batch handler returned false for it');
+        if (v instanceof Error || PermanentFailure.is(v) || RateLimited.holdOf(v) !== undefined) return failedWith(v);
+        return failure(`batch handler returned ${describe(v)} for it; expected true, false or an Error`);
+      });
+    }
+    return batch.map(() => failure(`batch handler returned ${describe(value)}; expected nothing, a boolean, an outcome per event or the ids that failed`));
+  } catch (error) {
+    return batch.map(() => failedWith(error));
+  }
+}
+
+function failure(error: string): Outcome {
+  return { ok: false, timedOut: false, permanent: false, error, cause: new Error(error) };
+}
+
+/** As a single handler's throw is read: RateLimited, PermanentFailure, or a failure to retry. Never throws. */
+function failedWith(error: unknown): Outcome {
+  const hold = RateLimited.holdOf(error);
+  if (hold !== undefined) return { ok: false, timedOut: false, permanent: false, error: `rate-limited for ${hold} ms`, cause: error, rateLimitedMs: hold };
+  if (PermanentFailure.is(error)) {
+    let reason: string;
+    try {
+      reason = String(error.message);
+    } catch {
+      reason = UNPRINTABLE;
+    }
+    return { ok: false, timedOut: false, permanent: true, error: `permanent failure: ${reason}`, cause: error };
+  }
+  return { ok: false, timedOut: false, permanent: false, error: describe(error), cause: error };
+}

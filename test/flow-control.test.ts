@@ -1,0 +1,150 @@
+import 'reflect-metadata';
+import { firstValueFrom } from 'rxjs';
+import { afterEach, describe, expect, it } from 'vitest';
+import { type Delivery, InvalidOptionError, METRIC, RateLimited } from '../src';
+import { WorkItem } from './support/events';
+import { counter, recordMetrics, useRedis } from './support/harness';
+import { waitFor } from './support/wait-for';
+import { Worker } from './support/worker';
+
+/** The most events of `times` (ms) within any window of `windowMs`. */
+function busiestWindow(times: readonly number[], windowMs: number): number {
+  const sorted = [...times].sort((a, b) => a - b);
+  let most = 0;
+  for (let i = 0, j = 0; i < sorted.length; i++) {
+    while (sorted[i]! - sorted[j]! >= windowMs) j++;
+    most = Math.max(most, i - j + 1);
+  }
+  return most;
+}
+
+/** The most calls running at once, from a ledger of [start, end] times. */
+function mostAtOnce(ledger: ReadonlyArray<readonly [number, number]>): number {
+  const edges = ledger.flatMap(([start, end]) => [[start, 1] as const, [end, -1] as const]).sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+  let running = 0;
+  let most = 0;
+  for (const [, step] of edges) {
+    running += step;
+    most = Math.max(most, running);
+  }
+  return most;
+}
+
+describe('flow control across the fleet', () => {
+  const redis = useRedis();
+  const workers: Worker[] = [];
+  afterEach(async () => {
+    await Promise.all(workers.splice(0).map((w) => w.kill()));
+  });
+
+  it('a rate limit holds across 4 instances in their own processes for 10 s, and the limit is reached', async () => {
+    const prefix = redis.prefix();
+    for (let i = 0; i < 4; i++) workers.push(new Worker({ ...redis.workerEnv(), PREFIX: prefix, RATE_MAX: '20', RATE_PER_MS: '1000', PARALLELISM: '8' }, 'flow-process.ts'));
+    await Promise.all(workers.map((w) => w.waitForLine((l) => l.ready === true)));
+    const producer = redis.service({ prefix });
+    await firstValueFrom(producer.enqueueBatch(Array.from({ length: 400 }, (_, i) => ({ event: new WorkItem(`r${i}`), delay: 0 }))));
+    const started = () => workers.flatMap((w) => w.lines.filter((l) => typeof l.started === 'string').map((l) => l.at as number));
+    const first = await waitFor(() => started().length > 0 && Math.min(...started()), 'the first call');
+    await waitFor(() => started().some((at) => at >= first + 10_000), 'ten seconds of calls', 20_000);
+    const within = started().filter((at) => at < first + 10_000);
+    // Redis counts the window by its clock at each claim; starts are timed here, in each process, a few ms after
+    // its claim, and calls come in bursts at the window's edge: 20 ms of that jitter is allowed for.
+    expect(busiestWindow(within, 980)).toBeLessThanOrEqual(20);
+    expect(within.length).toBeGreaterThanOrEqual(190);
+    expect(within.length).toBeLessThanOrEqual(210);
+    // Every instance took part.
+    expect(workers.every((w) => w.lines.some((l) => typeof l.started === 'string'))).toBe(true);
+  }, 60_000);
+
+  it('global concurrency is never exceeded across instances (a ledger of start and end times), and room freed wakes them at once', async () => {
+    const prefix = redis.prefix();
+    const ledger: Array<[number, number]> = [];
+    const services = Array.from({ length: 3 }, () => redis.service({ prefix, readerBlockMs: 60_000, pollIntervalMs: 60_000 }));
+    for (const service of services) {
+      service.addHandler(
+        WorkItem,
+        async () => {
+          const start = performance.now();
+          await new Promise((resolve) => setTimeout(resolve, 30));
+          ledger.push([start, performance.now()]);
+        },
+        5,
+        { globalConcurrency: 4 },
+      );
+    }
+    const producer = redis.service({ prefix });
+    const began = performance.now();
+    await firstValueFrom(producer.enqueueBatch(Array.from({ length: 120 }, (_, i) => ({ event: new WorkItem(`c${i}`), delay: 0 }))));
+    await waitFor(() => ledger.length === 120, 'every event handled', 20_000);
+    expect(mostAtOnce(ledger)).toBeLessThanOrEqual(4);
+    expect(mostAtOnce(ledger)).toBe(4);
+    // 30 batches of 4 at 30 ms: no instance waited out its 60-second poll, so wake-ups came when room freed.
+    expect(performance.now() - began).toBeLessThan(10_000);
+  });
+
+  it('a handler that says its provider rate-limited it holds every instance off, and the event keeps its attempt', async () => {
+    const prefix = redis.prefix();
+    const starts: Array<{ id: string; attempt: number; at: number }> = [];
+    let said = false;
+    const services = Array.from({ length: 2 }, () => redis.service({ prefix }));
+    const metrics = services.map((s) => recordMetrics(s));
+    for (const service of services) {
+      service.addHandler(
+        WorkItem,
+        (event, _context, delivery: Delivery) => {
+          starts.push({ id: event.id, attempt: delivery.attempt, at: performance.now() });
+          if (!said) {
+            said = true;
+            delivery.rateLimited(1_500);
+            return true;
+          }
+        },
+        2,
+      );
+    }
+    const producer = redis.service({ prefix });
+    await producer.enqueue(new WorkItem('first'), 0);
+    await waitFor(() => starts.length === 1, 'the first call');
+    for (let i = 0; i < 6; i++) await producer.enqueue(new WorkItem(`later${i}`), 0);
+    await waitFor(() => starts.length === 8, 'everything handled after the hold', 10_000);
+    const heldFrom = starts[0]!.at;
+    expect(starts.slice(1).every((s) => s.at - heldFrom >= 1_400)).toBe(true);
+    expect(starts.filter((s) => s.id === 'first').map((s) => s.attempt)).toEqual([1, 1]);
+    expect(metrics.reduce((n, m) => n + counter(m, METRIC.rateLimited), 0)).toBe(1);
+  });
+
+  it('throwing RateLimited with retryAfterMs does the same; a hold is never negative or endless', async () => {
+    const prefix = redis.prefix();
+    const starts: number[] = [];
+    const service = redis.service({ prefix });
+    service.addHandler(WorkItem, (_event, _c, delivery) => {
+      starts.push(performance.now());
+      if (delivery.attempt === 1 && starts.length === 1) throw new RateLimited(800);
+      expect(delivery.attempt).toBe(1);
+    });
+    await service.enqueue(new WorkItem('429'), 0);
+    await waitFor(() => starts.length === 2, 'handled after the hold', 10_000);
+    expect(starts[1]! - starts[0]!).toBeGreaterThanOrEqual(700);
+    expect(RateLimited.holdOf(new RateLimited(-5))).toBe(1_000);
+    expect(RateLimited.holdOf(new RateLimited(Number.POSITIVE_INFINITY))).toBe(1_000);
+    expect(RateLimited.holdOf(new RateLimited(10 * 86_400_000))).toBe(86_400_000);
+    expect(RateLimited.holdOf(new Error('x'))).toBeUndefined();
+  });
+
+  it('refuses limits that cannot work, saying what to fix; the limits registered last are the ones enforced', async () => {
+    const service = redis.service();
+    expect(() => service.addHandler(WorkItem, () => true, 1, { rateLimit: { max: 0, perMs: 1_000 } })).toThrow(InvalidOptionError);
+    expect(() => service.addHandler(WorkItem, () => true, 1, { rateLimit: { max: 5, perMs: 0 } })).toThrow(/rateLimit.perMs/);
+    expect(() => service.addHandler(WorkItem, () => true, 1, { rateLimit: null as never })).toThrow(/must be \{ max, perMs \}/);
+    expect(() => service.addHandler(WorkItem, () => true, 1, { globalConcurrency: 1.5 })).toThrow(/globalConcurrency/);
+    const prefix = redis.prefix();
+    const logged: string[] = [];
+    const first = redis.service({ prefix });
+    first.addHandler(WorkItem, () => true, 1, { globalConcurrency: 2 });
+    await waitFor(async () => (await redis.client().hget(`${prefix}:{test.work}:lim`, 'conc')) === '2', 'the first limits stored');
+    const second = redis.service({ prefix, logger: { warn: (_f: object, m: string) => logged.push(m), error: () => undefined } });
+    second.addHandler(WorkItem, () => true, 1, { globalConcurrency: 3 });
+    await waitFor(async () => (await redis.client().hget(`${prefix}:{test.work}:lim`, 'conc')) === '3', 'the last limits stored');
+    await waitFor(() => logged.some((m) => /other flow limits/.test(m)), 'the change said');
+  });
+});

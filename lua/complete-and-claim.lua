@@ -70,6 +70,9 @@
 -- @include now-ms-us
 
 local group_queue = KEYS[10] ~= KEYS[3]
+-- The queue's flow state, read once: limits, a hold, a full mark, events left for a newer version.
+local flow_key = limit_keys(KEYS[3])
+local flow = redis.call('HMGET', flow_key, unpack(FLOW_FIELDS))
 
 -- Each batch costs a fixed number of calls, whatever its size: in a script,
 -- the calls, not the work they do, are most of the cost.
@@ -160,9 +163,9 @@ if #ARGV >= first_success then
 end
 -- Room freed under a concurrency limit that a claim found full: the caller wakes the instances.
 local freed = 0
-if #removed > 0 then
-  local _, _, _, thr_key = limit_keys(KEYS[3])
-  freed = redis.call('DEL', thr_key)
+if #removed > 0 and flow[5] then
+  redis.call('HDEL', flow_key, 'thr')
+  freed = 1
 end
 
 local claimed, dead = {}, {}
@@ -174,7 +177,7 @@ end
 local rate_key, rate_per = false, 0
 if count > 0 then
   local room, wait
-  room, wait, rate_key, rate_per = limit_room(KEYS[3], KEYS[2], count, now)
+  room, wait, rate_key, rate_per = limit_room(KEYS[3], flow, KEYS[2], count, now)
   if room <= 0 then
     if #removed > 0 then lease_unpin_if_idle(KEYS[2]) end
     return {now, stale, claimed, dead, 0, '', 0, wait, freed}
@@ -184,7 +187,7 @@ end
 -- Events left by readers of an older version come first: they fell due before those in the list.
 local newer = newer_key(KEYS[3])
 local ids = false
-if count > 0 and redis.call('EXISTS', newer) == 1 then
+if count > 0 and flow[6] then
   local waiting = redis.call('HKEYS', newer)
   for _, version in ipairs(waiting) do
     local want = count - (ids and #ids or 0)
@@ -199,6 +202,7 @@ if count > 0 and redis.call('EXISTS', newer) == 1 then
       if redis.call('LLEN', list) == 0 then redis.call('HDEL', newer, version) else redis.call('HSET', newer, version, now) end
     end
   end
+  if redis.call('EXISTS', newer) == 0 then redis.call('HDEL', flow_key, 'v') end
 end
 if count > 0 and (not ids or #ids < count) then
   local more = redis.call('LPOP', KEYS[1], count - (ids and #ids or 0))
@@ -241,6 +245,10 @@ for k, id in ipairs(ids) do
     local list = newer .. ':' .. version
     redis.call('RPUSH', list, id)
     redis.call('HSETNX', newer, version, now)
+    if not flow[6] then
+      redis.call('HSET', flow_key, 'v', '1')
+      flow[6] = '1'
+    end
     n_left = n_left + 1
   elseif value then
     local attempt = envelope_attempt(value)

@@ -5,7 +5,7 @@
 -- Fenced by the claim, like complete-and-claim.lua.
 -- KEYS[1] inFlight: in-flight zset (id -> lease score, includes/lease-constants.lua)
 -- KEYS[2] ready: ready list
--- KEYS[3] meta: meta hash (names the queue's flow-control keys, includes/limit-keys.lua)
+-- KEYS[3] meta: meta hash (names the queue's flow hash, includes/limit-keys.lua)
 -- KEYS[4] slotGuard: slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
 -- ARGV[1] id
@@ -16,10 +16,11 @@
 -- @include lease-fences
 -- @include lease-give-back
 -- @include limit-keys
+-- @include now-ms
 
-local _, _, hold_key = limit_keys(KEYS[3])
-local ms = tonumber(ARGV[3])
-if redis.call('PTTL', hold_key) < ms then redis.call('SET', hold_key, '1', 'PX', ms) end
+local flow_key = limit_keys(KEYS[3])
+local until_ms = now_ms() + tonumber(ARGV[3])
+if (tonumber(redis.call('HGET', flow_key, 'hold') or '') or 0) < until_ms then redis.call('HSET', flow_key, 'hold', string.format('%d', until_ms)) end
 local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if not score or not lease_fences(tonumber(score), tonumber(ARGV[2])) then return 0 end
 lease_give_back(KEYS[1], KEYS[2], { ARGV[1] })

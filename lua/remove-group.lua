@@ -16,6 +16,7 @@
 -- @include group-keys
 -- @include groups-constants
 -- @include groups-release
+-- @include limit-keys
 -- @include newer-key
 
 local was = redis.call('HGET', KEYS[1], ARGV[1])
@@ -46,6 +47,9 @@ if left == 0 then
   local newer = newer_key(g.meta)
   for _, version in ipairs(redis.call('HKEYS', newer)) do redis.call('UNLINK', newer .. ':' .. version) end
   redis.call('UNLINK', newer)
+  -- And its flow state: limits, hold, rate window.
+  local flow_key, rate_key = limit_keys(g.meta)
+  redis.call('UNLINK', flow_key, rate_key)
   redis.call('HDEL', KEYS[1], ARGV[1])
 end
 return {existed, left}

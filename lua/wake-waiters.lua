@@ -2,7 +2,7 @@
 -- hold) freed room under the queue's concurrency limit: if a claim had
 -- found it full (includes/limit-keys.lua), the instances are told to look
 -- now instead of at their next poll.
--- KEYS[1] meta: meta hash (names the queue's flow-control keys)
+-- KEYS[1] meta: meta hash (names the queue's flow hash)
 -- KEYS[2] slotGuard: slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
 -- ARGV[1] wake channel
@@ -10,7 +10,6 @@
 -- Returns 1 when someone was waiting.
 -- @include limit-keys
 
-local _, _, _, thr_key = limit_keys(KEYS[1])
-if redis.call('DEL', thr_key) == 0 then return 0 end
+if redis.call('HDEL', (limit_keys(KEYS[1])), 'thr') == 0 then return 0 end
 redis.call('PUBLISH', ARGV[1], ARGV[2])
 return 1

@@ -141,10 +141,10 @@ describe('flow control across the fleet', () => {
     const logged: string[] = [];
     const first = redis.service({ prefix });
     first.addHandler(WorkItem, () => true, 1, { globalConcurrency: 2 });
-    await waitFor(async () => (await redis.client().hget(`${prefix}:{test.work}:lim`, 'conc')) === '2', 'the first limits stored');
+    await waitFor(async () => (await redis.client().hget(`${prefix}:{test.work}:fc`, 'conc')) === '2', 'the first limits stored');
     const second = redis.service({ prefix, logger: { warn: (_f: object, m: string) => logged.push(m), error: () => undefined } });
     second.addHandler(WorkItem, () => true, 1, { globalConcurrency: 3 });
-    await waitFor(async () => (await redis.client().hget(`${prefix}:{test.work}:lim`, 'conc')) === '3', 'the last limits stored');
+    await waitFor(async () => (await redis.client().hget(`${prefix}:{test.work}:fc`, 'conc')) === '3', 'the last limits stored');
     await waitFor(() => logged.some((m) => /other flow limits/.test(m)), 'the change said');
   });
 });

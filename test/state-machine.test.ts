@@ -282,6 +282,8 @@ describe('the event state machine', () => {
           await expectRedisToHold(keys, model, ready, completed);
           expect(await client.lrange(`${keys.newer}:3`, 0, -1)).toEqual(parked);
           expect(await client.exists(keys.newer)).toBe(parked.length > 0 ? 1 : 0);
+          // The claim reads the queue's flow hash alone to know whether any wait for a newer version.
+          expect(await client.hexists(`${keys.meta.slice(0, -':m'.length)}:fc`, 'v')).toBe(parked.length > 0 ? 1 : 0);
         }
         await client.del(keys.paused);
       }),

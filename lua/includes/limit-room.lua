@@ -1,31 +1,32 @@
 -- @include limit-keys
 
--- How many of `wanted` events a claim may start now under the queue's
--- limits (includes/limit-keys.lua), `in_flight` being its leases (the pin
+-- How many of `wanted` events a claim may start now, given the queue's flow
+-- hash as read (`flow`: the values of FLOW_FIELDS) and its leases (the pin
 -- included), and, when none, how long to wait: ms until the rate window has
 -- room or the hold ends, or -1 for "until a running call ends" (then the
--- queue is marked so that the end wakes the instances). Returns
--- room, wait ms (0 when there is room), and the rate key and window (ms)
--- when calls are to be counted in it, or false.
-local function limit_room(meta_key, in_flight_key, wanted, now)
-  local lim_key, rl_key, hold_key, thr_key = limit_keys(meta_key)
-  local hold = redis.call('PTTL', hold_key)
-  if hold > 0 then return 0, hold, false, 0 end
-  local lim = redis.call('HMGET', lim_key, 'max', 'per', 'conc')
+-- queue is marked so that the end wakes the instances). Returns room, wait
+-- ms (0 when there is room), and the rate key and window (ms) when calls
+-- are to be counted in it, or false.
+local function limit_room(meta_key, flow, in_flight_key, wanted, now)
+  local flow_key, rl_key = limit_keys(meta_key)
+  local hold = tonumber(flow[4] or '')
+  if hold then
+    if hold > now then return 0, hold - now, false, 0 end
+    redis.call('HDEL', flow_key, 'hold')
+  end
   local room = wanted
-  local rate_key = false
-  local conc = tonumber(lim[3] or '')
+  local conc = tonumber(flow[3] or '')
   if conc then
     local leases = redis.call('ZCARD', in_flight_key)
     -- The pin is there exactly while a lease is.
     local running = leases > 0 and leases - 1 or 0
     room = math.min(room, conc - running)
     if room <= 0 then
-      redis.call('SET', thr_key, '1', 'PX', 60000)
+      if not flow[5] then redis.call('HSET', flow_key, 'thr', '1') end
       return 0, -1, false, 0
     end
   end
-  local max, per = tonumber(lim[1] or ''), tonumber(lim[2] or '')
+  local max, per = tonumber(flow[1] or ''), tonumber(flow[2] or '')
   if max and per then
     redis.call('ZREMRANGEBYSCORE', rl_key, '-inf', now - per)
     local used = redis.call('ZCARD', rl_key)
@@ -33,8 +34,7 @@ local function limit_room(meta_key, in_flight_key, wanted, now)
       local oldest = tonumber(redis.call('ZRANGE', rl_key, 0, 0, 'WITHSCORES')[2])
       return 0, math.max(1, oldest + per - now), false, 0
     end
-    room = math.min(room, max - used)
-    return room, 0, rl_key, per
+    return math.min(room, max - used), 0, rl_key, per
   end
-  return room, 0, rate_key, 0
+  return room, 0, false, 0
 end

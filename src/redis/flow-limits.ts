@@ -19,10 +19,10 @@ export interface LimitUse extends StoredLimits {
   readonly heldForMs?: number;
 }
 
-/** Where a queue's flow-control keys are: named after its meta key, as the scripts name them. */
-function keysOf(keys: TypeKeys): { lim: string; rl: string; hold: string } {
+/** Where a queue's flow state is (lua/includes/limit-keys.lua): named after its meta key, as the scripts name it. */
+function keysOf(keys: TypeKeys): { flow: string; rl: string } {
   const own = keys.meta.slice(0, -':m'.length);
-  return { lim: `${own}:lim`, rl: `${own}:rl`, hold: `${own}:hold` };
+  return { flow: `${own}:fc`, rl: `${own}:rl` };
 }
 
 function parse(stored: Record<string, string>): StoredLimits {
@@ -41,13 +41,14 @@ function parse(stored: Record<string, string>): StoredLimits {
  * on what is enforced. Resolves what was stored before, when it differs.
  */
 export async function storeLimits(client: RedisClient, keys: TypeKeys, limits: StoredLimits): Promise<StoredLimits | undefined> {
-  const { lim } = keysOf(keys);
-  const before = parse(await client.hgetall(lim));
+  const { flow } = keysOf(keys);
+  const before = parse(await client.hgetall(flow));
   const same = JSON.stringify(before) === JSON.stringify(parse(fields(limits)));
   if (same) return undefined;
-  const pipeline = client.multi().del(lim);
+  // Only the limits' fields: the hash also holds a hold, a full mark and the newer-version mark.
+  const pipeline = client.multi().hdel(flow, 'max', 'per', 'conc');
   const values = fields(limits);
-  if (Object.keys(values).length > 0) pipeline.hset(lim, values);
+  if (Object.keys(values).length > 0) pipeline.hset(flow, values);
   await pipeline.exec();
   return before;
 }
@@ -61,14 +62,16 @@ function fields(limits: StoredLimits): Record<string, string> {
 
 /** A queue's limits and what uses them now. */
 export async function limitUse(client: RedisClient, keys: TypeKeys): Promise<LimitUse> {
-  const { lim, rl, hold } = keysOf(keys);
-  const [stored, leases, held] = await Promise.all([client.hgetall(lim), client.zcard(keys.inFlight), client.pttl(hold)]);
+  const { flow, rl } = keysOf(keys);
+  const [stored, leases, time] = await Promise.all([client.hgetall(flow), client.zcard(keys.inFlight), client.time()]);
+  const now = Number(time[0]) * 1_000 + Math.floor(Number(time[1]) / 1_000);
   const limits = parse(stored);
-  const started = limits.rate ? await client.zcount(rl, String(Date.now() - limits.rate.perMs), '+inf') : undefined;
+  const started = limits.rate ? await client.zcount(rl, `(${now - limits.rate.perMs}`, '+inf') : undefined;
+  const heldForMs = Number(stored.hold ?? 0) - now;
   return {
     ...limits,
     running: leases > 0 ? leases - 1 : 0,
     ...(started !== undefined ? { started } : {}),
-    ...(held > 0 ? { heldForMs: held } : {}),
+    ...(heldForMs > 0 ? { heldForMs } : {}),
   };
 }

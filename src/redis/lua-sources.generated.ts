@@ -36,7 +36,7 @@ return 1
   'cancel': {
     keys: ['meta', 'schedule', 'ready', 'inFlight', 'dead', 'errors', 'legacySchedule', 'slotGuard', 'recent', 'groups', 'pending', 'errorLog'],
     variants: {  },
-    commands: ['HDEL', 'HGET', 'HGETALL', 'HKEYS', 'LLEN', 'LREM', 'TIME', 'ZADD', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZSCORE'],
+    commands: ['EXISTS', 'HDEL', 'HGET', 'HGETALL', 'HKEYS', 'LLEN', 'LREM', 'TIME', 'ZADD', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZSCORE'],
     lua: `-- Transition: SCHEDULED | READY | IN_FLIGHT | DEAD -> (removed).
 -- A handler still running a cancelled event finds its result fenced off.
 -- KEYS[1] meta: meta hash
@@ -131,6 +131,26 @@ local function named_groups(registry_key, delivering)
   end
   return named
 end
+-- A queue's flow state, in its slot, named after its meta key as
+-- includes/group-keys.lua names a group's keys:
+--   <queue>:fc   hash, read whole by every claim in one call:
+--                max, per (ms), conc: the limits the handlers' instances
+--                  registered last (src/redis/flow-limits.ts);
+--                hold: until when (ms) nothing is claimed (a handler said its
+--                  provider rate-limited it, lua/rate-limited.lua);
+--                thr: '1' once a claim found no room under conc (the next
+--                  result that frees room wakes the instances);
+--                v: '1' while readers left events for a newer class version
+--                  (includes/newer-key.lua)
+--   <queue>:rl   sorted set: when each call of the last \`per\` ms started
+--                (ms; members unique per claim)
+local function limit_keys(meta_key)
+  local own = string.sub(meta_key, 1, -3)
+  return own .. ':fc', own .. ':rl'
+end
+
+-- The fields of the flow hash, in the order flow_read returns them.
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v' }
 -- Where a queue keeps the events its readers left for a newer class version:
 -- a hash <queue>:v, version -> when a reader last took from it (or one was
 -- first left), and a list <queue>:v:<version> of ids per version, oldest
@@ -142,15 +162,18 @@ end
 
 -- Takes \`id\` out of the events waiting for a reader of a newer version (it
 -- is cancelled, replaced, rescheduled or moved); an emptied list leaves the
--- hash. Every list is looked at, not only the one its body's version names:
--- upgradeStored may have rewritten the body since it was left there.
--- Returns true when it was there.
+-- hash, and the last one the queue's flow hash. Every list is looked at, not
+-- only the one its body's version names: upgradeStored may have rewritten
+-- its body since it was left there. Returns true when it was there.
 local function newer_remove(meta_key, id)
   local newer = newer_key(meta_key)
   for _, version in ipairs(redis.call('HKEYS', newer)) do
     local list = newer .. ':' .. version
     if redis.call('LREM', list, 1, id) == 1 then
-      if redis.call('LLEN', list) == 0 then redis.call('HDEL', newer, version) end
+      if redis.call('LLEN', list) == 0 then
+        redis.call('HDEL', newer, version)
+        if redis.call('EXISTS', newer) == 0 then redis.call('HDEL', (limit_keys(meta_key)), 'v') end
+      end
       return true
     end
   end
@@ -297,7 +320,7 @@ return 1
   'complete-and-claim': {
     keys: ['ready', 'inFlight', 'meta', 'dead', 'errors', 'slotGuard', 'recent', 'claimLog', 'pending', 'sharedMeta', 'paused', 'errorLog', 'handled', 'handledIndex'],
     variants: {  },
-    commands: ['DEL', 'EXISTS', 'HDEL', 'HGET', 'HINCRBY', 'HKEYS', 'HMGET', 'HSET', 'HSETNX', 'LLEN', 'LPOP', 'PEXPIRE', 'PTTL', 'RPUSH', 'SET', 'TIME', 'ZADD', 'ZCARD', 'ZMSCORE', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZREMRANGEBYSCORE'],
+    commands: ['DEL', 'EXISTS', 'HDEL', 'HGET', 'HINCRBY', 'HKEYS', 'HMGET', 'HSET', 'HSETNX', 'LLEN', 'LPOP', 'PEXPIRE', 'RPUSH', 'SET', 'TIME', 'ZADD', 'ZCARD', 'ZMSCORE', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZREMRANGEBYSCORE'],
     lua: `-- Transitions, in one round trip: marks the events claimed ahead whose
 -- handlers started since, then IN_FLIGHT -> (removed) for the events whose
 -- handlers succeeded, then READY -> IN_FLIGHT (attempt + 1, leased until
@@ -492,48 +515,55 @@ local function lease_unpin_if_idle(in_flight_key)
     redis.call('ZREM', in_flight_key, LEASE_PIN)
   end
 end
--- A queue's flow-control keys (a type's or a group's, in its slot), named
--- after its meta key as includes/group-keys.lua names a group's:
---   <queue>:lim   hash: max, per (ms), conc: the limits the handlers' instances
---                 last registered (src/service/flow-control.ts)
---   <queue>:rl    sorted set: when each of the calls of the last \`per\` ms
---                 started (ms; members unique per claim)
---   <queue>:hold  string, expiring: while it exists nothing is claimed (a
---                 handler said its provider rate-limited it)
---   <queue>:thr   string, expiring: a claim found no room under \`conc\`; the
---                 next result that frees room wakes the instances
+-- A queue's flow state, in its slot, named after its meta key as
+-- includes/group-keys.lua names a group's keys:
+--   <queue>:fc   hash, read whole by every claim in one call:
+--                max, per (ms), conc: the limits the handlers' instances
+--                  registered last (src/redis/flow-limits.ts);
+--                hold: until when (ms) nothing is claimed (a handler said its
+--                  provider rate-limited it, lua/rate-limited.lua);
+--                thr: '1' once a claim found no room under conc (the next
+--                  result that frees room wakes the instances);
+--                v: '1' while readers left events for a newer class version
+--                  (includes/newer-key.lua)
+--   <queue>:rl   sorted set: when each call of the last \`per\` ms started
+--                (ms; members unique per claim)
 local function limit_keys(meta_key)
   local own = string.sub(meta_key, 1, -3)
-  return own .. ':lim', own .. ':rl', own .. ':hold', own .. ':thr'
+  return own .. ':fc', own .. ':rl'
 end
+
+-- The fields of the flow hash, in the order flow_read returns them.
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v' }
 -- (limit-keys: included above)
 
--- How many of \`wanted\` events a claim may start now under the queue's
--- limits (includes/limit-keys.lua), \`in_flight\` being its leases (the pin
+-- How many of \`wanted\` events a claim may start now, given the queue's flow
+-- hash as read (\`flow\`: the values of FLOW_FIELDS) and its leases (the pin
 -- included), and, when none, how long to wait: ms until the rate window has
 -- room or the hold ends, or -1 for "until a running call ends" (then the
--- queue is marked so that the end wakes the instances). Returns
--- room, wait ms (0 when there is room), and the rate key and window (ms)
--- when calls are to be counted in it, or false.
-local function limit_room(meta_key, in_flight_key, wanted, now)
-  local lim_key, rl_key, hold_key, thr_key = limit_keys(meta_key)
-  local hold = redis.call('PTTL', hold_key)
-  if hold > 0 then return 0, hold, false, 0 end
-  local lim = redis.call('HMGET', lim_key, 'max', 'per', 'conc')
+-- queue is marked so that the end wakes the instances). Returns room, wait
+-- ms (0 when there is room), and the rate key and window (ms) when calls
+-- are to be counted in it, or false.
+local function limit_room(meta_key, flow, in_flight_key, wanted, now)
+  local flow_key, rl_key = limit_keys(meta_key)
+  local hold = tonumber(flow[4] or '')
+  if hold then
+    if hold > now then return 0, hold - now, false, 0 end
+    redis.call('HDEL', flow_key, 'hold')
+  end
   local room = wanted
-  local rate_key = false
-  local conc = tonumber(lim[3] or '')
+  local conc = tonumber(flow[3] or '')
   if conc then
     local leases = redis.call('ZCARD', in_flight_key)
     -- The pin is there exactly while a lease is.
     local running = leases > 0 and leases - 1 or 0
     room = math.min(room, conc - running)
     if room <= 0 then
-      redis.call('SET', thr_key, '1', 'PX', 60000)
+      if not flow[5] then redis.call('HSET', flow_key, 'thr', '1') end
       return 0, -1, false, 0
     end
   end
-  local max, per = tonumber(lim[1] or ''), tonumber(lim[2] or '')
+  local max, per = tonumber(flow[1] or ''), tonumber(flow[2] or '')
   if max and per then
     redis.call('ZREMRANGEBYSCORE', rl_key, '-inf', now - per)
     local used = redis.call('ZCARD', rl_key)
@@ -541,10 +571,9 @@ local function limit_room(meta_key, in_flight_key, wanted, now)
       local oldest = tonumber(redis.call('ZRANGE', rl_key, 0, 0, 'WITHSCORES')[2])
       return 0, math.max(1, oldest + per - now), false, 0
     end
-    room = math.min(room, max - used)
-    return room, 0, rl_key, per
+    return math.min(room, max - used), 0, rl_key, per
   end
-  return room, 0, rate_key, 0
+  return room, 0, false, 0
 end
 -- Where a queue keeps the events its readers left for a newer class version:
 -- a hash <queue>:v, version -> when a reader last took from it (or one was
@@ -564,6 +593,9 @@ local function now_ms_us()
 end
 
 local group_queue = KEYS[10] ~= KEYS[3]
+-- The queue's flow state, read once: limits, a hold, a full mark, events left for a newer version.
+local flow_key = limit_keys(KEYS[3])
+local flow = redis.call('HMGET', flow_key, unpack(FLOW_FIELDS))
 
 -- Each batch costs a fixed number of calls, whatever its size: in a script,
 -- the calls, not the work they do, are most of the cost.
@@ -654,9 +686,9 @@ if #ARGV >= first_success then
 end
 -- Room freed under a concurrency limit that a claim found full: the caller wakes the instances.
 local freed = 0
-if #removed > 0 then
-  local _, _, _, thr_key = limit_keys(KEYS[3])
-  freed = redis.call('DEL', thr_key)
+if #removed > 0 and flow[5] then
+  redis.call('HDEL', flow_key, 'thr')
+  freed = 1
 end
 
 local claimed, dead = {}, {}
@@ -668,7 +700,7 @@ end
 local rate_key, rate_per = false, 0
 if count > 0 then
   local room, wait
-  room, wait, rate_key, rate_per = limit_room(KEYS[3], KEYS[2], count, now)
+  room, wait, rate_key, rate_per = limit_room(KEYS[3], flow, KEYS[2], count, now)
   if room <= 0 then
     if #removed > 0 then lease_unpin_if_idle(KEYS[2]) end
     return {now, stale, claimed, dead, 0, '', 0, wait, freed}
@@ -678,7 +710,7 @@ end
 -- Events left by readers of an older version come first: they fell due before those in the list.
 local newer = newer_key(KEYS[3])
 local ids = false
-if count > 0 and redis.call('EXISTS', newer) == 1 then
+if count > 0 and flow[6] then
   local waiting = redis.call('HKEYS', newer)
   for _, version in ipairs(waiting) do
     local want = count - (ids and #ids or 0)
@@ -693,6 +725,7 @@ if count > 0 and redis.call('EXISTS', newer) == 1 then
       if redis.call('LLEN', list) == 0 then redis.call('HDEL', newer, version) else redis.call('HSET', newer, version, now) end
     end
   end
+  if redis.call('EXISTS', newer) == 0 then redis.call('HDEL', flow_key, 'v') end
 end
 if count > 0 and (not ids or #ids < count) then
   local more = redis.call('LPOP', KEYS[1], count - (ids and #ids or 0))
@@ -735,6 +768,10 @@ for k, id in ipairs(ids) do
     local list = newer .. ':' .. version
     redis.call('RPUSH', list, id)
     redis.call('HSETNX', newer, version, now)
+    if not flow[6] then
+      redis.call('HSET', flow_key, 'v', '1')
+      flow[6] = '1'
+    end
     n_left = n_left + 1
   elseif value then
     local attempt = envelope_attempt(value)
@@ -1317,7 +1354,7 @@ return {due, expired, next_at, now, marker}
   'enqueue': {
     keys: ['meta', 'schedule', 'ready', 'inFlight', 'dead', 'errors', 'legacySchedule', 'slotGuard', 'recent', 'groups', 'pending', 'errorLog'],
     variants: { plain: ['meta', 'schedule', 'recent', 'slotGuard'] },
-    commands: ['HDEL', 'HGET', 'HGETALL', 'HKEYS', 'HMGET', 'HSET', 'HSETNX', 'LLEN', 'LREM', 'PUBLISH', 'TIME', 'ZADD', 'ZCARD', 'ZMSCORE', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZSCORE'],
+    commands: ['EXISTS', 'HDEL', 'HGET', 'HGETALL', 'HKEYS', 'HMGET', 'HSET', 'HSETNX', 'LLEN', 'LREM', 'PUBLISH', 'TIME', 'ZADD', 'ZCARD', 'ZMSCORE', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZSCORE'],
     lua: `-- Transition: (nothing) -> SCHEDULED, or any state -> SCHEDULED when replacing;
 -- for one event or a batch of events of one type.
 -- KEYS[1] meta: meta hash      (id -> envelope)
@@ -1466,6 +1503,26 @@ local function named_groups(registry_key, delivering)
   end
   return named
 end
+-- A queue's flow state, in its slot, named after its meta key as
+-- includes/group-keys.lua names a group's keys:
+--   <queue>:fc   hash, read whole by every claim in one call:
+--                max, per (ms), conc: the limits the handlers' instances
+--                  registered last (src/redis/flow-limits.ts);
+--                hold: until when (ms) nothing is claimed (a handler said its
+--                  provider rate-limited it, lua/rate-limited.lua);
+--                thr: '1' once a claim found no room under conc (the next
+--                  result that frees room wakes the instances);
+--                v: '1' while readers left events for a newer class version
+--                  (includes/newer-key.lua)
+--   <queue>:rl   sorted set: when each call of the last \`per\` ms started
+--                (ms; members unique per claim)
+local function limit_keys(meta_key)
+  local own = string.sub(meta_key, 1, -3)
+  return own .. ':fc', own .. ':rl'
+end
+
+-- The fields of the flow hash, in the order flow_read returns them.
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v' }
 -- Where a queue keeps the events its readers left for a newer class version:
 -- a hash <queue>:v, version -> when a reader last took from it (or one was
 -- first left), and a list <queue>:v:<version> of ids per version, oldest
@@ -1477,15 +1534,18 @@ end
 
 -- Takes \`id\` out of the events waiting for a reader of a newer version (it
 -- is cancelled, replaced, rescheduled or moved); an emptied list leaves the
--- hash. Every list is looked at, not only the one its body's version names:
--- upgradeStored may have rewritten the body since it was left there.
--- Returns true when it was there.
+-- hash, and the last one the queue's flow hash. Every list is looked at, not
+-- only the one its body's version names: upgradeStored may have rewritten
+-- its body since it was left there. Returns true when it was there.
 local function newer_remove(meta_key, id)
   local newer = newer_key(meta_key)
   for _, version in ipairs(redis.call('HKEYS', newer)) do
     local list = newer .. ':' .. version
     if redis.call('LREM', list, 1, id) == 1 then
-      if redis.call('LLEN', list) == 0 then redis.call('HDEL', newer, version) end
+      if redis.call('LLEN', list) == 0 then
+        redis.call('HDEL', newer, version)
+        if redis.call('EXISTS', newer) == 0 then redis.call('HDEL', (limit_keys(meta_key)), 'v') end
+      end
       return true
     end
   end
@@ -2269,7 +2329,7 @@ return stored
   'migrate-out': {
     keys: ['meta', 'schedule', 'ready', 'inFlight', 'dead', 'errors', 'errorLog', 'legacySchedule', 'groups', 'pending', 'moving', 'slotGuard'],
     variants: {  },
-    commands: ['HDEL', 'HGET', 'HGETALL', 'HKEYS', 'HSET', 'LLEN', 'LREM', 'TIME', 'ZADD', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZSCORE'],
+    commands: ['EXISTS', 'HDEL', 'HGET', 'HGETALL', 'HKEYS', 'HSET', 'LLEN', 'LREM', 'TIME', 'ZADD', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZSCORE'],
     lua: `-- Transition: SCHEDULED | READY | DEAD -> MOVING, for a change of the type's
 -- partitions (src/runtime/repartitioner.ts): each event of the list that no
 -- holder (the default group or a named one) has in flight leaves every state
@@ -2335,6 +2395,26 @@ local function named_groups(registry_key, delivering)
   end
   return named
 end
+-- A queue's flow state, in its slot, named after its meta key as
+-- includes/group-keys.lua names a group's keys:
+--   <queue>:fc   hash, read whole by every claim in one call:
+--                max, per (ms), conc: the limits the handlers' instances
+--                  registered last (src/redis/flow-limits.ts);
+--                hold: until when (ms) nothing is claimed (a handler said its
+--                  provider rate-limited it, lua/rate-limited.lua);
+--                thr: '1' once a claim found no room under conc (the next
+--                  result that frees room wakes the instances);
+--                v: '1' while readers left events for a newer class version
+--                  (includes/newer-key.lua)
+--   <queue>:rl   sorted set: when each call of the last \`per\` ms started
+--                (ms; members unique per claim)
+local function limit_keys(meta_key)
+  local own = string.sub(meta_key, 1, -3)
+  return own .. ':fc', own .. ':rl'
+end
+
+-- The fields of the flow hash, in the order flow_read returns them.
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v' }
 -- Where a queue keeps the events its readers left for a newer class version:
 -- a hash <queue>:v, version -> when a reader last took from it (or one was
 -- first left), and a list <queue>:v:<version> of ids per version, oldest
@@ -2346,15 +2426,18 @@ end
 
 -- Takes \`id\` out of the events waiting for a reader of a newer version (it
 -- is cancelled, replaced, rescheduled or moved); an emptied list leaves the
--- hash. Every list is looked at, not only the one its body's version names:
--- upgradeStored may have rewritten the body since it was left there.
--- Returns true when it was there.
+-- hash, and the last one the queue's flow hash. Every list is looked at, not
+-- only the one its body's version names: upgradeStored may have rewritten
+-- its body since it was left there. Returns true when it was there.
 local function newer_remove(meta_key, id)
   local newer = newer_key(meta_key)
   for _, version in ipairs(redis.call('HKEYS', newer)) do
     local list = newer .. ':' .. version
     if redis.call('LREM', list, 1, id) == 1 then
-      if redis.call('LLEN', list) == 0 then redis.call('HDEL', newer, version) end
+      if redis.call('LLEN', list) == 0 then
+        redis.call('HDEL', newer, version)
+        if redis.call('EXISTS', newer) == 0 then redis.call('HDEL', (limit_keys(meta_key)), 'v') end
+      end
       return true
     end
   end
@@ -2596,7 +2679,7 @@ return purged
   'rate-limited': {
     keys: ['inFlight', 'ready', 'meta', 'slotGuard'],
     variants: {  },
-    commands: ['LPUSH', 'PTTL', 'SET', 'ZRANGE', 'ZREM', 'ZSCORE'],
+    commands: ['HGET', 'HSET', 'LPUSH', 'TIME', 'ZRANGE', 'ZREM', 'ZSCORE'],
     lua: `-- Transition: IN_FLIGHT -> READY (head of the list), no attempt spent, and
 -- the queue held: the handler said its provider rate-limited it
 -- (Delivery.rateLimited(ms), or a thrown RateLimited). No instance claims
@@ -2604,7 +2687,7 @@ return purged
 -- Fenced by the claim, like complete-and-claim.lua.
 -- KEYS[1] inFlight: in-flight zset (id -> lease score, includes/lease-constants.lua)
 -- KEYS[2] ready: ready list
--- KEYS[3] meta: meta hash (names the queue's flow-control keys, includes/limit-keys.lua)
+-- KEYS[3] meta: meta hash (names the queue's flow hash, includes/limit-keys.lua)
 -- KEYS[4] slotGuard: slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
 -- ARGV[1] id
@@ -2672,24 +2755,36 @@ local function lease_give_back(in_flight_key, ready_key, ids)
   for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
   redis.call('LPUSH', ready_key, unpack(reversed))
 end
--- A queue's flow-control keys (a type's or a group's, in its slot), named
--- after its meta key as includes/group-keys.lua names a group's:
---   <queue>:lim   hash: max, per (ms), conc: the limits the handlers' instances
---                 last registered (src/service/flow-control.ts)
---   <queue>:rl    sorted set: when each of the calls of the last \`per\` ms
---                 started (ms; members unique per claim)
---   <queue>:hold  string, expiring: while it exists nothing is claimed (a
---                 handler said its provider rate-limited it)
---   <queue>:thr   string, expiring: a claim found no room under \`conc\`; the
---                 next result that frees room wakes the instances
+-- A queue's flow state, in its slot, named after its meta key as
+-- includes/group-keys.lua names a group's keys:
+--   <queue>:fc   hash, read whole by every claim in one call:
+--                max, per (ms), conc: the limits the handlers' instances
+--                  registered last (src/redis/flow-limits.ts);
+--                hold: until when (ms) nothing is claimed (a handler said its
+--                  provider rate-limited it, lua/rate-limited.lua);
+--                thr: '1' once a claim found no room under conc (the next
+--                  result that frees room wakes the instances);
+--                v: '1' while readers left events for a newer class version
+--                  (includes/newer-key.lua)
+--   <queue>:rl   sorted set: when each call of the last \`per\` ms started
+--                (ms; members unique per claim)
 local function limit_keys(meta_key)
   local own = string.sub(meta_key, 1, -3)
-  return own .. ':lim', own .. ':rl', own .. ':hold', own .. ':thr'
+  return own .. ':fc', own .. ':rl'
 end
 
-local _, _, hold_key = limit_keys(KEYS[3])
-local ms = tonumber(ARGV[3])
-if redis.call('PTTL', hold_key) < ms then redis.call('SET', hold_key, '1', 'PX', ms) end
+-- The fields of the flow hash, in the order flow_read returns them.
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v' }
+-- Every instance reads one clock, Redis's, so skewed hosts neither fire early
+-- nor late relative to each other.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local flow_key = limit_keys(KEYS[3])
+local until_ms = now_ms() + tonumber(ARGV[3])
+if (tonumber(redis.call('HGET', flow_key, 'hold') or '') or 0) < until_ms then redis.call('HSET', flow_key, 'hold', string.format('%d', until_ms)) end
 local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if not score or not lease_fences(tonumber(score), tonumber(ARGV[2])) then return 0 end
 lease_give_back(KEYS[1], KEYS[2], { ARGV[1] })
@@ -2973,6 +3068,26 @@ local function groups_release(pending_key, ids)
   end
   return finished
 end
+-- A queue's flow state, in its slot, named after its meta key as
+-- includes/group-keys.lua names a group's keys:
+--   <queue>:fc   hash, read whole by every claim in one call:
+--                max, per (ms), conc: the limits the handlers' instances
+--                  registered last (src/redis/flow-limits.ts);
+--                hold: until when (ms) nothing is claimed (a handler said its
+--                  provider rate-limited it, lua/rate-limited.lua);
+--                thr: '1' once a claim found no room under conc (the next
+--                  result that frees room wakes the instances);
+--                v: '1' while readers left events for a newer class version
+--                  (includes/newer-key.lua)
+--   <queue>:rl   sorted set: when each call of the last \`per\` ms started
+--                (ms; members unique per claim)
+local function limit_keys(meta_key)
+  local own = string.sub(meta_key, 1, -3)
+  return own .. ':fc', own .. ':rl'
+end
+
+-- The fields of the flow hash, in the order flow_read returns them.
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v' }
 -- Where a queue keeps the events its readers left for a newer class version:
 -- a hash <queue>:v, version -> when a reader last took from it (or one was
 -- first left), and a list <queue>:v:<version> of ids per version, oldest
@@ -3010,6 +3125,9 @@ if left == 0 then
   local newer = newer_key(g.meta)
   for _, version in ipairs(redis.call('HKEYS', newer)) do redis.call('UNLINK', newer .. ':' .. version) end
   redis.call('UNLINK', newer)
+  -- And its flow state: limits, hold, rate window.
+  local flow_key, rate_key = limit_keys(g.meta)
+  redis.call('UNLINK', flow_key, rate_key)
   redis.call('HDEL', KEYS[1], ARGV[1])
 end
 return {existed, left}
@@ -3302,7 +3420,7 @@ return {replayed, taken}
   'reschedule': {
     keys: ['meta', 'schedule', 'ready', 'legacySchedule', 'slotGuard'],
     variants: {  },
-    commands: ['HDEL', 'HGET', 'HKEYS', 'HSET', 'LLEN', 'LREM', 'PUBLISH', 'TIME', 'ZADD', 'ZCARD', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZSCORE'],
+    commands: ['EXISTS', 'HDEL', 'HGET', 'HKEYS', 'HSET', 'LLEN', 'LREM', 'PUBLISH', 'TIME', 'ZADD', 'ZCARD', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZSCORE'],
     lua: `-- Transition: SCHEDULED | READY -> SCHEDULED at a new due time, keeping the
 -- payload, context and attempts (reschedule and run-now of the inspection API).
 -- READY includes an event left for a reader of a newer class version
@@ -3332,6 +3450,26 @@ local function envelope_parse(value)
   if not attempt then return 0, '0', value end
   return tonumber(attempt), due, body
 end
+-- A queue's flow state, in its slot, named after its meta key as
+-- includes/group-keys.lua names a group's keys:
+--   <queue>:fc   hash, read whole by every claim in one call:
+--                max, per (ms), conc: the limits the handlers' instances
+--                  registered last (src/redis/flow-limits.ts);
+--                hold: until when (ms) nothing is claimed (a handler said its
+--                  provider rate-limited it, lua/rate-limited.lua);
+--                thr: '1' once a claim found no room under conc (the next
+--                  result that frees room wakes the instances);
+--                v: '1' while readers left events for a newer class version
+--                  (includes/newer-key.lua)
+--   <queue>:rl   sorted set: when each call of the last \`per\` ms started
+--                (ms; members unique per claim)
+local function limit_keys(meta_key)
+  local own = string.sub(meta_key, 1, -3)
+  return own .. ':fc', own .. ':rl'
+end
+
+-- The fields of the flow hash, in the order flow_read returns them.
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v' }
 -- Where a queue keeps the events its readers left for a newer class version:
 -- a hash <queue>:v, version -> when a reader last took from it (or one was
 -- first left), and a list <queue>:v:<version> of ids per version, oldest
@@ -3343,15 +3481,18 @@ end
 
 -- Takes \`id\` out of the events waiting for a reader of a newer version (it
 -- is cancelled, replaced, rescheduled or moved); an emptied list leaves the
--- hash. Every list is looked at, not only the one its body's version names:
--- upgradeStored may have rewritten the body since it was left there.
--- Returns true when it was there.
+-- hash, and the last one the queue's flow hash. Every list is looked at, not
+-- only the one its body's version names: upgradeStored may have rewritten
+-- its body since it was left there. Returns true when it was there.
 local function newer_remove(meta_key, id)
   local newer = newer_key(meta_key)
   for _, version in ipairs(redis.call('HKEYS', newer)) do
     local list = newer .. ':' .. version
     if redis.call('LREM', list, 1, id) == 1 then
-      if redis.call('LLEN', list) == 0 then redis.call('HDEL', newer, version) end
+      if redis.call('LLEN', list) == 0 then
+        redis.call('HDEL', newer, version)
+        if redis.call('EXISTS', newer) == 0 then redis.call('HDEL', (limit_keys(meta_key)), 'v') end
+      end
       return true
     end
   end
@@ -4065,34 +4206,39 @@ return 1
   'wake-waiters': {
     keys: ['meta', 'slotGuard'],
     variants: {  },
-    commands: ['DEL', 'PUBLISH'],
+    commands: ['HDEL', 'PUBLISH'],
     lua: `-- Transition: none. A result that ended a call (a retry, a dead letter, a
 -- hold) freed room under the queue's concurrency limit: if a claim had
 -- found it full (includes/limit-keys.lua), the instances are told to look
 -- now instead of at their next poll.
--- KEYS[1] meta: meta hash (names the queue's flow-control keys)
+-- KEYS[1] meta: meta hash (names the queue's flow hash)
 -- KEYS[2] slotGuard: slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
 -- ARGV[1] wake channel
 -- ARGV[2] wake message: the queue's tag, then '|-1'
 -- Returns 1 when someone was waiting.
--- A queue's flow-control keys (a type's or a group's, in its slot), named
--- after its meta key as includes/group-keys.lua names a group's:
---   <queue>:lim   hash: max, per (ms), conc: the limits the handlers' instances
---                 last registered (src/service/flow-control.ts)
---   <queue>:rl    sorted set: when each of the calls of the last \`per\` ms
---                 started (ms; members unique per claim)
---   <queue>:hold  string, expiring: while it exists nothing is claimed (a
---                 handler said its provider rate-limited it)
---   <queue>:thr   string, expiring: a claim found no room under \`conc\`; the
---                 next result that frees room wakes the instances
+-- A queue's flow state, in its slot, named after its meta key as
+-- includes/group-keys.lua names a group's keys:
+--   <queue>:fc   hash, read whole by every claim in one call:
+--                max, per (ms), conc: the limits the handlers' instances
+--                  registered last (src/redis/flow-limits.ts);
+--                hold: until when (ms) nothing is claimed (a handler said its
+--                  provider rate-limited it, lua/rate-limited.lua);
+--                thr: '1' once a claim found no room under conc (the next
+--                  result that frees room wakes the instances);
+--                v: '1' while readers left events for a newer class version
+--                  (includes/newer-key.lua)
+--   <queue>:rl   sorted set: when each call of the last \`per\` ms started
+--                (ms; members unique per claim)
 local function limit_keys(meta_key)
   local own = string.sub(meta_key, 1, -3)
-  return own .. ':lim', own .. ':rl', own .. ':hold', own .. ':thr'
+  return own .. ':fc', own .. ':rl'
 end
 
-local _, _, _, thr_key = limit_keys(KEYS[1])
-if redis.call('DEL', thr_key) == 0 then return 0 end
+-- The fields of the flow hash, in the order flow_read returns them.
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v' }
+
+if redis.call('HDEL', (limit_keys(KEYS[1])), 'thr') == 0 then return 0 end
 redis.call('PUBLISH', ARGV[1], ARGV[2])
 return 1
 `,

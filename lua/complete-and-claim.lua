@@ -54,9 +54,8 @@
 -- flag per event, keeps the usual reply (every success completed) short.
 -- A claimed event's envelope is returned as stored: its attempt is the one
 -- before this claim (the claim's is one more), and the caller splits it.
--- @include envelope-attempt
+-- @include envelope-attempt-version
 -- @include envelope-parse
--- @include envelope-version
 -- @include error-log-append
 -- @include handled-keep
 -- @include groups-release
@@ -239,7 +238,8 @@ for k, id in ipairs(ids) do
     end
   end
   -- A missing envelope means the event was cancelled or purged meanwhile.
-  local version = value and envelope_version(value) or 1
+  local attempt, version = 0, 1
+  if value then attempt, version = envelope_attempt_version(value) end
   if version > max_version then
     -- Written by a newer class: this reader could not decode it. It stays ready, for a reader that can.
     local list = newer .. ':' .. version
@@ -251,7 +251,6 @@ for k, id in ipairs(ids) do
     end
     n_left = n_left + 1
   elseif value then
-    local attempt = envelope_attempt(value)
     if attempt >= max_attempts then
       redis.call('ZADD', KEYS[4], now, id)
       local reason = 'lease expired on attempt ' .. attempt .. ' of ' .. max_attempts .. ': the handling process died or stalled'

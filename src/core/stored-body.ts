@@ -9,7 +9,7 @@ export interface JsonEvent {
 /**
  * A body of version 2 and up starts with `<version>|`; a body without (JSON
  * starts with `[` or `{`) is version 1, as every body written before versions
- * existed. Only the first digits are read: lua/includes/envelope-version.lua
+ * existed. Only the first digits are read: lua/includes/envelope-attempt-version.lua
  * reads them the same way when a claim decides whether the reader can read it.
  */
 export function splitBodyVersion(body: string): { version: number; json: string } {

@@ -377,8 +377,13 @@ return 1
 -- flag per event, keeps the usual reply (every success completed) short.
 -- A claimed event's envelope is returned as stored: its attempt is the one
 -- before this claim (the claim's is one more), and the caller splits it.
-local function envelope_attempt(value)
-  return tonumber(string.match(value, '^(%d+)|%d+|')) or 0
+-- The attempt and the class version of an envelope, in one match (a claim
+-- reads both of every event): the body's version is the digits in front of
+-- it, or 1 when it has none (JSON never starts with a digit; src/core/stored-body.ts).
+local function envelope_attempt_version(value)
+  local attempt, version = string.match(value, '^(%d+)|%d+|(%d*)')
+  if not attempt then return 0, 1 end
+  return tonumber(attempt), tonumber(version) or 1
 end
 -- A stored event is "<attempt>|<due ms>|<body json>": the two numbers that
 -- scripts change sit in front so a transition never has to parse the JSON.
@@ -389,12 +394,6 @@ local function envelope_parse(value)
   local attempt, due, body = string.match(value, '^(%d+)|(%d+)|(.*)$')
   if not attempt then return 0, '0', value end
   return tonumber(attempt), due, body
-end
--- The version of the event class that wrote an envelope's body: a body of
--- version 2 and up starts with '<version>|' (src/core/stored-body.ts), JSON
--- never starts with a digit, and a body without one is version 1.
-local function envelope_version(value)
-  return tonumber(string.match(value, '^%d+|%d+|(%d+)|')) or 1
 end
 -- The error log of an event: its last ERROR_LOG_MAX failures, oldest first,
 -- as JSON [[attempt, at ms, message], ...] in the queue's error-log hash
@@ -762,7 +761,8 @@ for k, id in ipairs(ids) do
     end
   end
   -- A missing envelope means the event was cancelled or purged meanwhile.
-  local version = value and envelope_version(value) or 1
+  local attempt, version = 0, 1
+  if value then attempt, version = envelope_attempt_version(value) end
   if version > max_version then
     -- Written by a newer class: this reader could not decode it. It stays ready, for a reader that can.
     local list = newer .. ':' .. version
@@ -774,7 +774,6 @@ for k, id in ipairs(ids) do
     end
     n_left = n_left + 1
   elseif value then
-    local attempt = envelope_attempt(value)
     if attempt >= max_attempts then
       redis.call('ZADD', KEYS[4], now, id)
       local reason = 'lease expired on attempt ' .. attempt .. ' of ' .. max_attempts .. ': the handling process died or stalled'

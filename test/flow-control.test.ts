@@ -78,6 +78,7 @@ describe('flow control across the fleet', () => {
     await waitFor(() => ledger.length === 120, 'every event handled', 20_000);
     expect(mostAtOnce(ledger)).toBeLessThanOrEqual(4);
     expect(mostAtOnce(ledger)).toBe(4);
+    expect(await producer.limits(WorkItem)).toEqual({ default: { concurrency: 4, running: 0 } });
     // 30 batches of 4 at 30 ms: no instance waited out its 60-second poll, so wake-ups came when room freed.
     expect(performance.now() - began).toBeLessThan(10_000);
   });
@@ -108,6 +109,7 @@ describe('flow control across the fleet', () => {
     for (let i = 0; i < 6; i++) await producer.enqueue(new WorkItem(`later${i}`), 0);
     await waitFor(() => starts.length === 8, 'everything handled after the hold', 10_000);
     const heldFrom = starts[0]!.at;
+    expect(await producer.limits(WorkItem)).toEqual({});
     expect(starts.slice(1).every((s) => s.at - heldFrom >= 1_400)).toBe(true);
     expect(starts.filter((s) => s.id === 'first').map((s) => s.attempt)).toEqual([1, 1]);
     expect(metrics.reduce((n, m) => n + counter(m, METRIC.rateLimited), 0)).toBe(1);

@@ -295,6 +295,22 @@ export async function schedules(ctx: Context, type: string | undefined): Promise
   );
 }
 
+export async function limits(ctx: Context, type: string): Promise<void> {
+  const found = await ctx.service.limits(type);
+  if (!found) throw unknownType(ctx, type);
+  if (ctx.json) return ctx.out(json(found));
+  const rows = Object.entries(found).map(([group, use]) => [
+    group,
+    use.rate ? `${count(use.rate.max)} per ${span(use.rate.perMs)}` : '-',
+    use.rate ? count(use.started ?? 0) : '-',
+    use.concurrency !== undefined ? count(use.concurrency) : '-',
+    count(use.running),
+    use.heldForMs !== undefined ? span(use.heldForMs) : '-',
+  ]);
+  if (rows.length === 0) return ctx.out(`no flow limits on '${shown(type)}'`);
+  ctx.out(table(['GROUP', 'RATE LIMIT', 'IN WINDOW', 'CONCURRENCY', 'RUNNING', 'HELD FOR'], rows));
+}
+
 export async function versions(ctx: Context, type: string): Promise<void> {
   const found = await ctx.service.versions(type);
   if (!found) throw unknownType(ctx, type);

@@ -139,6 +139,10 @@ function program(run: (job: (ctx: commands.Context) => Promise<void>, command: C
     .description('recurring schedules of a type (without one: of every type), with their spec, next and last occurrence')
     .action((type: string | undefined, _, cmd: Command) => run((ctx) => commands.schedules(ctx, type), cmd));
   cli
+    .command('limits <type>')
+    .description("a type's flow limits per group (rateLimit, globalConcurrency) and their use now: calls in the window, running, a handler's hold")
+    .action((type: string, _, cmd: Command) => run((ctx) => commands.limits(ctx, type), cmd));
+  cli
     .command('versions <type>')
     .description("how many of a type's stored events and schedule templates each event class version wrote (reads every event: takes a while for millions)")
     .action((type: string, _, cmd: Command) => run((ctx) => commands.versions(ctx, type), cmd));

@@ -40,6 +40,7 @@ export type DashboardSource = Pick<
   | 'activity'
   | 'health'
   | 'instances'
+  | 'limits'
 >;
 
 /** The states the API pages through, and the most ids or events one request takes (the Inspector's page limit). */
@@ -161,6 +162,7 @@ const READS: Record<string, Route> = {
     ),
   activity: async (source, { type, query }) => ({ slots: await source.activity(type, span('window', query.get('window'), 900_000, 10_000, 3_600_000)) }),
   schedules: async (source, { type }) => ({ schedules: await source.schedules(type) }),
+  limits: async (source, { type }) => ({ limits: (await source.limits(type)) ?? {} }),
 };
 
 const ACTIONS: Record<string, Route> = {

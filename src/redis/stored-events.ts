@@ -5,6 +5,22 @@ import { DEFAULT_GROUP, LEASE_PIN, type RedisLayout, type TypeKeys } from './red
 import { type Entry, isScheduled, scheduledEntries } from './schedule-reads';
 import { type GroupRead, parseErrorLog, parseHandled } from './stored-records';
 import { scanTypes } from './type-scan';
+import { type LimitUse, limitUse } from './flow-limits';
+
+/** Two partitions' limits and use, as the type's: their shares and counts added. */
+function addUse(a: LimitUse, b: LimitUse): LimitUse {
+  const rate = a.rate && b.rate ? { max: a.rate.max + b.rate.max, perMs: a.rate.perMs } : (a.rate ?? b.rate);
+  const concurrency = a.concurrency !== undefined || b.concurrency !== undefined ? (a.concurrency ?? 0) + (b.concurrency ?? 0) : undefined;
+  const started = a.started !== undefined || b.started !== undefined ? (a.started ?? 0) + (b.started ?? 0) : undefined;
+  const heldForMs = Math.max(a.heldForMs ?? 0, b.heldForMs ?? 0);
+  return {
+    ...(rate ? { rate } : {}),
+    ...(concurrency !== undefined ? { concurrency } : {}),
+    ...(started !== undefined ? { started } : {}),
+    running: a.running + b.running,
+    ...(heldForMs > 0 ? { heldForMs } : {}),
+  };
+}
 
 export { EVENT_STATES, type EventCounts, type EventError, type EventState, type EventTypeInfo, MAX_PARTITIONS, type StateCounts, type StoredDeadLetter, type StoredEvent } from './stored-types';
 import { type EventCounts, type EventState, type EventTypeInfo, MAX_PARTITIONS, type NewerVersionWait, type StateCounts, type StoredDeadLetter, type StoredEvent } from './stored-types';
@@ -354,6 +370,21 @@ export class StoredEvents {
     for (const version of versions) pipeline.llen(`${keys.newer}:${version}`);
     const lengths = pipelineValues(await pipeline.exec()) as number[];
     return versions.map((version, i) => ({ version: Number(version), events: lengths[i]!, since: Number(since[version]) })).filter((w) => w.events > 0);
+  }
+
+  /** The flow limits of each group of `queues` (a type's partitions) and their use now, summed over the partitions; groups without limits or use left out. */
+  async limits(queues: readonly TypeKeys[]): Promise<Record<string, LimitUse>> {
+    const found: Record<string, LimitUse> = {};
+    for (const queue of queues) {
+      const groups = [DEFAULT_GROUP, ...(await this.client.hkeys(queue.groups)).filter((g) => g !== DEFAULT_GROUP)];
+      for (const group of groups) {
+        const use = await limitUse(this.client, this.layout.forGroup(queue, group));
+        const seen = found[group];
+        found[group] = seen ? addUse(seen, use) : use;
+      }
+    }
+    for (const [group, use] of Object.entries(found)) if (!use.rate && use.concurrency === undefined && use.heldForMs === undefined) delete found[group];
+    return found;
   }
 
   /** What waits for a newer class version in each group of `queues` (a type's partitions), summed by group and version; `since` the oldest. */

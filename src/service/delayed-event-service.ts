@@ -25,6 +25,7 @@ import type { EventCounts, EventState, EventTypeInfo } from '../redis/stored-typ
 import type { DeadLetter, DeadLetterPage, DueTimelineOptions, EventTarget, InspectedEvent, ListOptions } from './inspection-types';
 import { Inspector } from './inspector';
 import { PartitionMoves } from '../redis/partition-moves';
+import type { LimitUse } from '../redis/flow-limits';
 import type { StoredVersions, UpgradeReport, VerifyOptions, VerifyReport } from './stored-versions';
 import type { ServiceHealth } from './instrumentation';
 import { type RecurringSchedule, RecurringSchedules, type ScheduleOptions } from './recurring-schedules';
@@ -396,6 +397,11 @@ export class DelayedEventService {
   /** Deletes dead letters of a group; no ids means all of the group's. */
   purgeDeadLetters<T extends DelayedEventInstance>(eventClass: EventClass<T> | string, ids?: readonly string[], options?: { group?: string }): Promise<number> {
     return this.inspector.purgeDeadLetters(eventClass, ids, options);
+  }
+
+  /** The flow limits each group of the type enforces, and their use now (calls started in the window, running, a hold); undefined for a type name nothing is stored under. */
+  limits(eventClass: EventTarget): Promise<Record<string, LimitUse> | undefined> {
+    return this.inspector.limits(eventClass);
   }
 
   // Changing an event class (docs/changing-event-classes.md).

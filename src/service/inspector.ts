@@ -16,6 +16,7 @@ import type { RedisConnections } from '../redis/redis-connections';
 import { pingWithin } from '../redis/redis-readiness';
 import type { RedisLayout, TypeKeys } from '../redis/redis-layout';
 import { type EventCounts, type EventState, type EventTypeInfo, StoredEvents } from '../redis/stored-events';
+import type { LimitUse } from '../redis/flow-limits';
 import { ACTIVITY_RETENTION_MS, type ActivitySlot, readActivity } from '../runtime/activity-log';
 import type { ServiceHealth } from './instrumentation';
 import { positive } from './service-options';
@@ -159,6 +160,24 @@ export class Inspector {
 
   private versionParts() {
     return { layout: this.parts.layout, stored: this.stored, recurring: this.recurring, scripts: this.parts.scripts, codec: this.parts.codec };
+  }
+
+  /**
+   * The flow limits each group of the type enforces (rateLimit, as
+   * `rate: { max, perMs }`, and globalConcurrency, as `concurrency`, as the
+   * handlers registered last set them) and their use now: calls started in
+   * the window, calls running, and the hold a handler asked for. Groups
+   * without limits are left out; undefined for a type name nothing is stored under.
+   */
+  limits(target: EventTarget): Promise<Record<string, LimitUse> | undefined> {
+    return this.bounded(
+      'limits',
+      () => checkTarget(target),
+      async () => {
+        const resolved = await this.resolve(target);
+        return resolved && this.stored.limits(resolved.queues);
+      },
+    );
   }
 
   /** What waits in a type's queues for an instance of a newer class version, per group and version (health()). */

@@ -69,6 +69,15 @@ export interface DueTimeline {
   readonly partial: boolean;
 }
 
+/** A group's flow limits and their use now (Inspector.limits). */
+export interface LimitUse {
+  readonly rate?: { readonly max: number; readonly perMs: number };
+  readonly concurrency?: number;
+  readonly started?: number;
+  readonly running: number;
+  readonly heldForMs?: number;
+}
+
 export interface RecurringSchedule {
   readonly type: string;
   readonly name: string;
@@ -117,6 +126,7 @@ export const api = {
   activity: (type: string, window: string) => get<{ slots: ActivitySlot[] }>(`${typePath(type)}/activity?window=${window}`),
   timeline: (type: string, horizon: string, group?: string) => get<DueTimeline>(`${typePath(type)}/timeline?horizon=${horizon}&slots=60${group ? `&group=${encodeURIComponent(group)}` : ''}`),
   schedules: (type: string) => get<{ schedules: RecurringSchedule[] }>(`${typePath(type)}/schedules`),
+  limits: (type: string) => get<{ limits: Record<string, LimitUse> }>(`${typePath(type)}/limits`),
   allSchedules: () => get<{ schedules: RecurringSchedule[] }>('api/schedules'),
   instances: () => get<{ instances: Instance[] }>('api/instances'),
   health: () => get<{ ready: boolean; redis: 'up' | 'down' }>('api/health'),

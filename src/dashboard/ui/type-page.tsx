@@ -101,6 +101,23 @@ function EventRow(props: { type: string; event: InspectedEvent; selectable: bool
   );
 }
 
+/** The flow limits the shown group enforces, and their use now; nothing when it has none. */
+function Limits(props: { type: string; group: string | undefined }) {
+  const limits = usePolling(() => api.limits(props.type), props.type, 5_000);
+  const use = limits.value?.limits[props.group ?? 'default'];
+  if (!use) return null;
+  const parts: string[] = [];
+  if (use.rate)
+    parts.push(`at most ${count(use.rate.max)} calls per ${use.rate.perMs >= 1_000 ? `${use.rate.perMs / 1_000} s` : `${use.rate.perMs} ms`} (${count(use.started ?? 0)} in the window now)`);
+  if (use.concurrency !== undefined) parts.push(`at most ${count(use.concurrency)} at once (${count(use.running)} running)`);
+  if (use.heldForMs !== undefined) parts.push(`held by a handler for ${Math.ceil(use.heldForMs / 1_000)} s more`);
+  return (
+    <p class="muted" data-testid="limits">
+      Flow limits across the fleet: {parts.join('; ')}
+    </p>
+  );
+}
+
 export function TypePage(props: { info: TypeOverview | undefined; type: string; state: EventState; group: string | undefined; readOnly: boolean }) {
   const { type, state, group } = props;
   const confirm = useConfirm();
@@ -200,6 +217,7 @@ export function TypePage(props: { info: TypeOverview | undefined; type: string; 
           {message}
         </p>
       )}
+      <Limits type={type} group={group} />
       <Charts type={type} />
       <Timeline type={type} group={group} />
       <section class="panel">

@@ -63,6 +63,9 @@
 -- @include lease-fences
 -- @include lease-pin-constants
 -- @include lease-unpin-if-idle
+-- @include keyed-keys
+-- @include keyed-release
+-- @include keyed-take
 -- @include limit-keys
 -- @include limit-room
 -- @include newer-key
@@ -162,6 +165,7 @@ if #ARGV >= first_success then
 end
 -- Room freed under a concurrency limit that a claim found full: the caller wakes the instances.
 local freed = 0
+if #removed > 0 and (flow[10] or flow[11]) then keyed_release(KEYS[3], removed) end
 if #removed > 0 and flow[5] then
   redis.call('HDEL', flow_key, 'thr')
   freed = 1
@@ -203,7 +207,28 @@ if count > 0 and flow[6] then
   end
   if redis.call('EXISTS', newer) == 0 then redis.call('HDEL', flow_key, 'v') end
 end
-if count > 0 and (not ids or #ids < count) then
+-- Sorted by key (HandlerOptions.key): the keys in turn, each within its own limits; while the queue is keyed,
+-- nothing is taken from the ready list, whose ids the readers sort first.
+local key_of = false
+if count > 0 and (flow[10] or flow[11]) and (not ids or #ids < count) then
+  local taken, keys, held = keyed_take(KEYS[3], flow, count - (ids and #ids or 0), now, flow[10] ~= false)
+  if #taken > 0 then
+    ids = ids or {}
+    key_of = {}
+    for i, id in ipairs(taken) do
+      ids[#ids + 1] = id
+      key_of[id] = keys[i]
+    end
+  end
+  if redis.call('LLEN', keyed_keys(KEYS[3]).ring) == 0 then redis.call('HDEL', flow_key, 'kc') end
+  if #taken == 0 and held and not ids then
+    -- Every key with ready ids is at its limit: wait for a call to end (or a little, for a rate window).
+    if not flow[5] then redis.call('HSET', flow_key, 'thr', '1') end
+    if #removed > 0 then lease_unpin_if_idle(KEYS[2]) end
+    return {now, stale, claimed, dead, 0, '', 0, flow[8] and 50 or -1, freed}
+  end
+end
+if count > 0 and not flow[10] and (not ids or #ids < count) then
   local more = redis.call('LPOP', KEYS[1], count - (ids and #ids or 0))
   if more then
     if not ids then
@@ -274,6 +299,25 @@ if n_leases > 0 then
   redis.call('ZADD', KEYS[2], LEASE_PIN_SCORE, LEASE_PIN, unpack(leases))
   -- Overwrites the reader's previous log: a reader has one claim in flight at a time.
   if ARGV[5] ~= '' then redis.call('SET', KEYS[8], ARGV[5] .. ':' .. cmsgpack.pack(leases), 'PX', ARGV[2]) end
+  -- Each call of a key counts against the key's own limits while it runs.
+  if key_of then
+    local lease_until = now + tonumber(ARGV[2])
+    local kper = tonumber(flow[8] or '')
+    for k = 1, n_claimed, 2 do
+      local id = claimed[k]
+      local key = key_of[id]
+      if key then
+        local kk = keyed_keys(KEYS[3])
+        redis.call('ZADD', kk.running .. key, lease_until, id)
+        redis.call('PEXPIRE', kk.running .. key, tonumber(ARGV[2]) + 1000)
+        redis.call('HSET', kk.id_key, id, key)
+        if kper then
+          redis.call('ZADD', kk.rate .. key, now, not_started .. ':' .. k)
+          redis.call('PEXPIRE', kk.rate .. key, kper + 1000)
+        end
+      end
+    end
+  end
   -- Each call started counts in the rate window, under a member no other claim has.
   if rate_key then
     local starts = {}

@@ -17,6 +17,7 @@
 -- @include error-log-append
 -- @include envelope-parse
 -- @include lease-fences
+-- @include keyed-release
 -- @include lease-remove
 -- @include now-ms
 
@@ -26,6 +27,8 @@ if not score or not lease_fences(tonumber(score), tonumber(ARGV[2])) then return
 local value = redis.call('HGET', KEYS[1], id)
 if not value then return 0 end
 lease_remove(KEYS[2], id)
+-- Its key's concurrency (HandlerOptions.perKey) is free again.
+keyed_release(KEYS[1], { id })
 -- A value without a header (corrupted by hand) is kept as it is: it is the evidence.
 if string.match(value, '^%d+|%d+|') then
   local _, due, body = envelope_parse(value)

@@ -14,6 +14,7 @@
 -- Returns 1 when given back, 0 when the claim was stale (the hold is set either way:
 -- the provider's word holds for every call).
 -- @include lease-fences
+-- @include keyed-release
 -- @include lease-give-back
 -- @include limit-keys
 -- @include now-ms
@@ -24,4 +25,5 @@ if (tonumber(redis.call('HGET', flow_key, 'hold') or '') or 0) < until_ms then r
 local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if not score or not lease_fences(tonumber(score), tonumber(ARGV[2])) then return 0 end
 lease_give_back(KEYS[1], KEYS[2], { ARGV[1] })
+keyed_release(KEYS[3], { ARGV[1] })
 return 1

@@ -16,6 +16,7 @@
 -- @include group-keys
 -- @include groups-constants
 -- @include groups-release
+-- @include keyed-keys
 -- @include limit-keys
 -- @include newer-key
 
@@ -47,6 +48,10 @@ if left == 0 then
   local newer = newer_key(g.meta)
   for _, version in ipairs(redis.call('HKEYS', newer)) do redis.call('UNLINK', newer .. ':' .. version) end
   redis.call('UNLINK', newer)
+  -- And what it sorted by key (HandlerOptions.key).
+  local kk = keyed_keys(g.meta)
+  for _, key in ipairs(redis.call('HKEYS', kk.waiting)) do redis.call('UNLINK', kk.list .. key, kk.running .. key, kk.rate .. key) end
+  redis.call('UNLINK', kk.id_key, kk.ring, kk.waiting)
   -- And its flow state: limits, hold, rate window.
   local flow_key, rate_key = limit_keys(g.meta)
   redis.call('UNLINK', flow_key, rate_key)

@@ -17,6 +17,7 @@
 -- @include error-log-append
 -- @include envelope-parse
 -- @include lease-fences
+-- @include keyed-release
 -- @include lease-remove
 -- @include now-ms
 -- @include schedule-add
@@ -29,6 +30,8 @@ if not value then return -1 end
 local _, _, body = envelope_parse(value)
 local attempt = tonumber(ARGV[3])
 lease_remove(KEYS[2], id)
+-- Its key's concurrency (HandlerOptions.perKey) is free again.
+keyed_release(KEYS[1], { id })
 
 local due = now_ms() + tonumber(ARGV[4])
 redis.call('HSET', KEYS[1], id, envelope_make(attempt, due, body))

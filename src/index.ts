@@ -4,7 +4,7 @@ export { DelayedEventService } from './service/delayed-event-service';
 export type { BatchEntry, EnqueueOptions } from './service/enqueuer';
 export type { BatchHandlerOptions, HandlerOptions } from './service/handlers';
 export type { BatchHandler, BatchHandlerResult, BatchResult } from './runtime/batch-consumer';
-export type { RateLimit } from './service/flow-control';
+export type { PerKeyLimits, RateLimit } from './service/flow-control';
 export type { LimitUse, StoredLimits } from './redis/flow-limits';
 export { createInspector } from './service/create-inspector';
 export { Inspector } from './service/inspector';

@@ -1,7 +1,7 @@
 import 'reflect-metadata';
 import { firstValueFrom } from 'rxjs';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type Delivery, InvalidOptionError, METRIC, RateLimited } from '../src';
+import { DelayedEvent, type Delivery, InvalidOptionError, METRIC, RateLimited } from '../src';
 import { WorkItem } from './support/events';
 import { counter, recordMetrics, useRedis } from './support/harness';
 import { waitFor } from './support/wait-for';
@@ -148,5 +148,72 @@ describe('flow control across the fleet', () => {
     second.addHandler(WorkItem, () => true, 1, { globalConcurrency: 3 });
     await waitFor(async () => (await redis.client().hget(`${prefix}:{test.work}:fc`, 'conc')) === '3', 'the last limits stored');
     await waitFor(() => logged.some((m) => /other flow limits/.test(m)), 'the change said');
+  });
+});
+
+@DelayedEvent('test.tenant-job')
+class TenantJob {
+  constructor(
+    readonly id: string = '',
+    readonly tenant: string = '',
+  ) {}
+}
+
+describe('fair sharing per key', () => {
+  const redis = useRedis();
+
+  it("a hot key's backlog does not starve a cold key, and each key stays within its own limits", async () => {
+    const prefix = redis.prefix();
+    const ledger: Array<{ tenant: string; start: number; end: number }> = [];
+    const order: string[] = [];
+    const services = Array.from({ length: 2 }, () => redis.service({ prefix }));
+    for (const service of services) {
+      service.addHandler(
+        TenantJob,
+        async (job) => {
+          const start = performance.now();
+          order.push(job.tenant);
+          await new Promise((resolve) => setTimeout(resolve, 2));
+          ledger.push({ tenant: job.tenant, start, end: performance.now() });
+        },
+        4,
+        { key: (job) => job.tenant, perKey: { globalConcurrency: 2 } },
+      );
+    }
+    const producer = redis.service({ prefix });
+    await firstValueFrom(producer.enqueueBatch(Array.from({ length: 3_000 }, (_, i) => ({ event: new TenantJob(`hot${i}`, 'hot'), delay: 0 }))));
+    await producer.enqueue(new TenantJob('cold0', 'cold'), 0);
+    await waitFor(() => order.includes('cold'), 'the cold key handled', 30_000);
+    // Behind 3,000 of the hot key's events, the cold one waited for a few turns at most.
+    const hotBefore = order.indexOf('cold');
+    expect(hotBefore).toBeLessThan(300);
+    await waitFor(() => ledger.length === 3_001, 'everything handled', 60_000);
+    const hot = ledger.filter((l) => l.tenant === 'hot').map((l) => [l.start, l.end] as [number, number]);
+    expect(mostAtOnce(hot)).toBeLessThanOrEqual(2);
+    expect(await producer.counts(TenantJob)).toMatchObject({ scheduled: 0, ready: 0, dead: 0 });
+  }, 90_000);
+
+  it('counts, finds and cancels an event waiting in its key’s list', async () => {
+    const prefix = redis.prefix();
+    const service = redis.service({ prefix });
+    const held: Array<() => void> = [];
+    service.addHandler(TenantJob, () => new Promise<boolean>((resolve) => held.push(() => resolve(true))), 4, { key: (job) => job.tenant, perKey: { globalConcurrency: 1 } });
+    for (let i = 0; i < 3; i++) await service.enqueue(new TenantJob(`a${i}`, 'a'), 0);
+    await waitFor(async () => held.length === 1 && (await service.counts(TenantJob))?.ready === 2, 'one running, two waiting in the key');
+    expect((await service.find(TenantJob, 'a2'))?.state).toBe('ready');
+    expect(await service.cancel(TenantJob, 'a2')).toBe(true);
+    expect((await service.counts(TenantJob))?.ready).toBe(1);
+    held.splice(0).forEach((release) => release());
+    await waitFor(() => held.length === 1, 'the next of the key started once the first ended');
+    held.splice(0).forEach((release) => release());
+    await waitFor(async () => (await service.counts(TenantJob))?.inFlight === 0, 'done');
+    expect(await service.counts(TenantJob)).toEqual({ scheduled: 0, ready: 0, inFlight: 0, dead: 0 });
+  });
+
+  it('refuses perKey without key, and a key that is not a function', () => {
+    const service = redis.service();
+    expect(() => service.addHandler(TenantJob, () => true, 1, { perKey: { globalConcurrency: 1 } })).toThrow(/perKey.*needs key/);
+    expect(() => service.addHandler(TenantJob, () => true, 1, { key: 'tenant' as never })).toThrow(/key.*must be a function/);
+    expect(() => service.addHandler(TenantJob, () => true, 1, { key: (j) => j.tenant, perKey: { globalConcurrency: 0 } })).toThrow(/perKey.globalConcurrency/);
   });
 });

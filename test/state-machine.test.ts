@@ -50,6 +50,10 @@ const operation = fc.oneof(
     }),
   },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('upgrade' as const) }) },
+  // Fair sharing per key: a reader sorts the head of the ready list by key (a, b -> 'x'; c, d, e -> 'y');
+  // while the queue is keyed, claims take from the keys in turn, and what was sorted drains once it is not.
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('sort' as const), count: fc.integer({ min: 1, max: 5 }) }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('keyed' as const), on: fc.boolean() }) },
   { weight: 3, arbitrary: fc.record({ kind: fc.constant('dispatch' as const), limit: fc.integer({ min: 1, max: 8 }) }) },
   {
     weight: 3,
@@ -103,6 +107,18 @@ describe('the event state machine', () => {
         let ready: string[] = [];
         /** READY events version-1 readers left for a version-3 one, oldest first (lua/includes/newer-key.lua). */
         let parked: string[] = [];
+        /** Sorted by key: each key's ready ids, the keys in turn, and whether the queue is keyed. */
+        const lists = new Map<string, string[]>();
+        let ring: string[] = [];
+        let keyed = false;
+        const keyOf = (eventId: string) => (eventId === 'a' || eventId === 'b' ? 'x' : 'y');
+        const unsort = (eventId: string) => {
+          const list = lists.get(keyOf(eventId));
+          if (!list?.includes(eventId)) return false;
+          list.splice(list.indexOf(eventId), 1);
+          if (list.length === 0) ring = ring.filter((k) => k !== keyOf(eventId));
+          return true;
+        };
         let paused = false;
         const inState = (state: State) => [...model].filter(([, m]) => m.state === state);
         const deliveryAt = (index: number): Delivery | undefined => deliveries[deliveries.length - 1 - (index % Math.max(1, deliveries.length))];
@@ -127,6 +143,7 @@ describe('the event state machine', () => {
               model.set(eventId, { state: 'scheduled', attempt: 0, due, noted: false, version });
               ready = ready.filter((r) => r !== eventId);
               parked = parked.filter((r) => r !== eventId);
+              unsort(eventId);
               return stored ? 'replaced' : 'scheduled';
             });
             expect(statuses).toEqual(expected);
@@ -177,8 +194,28 @@ describe('the event state machine', () => {
             // Those left for a reader of their version come first, then the ready list.
             const fromParked = op.reads === 3 ? parked.slice(0, op.count) : [];
             parked = parked.slice(fromParked.length);
-            const popped = [...fromParked, ...ready.slice(0, op.count - fromParked.length)];
-            ready = ready.slice(op.count - fromParked.length);
+            // Then the keys in turn, one id each per turn (lua/includes/keyed-take.lua), then, unless keyed, the ready list.
+            const fromKeys: string[] = [];
+            let turns = ring.length;
+            let idle = 0;
+            while (fromParked.length + fromKeys.length < op.count && turns > 0 && idle < turns) {
+              const key = ring.shift()!;
+              ring.push(key);
+              const taken = lists.get(key)?.shift();
+              if (taken === undefined) {
+                idle++;
+                continue;
+              }
+              fromKeys.push(taken);
+              idle = 0;
+              if (lists.get(key)!.length === 0) {
+                ring = ring.filter((k) => k !== key);
+                turns--;
+              }
+            }
+            const fromReady = keyed ? [] : ready.slice(0, op.count - fromParked.length - fromKeys.length);
+            ready = ready.slice(fromReady.length);
+            const popped = [...fromParked, ...fromKeys, ...fromReady];
             const claimed: Array<{ id: string; attempt: number; started: boolean }> = [];
             const deadLettered: Array<{ id: string; attempt: number }> = [];
             let left = 0;
@@ -252,6 +289,25 @@ describe('the event state machine', () => {
             expect(await scripts.cancel(keys, op.id)).toBe(model.delete(op.id));
             ready = ready.filter((r) => r !== op.id);
             parked = parked.filter((r) => r !== op.id);
+            unsort(op.id);
+          } else if (op.kind === 'keyed') {
+            if (op.on) await client.hset(`${keys.meta.slice(0, -':m'.length)}:fc`, 'keyed', '1');
+            else await client.hdel(`${keys.meta.slice(0, -':m'.length)}:fc`, 'keyed');
+            keyed = op.on;
+          } else if (op.kind === 'sort') {
+            const head = ready.slice(0, op.count);
+            expect(
+              await scripts.classify(
+                keys,
+                head.map((eventId) => ({ id: eventId, key: keyOf(eventId) })),
+              ),
+            ).toBe(head.length);
+            for (const eventId of head) {
+              const key = keyOf(eventId);
+              if (!lists.get(key)?.length) ring.push(key);
+              lists.set(key, [...(lists.get(key) ?? []), eventId]);
+            }
+            ready = ready.slice(head.length);
           } else if (op.kind === 'upgrade') {
             // upgradeStored: every version-1 body rewritten at version 3, in whatever state, fenced by the body read.
             const old = [...model].filter(([, m]) => m.version === 1).map(([eventId]) => eventId);
@@ -270,6 +326,7 @@ describe('the event state machine', () => {
             if (movable) Object.assign(m, { state: 'scheduled', due: op.due });
             ready = ready.filter((r) => r !== op.id || !movable);
             parked = parked.filter((r) => r !== op.id || !movable);
+            if (movable) unsort(op.id);
           } else if (op.kind === 'replay') {
             const dead = inState('dead');
             expect(await scripts.replayDead(keys, [], 100)).toEqual({ done: dead.length, taken: dead.length });
@@ -281,6 +338,9 @@ describe('the event state machine', () => {
           }
           await expectRedisToHold(keys, model, ready, completed);
           expect(await client.lrange(`${keys.newer}:3`, 0, -1)).toEqual(parked);
+          const base = keys.meta.slice(0, -':m'.length);
+          expect(await client.lrange(`${base}:ring`, 0, -1)).toEqual(ring);
+          for (const key of ['x', 'y']) expect(await client.lrange(`${base}:kq:${key}`, 0, -1)).toEqual(lists.get(key) ?? []);
           expect(await client.exists(keys.newer)).toBe(parked.length > 0 ? 1 : 0);
           // The claim reads the queue's flow hash alone to know whether any wait for a newer version.
           expect(await client.hexists(`${keys.meta.slice(0, -':m'.length)}:fc`, 'v')).toBe(parked.length > 0 ? 1 : 0);

@@ -2,6 +2,7 @@
 -- @include group-keys
 -- @include lease-remove
 -- @include named-groups
+-- @include keyed-remove
 -- @include newer-remove
 -- @include schedule-remove
 
@@ -17,7 +18,8 @@ local function groups_forget(registry_key, pending_key, meta_key, id)
       if not schedule_remove(g.schedule, id, due)
         and not lease_remove(g.in_flight, id)
         and redis.call('ZREM', g.dead, id) == 0
-        and redis.call('LREM', g.ready, 1, id) == 0 then
+        and redis.call('LREM', g.ready, 1, id) == 0
+        and not keyed_remove(g.meta, id) then
         newer_remove(g.meta, id)
       end
       redis.call('HDEL', g.errors, id)

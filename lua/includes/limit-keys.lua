@@ -8,7 +8,11 @@
 --                thr: '1' once a claim found no room under conc (the next
 --                  result that frees room wakes the instances);
 --                v: '1' while readers left events for a newer class version
---                  (includes/newer-key.lua)
+--                  (includes/newer-key.lua);
+--                kmax, kper, kconc: each key's limits (HandlerOptions.perKey);
+--                keyed: '1' while the handler registered last sorts events by
+--                  key (HandlerOptions.key): claims take from the keys in turn;
+--                kc: '1' while sorted ids wait (includes/keyed-keys.lua)
 --   <queue>:rl   sorted set: when each call of the last `per` ms started
 --                (ms; members unique per claim)
 local function limit_keys(meta_key)
@@ -17,4 +21,4 @@ local function limit_keys(meta_key)
 end
 
 -- The fields of the flow hash, in the order flow_read returns them.
-local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v' }
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc' }

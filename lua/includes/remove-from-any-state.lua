@@ -1,4 +1,5 @@
 -- @include groups-forget
+-- @include keyed-remove
 -- @include newer-remove
 -- @include lease-remove
 -- @include schedule-remove
@@ -15,7 +16,8 @@ local function remove_from_any_state(k, id, due)
     and redis.call('ZREM', k.legacy, id) == 0
     and not lease_remove(k.in_flight, id)
     and redis.call('ZREM', k.dead, id) == 0
-    and redis.call('LREM', k.ready, 1, id) == 0 then
+    and redis.call('LREM', k.ready, 1, id) == 0
+    and not keyed_remove(k.meta, id) then
     newer_remove(k.meta, id)
   end
   redis.call('HDEL', k.errors, id)

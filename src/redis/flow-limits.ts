@@ -7,6 +7,8 @@ export interface StoredLimits {
   readonly rate?: { readonly max: number; readonly perMs: number };
   /** At most this many calls run at once. */
   readonly concurrency?: number;
+  /** Events are shared out per key (HandlerOptions.key), each key within these limits. */
+  readonly perKey?: { readonly rate?: { readonly max: number; readonly perMs: number }; readonly concurrency?: number };
 }
 
 /** What the queue's limits are using now, for inspection. */
@@ -26,12 +28,14 @@ function keysOf(keys: TypeKeys): { flow: string; rl: string } {
 }
 
 function parse(stored: Record<string, string>): StoredLimits {
-  const max = Number(stored.max);
-  const perMs = Number(stored.per);
-  const concurrency = Number(stored.conc);
+  const perKey = {
+    ...(stored.kmax !== undefined && stored.kper !== undefined ? { rate: { max: Number(stored.kmax), perMs: Number(stored.kper) } } : {}),
+    ...(stored.kconc !== undefined ? { concurrency: Number(stored.kconc) } : {}),
+  };
   return {
-    ...(stored.max !== undefined && stored.per !== undefined ? { rate: { max, perMs } } : {}),
-    ...(stored.conc !== undefined ? { concurrency } : {}),
+    ...(stored.max !== undefined && stored.per !== undefined ? { rate: { max: Number(stored.max), perMs: Number(stored.per) } } : {}),
+    ...(stored.conc !== undefined ? { concurrency: Number(stored.conc) } : {}),
+    ...(stored.keyed !== undefined ? { perKey } : {}),
   };
 }
 
@@ -46,7 +50,7 @@ export async function storeLimits(client: RedisClient, keys: TypeKeys, limits: S
   const same = JSON.stringify(before) === JSON.stringify(parse(fields(limits)));
   if (same) return undefined;
   // Only the limits' fields: the hash also holds a hold, a full mark and the newer-version mark.
-  const pipeline = client.multi().hdel(flow, 'max', 'per', 'conc');
+  const pipeline = client.multi().hdel(flow, 'max', 'per', 'conc', 'kmax', 'kper', 'kconc', 'keyed');
   const values = fields(limits);
   if (Object.keys(values).length > 0) pipeline.hset(flow, values);
   await pipeline.exec();
@@ -54,9 +58,13 @@ export async function storeLimits(client: RedisClient, keys: TypeKeys, limits: S
 }
 
 function fields(limits: StoredLimits): Record<string, string> {
+  const perKey = limits.perKey;
   return {
     ...(limits.rate ? { max: String(limits.rate.max), per: String(limits.rate.perMs) } : {}),
     ...(limits.concurrency !== undefined ? { conc: String(limits.concurrency) } : {}),
+    ...(perKey ? { keyed: '1' } : {}),
+    ...(perKey?.rate ? { kmax: String(perKey.rate.max), kper: String(perKey.rate.perMs) } : {}),
+    ...(perKey?.concurrency !== undefined ? { kconc: String(perKey.concurrency) } : {}),
   };
 }
 

@@ -328,6 +328,22 @@ export class LuaScripts {
     return (await this.run('rate-limited', this.keysOf('rate-limited', keys), event.id, event.claim, Math.ceil(holdMs))) === 1;
   }
 
+  /** The ids at the head of the ready list and their bodies ('' when gone), for a reader that sorts them by key. */
+  async peekReady(keys: TypeKeys, most: number): Promise<Array<{ id: string; body: string }>> {
+    const flat = (await this.run('peek-ready', this.keysOf('peek-ready', keys), most)) as string[];
+    const out: Array<{ id: string; body: string }> = [];
+    for (let i = 0; i < flat.length; i += 2) out.push({ id: flat[i]!, body: flat[i + 1] ? parseEnvelope(flat[i + 1]!).body : '' });
+    return out;
+  }
+
+  /** Moves ready ids to their keys' lists (those still in the ready list); resolves how many. */
+  async classify(keys: TypeKeys, sorted: ReadonlyArray<{ readonly id: string; readonly key: string }>): Promise<number> {
+    if (sorted.length === 0) return 0;
+    const args: string[] = [];
+    for (const s of sorted) args.push(s.id, s.key);
+    return (await this.run('classify', this.keysOf('classify', keys), ...args)) as number;
+  }
+
   /** Wakes the instances if a claim found the queue's concurrency limit full; true when one had. */
   async wakeWaiters(keys: TypeKeys): Promise<boolean> {
     return (await this.run('wake-waiters', this.keysOf('wake-waiters', keys), this.wakeChannel, `${keys.queueTag}|-1`)) === 1;

@@ -9,7 +9,7 @@ export interface EmbeddedLua {
   readonly commands: readonly string[];
 }
 
-export type LuaScriptName = 'advance-schedule' | 'cancel' | 'complete-and-claim' | 'dead-letter' | 'dispatch-due' | 'enqueue' | 'migrate-done' | 'migrate-in' | 'migrate-out' | 'purge-dead' | 'rate-limited' | 'register-group' | 'release-claim' | 'release-unstarted' | 'remove-group' | 'replay-dead' | 'reschedule' | 'retry' | 'upgrade-bodies' | 'upgrade-schedule' | 'wake-waiters';
+export type LuaScriptName = 'advance-schedule' | 'cancel' | 'classify' | 'complete-and-claim' | 'dead-letter' | 'dispatch-due' | 'enqueue' | 'migrate-done' | 'migrate-in' | 'migrate-out' | 'peek-ready' | 'purge-dead' | 'rate-limited' | 'register-group' | 'release-claim' | 'release-unstarted' | 'remove-group' | 'replay-dead' | 'reschedule' | 'retry' | 'upgrade-bodies' | 'upgrade-schedule' | 'wake-waiters';
 
 export const LUA_SOURCES: Readonly<Record<LuaScriptName, EmbeddedLua>> = {
   'advance-schedule': {
@@ -36,7 +36,7 @@ return 1
   'cancel': {
     keys: ['meta', 'schedule', 'ready', 'inFlight', 'dead', 'errors', 'legacySchedule', 'slotGuard', 'recent', 'groups', 'pending', 'errorLog'],
     variants: {  },
-    commands: ['EXISTS', 'HDEL', 'HGET', 'HGETALL', 'HKEYS', 'LLEN', 'LREM', 'TIME', 'ZADD', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZSCORE'],
+    commands: ['EXISTS', 'HDEL', 'HGET', 'HGETALL', 'HINCRBY', 'HKEYS', 'LLEN', 'LREM', 'TIME', 'ZADD', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZSCORE'],
     lua: `-- Transition: SCHEDULED | READY | IN_FLIGHT | DEAD -> (removed).
 -- A handler still running a cancelled event finds its result fenced off.
 -- KEYS[1] meta: meta hash
@@ -131,6 +131,33 @@ local function named_groups(registry_key, delivering)
   end
   return named
 end
+-- A queue's keyed state (fairness per key, HandlerOptions.key and perKey),
+-- in its slot, named after its meta key:
+--   <queue>:kid        hash: id -> its key, for events sorted by key and not done
+--   <queue>:kq:<key>   list: ready ids of the key, oldest first
+--   <queue>:ring       list: keys with ready ids, in turn (round robin)
+--   <queue>:kw         hash: key -> how many of its ids are ready
+--   <queue>:kf:<key>   sorted set: id -> lease expiry (ms), its calls running
+--   <queue>:kr:<key>   sorted set: when its calls of the last \`kper\` ms started
+local function keyed_keys(meta_key)
+  local own = string.sub(meta_key, 1, -3)
+  return { id_key = own .. ':kid', list = own .. ':kq:', ring = own .. ':ring', waiting = own .. ':kw', running = own .. ':kf:', rate = own .. ':kr:' }
+end
+
+-- Takes \`id\` out of its key's ready ids, if it waits there (cancel, replace,
+-- reschedule, a move); returns true when it did. An emptied key leaves the ring.
+local function keyed_remove(meta_key, id)
+  local k = keyed_keys(meta_key)
+  local key = redis.call('HGET', k.id_key, id)
+  if not key then return false end
+  redis.call('HDEL', k.id_key, id)
+  if redis.call('LREM', k.list .. key, 1, id) == 0 then return false end
+  if redis.call('HINCRBY', k.waiting, key, -1) <= 0 then
+    redis.call('HDEL', k.waiting, key)
+    redis.call('LREM', k.ring, 0, key)
+  end
+  return true
+end
 -- A queue's flow state, in its slot, named after its meta key as
 -- includes/group-keys.lua names a group's keys:
 --   <queue>:fc   hash, read whole by every claim in one call:
@@ -141,7 +168,11 @@ end
 --                thr: '1' once a claim found no room under conc (the next
 --                  result that frees room wakes the instances);
 --                v: '1' while readers left events for a newer class version
---                  (includes/newer-key.lua)
+--                  (includes/newer-key.lua);
+--                kmax, kper, kconc: each key's limits (HandlerOptions.perKey);
+--                keyed: '1' while the handler registered last sorts events by
+--                  key (HandlerOptions.key): claims take from the keys in turn;
+--                kc: '1' while sorted ids wait (includes/keyed-keys.lua)
 --   <queue>:rl   sorted set: when each call of the last \`per\` ms started
 --                (ms; members unique per claim)
 local function limit_keys(meta_key)
@@ -150,7 +181,7 @@ local function limit_keys(meta_key)
 end
 
 -- The fields of the flow hash, in the order flow_read returns them.
-local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v' }
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc' }
 -- Where a queue keeps the events its readers left for a newer class version:
 -- a hash <queue>:v, version -> when a reader last took from it (or one was
 -- first left), and a list <queue>:v:<version> of ids per version, oldest
@@ -274,7 +305,8 @@ local function groups_forget(registry_key, pending_key, meta_key, id)
       if not schedule_remove(g.schedule, id, due)
         and not lease_remove(g.in_flight, id)
         and redis.call('ZREM', g.dead, id) == 0
-        and redis.call('LREM', g.ready, 1, id) == 0 then
+        and redis.call('LREM', g.ready, 1, id) == 0
+        and not keyed_remove(g.meta, id) then
         newer_remove(g.meta, id)
       end
       redis.call('HDEL', g.errors, id)
@@ -282,6 +314,7 @@ local function groups_forget(registry_key, pending_key, meta_key, id)
     end
   end
 end
+-- (keyed-remove: included above)
 -- (newer-remove: included above)
 -- (lease-remove: included above)
 -- (schedule-remove: included above)
@@ -298,7 +331,8 @@ local function remove_from_any_state(k, id, due)
     and redis.call('ZREM', k.legacy, id) == 0
     and not lease_remove(k.in_flight, id)
     and redis.call('ZREM', k.dead, id) == 0
-    and redis.call('LREM', k.ready, 1, id) == 0 then
+    and redis.call('LREM', k.ready, 1, id) == 0
+    and not keyed_remove(k.meta, id) then
     newer_remove(k.meta, id)
   end
   redis.call('HDEL', k.errors, id)
@@ -317,10 +351,78 @@ if window > 0 then redis.call('ZADD', KEYS[9], now_ms() + window, id) end
 return 1
 `,
   },
+  'classify': {
+    keys: ['ready', 'meta', 'slotGuard'],
+    variants: {  },
+    commands: ['HINCRBY', 'HSET', 'LREM', 'RPUSH'],
+    lua: `-- Transition: READY (the ready list) -> READY (its key's list), for a
+-- handler that shares capacity fairly per key (HandlerOptions.key): each id
+-- still in the ready list goes to the list of the key the handler's key
+-- function gave it, and a key with nothing waiting joins the ring that
+-- claims take turns from (includes/keyed-take.lua). An id no longer in the
+-- ready list (claimed, cancelled meanwhile) is left alone.
+-- KEYS[1] ready: ready list
+-- KEYS[2] meta: meta hash (names the keyed lists and the flow hash)
+-- KEYS[3] slotGuard: slot guard: never written; declared so that Redis refuses the script
+--         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
+-- ARGV[1..] id, key of each
+-- Returns how many ids were sorted.
+-- A queue's keyed state (fairness per key, HandlerOptions.key and perKey),
+-- in its slot, named after its meta key:
+--   <queue>:kid        hash: id -> its key, for events sorted by key and not done
+--   <queue>:kq:<key>   list: ready ids of the key, oldest first
+--   <queue>:ring       list: keys with ready ids, in turn (round robin)
+--   <queue>:kw         hash: key -> how many of its ids are ready
+--   <queue>:kf:<key>   sorted set: id -> lease expiry (ms), its calls running
+--   <queue>:kr:<key>   sorted set: when its calls of the last \`kper\` ms started
+local function keyed_keys(meta_key)
+  local own = string.sub(meta_key, 1, -3)
+  return { id_key = own .. ':kid', list = own .. ':kq:', ring = own .. ':ring', waiting = own .. ':kw', running = own .. ':kf:', rate = own .. ':kr:' }
+end
+-- A queue's flow state, in its slot, named after its meta key as
+-- includes/group-keys.lua names a group's keys:
+--   <queue>:fc   hash, read whole by every claim in one call:
+--                max, per (ms), conc: the limits the handlers' instances
+--                  registered last (src/redis/flow-limits.ts);
+--                hold: until when (ms) nothing is claimed (a handler said its
+--                  provider rate-limited it, lua/rate-limited.lua);
+--                thr: '1' once a claim found no room under conc (the next
+--                  result that frees room wakes the instances);
+--                v: '1' while readers left events for a newer class version
+--                  (includes/newer-key.lua);
+--                kmax, kper, kconc: each key's limits (HandlerOptions.perKey);
+--                keyed: '1' while the handler registered last sorts events by
+--                  key (HandlerOptions.key): claims take from the keys in turn;
+--                kc: '1' while sorted ids wait (includes/keyed-keys.lua)
+--   <queue>:rl   sorted set: when each call of the last \`per\` ms started
+--                (ms; members unique per claim)
+local function limit_keys(meta_key)
+  local own = string.sub(meta_key, 1, -3)
+  return own .. ':fc', own .. ':rl'
+end
+
+-- The fields of the flow hash, in the order flow_read returns them.
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc' }
+
+local k = keyed_keys(KEYS[2])
+local moved = 0
+for i = 1, #ARGV, 2 do
+  local id, key = ARGV[i], ARGV[i + 1]
+  if redis.call('LREM', KEYS[1], 1, id) == 1 then
+    redis.call('RPUSH', k.list .. key, id)
+    redis.call('HSET', k.id_key, id, key)
+    if redis.call('HINCRBY', k.waiting, key, 1) == 1 then redis.call('RPUSH', k.ring, key) end
+    moved = moved + 1
+  end
+end
+if moved > 0 then redis.call('HSET', (limit_keys(KEYS[2])), 'kc', '1') end
+return moved
+`,
+  },
   'complete-and-claim': {
     keys: ['ready', 'inFlight', 'meta', 'dead', 'errors', 'slotGuard', 'recent', 'claimLog', 'pending', 'sharedMeta', 'paused', 'errorLog', 'handled', 'handledIndex'],
     variants: {  },
-    commands: ['DEL', 'EXISTS', 'HDEL', 'HGET', 'HINCRBY', 'HKEYS', 'HMGET', 'HSET', 'HSETNX', 'LLEN', 'LPOP', 'PEXPIRE', 'RPUSH', 'SET', 'TIME', 'ZADD', 'ZCARD', 'ZMSCORE', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZREMRANGEBYSCORE'],
+    commands: ['DEL', 'EXISTS', 'HDEL', 'HGET', 'HINCRBY', 'HKEYS', 'HMGET', 'HSET', 'HSETNX', 'LLEN', 'LMOVE', 'LPOP', 'LREM', 'PEXPIRE', 'RPUSH', 'SET', 'TIME', 'ZADD', 'ZCARD', 'ZMSCORE', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZREMRANGEBYSCORE'],
     lua: `-- Transitions, in one round trip: marks the events claimed ahead whose
 -- handlers started since, then IN_FLIGHT -> (removed) for the events whose
 -- handlers succeeded, then READY -> IN_FLIGHT (attempt + 1, leased until
@@ -514,6 +616,85 @@ local function lease_unpin_if_idle(in_flight_key)
     redis.call('ZREM', in_flight_key, LEASE_PIN)
   end
 end
+-- A queue's keyed state (fairness per key, HandlerOptions.key and perKey),
+-- in its slot, named after its meta key:
+--   <queue>:kid        hash: id -> its key, for events sorted by key and not done
+--   <queue>:kq:<key>   list: ready ids of the key, oldest first
+--   <queue>:ring       list: keys with ready ids, in turn (round robin)
+--   <queue>:kw         hash: key -> how many of its ids are ready
+--   <queue>:kf:<key>   sorted set: id -> lease expiry (ms), its calls running
+--   <queue>:kr:<key>   sorted set: when its calls of the last \`kper\` ms started
+local function keyed_keys(meta_key)
+  local own = string.sub(meta_key, 1, -3)
+  return { id_key = own .. ':kid', list = own .. ':kq:', ring = own .. ':ring', waiting = own .. ':kw', running = own .. ':kf:', rate = own .. ':kr:' }
+end
+-- (keyed-keys: included above)
+
+-- The calls of \`ids\` ended (success, retry, dead letter, a hold): they no
+-- longer count against their keys' concurrency. Ids never sorted by key are
+-- not there.
+local function keyed_release(meta_key, ids)
+  if #ids == 0 then return end
+  local k = keyed_keys(meta_key)
+  local keys = redis.call('HMGET', k.id_key, unpack(ids))
+  local done = {}
+  for i, key in ipairs(keys) do
+    if key then
+      redis.call('ZREM', k.running .. key, ids[i])
+      done[#done + 1] = ids[i]
+    end
+  end
+  if #done > 0 then redis.call('HDEL', k.id_key, unpack(done)) end
+end
+-- (keyed-keys: included above)
+
+-- Up to \`count\` ready ids from the keys in turn (round robin, one id per key
+-- per turn), each key within its own limits (\`flow\` holds kmax, kper, kconc
+-- at 7..9; none: no limit), or all of them when \`limited\` is false (the queue
+-- is no longer keyed: what was sorted drains). Returns the ids, their keys,
+-- and whether some key was held back by its limits.
+local function keyed_take(meta_key, flow, count, now, limited)
+  local k = keyed_keys(meta_key)
+  local kmax, kper, kconc = tonumber(flow[7] or ''), tonumber(flow[8] or ''), tonumber(flow[9] or '')
+  local ids, keys = {}, {}
+  local held = false
+  local turns = redis.call('LLEN', k.ring)
+  local idle = 0
+  local room = {}
+  while #ids < count and turns > 0 and idle < turns do
+    local key = redis.call('LMOVE', k.ring, k.ring, 'LEFT', 'RIGHT')
+    if not key then break end
+    local left = room[key]
+    if left == nil then
+      left = count
+      if limited and kconc then
+        redis.call('ZREMRANGEBYSCORE', k.running .. key, '-inf', now)
+        left = math.min(left, kconc - redis.call('ZCARD', k.running .. key))
+      end
+      if limited and kmax and kper then
+        redis.call('ZREMRANGEBYSCORE', k.rate .. key, '-inf', now - kper)
+        left = math.min(left, kmax - redis.call('ZCARD', k.rate .. key))
+      end
+    end
+    local id = left > 0 and redis.call('LPOP', k.list .. key) or false
+    if id then
+      ids[#ids + 1] = id
+      keys[#keys + 1] = key
+      room[key] = left - 1
+      idle = 0
+      if redis.call('HINCRBY', k.waiting, key, -1) <= 0 then
+        redis.call('HDEL', k.waiting, key)
+        redis.call('LREM', k.ring, 0, key)
+        turns = turns - 1
+      end
+    else
+      if left <= 0 then held = true end
+      room[key] = 0
+      idle = idle + 1
+    end
+  end
+  return ids, keys, held
+end
 -- A queue's flow state, in its slot, named after its meta key as
 -- includes/group-keys.lua names a group's keys:
 --   <queue>:fc   hash, read whole by every claim in one call:
@@ -524,7 +705,11 @@ end
 --                thr: '1' once a claim found no room under conc (the next
 --                  result that frees room wakes the instances);
 --                v: '1' while readers left events for a newer class version
---                  (includes/newer-key.lua)
+--                  (includes/newer-key.lua);
+--                kmax, kper, kconc: each key's limits (HandlerOptions.perKey);
+--                keyed: '1' while the handler registered last sorts events by
+--                  key (HandlerOptions.key): claims take from the keys in turn;
+--                kc: '1' while sorted ids wait (includes/keyed-keys.lua)
 --   <queue>:rl   sorted set: when each call of the last \`per\` ms started
 --                (ms; members unique per claim)
 local function limit_keys(meta_key)
@@ -533,7 +718,7 @@ local function limit_keys(meta_key)
 end
 
 -- The fields of the flow hash, in the order flow_read returns them.
-local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v' }
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc' }
 -- (limit-keys: included above)
 
 -- How many of \`wanted\` events a claim may start now, given the queue's flow
@@ -685,6 +870,7 @@ if #ARGV >= first_success then
 end
 -- Room freed under a concurrency limit that a claim found full: the caller wakes the instances.
 local freed = 0
+if #removed > 0 and (flow[10] or flow[11]) then keyed_release(KEYS[3], removed) end
 if #removed > 0 and flow[5] then
   redis.call('HDEL', flow_key, 'thr')
   freed = 1
@@ -726,7 +912,28 @@ if count > 0 and flow[6] then
   end
   if redis.call('EXISTS', newer) == 0 then redis.call('HDEL', flow_key, 'v') end
 end
-if count > 0 and (not ids or #ids < count) then
+-- Sorted by key (HandlerOptions.key): the keys in turn, each within its own limits; while the queue is keyed,
+-- nothing is taken from the ready list, whose ids the readers sort first.
+local key_of = false
+if count > 0 and (flow[10] or flow[11]) and (not ids or #ids < count) then
+  local taken, keys, held = keyed_take(KEYS[3], flow, count - (ids and #ids or 0), now, flow[10] ~= false)
+  if #taken > 0 then
+    ids = ids or {}
+    key_of = {}
+    for i, id in ipairs(taken) do
+      ids[#ids + 1] = id
+      key_of[id] = keys[i]
+    end
+  end
+  if redis.call('LLEN', keyed_keys(KEYS[3]).ring) == 0 then redis.call('HDEL', flow_key, 'kc') end
+  if #taken == 0 and held and not ids then
+    -- Every key with ready ids is at its limit: wait for a call to end (or a little, for a rate window).
+    if not flow[5] then redis.call('HSET', flow_key, 'thr', '1') end
+    if #removed > 0 then lease_unpin_if_idle(KEYS[2]) end
+    return {now, stale, claimed, dead, 0, '', 0, flow[8] and 50 or -1, freed}
+  end
+end
+if count > 0 and not flow[10] and (not ids or #ids < count) then
   local more = redis.call('LPOP', KEYS[1], count - (ids and #ids or 0))
   if more then
     if not ids then
@@ -797,6 +1004,25 @@ if n_leases > 0 then
   redis.call('ZADD', KEYS[2], LEASE_PIN_SCORE, LEASE_PIN, unpack(leases))
   -- Overwrites the reader's previous log: a reader has one claim in flight at a time.
   if ARGV[5] ~= '' then redis.call('SET', KEYS[8], ARGV[5] .. ':' .. cmsgpack.pack(leases), 'PX', ARGV[2]) end
+  -- Each call of a key counts against the key's own limits while it runs.
+  if key_of then
+    local lease_until = now + tonumber(ARGV[2])
+    local kper = tonumber(flow[8] or '')
+    for k = 1, n_claimed, 2 do
+      local id = claimed[k]
+      local key = key_of[id]
+      if key then
+        local kk = keyed_keys(KEYS[3])
+        redis.call('ZADD', kk.running .. key, lease_until, id)
+        redis.call('PEXPIRE', kk.running .. key, tonumber(ARGV[2]) + 1000)
+        redis.call('HSET', kk.id_key, id, key)
+        if kper then
+          redis.call('ZADD', kk.rate .. key, now, not_started .. ':' .. k)
+          redis.call('PEXPIRE', kk.rate .. key, kper + 1000)
+        end
+      end
+    end
+  end
   -- Each call started counts in the rate window, under a member no other claim has.
   if rate_key then
     local starts = {}
@@ -816,7 +1042,7 @@ return {now, stale, claimed, dead, 0, not_started, n_left, 0, freed}
   'dead-letter': {
     keys: ['meta', 'inFlight', 'dead', 'errors', 'slotGuard', 'errorLog'],
     variants: {  },
-    commands: ['HGET', 'HSET', 'TIME', 'ZADD', 'ZRANGE', 'ZREM', 'ZSCORE'],
+    commands: ['HDEL', 'HGET', 'HMGET', 'HSET', 'TIME', 'ZADD', 'ZRANGE', 'ZREM', 'ZSCORE'],
     lua: `-- Transition: IN_FLIGHT -> DEAD with its reason (attempts used up, or the
 -- stored envelope cannot be decoded). Fenced by the claim, like complete-and-claim.lua;
 -- the envelope gets the attempt that ended, which the dead-letter listing shows.
@@ -889,6 +1115,35 @@ local SCALED_LEASE_FROM = 1e14
 local function lease_fences(score, identity)
   return score >= SCALED_LEASE_FROM and score - score % 2 == identity
 end
+-- A queue's keyed state (fairness per key, HandlerOptions.key and perKey),
+-- in its slot, named after its meta key:
+--   <queue>:kid        hash: id -> its key, for events sorted by key and not done
+--   <queue>:kq:<key>   list: ready ids of the key, oldest first
+--   <queue>:ring       list: keys with ready ids, in turn (round robin)
+--   <queue>:kw         hash: key -> how many of its ids are ready
+--   <queue>:kf:<key>   sorted set: id -> lease expiry (ms), its calls running
+--   <queue>:kr:<key>   sorted set: when its calls of the last \`kper\` ms started
+local function keyed_keys(meta_key)
+  local own = string.sub(meta_key, 1, -3)
+  return { id_key = own .. ':kid', list = own .. ':kq:', ring = own .. ':ring', waiting = own .. ':kw', running = own .. ':kf:', rate = own .. ':kr:' }
+end
+
+-- The calls of \`ids\` ended (success, retry, dead letter, a hold): they no
+-- longer count against their keys' concurrency. Ids never sorted by key are
+-- not there.
+local function keyed_release(meta_key, ids)
+  if #ids == 0 then return end
+  local k = keyed_keys(meta_key)
+  local keys = redis.call('HMGET', k.id_key, unpack(ids))
+  local done = {}
+  for i, key in ipairs(keys) do
+    if key then
+      redis.call('ZREM', k.running .. key, ids[i])
+      done[#done + 1] = ids[i]
+    end
+  end
+  if #done > 0 then redis.call('HDEL', k.id_key, unpack(done)) end
+end
 -- The in-flight zset holds one member besides the leases while any lease is
 -- there: the pin. It is longer than the 64 bytes a listpack-encoded sorted set
 -- may hold in a member (zset-max-listpack-value), so the set is created as a
@@ -930,6 +1185,8 @@ if not score or not lease_fences(tonumber(score), tonumber(ARGV[2])) then return
 local value = redis.call('HGET', KEYS[1], id)
 if not value then return 0 end
 lease_remove(KEYS[2], id)
+-- Its key's concurrency (HandlerOptions.perKey) is free again.
+keyed_release(KEYS[1], { id })
 -- A value without a header (corrupted by hand) is kept as it is: it is the evidence.
 if string.match(value, '^%d+|%d+|') then
   local _, due, body = envelope_parse(value)
@@ -1353,7 +1610,7 @@ return {due, expired, next_at, now, marker}
   'enqueue': {
     keys: ['meta', 'schedule', 'ready', 'inFlight', 'dead', 'errors', 'legacySchedule', 'slotGuard', 'recent', 'groups', 'pending', 'errorLog'],
     variants: { plain: ['meta', 'schedule', 'recent', 'slotGuard'] },
-    commands: ['EXISTS', 'HDEL', 'HGET', 'HGETALL', 'HKEYS', 'HMGET', 'HSET', 'HSETNX', 'LLEN', 'LREM', 'PUBLISH', 'TIME', 'ZADD', 'ZCARD', 'ZMSCORE', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZSCORE'],
+    commands: ['EXISTS', 'HDEL', 'HGET', 'HGETALL', 'HINCRBY', 'HKEYS', 'HMGET', 'HSET', 'HSETNX', 'LLEN', 'LREM', 'PUBLISH', 'TIME', 'ZADD', 'ZCARD', 'ZMSCORE', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZSCORE'],
     lua: `-- Transition: (nothing) -> SCHEDULED, or any state -> SCHEDULED when replacing;
 -- for one event or a batch of events of one type.
 -- KEYS[1] meta: meta hash      (id -> envelope)
@@ -1502,6 +1759,33 @@ local function named_groups(registry_key, delivering)
   end
   return named
 end
+-- A queue's keyed state (fairness per key, HandlerOptions.key and perKey),
+-- in its slot, named after its meta key:
+--   <queue>:kid        hash: id -> its key, for events sorted by key and not done
+--   <queue>:kq:<key>   list: ready ids of the key, oldest first
+--   <queue>:ring       list: keys with ready ids, in turn (round robin)
+--   <queue>:kw         hash: key -> how many of its ids are ready
+--   <queue>:kf:<key>   sorted set: id -> lease expiry (ms), its calls running
+--   <queue>:kr:<key>   sorted set: when its calls of the last \`kper\` ms started
+local function keyed_keys(meta_key)
+  local own = string.sub(meta_key, 1, -3)
+  return { id_key = own .. ':kid', list = own .. ':kq:', ring = own .. ':ring', waiting = own .. ':kw', running = own .. ':kf:', rate = own .. ':kr:' }
+end
+
+-- Takes \`id\` out of its key's ready ids, if it waits there (cancel, replace,
+-- reschedule, a move); returns true when it did. An emptied key leaves the ring.
+local function keyed_remove(meta_key, id)
+  local k = keyed_keys(meta_key)
+  local key = redis.call('HGET', k.id_key, id)
+  if not key then return false end
+  redis.call('HDEL', k.id_key, id)
+  if redis.call('LREM', k.list .. key, 1, id) == 0 then return false end
+  if redis.call('HINCRBY', k.waiting, key, -1) <= 0 then
+    redis.call('HDEL', k.waiting, key)
+    redis.call('LREM', k.ring, 0, key)
+  end
+  return true
+end
 -- A queue's flow state, in its slot, named after its meta key as
 -- includes/group-keys.lua names a group's keys:
 --   <queue>:fc   hash, read whole by every claim in one call:
@@ -1512,7 +1796,11 @@ end
 --                thr: '1' once a claim found no room under conc (the next
 --                  result that frees room wakes the instances);
 --                v: '1' while readers left events for a newer class version
---                  (includes/newer-key.lua)
+--                  (includes/newer-key.lua);
+--                kmax, kper, kconc: each key's limits (HandlerOptions.perKey);
+--                keyed: '1' while the handler registered last sorts events by
+--                  key (HandlerOptions.key): claims take from the keys in turn;
+--                kc: '1' while sorted ids wait (includes/keyed-keys.lua)
 --   <queue>:rl   sorted set: when each call of the last \`per\` ms started
 --                (ms; members unique per claim)
 local function limit_keys(meta_key)
@@ -1521,7 +1809,7 @@ local function limit_keys(meta_key)
 end
 
 -- The fields of the flow hash, in the order flow_read returns them.
-local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v' }
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc' }
 -- Where a queue keeps the events its readers left for a newer class version:
 -- a hash <queue>:v, version -> when a reader last took from it (or one was
 -- first left), and a list <queue>:v:<version> of ids per version, oldest
@@ -1645,7 +1933,8 @@ local function groups_forget(registry_key, pending_key, meta_key, id)
       if not schedule_remove(g.schedule, id, due)
         and not lease_remove(g.in_flight, id)
         and redis.call('ZREM', g.dead, id) == 0
-        and redis.call('LREM', g.ready, 1, id) == 0 then
+        and redis.call('LREM', g.ready, 1, id) == 0
+        and not keyed_remove(g.meta, id) then
         newer_remove(g.meta, id)
       end
       redis.call('HDEL', g.errors, id)
@@ -1653,6 +1942,7 @@ local function groups_forget(registry_key, pending_key, meta_key, id)
     end
   end
 end
+-- (keyed-remove: included above)
 -- (newer-remove: included above)
 -- (lease-remove: included above)
 -- (schedule-remove: included above)
@@ -1669,7 +1959,8 @@ local function remove_from_any_state(k, id, due)
     and redis.call('ZREM', k.legacy, id) == 0
     and not lease_remove(k.in_flight, id)
     and redis.call('ZREM', k.dead, id) == 0
-    and redis.call('LREM', k.ready, 1, id) == 0 then
+    and redis.call('LREM', k.ready, 1, id) == 0
+    and not keyed_remove(k.meta, id) then
     newer_remove(k.meta, id)
   end
   redis.call('HDEL', k.errors, id)
@@ -2328,7 +2619,7 @@ return stored
   'migrate-out': {
     keys: ['meta', 'schedule', 'ready', 'inFlight', 'dead', 'errors', 'errorLog', 'legacySchedule', 'groups', 'pending', 'moving', 'slotGuard'],
     variants: {  },
-    commands: ['EXISTS', 'HDEL', 'HGET', 'HGETALL', 'HKEYS', 'HSET', 'LLEN', 'LREM', 'TIME', 'ZADD', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZSCORE'],
+    commands: ['EXISTS', 'HDEL', 'HGET', 'HGETALL', 'HINCRBY', 'HKEYS', 'HSET', 'LLEN', 'LREM', 'TIME', 'ZADD', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZSCORE'],
     lua: `-- Transition: SCHEDULED | READY | DEAD -> MOVING, for a change of the type's
 -- partitions (src/runtime/repartitioner.ts): each event of the list that no
 -- holder (the default group or a named one) has in flight leaves every state
@@ -2394,6 +2685,33 @@ local function named_groups(registry_key, delivering)
   end
   return named
 end
+-- A queue's keyed state (fairness per key, HandlerOptions.key and perKey),
+-- in its slot, named after its meta key:
+--   <queue>:kid        hash: id -> its key, for events sorted by key and not done
+--   <queue>:kq:<key>   list: ready ids of the key, oldest first
+--   <queue>:ring       list: keys with ready ids, in turn (round robin)
+--   <queue>:kw         hash: key -> how many of its ids are ready
+--   <queue>:kf:<key>   sorted set: id -> lease expiry (ms), its calls running
+--   <queue>:kr:<key>   sorted set: when its calls of the last \`kper\` ms started
+local function keyed_keys(meta_key)
+  local own = string.sub(meta_key, 1, -3)
+  return { id_key = own .. ':kid', list = own .. ':kq:', ring = own .. ':ring', waiting = own .. ':kw', running = own .. ':kf:', rate = own .. ':kr:' }
+end
+
+-- Takes \`id\` out of its key's ready ids, if it waits there (cancel, replace,
+-- reschedule, a move); returns true when it did. An emptied key leaves the ring.
+local function keyed_remove(meta_key, id)
+  local k = keyed_keys(meta_key)
+  local key = redis.call('HGET', k.id_key, id)
+  if not key then return false end
+  redis.call('HDEL', k.id_key, id)
+  if redis.call('LREM', k.list .. key, 1, id) == 0 then return false end
+  if redis.call('HINCRBY', k.waiting, key, -1) <= 0 then
+    redis.call('HDEL', k.waiting, key)
+    redis.call('LREM', k.ring, 0, key)
+  end
+  return true
+end
 -- A queue's flow state, in its slot, named after its meta key as
 -- includes/group-keys.lua names a group's keys:
 --   <queue>:fc   hash, read whole by every claim in one call:
@@ -2404,7 +2722,11 @@ end
 --                thr: '1' once a claim found no room under conc (the next
 --                  result that frees room wakes the instances);
 --                v: '1' while readers left events for a newer class version
---                  (includes/newer-key.lua)
+--                  (includes/newer-key.lua);
+--                kmax, kper, kconc: each key's limits (HandlerOptions.perKey);
+--                keyed: '1' while the handler registered last sorts events by
+--                  key (HandlerOptions.key): claims take from the keys in turn;
+--                kc: '1' while sorted ids wait (includes/keyed-keys.lua)
 --   <queue>:rl   sorted set: when each call of the last \`per\` ms started
 --                (ms; members unique per claim)
 local function limit_keys(meta_key)
@@ -2413,7 +2735,7 @@ local function limit_keys(meta_key)
 end
 
 -- The fields of the flow hash, in the order flow_read returns them.
-local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v' }
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc' }
 -- Where a queue keeps the events its readers left for a newer class version:
 -- a hash <queue>:v, version -> when a reader last took from it (or one was
 -- first left), and a list <queue>:v:<version> of ids per version, oldest
@@ -2539,7 +2861,7 @@ local function take(k, id, due)
     redis.call('ZREM', k.dead, id)
     return 'dead', tonumber(dead)
   end
-  if redis.call('LREM', k.ready, 1, id) == 1 or newer_remove(k.meta, id) then return 'ready' end
+  if redis.call('LREM', k.ready, 1, id) == 1 or keyed_remove(k.meta, id) or newer_remove(k.meta, id) then return 'ready' end
   return nil
 end
 
@@ -2619,6 +2941,33 @@ end
 return out
 `,
   },
+  'peek-ready': {
+    keys: ['ready', 'sharedMeta', 'slotGuard'],
+    variants: {  },
+    commands: ['HMGET', 'LRANGE'],
+    lua: `-- Transition: none. The ids at the head of the ready list and their bodies,
+-- for a reader that sorts its events by key (HandlerOptions.key): it
+-- decodes them, asks the handler's key function, and sends the keys to
+-- classify.lua. Nothing changes here: another reader may sort or claim them
+-- meanwhile, and classify.lua moves only ids still in the list.
+-- KEYS[1] ready: ready list
+-- KEYS[2] sharedMeta: the type's meta hash, where bodies live
+-- KEYS[3] slotGuard: slot guard: never written; declared so that Redis refuses the script
+--         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
+-- ARGV[1] most ids
+-- Returns {id, envelope (false when gone), ...}.
+
+local ids = redis.call('LRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)
+if #ids == 0 then return {} end
+local values = redis.call('HMGET', KEYS[2], unpack(ids))
+local out = {}
+for i, id in ipairs(ids) do
+  out[#out + 1] = id
+  out[#out + 1] = values[i] or ''
+end
+return out
+`,
+  },
   'purge-dead': {
     keys: ['dead', 'meta', 'errors', 'slotGuard', 'pending', 'sharedMeta', 'errorLog'],
     variants: {  },
@@ -2678,7 +3027,7 @@ return purged
   'rate-limited': {
     keys: ['inFlight', 'ready', 'meta', 'slotGuard'],
     variants: {  },
-    commands: ['HGET', 'HSET', 'LPUSH', 'TIME', 'ZRANGE', 'ZREM', 'ZSCORE'],
+    commands: ['HDEL', 'HGET', 'HMGET', 'HSET', 'LPUSH', 'TIME', 'ZRANGE', 'ZREM', 'ZSCORE'],
     lua: `-- Transition: IN_FLIGHT -> READY (head of the list), no attempt spent, and
 -- the queue held: the handler said its provider rate-limited it
 -- (Delivery.rateLimited(ms), or a thrown RateLimited). No instance claims
@@ -2720,6 +3069,35 @@ local SCALED_LEASE_FROM = 1e14
 -- process that claimed it reports on it, with 0.2's scripts.
 local function lease_fences(score, identity)
   return score >= SCALED_LEASE_FROM and score - score % 2 == identity
+end
+-- A queue's keyed state (fairness per key, HandlerOptions.key and perKey),
+-- in its slot, named after its meta key:
+--   <queue>:kid        hash: id -> its key, for events sorted by key and not done
+--   <queue>:kq:<key>   list: ready ids of the key, oldest first
+--   <queue>:ring       list: keys with ready ids, in turn (round robin)
+--   <queue>:kw         hash: key -> how many of its ids are ready
+--   <queue>:kf:<key>   sorted set: id -> lease expiry (ms), its calls running
+--   <queue>:kr:<key>   sorted set: when its calls of the last \`kper\` ms started
+local function keyed_keys(meta_key)
+  local own = string.sub(meta_key, 1, -3)
+  return { id_key = own .. ':kid', list = own .. ':kq:', ring = own .. ':ring', waiting = own .. ':kw', running = own .. ':kf:', rate = own .. ':kr:' }
+end
+
+-- The calls of \`ids\` ended (success, retry, dead letter, a hold): they no
+-- longer count against their keys' concurrency. Ids never sorted by key are
+-- not there.
+local function keyed_release(meta_key, ids)
+  if #ids == 0 then return end
+  local k = keyed_keys(meta_key)
+  local keys = redis.call('HMGET', k.id_key, unpack(ids))
+  local done = {}
+  for i, key in ipairs(keys) do
+    if key then
+      redis.call('ZREM', k.running .. key, ids[i])
+      done[#done + 1] = ids[i]
+    end
+  end
+  if #done > 0 then redis.call('HDEL', k.id_key, unpack(done)) end
 end
 -- The in-flight zset holds one member besides the leases while any lease is
 -- there: the pin. It is longer than the 64 bytes a listpack-encoded sorted set
@@ -2764,7 +3142,11 @@ end
 --                thr: '1' once a claim found no room under conc (the next
 --                  result that frees room wakes the instances);
 --                v: '1' while readers left events for a newer class version
---                  (includes/newer-key.lua)
+--                  (includes/newer-key.lua);
+--                kmax, kper, kconc: each key's limits (HandlerOptions.perKey);
+--                keyed: '1' while the handler registered last sorts events by
+--                  key (HandlerOptions.key): claims take from the keys in turn;
+--                kc: '1' while sorted ids wait (includes/keyed-keys.lua)
 --   <queue>:rl   sorted set: when each call of the last \`per\` ms started
 --                (ms; members unique per claim)
 local function limit_keys(meta_key)
@@ -2773,7 +3155,7 @@ local function limit_keys(meta_key)
 end
 
 -- The fields of the flow hash, in the order flow_read returns them.
-local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v' }
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc' }
 -- Every instance reads one clock, Redis's, so skewed hosts neither fire early
 -- nor late relative to each other.
 local function now_ms()
@@ -2787,6 +3169,7 @@ if (tonumber(redis.call('HGET', flow_key, 'hold') or '') or 0) < until_ms then r
 local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if not score or not lease_fences(tonumber(score), tonumber(ARGV[2])) then return 0 end
 lease_give_back(KEYS[1], KEYS[2], { ARGV[1] })
+keyed_release(KEYS[3], { ARGV[1] })
 return 1
 `,
   },
@@ -3067,6 +3450,18 @@ local function groups_release(pending_key, ids)
   end
   return finished
 end
+-- A queue's keyed state (fairness per key, HandlerOptions.key and perKey),
+-- in its slot, named after its meta key:
+--   <queue>:kid        hash: id -> its key, for events sorted by key and not done
+--   <queue>:kq:<key>   list: ready ids of the key, oldest first
+--   <queue>:ring       list: keys with ready ids, in turn (round robin)
+--   <queue>:kw         hash: key -> how many of its ids are ready
+--   <queue>:kf:<key>   sorted set: id -> lease expiry (ms), its calls running
+--   <queue>:kr:<key>   sorted set: when its calls of the last \`kper\` ms started
+local function keyed_keys(meta_key)
+  local own = string.sub(meta_key, 1, -3)
+  return { id_key = own .. ':kid', list = own .. ':kq:', ring = own .. ':ring', waiting = own .. ':kw', running = own .. ':kf:', rate = own .. ':kr:' }
+end
 -- A queue's flow state, in its slot, named after its meta key as
 -- includes/group-keys.lua names a group's keys:
 --   <queue>:fc   hash, read whole by every claim in one call:
@@ -3077,7 +3472,11 @@ end
 --                thr: '1' once a claim found no room under conc (the next
 --                  result that frees room wakes the instances);
 --                v: '1' while readers left events for a newer class version
---                  (includes/newer-key.lua)
+--                  (includes/newer-key.lua);
+--                kmax, kper, kconc: each key's limits (HandlerOptions.perKey);
+--                keyed: '1' while the handler registered last sorts events by
+--                  key (HandlerOptions.key): claims take from the keys in turn;
+--                kc: '1' while sorted ids wait (includes/keyed-keys.lua)
 --   <queue>:rl   sorted set: when each call of the last \`per\` ms started
 --                (ms; members unique per claim)
 local function limit_keys(meta_key)
@@ -3086,7 +3485,7 @@ local function limit_keys(meta_key)
 end
 
 -- The fields of the flow hash, in the order flow_read returns them.
-local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v' }
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc' }
 -- Where a queue keeps the events its readers left for a newer class version:
 -- a hash <queue>:v, version -> when a reader last took from it (or one was
 -- first left), and a list <queue>:v:<version> of ids per version, oldest
@@ -3124,6 +3523,10 @@ if left == 0 then
   local newer = newer_key(g.meta)
   for _, version in ipairs(redis.call('HKEYS', newer)) do redis.call('UNLINK', newer .. ':' .. version) end
   redis.call('UNLINK', newer)
+  -- And what it sorted by key (HandlerOptions.key).
+  local kk = keyed_keys(g.meta)
+  for _, key in ipairs(redis.call('HKEYS', kk.waiting)) do redis.call('UNLINK', kk.list .. key, kk.running .. key, kk.rate .. key) end
+  redis.call('UNLINK', kk.id_key, kk.ring, kk.waiting)
   -- And its flow state: limits, hold, rate window.
   local flow_key, rate_key = limit_keys(g.meta)
   redis.call('UNLINK', flow_key, rate_key)
@@ -3419,7 +3822,7 @@ return {replayed, taken}
   'reschedule': {
     keys: ['meta', 'schedule', 'ready', 'legacySchedule', 'slotGuard'],
     variants: {  },
-    commands: ['EXISTS', 'HDEL', 'HGET', 'HKEYS', 'HSET', 'LLEN', 'LREM', 'PUBLISH', 'TIME', 'ZADD', 'ZCARD', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZSCORE'],
+    commands: ['EXISTS', 'HDEL', 'HGET', 'HINCRBY', 'HKEYS', 'HSET', 'LLEN', 'LREM', 'PUBLISH', 'TIME', 'ZADD', 'ZCARD', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZSCORE'],
     lua: `-- Transition: SCHEDULED | READY -> SCHEDULED at a new due time, keeping the
 -- payload, context and attempts (reschedule and run-now of the inspection API).
 -- READY includes an event left for a reader of a newer class version
@@ -3449,6 +3852,33 @@ local function envelope_parse(value)
   if not attempt then return 0, '0', value end
   return tonumber(attempt), due, body
 end
+-- A queue's keyed state (fairness per key, HandlerOptions.key and perKey),
+-- in its slot, named after its meta key:
+--   <queue>:kid        hash: id -> its key, for events sorted by key and not done
+--   <queue>:kq:<key>   list: ready ids of the key, oldest first
+--   <queue>:ring       list: keys with ready ids, in turn (round robin)
+--   <queue>:kw         hash: key -> how many of its ids are ready
+--   <queue>:kf:<key>   sorted set: id -> lease expiry (ms), its calls running
+--   <queue>:kr:<key>   sorted set: when its calls of the last \`kper\` ms started
+local function keyed_keys(meta_key)
+  local own = string.sub(meta_key, 1, -3)
+  return { id_key = own .. ':kid', list = own .. ':kq:', ring = own .. ':ring', waiting = own .. ':kw', running = own .. ':kf:', rate = own .. ':kr:' }
+end
+
+-- Takes \`id\` out of its key's ready ids, if it waits there (cancel, replace,
+-- reschedule, a move); returns true when it did. An emptied key leaves the ring.
+local function keyed_remove(meta_key, id)
+  local k = keyed_keys(meta_key)
+  local key = redis.call('HGET', k.id_key, id)
+  if not key then return false end
+  redis.call('HDEL', k.id_key, id)
+  if redis.call('LREM', k.list .. key, 1, id) == 0 then return false end
+  if redis.call('HINCRBY', k.waiting, key, -1) <= 0 then
+    redis.call('HDEL', k.waiting, key)
+    redis.call('LREM', k.ring, 0, key)
+  end
+  return true
+end
 -- A queue's flow state, in its slot, named after its meta key as
 -- includes/group-keys.lua names a group's keys:
 --   <queue>:fc   hash, read whole by every claim in one call:
@@ -3459,7 +3889,11 @@ end
 --                thr: '1' once a claim found no room under conc (the next
 --                  result that frees room wakes the instances);
 --                v: '1' while readers left events for a newer class version
---                  (includes/newer-key.lua)
+--                  (includes/newer-key.lua);
+--                kmax, kper, kconc: each key's limits (HandlerOptions.perKey);
+--                keyed: '1' while the handler registered last sorts events by
+--                  key (HandlerOptions.key): claims take from the keys in turn;
+--                kc: '1' while sorted ids wait (includes/keyed-keys.lua)
 --   <queue>:rl   sorted set: when each call of the last \`per\` ms started
 --                (ms; members unique per claim)
 local function limit_keys(meta_key)
@@ -3468,7 +3902,7 @@ local function limit_keys(meta_key)
 end
 
 -- The fields of the flow hash, in the order flow_read returns them.
-local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v' }
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc' }
 -- Where a queue keeps the events its readers left for a newer class version:
 -- a hash <queue>:v, version -> when a reader last took from it (or one was
 -- first left), and a list <queue>:v:<version> of ids per version, oldest
@@ -3775,6 +4209,7 @@ local attempt, due, body = envelope_parse(value)
 if not schedule_remove(KEYS[2], id, due)
   and redis.call('ZREM', KEYS[4], id) == 0
   and redis.call('LREM', KEYS[3], 1, id) == 0
+  and not keyed_remove(KEYS[1], id)
   and not newer_remove(KEYS[1], id) then
   return -1
 end
@@ -3796,7 +4231,7 @@ return new_due
   'retry': {
     keys: ['meta', 'inFlight', 'schedule', 'errors', 'slotGuard', 'errorLog'],
     variants: {  },
-    commands: ['HGET', 'HSET', 'TIME', 'ZADD', 'ZCARD', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZSCORE'],
+    commands: ['HDEL', 'HGET', 'HMGET', 'HSET', 'TIME', 'ZADD', 'ZCARD', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZSCORE'],
     lua: `-- Transition: IN_FLIGHT -> SCHEDULED at now + backoff, keeping the error.
 -- Fenced by the claim, like complete-and-claim.lua; the envelope gets the attempt that failed.
 -- KEYS[1] meta: meta hash
@@ -3868,6 +4303,35 @@ local SCALED_LEASE_FROM = 1e14
 -- process that claimed it reports on it, with 0.2's scripts.
 local function lease_fences(score, identity)
   return score >= SCALED_LEASE_FROM and score - score % 2 == identity
+end
+-- A queue's keyed state (fairness per key, HandlerOptions.key and perKey),
+-- in its slot, named after its meta key:
+--   <queue>:kid        hash: id -> its key, for events sorted by key and not done
+--   <queue>:kq:<key>   list: ready ids of the key, oldest first
+--   <queue>:ring       list: keys with ready ids, in turn (round robin)
+--   <queue>:kw         hash: key -> how many of its ids are ready
+--   <queue>:kf:<key>   sorted set: id -> lease expiry (ms), its calls running
+--   <queue>:kr:<key>   sorted set: when its calls of the last \`kper\` ms started
+local function keyed_keys(meta_key)
+  local own = string.sub(meta_key, 1, -3)
+  return { id_key = own .. ':kid', list = own .. ':kq:', ring = own .. ':ring', waiting = own .. ':kw', running = own .. ':kf:', rate = own .. ':kr:' }
+end
+
+-- The calls of \`ids\` ended (success, retry, dead letter, a hold): they no
+-- longer count against their keys' concurrency. Ids never sorted by key are
+-- not there.
+local function keyed_release(meta_key, ids)
+  if #ids == 0 then return end
+  local k = keyed_keys(meta_key)
+  local keys = redis.call('HMGET', k.id_key, unpack(ids))
+  local done = {}
+  for i, key in ipairs(keys) do
+    if key then
+      redis.call('ZREM', k.running .. key, ids[i])
+      done[#done + 1] = ids[i]
+    end
+  end
+  if #done > 0 then redis.call('HDEL', k.id_key, unpack(done)) end
 end
 -- The in-flight zset holds one member besides the leases while any lease is
 -- there: the pin. It is longer than the 64 bytes a listpack-encoded sorted set
@@ -4124,6 +4588,8 @@ if not value then return -1 end
 local _, _, body = envelope_parse(value)
 local attempt = tonumber(ARGV[3])
 lease_remove(KEYS[2], id)
+-- Its key's concurrency (HandlerOptions.perKey) is free again.
+keyed_release(KEYS[1], { id })
 
 local due = now_ms() + tonumber(ARGV[4])
 redis.call('HSET', KEYS[1], id, envelope_make(attempt, due, body))
@@ -4226,7 +4692,11 @@ return 1
 --                thr: '1' once a claim found no room under conc (the next
 --                  result that frees room wakes the instances);
 --                v: '1' while readers left events for a newer class version
---                  (includes/newer-key.lua)
+--                  (includes/newer-key.lua);
+--                kmax, kper, kconc: each key's limits (HandlerOptions.perKey);
+--                keyed: '1' while the handler registered last sorts events by
+--                  key (HandlerOptions.key): claims take from the keys in turn;
+--                kc: '1' while sorted ids wait (includes/keyed-keys.lua)
 --   <queue>:rl   sorted set: when each call of the last \`per\` ms started
 --                (ms; members unique per claim)
 local function limit_keys(meta_key)
@@ -4235,7 +4705,7 @@ local function limit_keys(meta_key)
 end
 
 -- The fields of the flow hash, in the order flow_read returns them.
-local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v' }
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc' }
 
 if redis.call('HDEL', (limit_keys(KEYS[1])), 'thr') == 0 then return 0 end
 redis.call('PUBLISH', ARGV[1], ARGV[2])

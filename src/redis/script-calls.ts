@@ -30,6 +30,8 @@ export const SCRIPT_NAMES = [
   'migrate-done',
   'rate-limited',
   'wake-waiters',
+  'peek-ready',
+  'classify',
 ] as const;
 export type ScriptName = (typeof SCRIPT_NAMES)[number];
 

@@ -343,13 +343,17 @@ export class StoredEvents {
     const pipeline = this.client.pipeline().hlen(keys.meta).llen(keys.ready).zcard(keys.inFlight).zscore(keys.inFlight, LEASE_PIN).zcard(keys.dead).lrange(keys.ready, 0, 0);
     if (withFlags) pipeline.hlen(keys.pending).get(keys.paused).hkeys(keys.groups);
     pipeline.exists(keys.newer);
+    // Ready events sorted by key (HandlerOptions.key) wait in their keys' lists; the counts of each are kept.
+    pipeline.hvals(`${keys.meta.slice(0, -':m'.length)}:kw`);
     const replies = (await pipeline.exec()) ?? [];
+    const sortedByKey = ((replies[withFlags ? 10 : 7]?.[1] as string[] | undefined) ?? []).reduce((n, v) => n + Math.max(0, Number(v)), 0);
     const parked = Number(replies[withFlags ? 9 : 6]?.[1] ?? 0) > 0 ? (await this.newerVersions(keys)).reduce((n, w) => n + w.events, 0) : 0;
     // The head of the ready list is the next claimed and has waited longest: its envelope says since when it was due.
     const head = (replies[5]?.[1] as string[] | undefined)?.[0];
     const header = head ? await this.client.hget(keys.meta, head) : null;
     const oldest = header ? { oldestReadyMs: Math.max(0, Date.now() - parseEnvelope(header).dueAt) } : {};
-    const [stored = 0, ready = 0, inFlightMembers = 0, pinScore = 0, dead = 0, , pending = 0] = [0, 1, 2, 3, 4, 5, 6].map((i) => Number(replies[i]?.[1] ?? 0));
+    const [stored = 0, readyListed = 0, inFlightMembers = 0, pinScore = 0, dead = 0, , pending = 0] = [0, 1, 2, 3, 4, 5, 6].map((i) => Number(replies[i]?.[1] ?? 0));
+    const ready = readyListed + sortedByKey;
     const inFlight = inFlightMembers - (pinScore > 0 ? 1 : 0);
     const groups = withFlags ? ((replies[8]?.[1] as string[] | undefined) ?? []) : [];
     const held = ready + inFlight + dead + parked;
@@ -408,6 +412,10 @@ export class StoredEvents {
    * in any version's list (upgradeStored may have rewritten its body since).
    */
   private async waitsForNewerVersion(keys: TypeKeys, id: string): Promise<boolean> {
+    // Or in its key's list (HandlerOptions.key): ready too.
+    const own = keys.meta.slice(0, -':m'.length);
+    const key = await this.client.hget(`${own}:kid`, id);
+    if (key !== null && (await this.client.lpos(`${own}:kq:${key}`, id)) !== null) return true;
     const versions = await this.client.hkeys(keys.newer);
     for (const version of versions) if ((await this.client.lpos(`${keys.newer}:${version}`, id)) !== null) return true;
     return false;

@@ -30,7 +30,16 @@ export interface ReaderSettings {
   readonly onLeftForNewerVersion?: () => void;
   /** Told when completions freed room under a concurrency limit that a claim had found full: instances should look now. */
   readonly onFreed?: () => void;
+  /**
+   * For a handler that shares capacity per key (HandlerOptions.key): the key
+   * of each event at the head of the ready list, which the reader sorts into
+   * its key's list before each claim (lua/classify.lua).
+   */
+  readonly sortByKey?: (events: ReadonlyArray<{ readonly id: string; readonly body: string }>) => Array<{ id: string; key: string }>;
 }
+
+/** Ids sorted by key per look: as many as a claim may take. */
+const SORT_STEP = 1_000;
 
 export interface ClaimedEvent extends ClaimedRecord {
   /** Redis clock when the event was claimed; with dueAt it gives lateness free of host clock skew. */
@@ -200,6 +209,7 @@ export class ReadyReader {
           // This claim sees whatever nudges before it announced; one during it ends the next idle wait at once.
           this.idleWakeup.clear();
           try {
+            if (count > 0 && this.settings.sortByKey) await this.sortReady(this.settings.sortByKey);
             result = await this.scripts.completeAndClaim(this.keys, succeeded, count, this.settings.leaseMs, this.settings.maxAttempts, claim, {
               startNow,
               started,
@@ -273,6 +283,12 @@ export class ReadyReader {
       };
       void loop();
     });
+  }
+
+  /** Sorts the head of the ready list into its keys' lists (lua/classify.lua): claims then take from the keys in turn. */
+  private async sortReady(sortByKey: NonNullable<ReaderSettings['sortByKey']>): Promise<void> {
+    const events = await this.scripts.peekReady(this.keys, SORT_STEP);
+    if (events.length > 0) await this.scripts.classify(this.keys, sortByKey(events));
   }
 
   /**

@@ -199,7 +199,7 @@ export class DelayedEventService {
    * registered for the type receives every event that falls due after it was
    * registered, each with its own attempts, retries and dead letters.
    */
-  addHandler<T extends DelayedEventInstance>(eventClass: EventClass<T>, handler: EventHandler<T>, parallelism = 1, options?: HandlerOptions): void {
+  addHandler<T extends DelayedEventInstance>(eventClass: EventClass<T>, handler: EventHandler<T>, parallelism = 1, options?: HandlerOptions<NoInfer<T>>): void {
     this.assertOpen();
     this.handlers.add(eventClass, handler, parallelism, options);
   }
@@ -212,7 +212,7 @@ export class DelayedEventService {
    * a throw), or per event (an outcome each, in order, or the ids that
    * failed). Limits (`rateLimit`, `globalConcurrency`) count events.
    */
-  addBatchHandler<T extends DelayedEventInstance>(eventClass: EventClass<T>, handler: BatchHandler<T>, options?: BatchHandlerOptions): void {
+  addBatchHandler<T extends DelayedEventInstance>(eventClass: EventClass<T>, handler: BatchHandler<T>, options?: BatchHandlerOptions<NoInfer<T>>): void {
     this.assertOpen();
     this.handlers.addBatch(eventClass, handler, options);
   }

@@ -26,11 +26,12 @@ import type { ServiceLog } from '../runtime/service-log';
 import { WAKE_ALL, type Wake } from '../runtime/wake-listener';
 import { DEAD_LETTER_CHUNK } from './inspection-types';
 import { type ResolvedOptions, integer, positive } from './service-options';
-import { type RateLimit, checkFlowLimits, isLimited, limitsOfPartition } from './flow-control';
+import { type PerKeyLimits, type RateLimit, checkFlowLimits, isLimited, keyOf, limitsOfPartition } from './flow-control';
+import { createHash } from 'node:crypto';
 import { storeLimits } from '../redis/flow-limits';
 
 /** addBatchHandler's options: those of addHandler, and how events gather into calls. */
-export interface BatchHandlerOptions extends Omit<HandlerOptions, 'prefetch'> {
+export interface BatchHandlerOptions<T = DelayedEventInstance> extends Omit<HandlerOptions<T>, 'prefetch'> {
   /** Most events in one call; default 100 (1 to 10,000). */
   readonly maxBatch?: number;
   /** How long the first event of a batch waits for more before the call; default 50 ms. */
@@ -39,7 +40,7 @@ export interface BatchHandlerOptions extends Omit<HandlerOptions, 'prefetch'> {
   readonly parallelism?: number;
 }
 
-export interface HandlerOptions {
+export interface HandlerOptions<T = DelayedEventInstance> {
   readonly retry?: RetryPolicy;
   readonly timeoutMs?: number;
   /**
@@ -72,6 +73,15 @@ export interface HandlerOptions {
    * instance. A call that ends wakes the instances waiting for room.
    */
   readonly globalConcurrency?: number;
+  /**
+   * Shares capacity per key (a tenant, a customer): ready events are sorted
+   * by the key this function gives them, and claims take from the keys in
+   * turn, so one key's backlog does not hold up another key's events. A
+   * throw, or a value that is not a string, puts the event under the key ''.
+   */
+  key?(event: T): string;
+  /** Each key's own limits (with `key`): at most `rateLimit` calls per window and `globalConcurrency` at once per key, across instances. */
+  readonly perKey?: PerKeyLimits;
 }
 
 /**
@@ -179,7 +189,7 @@ export class Handlers {
   }
 
   /** A batch handler: its calls take up to maxBatch events, at most `parallelism` calls at once (BatchConsumer). */
-  addBatch<T extends DelayedEventInstance>(eventClass: EventClass<T>, handler: BatchHandler<T>, options: BatchHandlerOptions = {}): void {
+  addBatch<T extends DelayedEventInstance>(eventClass: EventClass<T>, handler: BatchHandler<T>, options: BatchHandlerOptions<T> = {}): void {
     const type = eventRouteOf(eventClass).type;
     if (typeof handler !== 'function') throw new TypeError(`batch handler for '${type}' must be a function`);
     if (options === null || typeof options !== 'object') throw new InvalidOptionError('options', 'must be an object like { maxBatch, maxWaitMs, parallelism }');
@@ -189,7 +199,7 @@ export class Handlers {
     this.add(eventClass, () => true, calls, options, { handler, maxBatch, maxWaitMs, calls });
   }
 
-  add<T extends DelayedEventInstance>(eventClass: EventClass<T>, handler: EventHandler<T>, parallelismGiven: number | undefined, options: HandlerOptions = {}, batch?: BatchSettings<T>): void {
+  add<T extends DelayedEventInstance>(eventClass: EventClass<T>, handler: EventHandler<T>, parallelismGiven: number | undefined, options: HandlerOptions<T> = {}, batch?: BatchSettings<T>): void {
     const { options: settings, layout, metrics } = this.parts;
     const route = eventRouteOf(eventClass);
     const type = route.type;
@@ -202,6 +212,20 @@ export class Handlers {
     if (this.registrations.has(registrationKey)) throw new HandlerAlreadyRegisteredError(type, group);
     const timeoutMs = positive('timeoutMs', options.timeoutMs, settings.handlerTimeoutMs);
     const limits = checkFlowLimits(options);
+    const keyFunction = options.key;
+    const codec = this.parts.codec;
+    const digest = (text: string) => createHash('sha256').update(text).digest('hex').slice(0, 32);
+    const sortByKey = keyFunction
+      ? (events: ReadonlyArray<{ readonly id: string; readonly body: string }>) =>
+          events.map(({ id, body }) => {
+            // An event that cannot be decoded goes under '' and is dead-lettered by its claim, as any other.
+            let key = '';
+            try {
+              key = keyOf((e: T) => keyFunction.call(options, e), codec.decode(eventClass, id, body).event, digest);
+            } catch {}
+            return { id, key };
+          })
+      : undefined;
     const limited = isLimited(limits);
     // Claimed ahead, an event would count against the limits without running: with limits, claims are for free slots only.
     const prefetch = limited || batch ? 0 : integer('prefetch', options.prefetch, DEFAULT_PREFETCH, 0, 10_000);
@@ -243,6 +267,7 @@ export class Handlers {
         version,
         onLeftForNewerVersion: () => announceReady(this.parts.connections.command, layout.wakeChannel, shared.tag).catch(() => undefined),
         onFreed: () => announceReady(this.parts.connections.command, layout.wakeChannel, shared.tag).catch(() => undefined),
+        ...(sortByKey ? { sortByKey } : {}),
       });
       return { keys, reader, onRetryScheduled: () => ownDispatcher.nudge() };
     });
@@ -274,7 +299,7 @@ export class Handlers {
       contextStore: this.parts.contextStore,
       contextHandler: settings.contextHandler ?? passThroughContextHandler,
       activity: this.parts.activity?.of(type),
-      limited: limits.globalConcurrency !== undefined,
+      limited: limits.globalConcurrency !== undefined || limits.perKey !== undefined,
     };
     const consumer = batch ? new BatchConsumer<T>(consumerParts, batch) : new Consumer<T>(consumerParts);
     for (const dispatcher of dispatchers) dispatcher.start();

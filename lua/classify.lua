@@ -24,5 +24,5 @@ for i = 1, #ARGV, 2 do
     moved = moved + 1
   end
 end
-if moved > 0 then redis.call('HSET', (limit_keys(KEYS[2])), 'kc', '1') end
+if moved > 0 then redis.call('HSET', (limit_keys(KEYS[2])), 'kc', '1', 'ks', '1') end
 return moved

@@ -56,6 +56,7 @@
 -- before this claim (the claim's is one more), and the caller splits it.
 -- @include envelope-attempt-version
 -- @include envelope-parse
+-- @include expire-optional
 -- @include error-log-append
 -- @include handled-keep
 -- @include groups-release
@@ -165,9 +166,10 @@ if #ARGV >= first_success then
 end
 -- Room freed under a concurrency limit that a claim found full: the caller wakes the instances.
 local freed = 0
-if #removed > 0 and (flow[10] or flow[11]) then keyed_release(KEYS[3], removed) end
+if #removed > 0 and flow[12] then keyed_release(KEYS[3], removed) end
 if #removed > 0 and flow[5] then
   redis.call('HDEL', flow_key, 'thr')
+  flow[5] = false
   freed = 1
 end
 
@@ -211,7 +213,7 @@ end
 -- nothing is taken from the ready list, whose ids the readers sort first.
 local key_of = false
 if count > 0 and (flow[10] or flow[11]) and (not ids or #ids < count) then
-  local taken, keys, held = keyed_take(KEYS[3], flow, count - (ids and #ids or 0), now, flow[10] ~= false)
+  local taken, keys, held, held_ms = keyed_take(KEYS[3], flow, count - (ids and #ids or 0), now, flow[10] ~= false)
   if #taken > 0 then
     ids = ids or {}
     key_of = {}
@@ -225,7 +227,7 @@ if count > 0 and (flow[10] or flow[11]) and (not ids or #ids < count) then
     -- Every key with ready ids is at its limit: wait for a call to end (or a little, for a rate window).
     if not flow[5] then redis.call('HSET', flow_key, 'thr', '1') end
     if #removed > 0 then lease_unpin_if_idle(KEYS[2]) end
-    return {now, stale, claimed, dead, 0, '', 0, flow[8] and 50 or -1, freed}
+    return {now, stale, claimed, dead, 0, '', 0, held_ms, freed}
   end
 end
 if count > 0 and not flow[10] and (not ids or #ids < count) then
@@ -284,6 +286,7 @@ for k, id in ipairs(ids) do
       dead[n_dead + 1] = id
       dead[n_dead + 2] = attempt
       n_dead = n_dead + 2
+      if flow[12] then keyed_release(KEYS[3], { id }) end
     else
       leases[n_leases + 1] = (n_claimed < 2 * start_now) and started or not_started
       leases[n_leases + 2] = id
@@ -309,11 +312,11 @@ if n_leases > 0 then
       if key then
         local kk = keyed_keys(KEYS[3])
         redis.call('ZADD', kk.running .. key, lease_until, id)
-        redis.call('PEXPIRE', kk.running .. key, tonumber(ARGV[2]) + 1000)
+        expire_optional(kk.running .. key, tonumber(ARGV[2]) + 1000)
         redis.call('HSET', kk.id_key, id, key)
         if kper then
           redis.call('ZADD', kk.rate .. key, now, not_started .. ':' .. k)
-          redis.call('PEXPIRE', kk.rate .. key, kper + 1000)
+          expire_optional(kk.rate .. key, kper + 1000)
         end
       end
     end
@@ -326,7 +329,7 @@ if n_leases > 0 then
       starts[#starts + 1] = not_started .. ':' .. k
     end
     redis.call('ZADD', rate_key, unpack(starts))
-    redis.call('PEXPIRE', rate_key, rate_per + 1000)
+    expire_optional(rate_key, rate_per + 1000)
   end
 elseif #removed > 0 then
   lease_unpin_if_idle(KEYS[2])

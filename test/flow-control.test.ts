@@ -7,6 +7,11 @@ import { counter, recordMetrics, useRedis } from './support/harness';
 import { waitFor } from './support/wait-for';
 import { Worker } from './support/worker';
 
+@DelayedEvent('test.spread', { partitions: 4 })
+class Spread {
+  constructor(readonly id: string = '') {}
+}
+
 /** The most events of `times` (ms) within any window of `windowMs`. */
 function busiestWindow(times: readonly number[], windowMs: number): number {
   const sorted = [...times].sort((a, b) => a - b);
@@ -139,6 +144,9 @@ describe('flow control across the fleet', () => {
     expect(() => service.addHandler(WorkItem, () => true, 1, { rateLimit: { max: 5, perMs: 0 } })).toThrow(/rateLimit.perMs/);
     expect(() => service.addHandler(WorkItem, () => true, 1, { rateLimit: null as never })).toThrow(/must be \{ max, perMs \}/);
     expect(() => service.addHandler(WorkItem, () => true, 1, { globalConcurrency: 1.5 })).toThrow(/globalConcurrency/);
+    // Each partition enforces its share: a limit below the partitions could not be kept.
+    expect(() => service.addHandler(Spread, () => true, 1, { globalConcurrency: 3 })).toThrow(/below the type's 4 partitions/);
+    expect(() => service.addHandler(Spread, () => true, 1, { rateLimit: { max: 2, perMs: 1_000 } })).toThrow(/rateLimit.max/);
     const prefix = redis.prefix();
     const logged: string[] = [];
     const first = redis.service({ prefix });

@@ -6,7 +6,7 @@ import { waitFor } from './support/wait-for';
 
 /** The ACL the README documents for a service with prefix `app`. */
 const ACL_FOR_APP =
-  '~app:* &app:wake +@connection +info +time +evalsha +eval +hget +hmget +hset +hsetnx +hdel +hlen +zadd +zrem +zrange +zremrangebyrank +zscore +zmscore +zcount +zcard +lpop +rpush +lrem +llen +blmove +publish +subscribe +set +get +del +exists +hkeys +hexists +lpos +lrange +scan +multi +exec +lpush +hincrby +hrandfield +hgetall +hscan +pexpire +unlink +script|load';
+  '~app:* &app:wake +@connection +info +time +evalsha +eval +hget +hmget +hset +hsetnx +hdel +hlen +zadd +zrem +zrange +zremrangebyrank +zscore +zmscore +zcount +zcard +lpop +rpush +lrem +llen +blmove +publish +subscribe +set +get +del +exists +hkeys +hexists +lpos +lrange +scan +multi +exec +lpush +hincrby +hrandfield +hgetall +hscan +zscan +zremrangebyscore +lmove +pexpire +unlink +script|load';
 
 describe('isolation', () => {
   const redis = useRedis();

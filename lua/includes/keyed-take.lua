@@ -4,12 +4,15 @@
 -- per turn), each key within its own limits (`flow` holds kmax, kper, kconc
 -- at 7..9; none: no limit), or all of them when `limited` is false (the queue
 -- is no longer keyed: what was sorted drains). Returns the ids, their keys,
--- and whether some key was held back by its limits.
+-- whether some key was held back by its limits, and how long until one has
+-- room: ms until the first key's rate window does, or -1 when only running
+-- calls hold them (their end wakes the readers).
 local function keyed_take(meta_key, flow, count, now, limited)
   local k = keyed_keys(meta_key)
   local kmax, kper, kconc = tonumber(flow[7] or ''), tonumber(flow[8] or ''), tonumber(flow[9] or '')
   local ids, keys = {}, {}
   local held = false
+  local held_ms = -1
   local turns = redis.call('LLEN', k.ring)
   local idle = 0
   local room = {}
@@ -23,9 +26,15 @@ local function keyed_take(meta_key, flow, count, now, limited)
         redis.call('ZREMRANGEBYSCORE', k.running .. key, '-inf', now)
         left = math.min(left, kconc - redis.call('ZCARD', k.running .. key))
       end
-      if limited and kmax and kper then
+      if limited and kmax and kper and left > 0 then
         redis.call('ZREMRANGEBYSCORE', k.rate .. key, '-inf', now - kper)
-        left = math.min(left, kmax - redis.call('ZCARD', k.rate .. key))
+        local used = redis.call('ZCARD', k.rate .. key)
+        if used >= kmax then
+          local oldest = tonumber(redis.call('ZRANGE', k.rate .. key, 0, 0, 'WITHSCORES')[2])
+          local wait = math.max(1, oldest + kper - now)
+          if held_ms < 0 or wait < held_ms then held_ms = wait end
+        end
+        left = math.min(left, kmax - used)
       end
     end
     local id = left > 0 and redis.call('LPOP', k.list .. key) or false
@@ -45,5 +54,5 @@ local function keyed_take(meta_key, flow, count, now, limited)
       idle = idle + 1
     end
   end
-  return ids, keys, held
+  return ids, keys, held, held_ms
 end

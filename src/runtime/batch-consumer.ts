@@ -86,21 +86,28 @@ export class BatchConsumer<T extends DelayedEventInstance> extends Consumer<T> {
     if (this.calling >= this.batch.calls || this.waiting.length === 0) return;
     const batch = this.waiting.splice(0, this.batch.maxBatch);
     this.calling++;
-    void this.run(batch).finally(() => {
+    let ended = false;
+    const end = () => {
+      if (ended) return;
+      ended = true;
       this.calling--;
       // What gathered meanwhile goes now if it is a full batch or has waited long enough; else its timer runs.
       if (this.waiting.length >= this.batch.maxBatch) this.flush();
       else if (this.waiting.length > 0) this.timer ??= setTimeout(() => this.flush(), this.batch.maxWaitMs);
-    });
+    };
+    void this.run(batch, end).finally(end);
   }
 
-  private async run(batch: Array<Waiting<T>>): Promise<void> {
+  /** One call and its results; `ended` frees its call slot once the call itself has ended. */
+  private async run(batch: Array<Waiting<T>>, ended: () => void): Promise<void> {
     const { metrics } = this.parts;
     const tags = { type: this.parts.type, group: this.parts.group };
     metrics.count(METRIC.batches, tags);
     metrics.count(METRIC.batchedEvents, tags, batch.length);
     const started = performance.now();
     const outcomes = await invokeBatch(this.batch.handler, batch, this.batchTimeouts);
+    // The call has ended: the next may start while these results are written (an outage may hold the writes).
+    ended();
     const durationMs = performance.now() - started;
     for (const w of batch) w.giveSlot(durationMs / batch.length);
     if (metrics.listening) metrics.timing(METRIC.handlerDuration, { ...tags, outcome: outcomes.every((o) => o.ok) ? 'success' : 'failure' }, durationMs);

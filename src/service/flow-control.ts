@@ -57,15 +57,36 @@ function checkLimits(options: { readonly rateLimit?: unknown; readonly globalCon
   return { ...(rate ? { rateLimit: rate } : {}), ...(globalConcurrency !== undefined ? { globalConcurrency: globalConcurrency as number } : {}) };
 }
 
-/** An even share of `total` for part `p` of `parts`, at least 1: a partitioned type's limits are split over its partitions. */
+/** An even share of `total` for part `p` of `parts`: a partitioned type's limits are split over its partitions. */
 function share(total: number, parts: number, p: number): number {
-  return Math.max(1, Math.floor(total / parts) + (p < total % parts ? 1 : 0));
+  return Math.floor(total / parts) + (p < total % parts ? 1 : 0);
+}
+
+/**
+ * Each partition of a partitioned type enforces its share of the limits (one
+ * claim cannot count across hash slots), so a limit below the number of
+ * partitions cannot be kept: refused, saying what to fix.
+ */
+export function checkAgainstPartitions(limits: FlowLimits, partitions: number): void {
+  if (partitions === 1) return;
+  const check = (name: string, value: number | undefined) => {
+    if (value !== undefined && value < partitions) {
+      throw new InvalidOptionError(
+        name,
+        `is ${value}, below the type's ${partitions} partitions; each partition enforces its share of the limit, so it must be at least ${partitions} (or use fewer partitions)`,
+      );
+    }
+  };
+  check('rateLimit.max', limits.rateLimit?.max);
+  check('globalConcurrency', limits.globalConcurrency);
+  check('perKey.rateLimit.max', limits.perKey?.rateLimit?.max);
+  check('perKey.globalConcurrency', limits.perKey?.globalConcurrency);
 }
 
 /**
  * The limits partition `p` of `partitions` enforces: the type's, split evenly
  * (each partition is its own hash slot, so one claim cannot count across
- * them); at least one call each.
+ * them); checkAgainstPartitions makes each share at least one.
  */
 export function limitsOfPartition(limits: FlowLimits, partitions: number, p: number): StoredLimits {
   const perKey = limits.perKey;

@@ -26,7 +26,7 @@ import type { ServiceLog } from '../runtime/service-log';
 import { WAKE_ALL, type Wake } from '../runtime/wake-listener';
 import { DEAD_LETTER_CHUNK } from './inspection-types';
 import { type ResolvedOptions, integer, positive } from './service-options';
-import { type PerKeyLimits, type RateLimit, checkFlowLimits, isLimited, keyOf, limitsOfPartition } from './flow-control';
+import { type PerKeyLimits, type RateLimit, checkAgainstPartitions, checkFlowLimits, isLimited, keyOf, limitsOfPartition } from './flow-control';
 import { createHash } from 'node:crypto';
 import { storeLimits } from '../redis/flow-limits';
 
@@ -102,7 +102,12 @@ interface Registration {
   readonly consumer: Consumer<DelayedEventInstance>;
   readonly dispatchers: readonly BackgroundService[];
   readonly readers: ReadonlyArray<{ readonly queueTag: string; readonly reader: ReadyReader }>;
+  /** With limits: stores them again now and then, should Redis have lost them (a restart without persistence, a flush). */
+  readonly limitsRefresh?: NodeJS.Timeout;
 }
+
+/** How often a handler with limits stores them again (one read when they are there). */
+const LIMITS_REFRESH_MS = 60_000;
 
 export interface HandlersParts {
   readonly options: ResolvedOptions;
@@ -212,6 +217,7 @@ export class Handlers {
     if (this.registrations.has(registrationKey)) throw new HandlerAlreadyRegisteredError(type, group);
     const timeoutMs = positive('timeoutMs', options.timeoutMs, settings.handlerTimeoutMs);
     const limits = checkFlowLimits(options);
+    checkAgainstPartitions(limits, route.partitions);
     const keyFunction = options.key;
     const codec = this.parts.codec;
     const digest = (text: string) => createHash('sha256').update(text).digest('hex').slice(0, 32);
@@ -232,7 +238,8 @@ export class Handlers {
     // A batch call holds a slot per event: limits and readers count events, not calls.
     const slots = batch ? batch.maxBatch * batch.calls : parallelism;
     // An event of a batch may wait maxWaitMs to gather, and for a call to end, before its own call starts.
-    const leaseMs = (batch ? 2 * timeoutMs + batch.maxWaitMs : timeoutMs) + settings.leaseGraceMs;
+    // (at worst behind every call running, once each: calls + 1 timeouts).
+    const leaseMs = (batch ? (batch.calls + 1) * timeoutMs + batch.maxWaitMs : timeoutMs) + settings.leaseGraceMs;
     const retry = checkRetryPolicy(options.retry ?? settings.retry, 'retry');
     const version = eventVersioningOf(eventClass).version;
 
@@ -319,7 +326,21 @@ export class Handlers {
       repartitioner.start();
     }
     this.parts.onHandled(route);
-    this.registrations.set(registrationKey, { type, group, parallelism, version, consumer: consumer as unknown as Consumer<DelayedEventInstance>, dispatchers, readers });
+    const limitsRefresh = limited
+      ? setInterval(() => {
+          for (const [p, shared] of layout.partitionsOf(route).entries()) void this.registerLimits(layout.forGroup(shared, group), limitsOfPartition(limits, route.partitions, p));
+        }, LIMITS_REFRESH_MS).unref()
+      : undefined;
+    this.registrations.set(registrationKey, {
+      type,
+      group,
+      parallelism,
+      version,
+      ...(limitsRefresh ? { limitsRefresh } : {}),
+      consumer: consumer as unknown as Consumer<DelayedEventInstance>,
+      dispatchers,
+      readers,
+    });
   }
 
   /** Stops handling `eventClass` in `group` here, waiting (up to closeTimeoutMs) for its running handlers. */
@@ -372,6 +393,7 @@ export class Handlers {
   }
 
   private async unregister(registration: Registration): Promise<void> {
+    clearInterval(registration.limitsRefresh);
     for (const { queueTag, reader } of registration.readers) this.readersByQueue.get(queueTag)?.delete(reader);
     for (const dispatcher of registration.dispatchers) void dispatcher.stop(0);
     await registration.consumer.stop(this.parts.options.closeTimeoutMs);

@@ -111,6 +111,8 @@ describe('flow control across the fleet', () => {
     const producer = redis.service({ prefix });
     await producer.enqueue(new WorkItem('first'), 0);
     await waitFor(() => starts.length === 1, 'the first call');
+    // From the moment the hold is recorded (the call's result), no instance starts a call.
+    await waitFor(async () => (await producer.limits(WorkItem))?.default?.heldForMs !== undefined, 'the hold recorded');
     for (let i = 0; i < 6; i++) await producer.enqueue(new WorkItem(`later${i}`), 0);
     await waitFor(() => starts.length === 8, 'everything handled after the hold', 10_000);
     const heldFrom = starts[0]!.at;
@@ -209,6 +211,7 @@ describe('fair sharing per key', () => {
     for (let i = 0; i < 3; i++) await service.enqueue(new TenantJob(`a${i}`, 'a'), 0);
     await waitFor(async () => held.length === 1 && (await service.counts(TenantJob))?.ready === 2, 'one running, two waiting in the key');
     expect((await service.find(TenantJob, 'a2'))?.state).toBe('ready');
+    expect(await service.limits(TenantJob)).toEqual({ default: { perKey: { concurrency: 1 }, running: 1, keysWaiting: 1 } });
     expect(await service.cancel(TenantJob, 'a2')).toBe(true);
     expect((await service.counts(TenantJob))?.ready).toBe(1);
     held.splice(0).forEach((release) => release());

@@ -306,9 +306,12 @@ export async function limits(ctx: Context, type: string): Promise<void> {
     use.concurrency !== undefined ? count(use.concurrency) : '-',
     count(use.running),
     use.heldForMs !== undefined ? span(use.heldForMs) : '-',
+    use.perKey
+      ? `${[use.perKey.rate ? `${count(use.perKey.rate.max)} per ${span(use.perKey.rate.perMs)}` : '', use.perKey.concurrency !== undefined ? `${count(use.perKey.concurrency)} at once` : ''].filter(Boolean).join(', ') || 'turns'} (${count(use.keysWaiting ?? 0)} waiting)`
+      : '-',
   ]);
   if (rows.length === 0) return ctx.out(`no flow limits on '${shown(type)}'`);
-  ctx.out(table(['GROUP', 'RATE LIMIT', 'IN WINDOW', 'CONCURRENCY', 'RUNNING', 'HELD FOR'], rows));
+  ctx.out(table(['GROUP', 'RATE LIMIT', 'IN WINDOW', 'CONCURRENCY', 'RUNNING', 'HELD FOR', 'PER KEY (KEYS)'], rows));
 }
 
 export async function versions(ctx: Context, type: string): Promise<void> {

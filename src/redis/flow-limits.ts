@@ -19,6 +19,8 @@ export interface LimitUse extends StoredLimits {
   readonly running: number;
   /** ms left of a hold a handler asked for (rateLimited), if any. */
   readonly heldForMs?: number;
+  /** Keys with ready events waiting their turn (HandlerOptions.key), when any. */
+  readonly keysWaiting?: number;
 }
 
 /** Where a queue's flow state is (lua/includes/limit-keys.lua): named after its meta key, as the scripts name it. */
@@ -71,7 +73,7 @@ function fields(limits: StoredLimits): Record<string, string> {
 /** A queue's limits and what uses them now. */
 export async function limitUse(client: RedisClient, keys: TypeKeys): Promise<LimitUse> {
   const { flow, rl } = keysOf(keys);
-  const [stored, leases, time] = await Promise.all([client.hgetall(flow), client.zcard(keys.inFlight), client.time()]);
+  const [stored, leases, time, keysWaiting] = await Promise.all([client.hgetall(flow), client.zcard(keys.inFlight), client.time(), client.hlen(`${flow.slice(0, -':fc'.length)}:kw`)]);
   const now = Number(time[0]) * 1_000 + Math.floor(Number(time[1]) / 1_000);
   const limits = parse(stored);
   const started = limits.rate ? await client.zcount(rl, `(${now - limits.rate.perMs}`, '+inf') : undefined;
@@ -81,5 +83,6 @@ export async function limitUse(client: RedisClient, keys: TypeKeys): Promise<Lim
     running: leases > 0 ? leases - 1 : 0,
     ...(started !== undefined ? { started } : {}),
     ...(heldForMs > 0 ? { heldForMs } : {}),
+    ...(keysWaiting > 0 ? { keysWaiting } : {}),
   };
 }

@@ -10,12 +10,16 @@ import { type LimitUse, limitUse } from './flow-limits';
 /** Two partitions' limits and use, as the type's: their shares and counts added. */
 function addUse(a: LimitUse, b: LimitUse): LimitUse {
   const rate = a.rate && b.rate ? { max: a.rate.max + b.rate.max, perMs: a.rate.perMs } : (a.rate ?? b.rate);
+  const perKey = a.perKey ?? b.perKey;
   const concurrency = a.concurrency !== undefined || b.concurrency !== undefined ? (a.concurrency ?? 0) + (b.concurrency ?? 0) : undefined;
   const started = a.started !== undefined || b.started !== undefined ? (a.started ?? 0) + (b.started ?? 0) : undefined;
   const heldForMs = Math.max(a.heldForMs ?? 0, b.heldForMs ?? 0);
+  const keysWaiting = (a.keysWaiting ?? 0) + (b.keysWaiting ?? 0);
   return {
+    ...(keysWaiting > 0 ? { keysWaiting } : {}),
     ...(rate ? { rate } : {}),
     ...(concurrency !== undefined ? { concurrency } : {}),
+    ...(perKey ? { perKey } : {}),
     ...(started !== undefined ? { started } : {}),
     running: a.running + b.running,
     ...(heldForMs > 0 ? { heldForMs } : {}),
@@ -387,7 +391,7 @@ export class StoredEvents {
         found[group] = seen ? addUse(seen, use) : use;
       }
     }
-    for (const [group, use] of Object.entries(found)) if (!use.rate && use.concurrency === undefined && use.heldForMs === undefined) delete found[group];
+    for (const [group, use] of Object.entries(found)) if (!use.rate && use.concurrency === undefined && !use.perKey && use.heldForMs === undefined) delete found[group];
     return found;
   }
 

@@ -76,6 +76,8 @@ export interface LimitUse {
   readonly started?: number;
   readonly running: number;
   readonly heldForMs?: number;
+  readonly perKey?: { readonly rate?: { readonly max: number; readonly perMs: number }; readonly concurrency?: number };
+  readonly keysWaiting?: number;
 }
 
 export interface RecurringSchedule {

@@ -110,6 +110,13 @@ function Limits(props: { type: string; group: string | undefined }) {
   if (use.rate)
     parts.push(`at most ${count(use.rate.max)} calls per ${use.rate.perMs >= 1_000 ? `${use.rate.perMs / 1_000} s` : `${use.rate.perMs} ms`} (${count(use.started ?? 0)} in the window now)`);
   if (use.concurrency !== undefined) parts.push(`at most ${count(use.concurrency)} at once (${count(use.running)} running)`);
+  if (use.perKey) {
+    const each = [
+      ...(use.perKey.rate ? [`${count(use.perKey.rate.max)} calls per ${use.perKey.rate.perMs >= 1_000 ? `${use.perKey.rate.perMs / 1_000} s` : `${use.perKey.rate.perMs} ms`}`] : []),
+      ...(use.perKey.concurrency !== undefined ? [`${count(use.perKey.concurrency)} at once`] : []),
+    ];
+    parts.push(`shared out per key${each.length > 0 ? `, each at most ${each.join(' and ')}` : ''} (${count(use.keysWaiting ?? 0)} keys waiting)`);
+  }
   if (use.heldForMs !== undefined) parts.push(`held by a handler for ${Math.ceil(use.heldForMs / 1_000)} s more`);
   return (
     <p class="muted" data-testid="limits">

@@ -1,5 +1,5 @@
 import type { RedisClient } from './redis-client';
-import type { TypeKeys } from './redis-layout';
+import { DEFAULT_GROUP, type RedisLayout, type TypeKeys } from './redis-layout';
 
 /** A queue's limits as stored (lua/includes/limit-keys.lua): what every instance's claims obey. */
 export interface StoredLimits {
@@ -85,4 +85,38 @@ export async function limitUse(client: RedisClient, keys: TypeKeys): Promise<Lim
     ...(heldForMs > 0 ? { heldForMs } : {}),
     ...(keysWaiting > 0 ? { keysWaiting } : {}),
   };
+}
+
+/** Two partitions' limits and use, as the type's: their shares and counts added. */
+function addUse(a: LimitUse, b: LimitUse): LimitUse {
+  const rate = a.rate && b.rate ? { max: a.rate.max + b.rate.max, perMs: a.rate.perMs } : (a.rate ?? b.rate);
+  const perKey = a.perKey ?? b.perKey;
+  const concurrency = a.concurrency !== undefined || b.concurrency !== undefined ? (a.concurrency ?? 0) + (b.concurrency ?? 0) : undefined;
+  const started = a.started !== undefined || b.started !== undefined ? (a.started ?? 0) + (b.started ?? 0) : undefined;
+  const heldForMs = Math.max(a.heldForMs ?? 0, b.heldForMs ?? 0);
+  const keysWaiting = (a.keysWaiting ?? 0) + (b.keysWaiting ?? 0);
+  return {
+    ...(keysWaiting > 0 ? { keysWaiting } : {}),
+    ...(rate ? { rate } : {}),
+    ...(concurrency !== undefined ? { concurrency } : {}),
+    ...(perKey ? { perKey } : {}),
+    ...(started !== undefined ? { started } : {}),
+    running: a.running + b.running,
+    ...(heldForMs > 0 ? { heldForMs } : {}),
+  };
+}
+
+/** The flow limits of each group of `queues` (a type's partitions) and their use now, summed over the partitions; groups without limits or use left out. */
+export async function limitsOf(client: RedisClient, layout: RedisLayout, queues: readonly TypeKeys[]): Promise<Record<string, LimitUse>> {
+  const found: Record<string, LimitUse> = {};
+  for (const queue of queues) {
+    const groups = [DEFAULT_GROUP, ...(await client.hkeys(queue.groups)).filter((g) => g !== DEFAULT_GROUP)];
+    for (const group of groups) {
+      const use = await limitUse(client, layout.forGroup(queue, group));
+      const seen = found[group];
+      found[group] = seen ? addUse(seen, use) : use;
+    }
+  }
+  for (const [group, use] of Object.entries(found)) if (!use.rate && use.concurrency === undefined && !use.perKey && use.heldForMs === undefined) delete found[group];
+  return found;
 }

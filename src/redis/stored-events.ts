@@ -5,29 +5,10 @@ import { DEFAULT_GROUP, LEASE_PIN, type RedisLayout, type TypeKeys } from './red
 import { type Entry, isScheduled, scheduledEntries } from './schedule-reads';
 import { type GroupRead, parseErrorLog, parseHandled } from './stored-records';
 import { scanTypes } from './type-scan';
-import { type LimitUse, limitUse } from './flow-limits';
-
-/** Two partitions' limits and use, as the type's: their shares and counts added. */
-function addUse(a: LimitUse, b: LimitUse): LimitUse {
-  const rate = a.rate && b.rate ? { max: a.rate.max + b.rate.max, perMs: a.rate.perMs } : (a.rate ?? b.rate);
-  const perKey = a.perKey ?? b.perKey;
-  const concurrency = a.concurrency !== undefined || b.concurrency !== undefined ? (a.concurrency ?? 0) + (b.concurrency ?? 0) : undefined;
-  const started = a.started !== undefined || b.started !== undefined ? (a.started ?? 0) + (b.started ?? 0) : undefined;
-  const heldForMs = Math.max(a.heldForMs ?? 0, b.heldForMs ?? 0);
-  const keysWaiting = (a.keysWaiting ?? 0) + (b.keysWaiting ?? 0);
-  return {
-    ...(keysWaiting > 0 ? { keysWaiting } : {}),
-    ...(rate ? { rate } : {}),
-    ...(concurrency !== undefined ? { concurrency } : {}),
-    ...(perKey ? { perKey } : {}),
-    ...(started !== undefined ? { started } : {}),
-    running: a.running + b.running,
-    ...(heldForMs > 0 ? { heldForMs } : {}),
-  };
-}
+import { newerVersions, waitsForReader } from './waiting-events';
 
 export { EVENT_STATES, type EventCounts, type EventError, type EventState, type EventTypeInfo, MAX_PARTITIONS, type StateCounts, type StoredDeadLetter, type StoredEvent } from './stored-types';
-import { type EventCounts, type EventState, type EventTypeInfo, MAX_PARTITIONS, type NewerVersionWait, type StateCounts, type StoredDeadLetter, type StoredEvent } from './stored-types';
+import { type EventCounts, type EventState, type EventTypeInfo, MAX_PARTITIONS, type StateCounts, type StoredDeadLetter, type StoredEvent } from './stored-types';
 
 /** LEASE_PIN as ioredis reads it back (its 0xFF byte is no UTF-8): what a reply holds in its place. */
 const PIN_AS_READ = LEASE_PIN.toString('utf8');
@@ -164,7 +145,7 @@ export class StoredEvents {
     let own: EventState | undefined;
     if (leaseScore !== null) own = 'in-flight';
     else if (deadScore !== null) own = 'dead';
-    else if (position !== null || (await this.waitsForNewerVersion(keys, id))) own = 'ready';
+    else if (position !== null || (await waitsForReader(this.client, keys, id))) own = 'ready';
     // Delivered to groups, and in none of the type's own states but its schedule:
     // in the default group's retries, or held by named groups only.
     else if (delivered !== 1 || (await isScheduled(this.client, keys, id, envelope.dueAt))) own = 'scheduled';
@@ -351,7 +332,7 @@ export class StoredEvents {
     pipeline.hgetall(`${keys.meta.slice(0, -':m'.length)}:kw`);
     const replies = (await pipeline.exec()) ?? [];
     const sortedByKey = Object.values((replies[withFlags ? 10 : 7]?.[1] as Record<string, string> | undefined) ?? {}).reduce((n, v) => n + Math.max(0, Number(v)), 0);
-    const parked = Number(replies[withFlags ? 9 : 6]?.[1] ?? 0) > 0 ? (await this.newerVersions(keys)).reduce((n, w) => n + w.events, 0) : 0;
+    const parked = Number(replies[withFlags ? 9 : 6]?.[1] ?? 0) > 0 ? (await newerVersions(this.client, keys)).reduce((n, w) => n + w.events, 0) : 0;
     // The head of the ready list is the next claimed and has waited longest: its envelope says since when it was due.
     const head = (replies[5]?.[1] as string[] | undefined)?.[0];
     const header = head ? await this.client.hget(keys.meta, head) : null;
@@ -369,83 +350,6 @@ export class StoredEvents {
     };
   }
 
-  /** The events a queue's readers left for a newer class version, by version (lua/includes/newer-key.lua). */
-  async newerVersions(keys: TypeKeys): Promise<NewerVersionWait[]> {
-    const since = await this.client.hgetall(keys.newer);
-    const versions = Object.keys(since);
-    if (versions.length === 0) return [];
-    const pipeline = this.client.pipeline();
-    for (const version of versions) pipeline.llen(`${keys.newer}:${version}`);
-    const lengths = pipelineValues(await pipeline.exec()) as number[];
-    return versions.map((version, i) => ({ version: Number(version), events: lengths[i]!, since: Number(since[version]) })).filter((w) => w.events > 0);
-  }
-
-  /** The flow limits of each group of `queues` (a type's partitions) and their use now, summed over the partitions; groups without limits or use left out. */
-  async limits(queues: readonly TypeKeys[]): Promise<Record<string, LimitUse>> {
-    const found: Record<string, LimitUse> = {};
-    for (const queue of queues) {
-      const groups = [DEFAULT_GROUP, ...(await this.client.hkeys(queue.groups)).filter((g) => g !== DEFAULT_GROUP)];
-      for (const group of groups) {
-        const use = await limitUse(this.client, this.layout.forGroup(queue, group));
-        const seen = found[group];
-        found[group] = seen ? addUse(seen, use) : use;
-      }
-    }
-    for (const [group, use] of Object.entries(found)) if (!use.rate && use.concurrency === undefined && !use.perKey && use.heldForMs === undefined) delete found[group];
-    return found;
-  }
-
-  /** What waits for a newer class version in each group of `queues` (a type's partitions), summed by group and version; `since` the oldest. */
-  async newerVersionWaits(queues: readonly TypeKeys[]): Promise<Array<NewerVersionWait & { readonly group: string }>> {
-    const found = new Map<string, NewerVersionWait & { group: string }>();
-    for (const queue of queues) {
-      const groups = [DEFAULT_GROUP, ...(await this.client.hkeys(queue.groups)).filter((g) => g !== DEFAULT_GROUP)];
-      for (const group of groups) {
-        for (const wait of await this.newerVersions(this.layout.forGroup(queue, group))) {
-          const key = `${group}|${wait.version}`;
-          const seen = found.get(key);
-          found.set(key, seen ? { ...seen, events: seen.events + wait.events, since: Math.min(seen.since, wait.since) } : { ...wait, group });
-        }
-      }
-    }
-    return [...found.values()];
-  }
-
-  /**
-   * Whether an event waits in its queue for a reader of a newer class version:
-   * in any version's list (upgradeStored may have rewritten its body since).
-   */
-  private async waitsForNewerVersion(keys: TypeKeys, id: string): Promise<boolean> {
-    // Or in its key's list (HandlerOptions.key): ready too.
-    const own = keys.meta.slice(0, -':m'.length);
-    const key = await this.client.hget(`${own}:kid`, id);
-    if (key !== null && (await this.client.lpos(`${own}:kq:${key}`, id)) !== null) return true;
-    const versions = await this.client.hkeys(keys.newer);
-    for (const version of versions) if ((await this.client.lpos(`${keys.newer}:${version}`, id)) !== null) return true;
-    return false;
-  }
-
-  /**
-   * One step of a walk over every event stored in a queue (HSCAN of its
-   * bodies; a named group's: of the ids it holds): id and body pairs, and the
-   * cursor to go on from ('0' when done). An event may be seen twice.
-   */
-  async scanBodies(keys: TypeKeys, cursor: string, count: number): Promise<{ cursor: string; events: Array<{ id: string; body: string }> }> {
-    const [next, flat] = await this.client.hscan(keys.meta, cursor, 'COUNT', count);
-    const events: Array<{ id: string; body: string }> = [];
-    if (keys.meta === keys.sharedMeta) {
-      for (let i = 0; i < flat.length; i += 2) events.push({ id: flat[i]!, body: parseEnvelope(flat[i + 1]!).body });
-    } else if (flat.length > 0) {
-      const ids = flat.filter((_, i) => i % 2 === 0);
-      const bodies = await this.client.hmget(keys.sharedMeta, ...ids);
-      ids.forEach((id, i) => {
-        const value = bodies[i];
-        if (value != null) events.push({ id, body: parseEnvelope(value).body });
-      });
-    }
-    return { cursor: next, events };
-  }
-
   /** A named group's state of an event it was delivered: from its own header hash and state keys. */
   private async groupRead(keys: TypeKeys, id: string): Promise<GroupRead | undefined> {
     const [header, lease, dead, position, lastError, errorLog, handled] = pipelineValues(
@@ -454,7 +358,7 @@ export class StoredEvents {
     if (header === null) return handled === 1 ? { state: 'handled' } : undefined;
     const envelope = parseEnvelope(header);
     let state: EventState = lease !== null ? 'in-flight' : dead !== null ? 'dead' : position !== null ? 'ready' : 'scheduled';
-    if (state === 'scheduled' && (await this.waitsForNewerVersion(keys, id))) state = 'ready';
+    if (state === 'scheduled' && (await waitsForReader(this.client, keys, id))) state = 'ready';
     return {
       state,
       attempt: lease !== null ? runningAttempt(envelope.attempt, Number(lease)) : envelope.attempt,

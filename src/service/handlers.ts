@@ -6,7 +6,7 @@ import { HandlerAlreadyRegisteredError, InvalidOptionError } from '../core/error
 import type { EventCodec } from '../core/event-codec';
 import type { EventContextStore } from '../core/event-context';
 import { checkGroupOption } from '../core/names';
-import { type RetryPolicy, checkRetryPolicy } from '../core/retry-policy';
+import { checkRetryPolicy } from '../core/retry-policy';
 import { INSTANCES_QUESTION, type InstanceHandler, announceReady, answerInstances } from '../redis/instance-registry';
 import { LuaScripts } from '../redis/lua-scripts';
 import type { RedisConnections } from '../redis/redis-connections';
@@ -26,71 +26,12 @@ import type { ServiceLog } from '../runtime/service-log';
 import { WAKE_ALL, type Wake } from '../runtime/wake-listener';
 import { DEAD_LETTER_CHUNK } from './inspection-types';
 import { type ResolvedOptions, integer, positive } from './service-options';
-import { type PerKeyLimits, type RateLimit, checkAgainstPartitions, checkFlowLimits, isLimited, keyOf, limitsOfPartition } from './flow-control';
-import { createHash } from 'node:crypto';
-import { storeLimits } from '../redis/flow-limits';
+import { checkAgainstPartitions, checkFlowLimits, isLimited, limitsOfPartition } from './flow-control';
+import { type BatchHandlerOptions, DEFAULT_PREFETCH, type HandlerOptions } from './handler-options';
 
-/** addBatchHandler's options: those of addHandler, and how events gather into calls. */
-export interface BatchHandlerOptions<T = DelayedEventInstance> extends Omit<HandlerOptions<T>, 'prefetch'> {
-  /** Most events in one call; default 100 (1 to 10,000). */
-  readonly maxBatch?: number;
-  /** How long the first event of a batch waits for more before the call; default 50 ms. */
-  readonly maxWaitMs?: number;
-  /** Most calls at once in this instance; default 1. */
-  readonly parallelism?: number;
-}
-
-export interface HandlerOptions<T = DelayedEventInstance> {
-  readonly retry?: RetryPolicy;
-  readonly timeoutMs?: number;
-  /**
-   * Subscriber group to join (letters, digits, '_', '.', '-'; up to 64). Every
-   * registered group receives every event; instances of one group share its
-   * events. Default: the type's default group.
-   */
-  readonly group?: string;
-  /**
-   * Most events this handler's readers hold claimed ahead of its free slots:
-   * the next events are at hand when a call returns, and the next claim runs
-   * in Redis while the handler runs, instead of each waiting for the other.
-   * A reader claims ahead only as many as the handler is expected to start
-   * within a quarter of leaseGraceMs at its recent pace (none for slow
-   * handlers), and gives back unstarted, without spending an attempt, an event
-   * that waited half of it, so every call still ends within its lease.
-   * Default 250; 0 claims only for free slots. Events held ahead keep their
-   * payloads in memory: lower it for large payloads.
-   */
-  readonly prefetch?: number;
-  /**
-   * At most `max` calls of this type and group start per `perMs` window,
-   * across every instance (a sliding window, counted in Redis). Events over it
-   * wait READY, no attempt spent; readers sleep until the window has room.
-   * With partitions, each gets an even share.
-   */
-  readonly rateLimit?: RateLimit;
-  /**
-   * At most this many calls of this type and group run at once, across every
-   * instance. A call that ends wakes the instances waiting for room.
-   */
-  readonly globalConcurrency?: number;
-  /**
-   * Shares capacity per key (a tenant, a customer): ready events are sorted
-   * by the key this function gives them, and claims take from the keys in
-   * turn, so one key's backlog does not hold up another key's events. A
-   * throw, or a value that is not a string, puts the event under the key ''.
-   */
-  key?(event: T): string;
-  /** Each key's own limits (with `key`): at most `rateLimit` calls per window and `globalConcurrency` at once per key, across instances. */
-  readonly perKey?: PerKeyLimits;
-}
-
-/**
- * Events a handler holds claimed ahead of its free slots by default: enough
- * that a call of complete-and-claim carries over a hundred events and its
- * cost per event levels off (benchmarks/RESULTS.md shows the end-to-end rows
- * with prefetch 0 beside it); the figure Spring AMQP picked for its consumers.
- */
-const DEFAULT_PREFETCH = 250;
+export type { BatchHandlerOptions, HandlerOptions } from './handler-options';
+import { keySorter, storeLimitsWhenReady } from './flow-registration';
+import type { StoredLimits } from '../redis/flow-limits';
 
 /** A handler registered here: its consumer, the dispatchers it runs, its readers (by queue tag, for nudges). */
 interface Registration {
@@ -218,20 +159,7 @@ export class Handlers {
     const timeoutMs = positive('timeoutMs', options.timeoutMs, settings.handlerTimeoutMs);
     const limits = checkFlowLimits(options);
     checkAgainstPartitions(limits, route.partitions);
-    const keyFunction = options.key;
-    const codec = this.parts.codec;
-    const digest = (text: string) => createHash('sha256').update(text).digest('hex').slice(0, 32);
-    const sortByKey = keyFunction
-      ? (events: ReadonlyArray<{ readonly id: string; readonly body: string }>) =>
-          events.map(({ id, body }) => {
-            // An event that cannot be decoded goes under '' and is dead-lettered by its claim, as any other.
-            let key = '';
-            try {
-              key = keyOf((e: T) => keyFunction.call(options, e), codec.decode(eventClass, id, body).event, digest);
-            } catch {}
-            return { id, key };
-          })
-      : undefined;
+    const sortByKey = options.key ? keySorter(eventClass, (event: T) => options.key!.call(options, event), this.parts.codec) : undefined;
     const limited = isLimited(limits);
     // Claimed ahead, an event would count against the limits without running: with limits, claims are for free slots only.
     const prefetch = limited || batch ? 0 : integer('prefetch', options.prefetch, DEFAULT_PREFETCH, 0, 10_000);
@@ -419,33 +347,9 @@ export class Handlers {
     attempt();
   }
 
-  /**
-   * Stores the limits this handler enforces on a queue, where every instance's
-   * claims read them: the handler registered last sets them. One that changes
-   * what another instance set is said in the log (a deploy changing a limit,
-   * or instances started with different ones). Retried through an outage.
-   */
-  private registerLimits(keys: TypeKeys, limits: ReturnType<typeof limitsOfPartition>): Promise<void> {
-    const backoff = new OutageBackoff();
-    return new Promise<void>((stored) => {
-      const attempt = (): void => {
-        if (this.parts.isClosing()) return stored();
-        const waiting = this.parts.scripts.gate.wait();
-        (waiting ?? Promise.resolve())
-          .then(() => storeLimits(this.parts.connections.command, keys, limits))
-          .then(
-            (before) => {
-              if (before && (before.rate || before.concurrency !== undefined)) this.parts.log.limitsChanged({ type: keys.type, group: keys.group, queue: keys.queueTag, before, now: limits });
-              stored();
-            },
-            () => {
-              this.parts.metrics.count(METRIC.redisErrors, { loop: 'connection', type: keys.type });
-              setTimeout(attempt, backoff.next()).unref();
-            },
-          );
-      };
-      attempt();
-    });
+  /** Stores a queue's limits, retried through an outage (src/service/flow-registration.ts). */
+  private registerLimits(keys: TypeKeys, limits: StoredLimits): Promise<void> {
+    return storeLimitsWhenReady(this.parts, keys, limits);
   }
 
   /**

@@ -1,6 +1,9 @@
-import { eventRouteOf } from '../core/delayed-event.decorator';
+import { checkGroupArgument, checkIntegerArgument } from '../core/arguments';
+import { type EventClass, eventRouteOf } from '../core/delayed-event.decorator';
+import { InvalidArgumentError } from '../core/errors';
 import { checkIdArgument, checkTypeName } from '../core/names';
 import type { EventTarget } from './inspection-types';
+import type { VerifyOptions } from './stored-versions';
 
 export function noCheck(): void {}
 
@@ -16,4 +19,14 @@ export function checkTarget(target: EventTarget): string {
 export function checkEvent(target: EventTarget, id: string): string {
   checkIdArgument(id);
   return checkTarget(target);
+}
+
+/** verifyStored()'s class and options: a decorated class, `{ group?, limit? }`. */
+export function checkVerifyOptions(eventClass: EventClass, options: VerifyOptions): VerifyOptions {
+  eventRouteOf(eventClass);
+  if (options === null || typeof options !== 'object') throw new InvalidArgumentError('options', 'must be an object like { group, limit }');
+  return {
+    ...(options.group !== undefined ? { group: checkGroupArgument(options.group) } : {}),
+    ...(options.limit !== undefined ? { limit: checkIntegerArgument('limit', options.limit, 0, 1, Number.MAX_SAFE_INTEGER) } : {}),
+  };
 }

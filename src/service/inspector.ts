@@ -1,11 +1,11 @@
 import { type DelayedEventInstance, type EventClass, type EventRoute, eventRouteOf } from '../core/delayed-event.decorator';
 import { type Delay, dateToMillis, delayToMillis } from '../core/duration';
-import { InvalidArgumentError, ServiceClosedError } from '../core/errors';
+import { ServiceClosedError } from '../core/errors';
 import type { EventCodec } from '../core/event-codec';
 import { checkGroupArgument, checkIntegerArgument, checkStateArgument } from '../core/arguments';
 import { checkIdArgument, checkTypeName } from '../core/names';
 import type { JsonEvent } from '../core/stored-body';
-import { noCheck, checkTarget, checkEvent } from './inspection-checks';
+import { noCheck, checkTarget, checkEvent, checkVerifyOptions } from './inspection-checks';
 import { applyInChunks, idsByQueue } from './dead-letter-chunks';
 import { type DueTimeline, readDueTimeline } from '../redis/due-timeline';
 import type { DeadLetterStep, DueSpec, LuaScripts } from '../redis/lua-scripts';
@@ -16,7 +16,8 @@ import type { RedisConnections } from '../redis/redis-connections';
 import { pingWithin } from '../redis/redis-readiness';
 import type { RedisLayout, TypeKeys } from '../redis/redis-layout';
 import { type EventCounts, type EventState, type EventTypeInfo, StoredEvents } from '../redis/stored-events';
-import type { LimitUse } from '../redis/flow-limits';
+import { type LimitUse, limitsOf } from '../redis/flow-limits';
+import { newerVersionWaits } from '../redis/waiting-events';
 import { ACTIVITY_RETENTION_MS, type ActivitySlot, readActivity } from '../runtime/activity-log';
 import type { ServiceHealth } from './instrumentation';
 import { positive } from './service-options';
@@ -111,35 +112,17 @@ export class Inspector {
     );
   }
 
-  /**
-   * Reads every stored event of the class's type (scheduled, ready, in flight,
-   * dead; with `group`, those that group holds) and its recurring schedule
-   * templates with the class and its upcasters, and reports what it could not
-   * read; changes nothing. Run it against a staging (or production) Redis
-   * before deploying a changed class. Unbounded by commandTimeoutMs: it takes
-   * as long as there are events (benchmarks/VERSIONS-RESULTS.md).
-   */
+  // Changing an event class (docs/changing-event-classes.md): not bounded by commandTimeoutMs, they read every stored event.
+
+  /** Reads every stored event and schedule template of the type with the class and its upcasters; reports what it cannot read, changes nothing. */
   verifyStored<T extends DelayedEventInstance>(eventClass: EventClass<T>, options: VerifyOptions = {}): Promise<VerifyReport> {
     return this.whenReady(
-      () => {
-        eventRouteOf(eventClass);
-        if (options === null || typeof options !== 'object') throw new InvalidArgumentError('options', 'must be an object like { group, limit }');
-        return {
-          ...(options.group !== undefined ? { group: checkGroupArgument(options.group) } : {}),
-          ...(options.limit !== undefined ? { limit: checkIntegerArgument('limit', options.limit, 0, 1, Number.MAX_SAFE_INTEGER) } : {}),
-        };
-      },
+      () => checkVerifyOptions(eventClass, options),
       (checked) => verifyStored(this.versionParts(), eventClass, checked),
     );
   }
 
-  /**
-   * Rewrites every stored body and schedule template older than the class's
-   * version at that version, in steps of 1,000, each fenced by the body it
-   * read: safe beside running handlers and enqueues, and run again after a
-   * crash it goes on where it stopped. Events it cannot read stay as they are
-   * and are listed.
-   */
+  /** Rewrites stored bodies and templates older than the class's version at its version, in fenced steps; resumable after a crash. */
   upgradeStored<T extends DelayedEventInstance>(eventClass: EventClass<T>): Promise<UpgradeReport> {
     return this.whenReady(
       () => eventRouteOf(eventClass),
@@ -159,30 +142,24 @@ export class Inspector {
   }
 
   private versionParts() {
-    return { layout: this.parts.layout, stored: this.stored, recurring: this.recurring, scripts: this.parts.scripts, codec: this.parts.codec };
+    return { client: this.parts.client, layout: this.parts.layout, stored: this.stored, recurring: this.recurring, scripts: this.parts.scripts, codec: this.parts.codec };
   }
 
-  /**
-   * The flow limits each group of the type enforces (rateLimit, as
-   * `rate: { max, perMs }`, and globalConcurrency, as `concurrency`, as the
-   * handlers registered last set them) and their use now: calls started in
-   * the window, calls running, and the hold a handler asked for. Groups
-   * without limits are left out; undefined for a type name nothing is stored under.
-   */
+  /** Each group's flow limits (docs/api.md, "Flow control") and their use now; groups without limits left out. Undefined for a name nothing is stored under. */
   limits(target: EventTarget): Promise<Record<string, LimitUse> | undefined> {
     return this.bounded(
       'limits',
       () => checkTarget(target),
       async () => {
         const resolved = await this.resolve(target);
-        return resolved && this.stored.limits(resolved.queues);
+        return resolved && limitsOf(this.parts.client, this.parts.layout, resolved.queues);
       },
     );
   }
 
   /** What waits in a type's queues for an instance of a newer class version, per group and version (health()). */
   newerVersionWaits(route: EventRoute) {
-    return this.stored.newerVersionWaits(this.parts.layout.partitionsOf(route));
+    return newerVersionWaits(this.parts.client, this.parts.layout, this.parts.layout.partitionsOf(route));
   }
 
   /** What the gauges report of a type: its counts and whether it is paused, read as counts() reads them. */

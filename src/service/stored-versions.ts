@@ -3,6 +3,8 @@ import { describe } from '../core/errors';
 import type { EventCodec } from '../core/event-codec';
 import { splitBodyVersion, versionedBody } from '../core/stored-body';
 import type { LuaScripts } from '../redis/lua-scripts';
+import type { RedisClient } from '../redis/redis-client';
+import { scanBodies } from '../redis/stored-walk';
 import type { RecurringStore, ScheduleDefinition } from '../redis/recurring-store';
 import type { RedisLayout, TypeKeys } from '../redis/redis-layout';
 import type { EventState, StoredEvents } from '../redis/stored-events';
@@ -67,6 +69,7 @@ export const MAX_FAILURES = 1_000;
 const STEP = 1_000;
 
 export interface StoredVersionParts {
+  readonly client: RedisClient;
   readonly layout: RedisLayout;
   readonly stored: StoredEvents;
   readonly recurring: RecurringStore;
@@ -89,7 +92,7 @@ async function walk(
   for (const keys of queues) {
     let cursor = '0';
     do {
-      const step = await parts.stored.scanBodies(keys, cursor, STEP);
+      const step = await scanBodies(parts.client, keys, cursor, STEP);
       cursor = step.cursor;
       const events = step.events.slice(0, Math.max(0, limit - read));
       read += events.length;
@@ -234,7 +237,11 @@ async function upgradeTemplate(parts: StoredVersionParts, eventClass: EventClass
 }
 
 /** versions(): counts by class version of a type's stored events (each once) and templates; reads no class. */
-export async function storedVersions(parts: Pick<StoredVersionParts, 'stored' | 'recurring'>, queues: readonly TypeKeys[], route: { type: string; partitions: number }): Promise<StoredVersions> {
+export async function storedVersions(
+  parts: Pick<StoredVersionParts, 'client' | 'stored' | 'recurring'>,
+  queues: readonly TypeKeys[],
+  route: { type: string; partitions: number },
+): Promise<StoredVersions> {
   const byVersion: Record<number, number> = {};
   let events = 0;
   await walk(parts as StoredVersionParts, queues, Number.POSITIVE_INFINITY, async (_keys, step) => {

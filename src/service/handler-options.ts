@@ -1,0 +1,65 @@
+import type { DelayedEventInstance } from '../core/delayed-event.decorator';
+import type { RetryPolicy } from '../core/retry-policy';
+import type { PerKeyLimits, RateLimit } from './flow-control';
+
+/** addBatchHandler's options: those of addHandler, and how events gather into calls. */
+export interface BatchHandlerOptions<T = DelayedEventInstance> extends Omit<HandlerOptions<T>, 'prefetch'> {
+  /** Most events in one call; default 100 (1 to 10,000). */
+  readonly maxBatch?: number;
+  /** How long the first event of a batch waits for more before the call; default 50 ms. */
+  readonly maxWaitMs?: number;
+  /** Most calls at once in this instance; default 1. */
+  readonly parallelism?: number;
+}
+
+export interface HandlerOptions<T = DelayedEventInstance> {
+  readonly retry?: RetryPolicy;
+  readonly timeoutMs?: number;
+  /**
+   * Subscriber group to join (letters, digits, '_', '.', '-'; up to 64). Every
+   * registered group receives every event; instances of one group share its
+   * events. Default: the type's default group.
+   */
+  readonly group?: string;
+  /**
+   * Most events this handler's readers hold claimed ahead of its free slots:
+   * the next events are at hand when a call returns, and the next claim runs
+   * in Redis while the handler runs, instead of each waiting for the other.
+   * A reader claims ahead only as many as the handler is expected to start
+   * within a quarter of leaseGraceMs at its recent pace (none for slow
+   * handlers), and gives back unstarted, without spending an attempt, an event
+   * that waited half of it, so every call still ends within its lease.
+   * Default 250; 0 claims only for free slots. Events held ahead keep their
+   * payloads in memory: lower it for large payloads.
+   */
+  readonly prefetch?: number;
+  /**
+   * At most `max` calls of this type and group start per `perMs` window,
+   * across every instance (a sliding window, counted in Redis). Events over it
+   * wait READY, no attempt spent; readers sleep until the window has room.
+   * With partitions, each gets an even share.
+   */
+  readonly rateLimit?: RateLimit;
+  /**
+   * At most this many calls of this type and group run at once, across every
+   * instance. A call that ends wakes the instances waiting for room.
+   */
+  readonly globalConcurrency?: number;
+  /**
+   * Shares capacity per key (a tenant, a customer): ready events are sorted
+   * by the key this function gives them, and claims take from the keys in
+   * turn, so one key's backlog does not hold up another key's events. A
+   * throw, or a value that is not a string, puts the event under the key ''.
+   */
+  key?(event: T): string;
+  /** Each key's own limits (with `key`): at most `rateLimit` calls per window and `globalConcurrency` at once per key, across instances. */
+  readonly perKey?: PerKeyLimits;
+}
+
+/**
+ * Events a handler holds claimed ahead of its free slots by default: enough
+ * that a call of complete-and-claim carries over a hundred events and its
+ * cost per event levels off (benchmarks/RESULTS.md shows the end-to-end rows
+ * with prefetch 0 beside it); the figure Spring AMQP picked for its consumers.
+ */
+export const DEFAULT_PREFETCH = 250;

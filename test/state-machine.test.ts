@@ -72,6 +72,10 @@ const operation = fc.oneof(
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('complete batch' as const), deliveries: fc.uniqueArray(delivery, { minLength: 2, maxLength: 5 }) }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('fail' as const), delivery, then: fc.constantFrom('retry now', 'retry later', 'dead letter') }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('give back' as const), deliveries: fc.uniqueArray(delivery, { minLength: 1, maxLength: 4 }) }) },
+  // A handler said its provider rate-limited it (lua/rate-limited.lua): results of any claim so far, late ones included.
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('rate limited' as const), delivery }) },
+  // A change of partitions moves the event out and in again (lua/migrate-out, migrate-in, migrate-done), the move sent twice.
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('move' as const), id }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('cancel' as const), id }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('reschedule' as const), id, due: fc.boolean() }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('replay' as const) }) },
@@ -285,6 +289,56 @@ describe('the event state machine', () => {
             expect(await scripts.releaseUnstarted(keys, given)).toBe(back.length);
             for (const b of back) Object.assign(model.get(b)!, { state: 'ready', attempt: model.get(b)!.attempt - 1, claim: undefined, started: undefined });
             ready = [...back, ...ready];
+          } else if (op.kind === 'rate limited') {
+            // The claim in flight goes back to the head of READY, its attempt unspent; the queue is held (for every claim) either way.
+            const d = deliveryAt(op.delivery);
+            if (!d) continue;
+            const current = isCurrent(d);
+            expect(await scripts.rateLimited(keys, d, 60_000)).toBe(current);
+            const flowKey = `${keys.meta.slice(0, -':m'.length)}:fc`;
+            expect(Number(await client.hget(flowKey, 'hold'))).toBeGreaterThan(Date.now() + 50_000);
+            const held = await scripts.completeAndClaim(keys, [], 1, 60_000, MAX_ATTEMPTS);
+            expect({ claimed: held.claimed, throttled: held.throttledMs > 50_000 }).toEqual({ claimed: [], throttled: true });
+            // The hold ends (as its time passes).
+            await client.hdel(flowKey, 'hold');
+            if (current) {
+              const m = model.get(d.id)!;
+              Object.assign(m, { state: 'ready', attempt: m.attempt - 1, claim: undefined, started: undefined });
+              ready = [d.id, ...ready];
+            }
+          } else if (op.kind === 'move') {
+            // Out of its queue and in again: whatever its state but in flight, it keeps it (ready at the list's tail),
+            // with its attempt and due time; sent twice, the move stores it once.
+            const m = model.get(op.id);
+            const movable = m !== undefined && m.state !== 'inFlight';
+            const records = await scripts.migrateOut(keys, `move-${op.id}`, [op.id]);
+            expect(records.map((r) => r.id)).toEqual(movable ? [op.id] : []);
+            if (movable) {
+              const token = `t${Math.random()}`;
+              const out = await scripts.migrateOut(keys, token, [op.id]);
+              expect(out).toEqual([]);
+              expect(
+                await scripts.migrateIn(
+                  keys,
+                  `move-${op.id}`,
+                  records.map((r) => r.record),
+                ),
+              ).toBe(1);
+              expect(
+                await scripts.migrateIn(
+                  keys,
+                  `move-${op.id}`,
+                  records.map((r) => r.record),
+                ),
+              ).toBe(0);
+              expect(await scripts.migrateDone(keys, `move-${op.id}`, [op.id])).toBe(1);
+              // A later move of the same id in this run reuses its token: the record of this one goes.
+              await client.del(keys.moved);
+              const wasWaiting = ready.includes(op.id) || parked.includes(op.id) || unsort(op.id);
+              ready = ready.filter((r) => r !== op.id);
+              parked = parked.filter((r) => r !== op.id);
+              if (m.state === 'ready' || wasWaiting) ready = [...ready, op.id];
+            }
           } else if (op.kind === 'cancel') {
             expect(await scripts.cancel(keys, op.id)).toBe(model.delete(op.id));
             ready = ready.filter((r) => r !== op.id);

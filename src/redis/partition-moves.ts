@@ -35,14 +35,23 @@ export class PartitionMoves {
   ) {}
 
   /**
+   * Every command under commandTimeoutMs: a call whose connection dropped is
+   * never answered (the connections do not send it again), and the sweep
+   * waiting for it, and close() waiting for the sweep, would wait forever.
+   */
+  private bounded<R>(work: () => Promise<R>): Promise<R> {
+    return this.scripts.bounded('partition-moves', work);
+  }
+
+  /**
    * Says that an instance with `partitions` handles or stores the type now. A
    * type that was never partitioned keeps no layout hash: an unpartitioned
    * instance says so only once another setting has been in use.
    */
   async announce(type: string, partitions: number): Promise<void> {
     const key = this.layout.layoutOf(type);
-    if (partitions === 1 && (await this.client.exists(key)) === 0) return;
-    await this.client.hset(key, String(partitions), String(Date.now()));
+    if (partitions === 1 && (await this.bounded(() => this.client.exists(key))) === 0) return;
+    await this.bounded(() => this.client.hset(key, String(partitions), String(Date.now())));
   }
 
   /**
@@ -50,12 +59,12 @@ export class PartitionMoves {
    * setting of the instance that started last is the one events move to.
    */
   async claimCurrent(type: string, partitions: number): Promise<void> {
-    await this.client.hset(this.layout.layoutOf(type), CURRENT, String(partitions), String(partitions), String(Date.now()));
+    await this.bounded(() => this.client.hset(this.layout.layoutOf(type), CURRENT, String(partitions), String(partitions), String(Date.now())));
   }
 
   /** The partitions settings instances announced, when each last did, and the current one (undefined before any instance said). */
   async settings(type: string): Promise<{ current: number | undefined; all: Array<{ partitions: number; at: number }> }> {
-    const all = await this.client.hgetall(this.layout.layoutOf(type));
+    const all = await this.bounded(() => this.client.hgetall(this.layout.layoutOf(type)));
     const current = all[CURRENT] === undefined ? undefined : Number(all[CURRENT]);
     return {
       current,
@@ -67,7 +76,7 @@ export class PartitionMoves {
 
   /** Forgets settings no instance announced since `before` (ms). */
   async forgetSettings(type: string, partitions: readonly number[]): Promise<void> {
-    if (partitions.length > 0) await this.client.hdel(this.layout.layoutOf(type), ...partitions.map(String));
+    if (partitions.length > 0) await this.bounded(() => this.client.hdel(this.layout.layoutOf(type), ...partitions.map(String)));
   }
 
   /**
@@ -82,17 +91,17 @@ export class PartitionMoves {
   async queuesInUse(type: string, partitions: number): Promise<TypeKeys[]> {
     const hints = [this.layout.forType(type), this.layout.forType(type, 0), this.layout.forType(type, partitions)];
     const mine = new Set(this.layout.partitionsOf({ type, partitions }));
-    const hinted = await Promise.all(hints.map((keys) => (mine.has(keys) ? 0 : this.client.exists(keys.meta, keys.moving))));
+    const hinted = await Promise.all(hints.map((keys) => (mine.has(keys) ? 0 : this.bounded(() => this.client.exists(keys.meta, keys.moving)))));
     if (hinted.every((n) => n === 0)) return [];
     const candidates = [this.layout.forType(type), ...Array.from({ length: MAX_PARTITIONS }, (_, p) => this.layout.forType(type, p))];
-    const inUse = (keys: TypeKeys) => this.client.exists(keys.meta, keys.moving);
+    const inUse = (keys: TypeKeys) => this.bounded(() => this.client.exists(keys.meta, keys.moving));
     let found: number[];
     if (this.client.isCluster) {
       found = await Promise.all(candidates.map(inUse));
     } else {
       const pipeline = this.client.pipeline();
       for (const keys of candidates) pipeline.exists(keys.meta, keys.moving);
-      found = ((await pipeline.exec()) ?? []).map(([error, n]) => {
+      found = ((await this.bounded(() => pipeline.exec())) ?? []).map(([error, n]) => {
         if (error) throw error;
         return Number(n);
       });
@@ -107,7 +116,7 @@ export class PartitionMoves {
 
   /** Whether a queue holds stored or moving events. */
   async holdsAny(keys: TypeKeys): Promise<boolean> {
-    return (await this.client.exists(keys.meta, keys.moving)) > 0;
+    return (await this.bounded(() => this.client.exists(keys.meta, keys.moving))) > 0;
   }
 
   /**
@@ -122,7 +131,7 @@ export class PartitionMoves {
     await this.scripts.dispatchDue(source, 1_000);
     let cursor = '0';
     do {
-      const [next, flat] = await this.client.hscan(source.meta, cursor, 'COUNT', 1_000);
+      const [next, flat] = await this.bounded(() => this.client.hscan(source.meta, cursor, 'COUNT', 1_000));
       cursor = next;
       const ids: string[] = [];
       for (let i = 0; i < flat.length; i += 2) {
@@ -149,14 +158,14 @@ export class PartitionMoves {
   private async copyMarks(source: TypeKeys, route: EventRoute): Promise<void> {
     let cursor = '0';
     do {
-      const [next, flat] = await this.client.zscan(source.recent, cursor, 'COUNT', 1_000);
+      const [next, flat] = await this.bounded(() => this.client.zscan(source.recent, cursor, 'COUNT', 1_000));
       cursor = next;
       const byTarget = new Map<TypeKeys, string[]>();
       for (let i = 0; i < flat.length; i += 2) {
         const target = this.layout.forEvent(route, flat[i]!);
         if (target !== source) byTarget.set(target, [...(byTarget.get(target) ?? []), flat[i + 1]!, flat[i]!]);
       }
-      await Promise.all([...byTarget].map(([target, marks]) => this.client.zadd(target.recent, 'GT', ...marks)));
+      await Promise.all([...byTarget].map(([target, marks]) => this.bounded(() => this.client.zadd(target.recent, 'GT', ...marks))));
     } while (cursor !== '0');
   }
 
@@ -170,23 +179,23 @@ export class PartitionMoves {
     const source = this.layout.recurringOf({ type: route.type, partitions: from });
     const target = this.layout.recurringOf(route);
     if (source === target) return 0;
-    const definitions = await this.client.hgetall(source.recurring);
+    const definitions = await this.bounded(() => this.client.hgetall(source.recurring));
     let moved = 0;
     for (const [name, json] of Object.entries(definitions)) {
       const definition = JSON.parse(json) as { partitions: number };
       // Written first, then deleted: a crash between leaves a copy the next sweep deletes, never no schedule.
-      moved += await this.client.hsetnx(target.recurring, name, JSON.stringify({ ...definition, partitions: route.partitions }));
-      await this.client.hdel(source.recurring, name);
+      moved += await this.bounded(() => this.client.hsetnx(target.recurring, name, JSON.stringify({ ...definition, partitions: route.partitions })));
+      await this.bounded(() => this.client.hdel(source.recurring, name));
     }
-    if (moved > 0 || (await this.client.hexists(this.layout.recurringIndex, route.type))) {
-      await this.client.hset(this.layout.recurringIndex, route.type, String(route.partitions));
+    if (moved > 0 || (await this.bounded(() => this.client.hexists(this.layout.recurringIndex, route.type)))) {
+      await this.bounded(() => this.client.hset(this.layout.recurringIndex, route.type, String(route.partitions)));
     }
     return moved;
   }
 
   /** Sends on what a crashed sweep left in `source`'s moving hash; resolves how many events were stored anew. */
   async finishMoves(source: TypeKeys, route: EventRoute): Promise<number> {
-    const left = await this.client.hgetall(source.moving);
+    const left = await this.bounded(() => this.client.hgetall(source.moving));
     const byToken = new Map<string, Array<{ id: string; record: string }>>();
     for (const [id, value] of Object.entries(left)) {
       const bar = value.indexOf('|');

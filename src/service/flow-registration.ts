@@ -33,7 +33,7 @@ export function storeLimitsWhenReady(parts: LimitsParts, keys: TypeKeys, limits:
       if (parts.isClosing()) return stored();
       const waiting = parts.scripts.gate.wait();
       (waiting ?? Promise.resolve())
-        .then(() => storeLimits(parts.connections.command, keys, limits))
+        .then(() => parts.scripts.bounded('store-limits', () => storeLimits(parts.connections.command, keys, limits)))
         .then(
           (before) => {
             if (before && (before.rate || before.concurrency !== undefined || before.perKey)) {

@@ -92,7 +92,8 @@ async function walk(
   for (const keys of queues) {
     let cursor = '0';
     do {
-      const step = await scanBodies(parts.client, keys, cursor, STEP);
+      // Each step under commandTimeoutMs: a step whose connection dropped would never be answered.
+      const step = await parts.scripts.bounded('scan-bodies', () => scanBodies(parts.client, keys, cursor, STEP));
       cursor = step.cursor;
       const events = step.events.slice(0, Math.max(0, limit - read));
       read += events.length;
@@ -155,7 +156,7 @@ export async function verifyStored<T extends DelayedEventInstance>(parts: Stored
       }
     }
   });
-  for (const { definition } of await parts.recurring.readAll(route)) {
+  for (const { definition } of await parts.scripts.bounded('schedules', () => parts.recurring.readAll(route))) {
     const version = definition.eventVersion ?? 1;
     findings.saw(version);
     try {
@@ -194,7 +195,7 @@ export async function upgradeStored<T extends DelayedEventInstance>(parts: Store
     upgraded += await parts.scripts.upgradeBodies(keys, rewrites);
   });
   const keys = parts.layout.recurringOf(route);
-  for (const { definition, json } of await parts.recurring.readAll(route)) {
+  for (const { definition, json } of await parts.scripts.bounded('schedules', () => parts.recurring.readAll(route))) {
     const version = definition.eventVersion ?? 1;
     findings.saw(version);
     if (version >= current) continue;
@@ -228,7 +229,7 @@ async function upgradeTemplate(parts: StoredVersionParts, eventClass: EventClass
     const { eventVersion: _old, ...rest } = definition;
     const next: ScheduleDefinition = { ...rest, payload, ...(version > 1 ? { eventVersion: version } : {}) };
     if (await parts.scripts.upgradeSchedule(keys, definition.name, json, JSON.stringify(next))) return true;
-    const again = await parts.recurring.read({ type: definition.type, partitions: definition.partitions }, definition.name);
+    const again = await parts.scripts.bounded('schedules', () => parts.recurring.read({ type: definition.type, partitions: definition.partitions }, definition.name));
     if (!again || (again.definition.eventVersion ?? 1) >= version) return false;
     definition = again.definition;
     json = again.json;
@@ -238,7 +239,7 @@ async function upgradeTemplate(parts: StoredVersionParts, eventClass: EventClass
 
 /** versions(): counts by class version of a type's stored events (each once) and templates; reads no class. */
 export async function storedVersions(
-  parts: Pick<StoredVersionParts, 'client' | 'stored' | 'recurring'>,
+  parts: Pick<StoredVersionParts, 'client' | 'stored' | 'recurring' | 'scripts'>,
   queues: readonly TypeKeys[],
   route: { type: string; partitions: number },
 ): Promise<StoredVersions> {
@@ -251,7 +252,7 @@ export async function storedVersions(
       events++;
     }
   });
-  const templates = await parts.recurring.readAll(route);
+  const templates = await parts.scripts.bounded('schedules', () => parts.recurring.readAll(route));
   if (templates.length === 0) return { events, byVersion };
   const schedules: Record<number, number> = {};
   for (const { definition } of templates) schedules[definition.eventVersion ?? 1] = (schedules[definition.eventVersion ?? 1] ?? 0) + 1;

@@ -49,9 +49,22 @@ export class PartitionMoves {
    * instance says so only once another setting has been in use.
    */
   async announce(type: string, partitions: number): Promise<void> {
+    await this.bounded(() => this.say(type, partitions));
+  }
+
+  /**
+   * announce() for the enqueue path: sent and forgotten, off the calls'
+   * deadlines (nothing waits for it; a lost reply costs only this word, said
+   * again a minute later), so it never counts as a stuck call of the caller's.
+   */
+  announceInPassing(type: string, partitions: number): void {
+    this.say(type, partitions).catch(() => undefined);
+  }
+
+  private async say(type: string, partitions: number): Promise<void> {
     const key = this.layout.layoutOf(type);
-    if (partitions === 1 && (await this.bounded(() => this.client.exists(key))) === 0) return;
-    await this.bounded(() => this.client.hset(key, String(partitions), String(Date.now())));
+    if (partitions === 1 && (await this.client.exists(key)) === 0) return;
+    await this.client.hset(key, String(partitions), String(Date.now()));
   }
 
   /**

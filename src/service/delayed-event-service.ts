@@ -146,7 +146,7 @@ export class DelayedEventService {
       handlersHere: () => this.handlers.running(),
       handlingRefusal: () => this.handlers.refusal,
       newerVersionWarnMs: settings.newerVersionWarnMs,
-      announce: (route) => void partitionMoves.announce(route.type, route.partitions).catch(() => undefined),
+      announce: (route) => partitionMoves.announceInPassing(route.type, route.partitions),
     });
   }
 

@@ -91,6 +91,56 @@ describe('a call whose reply is lost', () => {
     }
   });
 
+  it('a start mark whose call got no reply is sent again, so a started event held ahead counts its attempt if its process dies', async () => {
+    const proxy = await TcpProxy.start(redis.server.port);
+    try {
+      const prefix = redis.prefix();
+      const service = redis.service({ redis: proxy.url, prefix, commandTimeoutMs: 400, handlerTimeoutMs: 60_000 });
+      const gates = [0, 1].map(() => {
+        let open!: () => void;
+        const opened = new Promise<void>((resolve) => (open = resolve));
+        return { opened, open: () => open() };
+      });
+      // All stored before the handler runs: no enqueue's wake-up makes the reader call Redis meanwhile.
+      for (let i = 0; i < 40; i++) await service.enqueue(new WorkItem(`w${i}`), 0);
+      let calls = 0;
+      let slowId = '';
+      // Nine quick calls, so the reader learns the pace and claims ahead; the tenth waits for the first gate, the eleventh for the second.
+      service.addHandler(
+        WorkItem,
+        async (event) => {
+          const call = ++calls;
+          if (call === 10) await gates[0]!.opened;
+          if (call === 11) {
+            slowId = event.id;
+            await gates[1]!.opened;
+          }
+        },
+        1,
+      );
+      const inFlight = `${prefix}:{test.work}:f`;
+      await waitFor(async () => calls === 10 && (await redis.client().zcard(inFlight)) > 2, 'events claimed ahead of the running tenth call');
+
+      // The tenth call's success and the eleventh's start go out together, on a connection that no longer answers.
+      expect(proxy.blackholeAll()).toBeGreaterThan(0);
+      gates[0]!.open();
+      await waitFor(() => slowId !== '', 'the eleventh call running');
+      // Once Redis answers again, the start is marked: its lease score is odd (includes/lease-constants.lua).
+      await waitFor(
+        async () => {
+          const score = await redis.client().zscore(inFlight, slowId);
+          return score !== null && BigInt(score) % 2n === 1n;
+        },
+        'the running event marked started in Redis',
+        10_000,
+      );
+      gates[1]!.open();
+      await waitFor(async () => (await redis.client().hlen(`${prefix}:{test.work}:m`)) === 0, 'every event handled');
+    } finally {
+      await proxy.stop();
+    }
+  });
+
   it('a call that outlives its deadline on a client passed in is counted and warned about; the client is left as it is', async () => {
     const proxy = await TcpProxy.start(redis.server.port);
     const yours = new Redis(proxy.url);

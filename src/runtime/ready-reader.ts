@@ -198,7 +198,8 @@ export class ReadyReader {
           // those woken meanwhile reserve first (their wake-ups are queued already): turns stay fair.
           if (servedLast && slots.readerCount > 1) await Promise.resolve();
           const succeeded = this.successes.splice(0, MAX_COMPLETIONS);
-          const started = startsToMark(this.starts.splice(0, MAX_COMPLETIONS), succeeded);
+          const marks = this.starts.splice(0, MAX_COMPLETIONS);
+          const started = startsToMark(marks, succeeded);
           const reserved = stop.aborted ? 0 : slots.reserve(MAX_CLAIMS);
           const count = stop.aborted ? 0 : reserved + Math.max(0, Math.min(MAX_CLAIMS - reserved, room()));
           const claim: ClaimLog = { log: this.claimLogKey, token: String(++this.claims) };
@@ -220,6 +221,7 @@ export class ReadyReader {
             slots.offer();
             // Redis may have run the claim and lost only the reply: give back whatever it took.
             if (count > 0) this.lostClaim = claim;
+            this.keepMarks(marks);
             for (const s of succeeded) s.reject(new Error('recording the result failed'));
             if (stop.aborted) break;
             this.metrics.count(METRIC.redisErrors, { loop: 'reader', type: this.keys.type });
@@ -332,11 +334,10 @@ export class ReadyReader {
       this.flushScheduled = false;
       if (this.collecting) return; // the loop took over meanwhile
       const succeeded = this.successes.splice(0, MAX_COMPLETIONS);
-      const started = startsToMark(this.starts.splice(0, MAX_COMPLETIONS), succeeded);
+      const marks = this.starts.splice(0, MAX_COMPLETIONS);
+      const started = startsToMark(marks, succeeded);
       if (this.successes.length > 0 || this.starts.length > 0) this.flushSoon();
       if (succeeded.length === 0 && started.length === 0) return;
-      // A start mark that does not land (an outage) costs nothing but that mark: the event's
-      // attempt then counts only if its lease runs out twice (lua/dispatch-due.lua).
       this.scripts
         .completeAndClaim(this.keys, succeeded, 0, this.settings.leaseMs, this.settings.maxAttempts, { log: this.claimLogKey, token: '' }, { started, maxVersion: this.settings.version })
         .then(
@@ -344,9 +345,25 @@ export class ReadyReader {
             if (result.freed) this.settings.onFreed?.();
             settle(succeeded, result);
           },
-          (error: unknown) => succeeded.forEach((s) => s.reject(error)),
+          (error: unknown) => {
+            this.keepMarks(marks);
+            succeeded.forEach((s) => s.reject(error));
+          },
         );
     });
+  }
+
+  /**
+   * Start marks of a call that failed go out again with the next one (marking
+   * is idempotent, and fenced by the claim). A mark that never lands before
+   * the lease runs out makes that expiry spend no attempt, and the event runs
+   * again in the same attempt (lua/dispatch-due.lua): the sooner it lands
+   * once Redis answers, the rarer that is. Those of events whose success rode
+   * on the call are kept too: the success is retried by its writer, and may
+   * come after the lease ran out.
+   */
+  private keepMarks(marks: readonly ClaimedRef[]): void {
+    if (marks.length > 0) this.starts.unshift(...marks);
   }
 
   /**

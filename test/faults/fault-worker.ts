@@ -124,13 +124,13 @@ function consume(): void {
   service.addHandler(
     FaultEvent,
     async (event, _context, delivery) => {
-      say({ start: event.id, attempt: delivery.attempt, group, v: event.v });
+      say({ start: event.id, attempt: delivery.attempt, enq: delivery.enqueuedAt, group, v: event.v });
       if (work > 0) await new Promise((resolve) => setTimeout(resolve, work));
       if (delivery.attempt === 1 && Math.random() < env('FAIL_FIRST', 0)) {
         say({ failed: event.id, attempt: delivery.attempt, group, v: event.v });
         return false;
       }
-      say({ ok: event.id, attempt: delivery.attempt, group, v: event.v });
+      say({ ok: event.id, attempt: delivery.attempt, enq: delivery.enqueuedAt, group, v: event.v });
       return true;
     },
     env('PARALLELISM', 16),

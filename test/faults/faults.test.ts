@@ -20,6 +20,7 @@ function report(scenario: string, ledger: LedgerReport, extra: Record<string, nu
     afterOutage: ledger.duplicatesAfterOutage,
     afterStall: ledger.duplicatesAfterStall,
     enqueuedTwice: ledger.enqueuedTwice.length,
+    rerunUnstarted: ledger.rerunUnstarted.length,
     ...extra,
   };
   console.log(`FIGURES ${scenario}: ${JSON.stringify(figures)}`);

@@ -17,6 +17,8 @@ export interface Line {
   /** Scenario 8: the mutator is done. */
   readonly mutated?: number;
   readonly attempt?: number;
+  /** On start and ok lines: the delivery's enqueuedAt, which tells one stored event from the same id stored again. */
+  readonly enq?: number;
   readonly group?: string;
   readonly ready?: boolean;
   readonly produced?: number;
@@ -95,11 +97,23 @@ export interface LedgerReport {
   readonly duplicatesAfterOutage: number;
   /** The earlier attempt's process lived but outran its lease (stalled, starved of CPU). */
   readonly duplicatesAfterStall: number;
-  /** Events that succeeded twice in the same attempt, which only a double claim could cause: must be 0. */
+  /**
+   * Events that succeeded twice in the same attempt while the earlier claim
+   * could still hold its lease, which only a double claim could cause: must be 0.
+   */
   readonly sameAttemptTwice: string[];
   /**
-   * Events started afresh (attempt 1) after a success was recorded: one enqueue
-   * call (or its re-send) took effect twice. Must be 0; not counted in sameAttemptTwice.
+   * Events run again in the same attempt after their lease ran out in Redis
+   * unstarted: held ahead, started here, but Redis never got the start (nor
+   * the success) before the lease ended, so the expiry spent no attempt
+   * (docs/reliability.md, "Events claimed ahead"). A duplicate like any other
+   * interrupted attempt; counted apart because its attempt number repeats.
+   */
+  readonly rerunUnstarted: string[];
+  /**
+   * Events started afresh (attempt 1, stored by another enqueue call) after a
+   * success was recorded: one enqueue call (or its re-send) took effect twice.
+   * Must be 0; not counted in sameAttemptTwice.
    */
   readonly enqueuedTwice: string[];
 }
@@ -107,7 +121,8 @@ export interface LedgerReport {
 /**
  * The invariant: every accepted event was handled successfully at least once
  * or dead-lettered, no enqueue took effect twice (its event started afresh
- * after it succeeded), and a second success only ever comes from a later attempt,
+ * after it succeeded), and a second success only ever comes from a later attempt
+ * (or the same one, once its lease ran out unstarted in Redis's view),
  * handed out because the earlier one was interrupted (its process killed, Redis
  * unreachable, or its lease outrun). `outages` are windows in which Redis was
  * unreachable; `graceMs` is the lease.
@@ -121,9 +136,20 @@ export function checkLedger(lines: readonly Line[], kills: Fleet['kills'], deadL
   const cutOff = (ok: Line) => outages.some((o) => ok.at >= o.from - graceMs && ok.at <= o.to + graceMs);
   const duplicated = [...oks].filter(([, list]) => list.length > 1);
   const first = (list: Line[]) => list[0]!;
-  // A start of attempt 1 after the event's first success: the event was created again.
-  const enqueuedTwice = duplicated.filter(([id, list]) => lines.some((l) => l.start === id && l.attempt === 1 && l.at > first(list).at)).map(([id]) => id);
+  const starts = new Map<string, Line[]>();
+  for (const line of lines) if (line.start) starts.set(line.start, [...(starts.get(line.start) ?? []), line]);
+  // A start of attempt 1 after the event's first success, of another enqueue (its enqueuedAt differs): the event was created again.
+  const enqueuedTwice = duplicated.filter(([id, list]) => (starts.get(id) ?? []).some((l) => l.attempt === 1 && l.at > first(list).at && l.enq !== first(list).enq)).map(([id]) => id);
   const recreated = new Set(enqueuedTwice);
+  // The same attempt of the same stored event succeeded twice. An event held ahead starts within half
+  // its lease of being claimed (a quarter of leaseGraceMs, in practice), so runs of one claim start
+  // less than half a lease apart; a run that starts later came after a lease that ran out unstarted.
+  const repeated = duplicated.filter(([id, list]) => !recreated.has(id) && new Set(list.map((l) => l.attempt)).size < list.length);
+  const afterUnstartedExpiry = ([id, list]: [string, Line[]]) =>
+    list.every((ok) => {
+      const runs = (starts.get(id) ?? []).filter((l) => l.attempt === ok.attempt && l.enq === ok.enq);
+      return runs.every((run, i) => i === 0 || run.at - runs[i - 1]!.at >= graceMs / 2);
+    });
   return {
     accepted: accepted.size,
     handled: oks.size,
@@ -133,7 +159,8 @@ export function checkLedger(lines: readonly Line[], kills: Fleet['kills'], deadL
     duplicatesAfterKill: duplicated.filter(([, list]) => killed(first(list))).length,
     duplicatesAfterOutage: duplicated.filter(([, list]) => !killed(first(list)) && cutOff(first(list))).length,
     duplicatesAfterStall: duplicated.filter(([, list]) => !killed(first(list)) && !cutOff(first(list))).length,
-    sameAttemptTwice: duplicated.filter(([id, list]) => !recreated.has(id) && new Set(list.map((l) => l.attempt)).size < list.length).map(([id]) => id),
+    sameAttemptTwice: repeated.filter((entry) => !afterUnstartedExpiry(entry)).map(([id]) => id),
+    rerunUnstarted: repeated.filter(afterUnstartedExpiry).map(([id]) => id),
     enqueuedTwice,
   };
 }

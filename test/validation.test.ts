@@ -229,4 +229,22 @@ describe('bad input is rejected at the call with a typed error, and nothing is w
     const service = redis.service();
     expect(() => service.addHandler(PaymentCheck, () => true, 1, { timeoutMs: tooLong })).toThrow(InvalidOptionError);
   });
+
+  // A Cluster has database 0 alone, and takes no database in its URLs.
+  it.skipIf(redis.topology === 'cluster')('a database Redis does not have stops every connection of the service, is named, and nothing is written to database 0', async () => {
+    const prefix = redis.prefix();
+    const service = redis.service({ redis: `${redis.server.url}/99`, prefix, commandTimeoutMs: 500 });
+    await expect(service.enqueue(new PaymentCheck('p-1', 1), 0)).rejects.toThrow(/no database 99/);
+    // The handlers' connection is opened now, after the refusal: it must not go on in database 0 either
+    // (a named group's registration would be its first write).
+    service.addHandler(PaymentCheck, () => true, 1, { group: 'audit' });
+    await expect(service.waitUntilReady()).rejects.toThrow(/no database 99/);
+    await expect(service.enqueue(new PaymentCheck('p-2', 1), 0)).rejects.toThrow(/no database 99/);
+    // A window in which nothing may be written.
+    const until = Date.now() + 1_000;
+    while (Date.now() < until) {
+      expect(await redis.client().keys(`${prefix}*`)).toEqual([]);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  });
 });

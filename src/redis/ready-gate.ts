@@ -1,5 +1,6 @@
 import { RedisConnectionError, classifyRedisError, describe } from '../core/errors';
 import type { RedisClient } from './redis-client';
+import { DatabaseRefusedError } from './redis-connections';
 
 /**
  * How long a call waits for a connection that is not ready (connecting at
@@ -32,11 +33,18 @@ export class ReadyGate {
     /** Told each time the connection is ready again (after a reconnect). */
     onReady: () => void = () => undefined,
   ) {
-    client.on('error', (error: unknown) => (this.lastError = error));
+    client.on('error', (error: unknown) => {
+      if (!(this.lastError instanceof DatabaseRefusedError)) this.lastError = error;
+    });
     client.on('ready', () => {
-      this.lastError = undefined;
+      if (!(this.lastError instanceof DatabaseRefusedError)) this.lastError = undefined;
       onReady();
     });
+  }
+
+  /** Set once Redis refused the database the URL selects: the connection stopped for good. */
+  get refusal(): DatabaseRefusedError | undefined {
+    return this.lastError instanceof DatabaseRefusedError ? this.lastError : undefined;
   }
 
   /**
@@ -45,6 +53,8 @@ export class ReadyGate {
    * `maxMs` with a RedisConnectionError saying why, nothing sent.
    */
   wait(): Promise<void> | undefined {
+    // Final: the connection stopped for good, and must not be used whatever its status says.
+    if (this.lastError instanceof DatabaseRefusedError) return Promise.reject(new RedisConnectionError('other', this.lastError.message));
     if (this.client.status === 'ready') return undefined;
     if (this.waiting) return this.waiting;
     const waiting = whenReady(this.client, this.maxMs, this.lastError);
@@ -114,7 +124,9 @@ export function whenReady(client: RedisClient, maxMs = READY_WAIT_MS, knownError
       reject(new RedisConnectionError(reason, detail, lastError === undefined ? undefined : { cause: lastError }));
     };
     const onError = (error: unknown) => {
+      if (lastError instanceof DatabaseRefusedError) return;
       lastError = error;
+      if (error instanceof DatabaseRefusedError) fail('other', error.message);
       // Refused credentials will be refused again: no point waiting out the bound.
       if (classifyRedisError(error) === 'auth') fail('auth', `Redis refused the credentials (${describe(error)}); check the user and password in the URL or client; nothing was sent`);
     };

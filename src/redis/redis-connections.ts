@@ -1,6 +1,16 @@
 import { Cluster, Redis } from 'ioredis';
 import type { RedisClient } from './redis-client';
 
+/** Redis's answer to SELECT of a database it does not have. */
+const DATABASE_REFUSED = /^ERR (DB index is out of range|invalid DB index)/;
+
+/**
+ * The URL selects a database Redis does not have: the service's connections
+ * stopped for good. Kept as the reason calls fail (src/redis/ready-gate.ts),
+ * over the errors of the connections' own closing that follow it.
+ */
+export class DatabaseRefusedError extends Error {}
+
 /**
  * Owns the connections the service opens. A client handed in by the user stays
  * the user's: we duplicate it for blocking reads and pub/sub, and never quit it.
@@ -9,6 +19,8 @@ export class RedisConnections {
   readonly command: RedisClient;
   private readonly owned = new Set<RedisClient>();
   private handlingConnection: RedisClient | undefined;
+  /** Redis refused the database the URL names: no connection of the service may go on (in database 0). */
+  private databaseRefused = false;
 
   constructor(
     source: string | RedisClient,
@@ -21,13 +33,6 @@ export class RedisConnections {
       // wait there and be sent on reconnect, after its caller was told it failed.
       // Calls wait for a ready connection instead (src/redis/ready-gate.ts), unsent.
       this.command = this.own(new Redis(source, { autoResendUnfulfilledCommands: false, enableOfflineQueue: false }));
-      // ioredis answers a refused SELECT (a database Redis does not have) by going on in database 0:
-      // writing another application's keys. The connection stops instead; calls fail, and the error says why.
-      this.command.on('error', (error: Error) => {
-        if (/^ERR (DB index is out of range|invalid DB index)/.test(error.message)) {
-          for (const client of this.owned) client.disconnect();
-        }
-      });
     } else {
       this.command = source;
     }
@@ -104,7 +109,19 @@ export class RedisConnections {
   private own<C extends RedisClient>(client: C): C {
     // Without a listener ioredis prints every reconnect failure; the loops report outages as metrics instead.
     client.on('error', this.onError);
+    // ioredis answers a refused SELECT (a database Redis does not have) by going on in database 0:
+    // writing another application's keys. Every connection of the service stops instead, those opened
+    // later too (the handlers' one, a subscriber); calls fail, and the error says why.
+    client.on('error', (error: Error) => {
+      if (!DATABASE_REFUSED.test(error.message)) return;
+      this.databaseRefused = true;
+      for (const owned of this.owned) owned.disconnect();
+      // Said again in words that name the database: calls waiting for the connection fail with it.
+      const db = client instanceof Redis ? client.options.db : undefined;
+      client.emit('error', new DatabaseRefusedError(`Redis has no database ${db ?? '(as selected)'} (${error.message}): the URL selects it; no connection of the service goes on`));
+    });
     this.owned.add(client);
+    if (this.databaseRefused) client.disconnect();
     return client;
   }
 }

@@ -2,7 +2,7 @@ import type { Cluster, Redis } from 'ioredis';
 import { RedisConnectionError, classifyRedisError, describe } from '../core/errors';
 import type { RedisClient } from './redis-client';
 import { LUA_SOURCES } from './lua-sources.generated';
-import { isUnsent, whenReady } from './ready-gate';
+import { type ReadyGate, isUnsent, whenReady } from './ready-gate';
 
 /** Between PINGs that failed at once (a closed connection), while waiting for Redis. */
 const RETRY_MS = 100;
@@ -55,8 +55,13 @@ export async function pingWithin(client: RedisClient, ms: number, ready: () => P
  * at once for refused credentials, else with the reason the last connection
  * error gives ('refused', 'tls', ...), or 'timeout'.
  */
-export async function waitForRedis(client: RedisClient, timeoutMs: number): Promise<void> {
+export async function waitForRedis(client: RedisClient, timeoutMs: number, gate?: ReadyGate): Promise<void> {
   const deadline = performance.now() + timeoutMs;
+  const refused = () => {
+    const refusal = gate?.refusal;
+    if (refusal) throw new RedisConnectionError('other', refusal.message);
+  };
+  refused();
   let lastError: unknown;
   let connected = client.status === 'ready' || client.status === 'connect';
   const onError = (error: unknown) => (lastError = error);
@@ -69,6 +74,7 @@ export async function waitForRedis(client: RedisClient, timeoutMs: number): Prom
     for (;;) {
       const left = deadline - performance.now();
       if (left <= 0) break;
+      refused();
       ping ??= client.ping();
       try {
         if ((await within(ping, left)) !== undefined) {

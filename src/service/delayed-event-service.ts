@@ -270,7 +270,7 @@ export class DelayedEventService {
   waitUntilReady(options: { readonly timeoutMs?: number } = {}): Promise<void> {
     try {
       this.assertOpen();
-      return waitForRedis(this.connections.command, positive('timeoutMs', options.timeoutMs, this.options.commandTimeoutMs));
+      return waitForRedis(this.connections.command, positive('timeoutMs', options.timeoutMs, this.options.commandTimeoutMs), this.scripts.gate);
     } catch (error) {
       return Promise.reject(error);
     }

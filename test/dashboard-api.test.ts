@@ -406,6 +406,11 @@ describe('the dashboard HTTP API', () => {
     expect(() => createDashboard(service, { auth: { token: 'short' } })).toThrow(InvalidOptionError);
     expect(() => createDashboard(service, { basePath: 'no-slash' })).toThrow(InvalidOptionError);
     expect(() => createDashboard(service, { refreshMs: 1 })).toThrow(InvalidOptionError);
+    // Past what a timer waits, a refresh would poll Redis every millisecond and a timeout answer 503 at once.
+    for (const ms of [2 ** 31, Number.POSITIVE_INFINITY, Number.NaN]) {
+      expect(() => createDashboard(service, { refreshMs: ms })).toThrow(/option refreshMs: must be from 100 to 3600000 ms/);
+      expect(() => createDashboard(service, { timeoutMs: ms })).toThrow(/option timeoutMs: must be from 100 to 3600000 ms/);
+    }
   });
 
   // Kills and restarts the one server; its cluster counterpart would be a failover, which the service's own tests cover.

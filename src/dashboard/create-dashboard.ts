@@ -58,6 +58,16 @@ function normalizedBase(basePath: string | undefined): string {
   return basePath.replace(/\/$/, '');
 }
 
+const HOUR_MS = 3_600_000;
+
+/** A duration option from 100 ms up to `max`: longer ones would wait past what a timer takes, or poll in a busy loop. */
+function msWithin(name: string, value: number, max: number): number {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 100 || value > max) {
+    throw new InvalidOptionError(name, `must be from 100 to ${max} ms, got ${String(value)}`);
+  }
+  return value;
+}
+
 /**
  * The dashboard (docs/api.md, "Dashboard"): a page, its built script and
  * styles, and a JSON API on the service's inspection calls, guarded by
@@ -68,10 +78,8 @@ export function createDashboard(source: DashboardSource, options: DashboardOptio
   const auth = checkAuthOption(options.auth);
   const allowedHosts = checkAllowedHosts(options.allowedHosts);
   const readOnly = options.readOnly === true;
-  const refreshMs = options.refreshMs ?? 2_000;
-  if (!Number.isFinite(refreshMs) || refreshMs < 100) throw new InvalidOptionError('refreshMs', `must be at least 100, got ${String(refreshMs)}`);
-  const timeoutMs = options.timeoutMs ?? 10_000;
-  if (!Number.isFinite(timeoutMs) || timeoutMs < 100) throw new InvalidOptionError('timeoutMs', `must be at least 100, got ${String(timeoutMs)}`);
+  const refreshMs = msWithin('refreshMs', options.refreshMs ?? 2_000, HOUR_MS);
+  const timeoutMs = msWithin('timeoutMs', options.timeoutMs ?? 10_000, HOUR_MS);
 
   // One reading of the overview per interval, shared by every open page; none while no page is open.
   const overview$: Observable<Overview | { error: string }> = timer(0, refreshMs).pipe(

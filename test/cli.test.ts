@@ -344,6 +344,23 @@ describe('the delayed-events CLI', () => {
     expect(await closed).toBe(0);
   });
 
+  it('watch clears a terminal before each frame, while the stored text in it stays escaped', async () => {
+    // A pseudo-terminal (util-linux script): stdout is a TTY, so watch redraws.
+    const command = [process.execPath, CLI, '--redis', redis.server.url, '--prefix', prefix, 'watch', '--interval', '200'].map((a) => `'${a}'`).join(' ');
+    const child = spawn('script', ['-qfec', command, '/dev/null'], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    const closed = new Promise<void>((resolve) => child.once('close', () => resolve()));
+    try {
+      await waitFor(() => (stdout.match(/Ctrl-C to stop/g) ?? []).length >= 2, 'two frames');
+      expect(stdout.split('\u001b[H\u001b[2J').length).toBeGreaterThanOrEqual(3);
+      expect(stdout).not.toContain('\\u001b');
+    } finally {
+      child.kill('SIGKILL');
+      await closed;
+    }
+  });
+
   it('dashboard serves the web dashboard on loopback until SIGTERM; a short token exits 2', async () => {
     const token = 'cli-dashboard-token-0123';
     const child = spawn(process.execPath, [CLI, '--redis', redis.server.url, '--prefix', prefix, 'dashboard', '--port', '0', '--token', token], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });

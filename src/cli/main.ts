@@ -165,7 +165,7 @@ function program(run: (job: (ctx: commands.Context) => Promise<void>, command: C
         process.once('SIGINT', () => resolve());
         process.once('SIGTERM', () => resolve());
       });
-      return run((ctx) => watch(ctx, { intervalMs, types, redraw: process.stdout.isTTY === true && !ctx.json, stopped }), cmd);
+      return run((ctx) => watch(ctx, { intervalMs, types, redraw: process.stdout.isTTY === true && !ctx.json, writeRaw: (bytes) => void process.stdout.write(bytes), stopped }), cmd);
     });
   cli
     .command('dashboard')

@@ -10,6 +10,11 @@ export interface WatchOptions {
   readonly types: readonly string[];
   /** Clear the screen before each frame (a terminal); else frames follow each other. */
   readonly redraw: boolean;
+  /**
+   * Writes raw bytes to the terminal: the screen-clearing sequence, which
+   * ctx.out would escape with the stored text it prints.
+   */
+  readonly writeRaw: (bytes: string) => void;
   /** Resolves when the user asks to stop (SIGINT). */
   readonly stopped: Promise<void>;
 }
@@ -94,7 +99,8 @@ export async function watch(ctx: Context, options: WatchOptions): Promise<void> 
               ]),
             ),
       ].join('\n');
-      ctx.out(options.redraw ? `${CLEAR}${frame}` : `${frame}\n`);
+      if (options.redraw) options.writeRaw(CLEAR);
+      ctx.out(options.redraw ? frame : `${frame}\n`);
     }
     previous = sample;
     const wait = Math.max(0, options.intervalMs - (Date.now() - started));

@@ -98,8 +98,9 @@ export async function scriptFloorMicros(port: number, row: ScriptFloorRow, count
     keys.handled,
     keys.handledIndex,
   ];
-  // Lease ms, max attempts, idempotency window, claim token; the one claimed starts at once; no start marks; no history kept.
-  const claimArgs = [60_000, 10, 300_000, 'floor', 1, 0, 0, 0];
+  // Lease ms, max attempts, idempotency window, claim token; the one claimed starts at once; no start marks; no history
+  // kept; any class version; not sorted by key. The success to record follows (lua/complete-and-claim.lua).
+  const claimArgs = [60_000, 10, 300_000, 'floor', 1, 0, 0, 0, 1_000_000, ''];
   try {
     if (row === 'one enqueue at a time') {
       let n = 0;

@@ -4,6 +4,7 @@ import { ClaimedAhead } from '../src/runtime/claimed-ahead';
 import { HandlerSlots } from '../src/runtime/handler-slots';
 import { WorkItem } from './support/events';
 import { counter, recordMetrics, useRedis } from './support/harness';
+import { TcpProxy } from './support/tcp-proxy';
 import { waitFor } from './support/wait-for';
 
 /** Leases in flight of test.work under `prefix` (the in-flight set's pin is no lease). */
@@ -97,6 +98,26 @@ describe('claiming ahead of free handler slots (prefetch)', () => {
     expect(handledThere.every((h) => h.attempt === 1)).toBe(true);
     expect(await leasesInFlight(redis.client(), prefix)).toBe(1);
     release();
+  });
+
+  // The proxy stands in front of one redis-server.
+  it.skipIf(redis.topology === 'cluster')('a give-back that fails while Redis is out of reach is made once it answers, not when the leases run out', async () => {
+    const proxy = await TcpProxy.start(redis.server.port);
+    try {
+      const prefix = redis.prefix();
+      // Events held ahead may wait 1 s for a slot; their leases last 32 s, far past this test's deadline.
+      const stuck = redis.service({ redis: proxy.url, prefix, leaseGraceMs: 2_000, commandTimeoutMs: 400 });
+      const metrics = recordMetrics(stuck);
+      const { release } = await holdingAhead(stuck, prefix, { timeoutMs: 30_000 });
+      // Their give-back goes out on connections that no longer answer, and fails at its deadline.
+      expect(proxy.blackholeAll()).toBeGreaterThan(0);
+      await waitFor(async () => (await redis.client().llen(`${prefix}:{test.work}:r`)) === 30, 'the events held ahead back in READY', 10_000);
+      expect(counter(metrics, METRIC.redisErrors, { loop: 'reader', type: 'test.work' })).toBeGreaterThan(0);
+      expect(counter(metrics, METRIC.claimsReleased, { type: 'test.work' })).toBe(30);
+      release();
+    } finally {
+      await proxy.stop();
+    }
   });
 
   it('on close gives back what it holds ahead, so another instance handles it at once on its first attempt', async () => {

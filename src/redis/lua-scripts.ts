@@ -230,12 +230,12 @@ export class LuaScripts {
     leaseMs: number,
     maxAttempts: number,
     claim: ClaimLog = { log: `${keys.claimLogPrefix}-`, token: '' },
-    options: { readonly startNow?: number; readonly started?: ReadonlyArray<ClaimedRef>; readonly maxVersion?: number } = {},
+    options: { readonly startNow?: number; readonly started?: ReadonlyArray<ClaimedRef>; readonly maxVersion?: number; readonly sortsByKey?: boolean } = {},
   ): Promise<ClaimResult> {
     const started = options.started ?? [];
     const args: Array<string | number> = [count, leaseMs, maxAttempts, this.idempotencyWindowMs, claim.token, options.startNow ?? count, started.length];
     for (const s of started) args.push(s.id, s.claim);
-    args.push(this.keepHandled.count, this.keepHandled.ageMs, options.maxVersion ?? MAX_EVENT_VERSION);
+    args.push(this.keepHandled.count, this.keepHandled.ageMs, options.maxVersion ?? MAX_EVENT_VERSION, options.sortsByKey ? '1' : '');
     for (const s of succeeded) args.push(s.id, s.claim);
     const [now, stalePositions, flat, dead, paused, claimScore, left, throttled, freed] = (await this.run(
       'complete-and-claim',

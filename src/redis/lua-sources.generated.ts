@@ -489,7 +489,11 @@ return moved
 --         newer one is not claimed but left, no attempt spent, in the queue's
 --         list for its version (includes/newer-key.lua), which readers of that
 --         version or newer take from first
--- ARGV[11 + 2n ..] id, claim identity of each succeeded event
+-- ARGV[11 + 2n] '1' when the reader sorts ready events by key (its handler's key
+--         option, lua/classify.lua); '' when not: while the queue is keyed it
+--         then takes from the ready list too, so that no event is left
+--         unsorted there once the handlers that sorted stopped
+-- ARGV[12 + 2n ..] id, claim identity of each succeeded event
 -- Returns {Redis now ms, {position of each succeeded event not completed},
 --          {id, envelope, ...} claimed, {id, attempt, ...} dead-lettered,
 --          1 if paused, identity of this claim's leases (not-started score) or '',
@@ -848,7 +852,8 @@ end
 local keep_count = tonumber(ARGV[8 + 2 * n_starts] or '0')
 local keep_age = tonumber(ARGV[9 + 2 * n_starts] or '0')
 local max_version = tonumber(ARGV[10 + 2 * n_starts] or '') or math.huge
-local first_success = 11 + 2 * n_starts
+local sorts_by_key = ARGV[11 + 2 * n_starts] == '1'
+local first_success = 12 + 2 * n_starts
 if #ARGV >= first_success then
   local ids = {}
   for i = first_success, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
@@ -956,7 +961,8 @@ if count > 0 and flow[6] then
   if redis.call('EXISTS', newer) == 0 then redis.call('HDEL', flow_key, 'v') end
 end
 -- Sorted by key (HandlerOptions.key): the keys in turn, each within its own limits; while the queue is keyed,
--- nothing is taken from the ready list, whose ids the readers sort first.
+-- a reader that sorts takes nothing from the ready list, whose ids it sorts first. One that does not (an
+-- instance without the key option: a mismatch, warned when stored) takes from it too.
 local key_of = false
 if count > 0 and (flow[10] or flow[11]) and (not ids or #ids < count) then
   local taken, keys, held, held_ms = keyed_take(KEYS[3], flow, count - (ids and #ids or 0), now, flow[10] ~= false)
@@ -976,7 +982,7 @@ if count > 0 and (flow[10] or flow[11]) and (not ids or #ids < count) then
     return {now, stale, claimed, dead, 0, '', 0, held_ms, freed}
   end
 end
-if count > 0 and not flow[10] and (not ids or #ids < count) then
+if count > 0 and not (flow[10] and sorts_by_key) and (not ids or #ids < count) then
   local more = redis.call('LPOP', KEYS[1], count - (ids and #ids or 0))
   if more then
     if not ids then

@@ -143,6 +143,7 @@ export class Consumer<T extends DelayedEventInstance> implements BackgroundServi
   protected async deadLetterUndecodable(claimed: ClaimedEvent, reason: string): Promise<void> {
     if (this.parts.metrics.noticing) this.noticeDeadLetter(claimed, 'decode', `undecodable: ${reason}`, claimed.body);
     await this.record(() => this.parts.scripts.deadLetter(claimed.keys, claimed, `undecodable: ${reason}`), 'decode');
+    this.wakeWaiters(claimed.keys);
   }
 
   /** A Delivery for a claimed event, as its handler gets it. */

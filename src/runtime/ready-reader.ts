@@ -103,6 +103,8 @@ export class ReadyReader {
   private claims = 0;
   /** A claim whose reply never came: its events are given back before the next claim. */
   private lostClaim: ClaimLog | undefined;
+  /** Events claimed ahead whose give-back failed (an outage): given back once Redis answers, not when their leases run out. */
+  private notGivenBack: ClaimedEvent[] = [];
 
   constructor(
     private readonly keys: TypeKeys,
@@ -173,7 +175,7 @@ export class ReadyReader {
       stop.addEventListener('abort', onStop, { once: true });
       const leaveSlots = slots.join({ startOne, freed: () => this.wakeup.wake() });
       const room = () => slots.aheadAllowed(planWithinMs) - ahead.length;
-      const hasWork = () => this.successes.length > 0 || this.starts.length > 0 || ahead.anyLate || (slots.free > 0 && ahead.length === 0) || room() > 0;
+      const hasWork = () => this.successes.length > 0 || this.starts.length > 0 || ahead.anyLate || this.notGivenBack.length > 0 || (slots.free > 0 && ahead.length === 0) || room() > 0;
       let servedLast = false;
       const loop = async () => {
         this.collecting = true;
@@ -186,7 +188,7 @@ export class ReadyReader {
             await this.wakeup.wait(untilLate);
           }
           if (stop.aborted) break;
-          if (ahead.anyLate) await this.giveBackUnstarted(ahead.takeLate());
+          if (ahead.anyLate || this.notGivenBack.length > 0) await this.giveBackUnstarted(ahead.takeLate());
           if (this.lostClaim && !(await this.releaseLostClaim(stop))) {
             // Redis is still out of reach: successes waiting for a call fail now, as they
             // would in a claim, so their writers keep retrying through the outage.
@@ -215,6 +217,7 @@ export class ReadyReader {
               startNow,
               started,
               maxVersion: this.settings.version,
+              sortsByKey: this.settings.sortByKey !== undefined,
             });
           } catch {
             slots.unreserve(reserved);
@@ -295,14 +298,20 @@ export class ReadyReader {
 
   /**
    * Gives back events claimed ahead that will not start here. If Redis cannot
-   * take them now, their leases expire and bring them back instead.
+   * take them now, the loop tries again before its next call, once Redis
+   * answers; should the reader stop first, their leases expire and bring them
+   * back instead (no attempt spent either way).
    */
-  private async giveBackUnstarted(events: readonly ClaimedEvent[]): Promise<void> {
+  private async giveBackUnstarted(late: readonly ClaimedEvent[]): Promise<void> {
+    // Those whose give-back failed before go first: they have waited longest.
+    const events = this.notGivenBack.length > 0 ? [...this.notGivenBack.splice(0), ...late] : late;
     if (events.length === 0) return;
     try {
       const released = await this.scripts.releaseUnstarted(this.keys, events);
       this.metrics.count(METRIC.claimsReleased, { type: this.keys.type, group: this.keys.group }, released);
     } catch {
+      // Tried again before the next call (fenced by each claim: a lease that ran out meanwhile is left alone).
+      this.notGivenBack = events.slice(0, MAX_CLAIMS * 2);
       this.metrics.count(METRIC.redisErrors, { loop: 'reader', type: this.keys.type });
     }
   }
@@ -339,7 +348,15 @@ export class ReadyReader {
       if (this.successes.length > 0 || this.starts.length > 0) this.flushSoon();
       if (succeeded.length === 0 && started.length === 0) return;
       this.scripts
-        .completeAndClaim(this.keys, succeeded, 0, this.settings.leaseMs, this.settings.maxAttempts, { log: this.claimLogKey, token: '' }, { started, maxVersion: this.settings.version })
+        .completeAndClaim(
+          this.keys,
+          succeeded,
+          0,
+          this.settings.leaseMs,
+          this.settings.maxAttempts,
+          { log: this.claimLogKey, token: '' },
+          { started, maxVersion: this.settings.version, sortsByKey: this.settings.sortByKey !== undefined },
+        )
         .then(
           (result) => {
             if (result.freed) this.settings.onFreed?.();

@@ -53,7 +53,7 @@ describe('flow control across the fleet', () => {
     let sampling = true;
     const sampler = (async () => {
       while (sampling) {
-        const flat = await redis.client().zrange(`${prefix}:{test.work}:rl`, 0, -1, 'WITHSCORES');
+        const flat = await redis.client().zrange(`${prefix}:{test.work}:rl`, '0', '-1', 'WITHSCORES');
         for (let i = 0; i < flat.length; i += 2) claimedAt.set(flat[i]!, Number(flat[i + 1]));
         await new Promise((resolve) => setTimeout(resolve, 100));
       }

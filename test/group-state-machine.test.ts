@@ -1,0 +1,247 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { LuaScripts } from '../src/redis/lua-scripts';
+import { RedisLayout, type TypeKeys } from '../src/redis/redis-layout';
+import { useRedis } from './support/harness';
+import { leasedIds } from './support/leases';
+import { ScheduleView } from './support/schedule';
+
+// Few ids and attempts, so that random transitions keep meeting the same events and their last attempt.
+const MAX_ATTEMPTS = 2;
+const IDS = ['a', 'b', 'c'];
+const GROUPS = ['default', 'audit'] as const;
+type Group = (typeof GROUPS)[number];
+
+/** What one group holds of an event: waiting in its ready list, running, waiting for its retry (due now), dead. */
+interface Held {
+  state: 'ready' | 'inFlight' | 'retry' | 'dead';
+  /** The attempt in flight, or the last one spent in this group (0: none yet). */
+  attempt: number;
+  claim?: number;
+}
+interface Modelled {
+  /** In the type's schedule, not yet delivered: the next dispatch hands it to every registered group. */
+  scheduled: boolean;
+  /** Handed to the named groups: the pending hash counts the groups that still hold it. */
+  delivered: boolean;
+  readonly groups: Map<Group, Held>;
+}
+/** Every claim made in a run, in either group: results may name any of them, late. */
+interface Delivery {
+  readonly group: Group;
+  readonly id: string;
+  readonly claim: number;
+  readonly attempt: number;
+}
+
+const id = fc.constantFrom(...IDS);
+const group = fc.constantFrom(...GROUPS);
+/** Which delivery a result belongs to: an index into every claim made so far, from the newest (mostly recent ones, of events still about). */
+const delivery = fc.oneof(fc.nat({ max: 4 }), fc.nat({ max: 30 }));
+const operation = fc.oneof(
+  { weight: 3, arbitrary: fc.record({ kind: fc.constant('enqueue' as const), id, replace: fc.boolean() }) },
+  { weight: 3, arbitrary: fc.record({ kind: fc.constant('dispatch' as const) }) },
+  { weight: 4, arbitrary: fc.record({ kind: fc.constant('claim' as const), group, count: fc.integer({ min: 1, max: 4 }) }) },
+  { weight: 3, arbitrary: fc.record({ kind: fc.constant('complete' as const), delivery }) },
+  { weight: 3, arbitrary: fc.record({ kind: fc.constant('fail' as const), delivery, then: fc.constantFrom('retry', 'dead letter') }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('cancel' as const), id }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('remove group' as const) }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('register group' as const) }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('pause' as const), paused: fc.boolean() }) },
+);
+
+/**
+ * Fan-out against a model: a type with the default group and a named group
+ * ('audit') that is removed and registered again at random. Results name any
+ * claim made so far in either group, so results of earlier claims arrive late:
+ * after a replace, a cancel and an enqueue again, a pause, or the removal of
+ * the group that made the claim. Only the claim in flight in its own group may
+ * change anything; a removed group keeps no key; the body stays exactly while
+ * some group (or the schedule) holds the event.
+ */
+describe('the event state machine with subscriber groups', () => {
+  const redis = useRedis();
+
+  it('keeps each group’s states apart, fencing every result by its claim, through removeGroup (property)', async () => {
+    const client = redis.client();
+    await fc.assert(
+      fc.asyncProperty(fc.array(operation, { minLength: 5, maxLength: 60, size: 'medium' }), async (operations) => {
+        const layout = new RedisLayout(redis.prefix());
+        const shared = layout.forType('test.fan');
+        const keysOf: Record<Group, TypeKeys> = { default: shared, audit: layout.forGroup(shared, 'audit') };
+        const base = shared.meta.slice(0, -':m'.length);
+        const scripts = new LuaScripts(client, layout.wakeChannel, { ms: 10_000, onStuck: () => {} }, 0);
+        // The default group enters the registry once the type has a named group (lua/register-group.lua).
+        await scripts.registerGroup(shared, 'audit');
+        await scripts.registerGroup(shared, 'default');
+        let auditRegistered = true;
+        let paused = false;
+        const model = new Map<string, Modelled>();
+        const order: Record<Group, string[]> = { default: [], audit: [] };
+        const deliveries: Delivery[] = [];
+        const deliveryAt = (index: number): Delivery | undefined => deliveries[deliveries.length - 1 - (index % Math.max(1, deliveries.length))];
+        const isCurrent = (d: Delivery) => {
+          const held = model.get(d.id)?.groups.get(d.group);
+          return held?.state === 'inFlight' && held.claim === d.claim;
+        };
+        /** A group let go of the event: once no group holds it and it is not scheduled, its body goes. */
+        const release = (eventId: string, g: Group) => {
+          const m = model.get(eventId)!;
+          m.groups.delete(g);
+          order[g] = order[g].filter((r) => r !== eventId);
+          if (m.groups.size === 0 && !m.scheduled) model.delete(eventId);
+        };
+        const forget = (eventId: string) => {
+          for (const g of GROUPS) order[g] = order[g].filter((r) => r !== eventId);
+          model.delete(eventId);
+        };
+
+        for (const op of operations) {
+          if (op.kind === 'enqueue') {
+            const stored = model.has(op.id);
+            const [status] = await scripts.enqueue(shared, [{ id: op.id, body: '[0,{}]', due: { atMs: 1 }, requestedAt: 0 }], op.replace);
+            expect(status).toBe(stored ? (op.replace ? 'replaced' : 'duplicate') : 'scheduled');
+            // A replace takes the event out of every group, whatever each holds of it, and schedules it afresh.
+            if (!stored || op.replace) {
+              forget(op.id);
+              model.set(op.id, { scheduled: true, delivered: false, groups: new Map() });
+            }
+          } else if (op.kind === 'pause') {
+            if (op.paused) await client.set(shared.paused, '1');
+            else await client.del(shared.paused);
+            paused = op.paused;
+          } else if (op.kind === 'dispatch') {
+            const before = { default: [...order.default], audit: [...order.audit] };
+            const result = await scripts.dispatchDue(shared, 16);
+            const own = auditRegistered ? await scripts.dispatchDue(keysOf.audit, 16) : undefined;
+            if (paused) {
+              expect([result.movedDue, own?.movedDue ?? 0]).toEqual([0, 0]);
+            } else {
+              // Fresh events, and the default group's retries of events never delivered, go to every registered group;
+              // the default group's retries of delivered events to it alone; the named group's retries to it.
+              for (const [eventId, m] of model) {
+                const retrying = m.groups.get('default')?.state === 'retry';
+                if (m.scheduled || (retrying && !m.delivered)) {
+                  m.scheduled = false;
+                  const held = m.groups.get('default');
+                  m.groups.set('default', { state: 'ready', attempt: held?.attempt ?? 0 });
+                  order.default.push(eventId);
+                  if (auditRegistered) {
+                    m.groups.set('audit', { state: 'ready', attempt: 0 });
+                    order.audit.push(eventId);
+                    m.delivered = true;
+                  }
+                } else if (retrying) {
+                  m.groups.get('default')!.state = 'ready';
+                  order.default.push(eventId);
+                }
+                if (auditRegistered && m.groups.get('audit')?.state === 'retry') {
+                  m.groups.get('audit')!.state = 'ready';
+                  order.audit.push(eventId);
+                }
+              }
+              // Within one call the order is Redis's: the model takes it, having checked what was added.
+              for (const g of GROUPS) {
+                const list = await client.lrange(keysOf[g].ready, 0, -1);
+                expect(list.slice(0, before[g].length)).toEqual(before[g]);
+                expect([...list.slice(before[g].length)].sort()).toEqual(order[g].slice(before[g].length).sort());
+                order[g] = list;
+              }
+            }
+          } else if (op.kind === 'claim') {
+            const result = await scripts.completeAndClaim(keysOf[op.group], [], op.count, 60_000, MAX_ATTEMPTS);
+            if (paused) {
+              expect({ claimed: result.claimed, paused: result.paused }).toEqual({ claimed: [], paused: true });
+              continue;
+            }
+            const popped = order[op.group].slice(0, op.count);
+            order[op.group] = order[op.group].slice(popped.length);
+            const claimed: Array<{ id: string; attempt: number }> = [];
+            const dead: Array<{ id: string; attempt: number }> = [];
+            for (const p of popped) {
+              const held = model.get(p)!.groups.get(op.group)!;
+              if (held.attempt >= MAX_ATTEMPTS) {
+                held.state = 'dead';
+                dead.push({ id: p, attempt: held.attempt });
+              } else {
+                claimed.push({ id: p, attempt: held.attempt + 1 });
+              }
+            }
+            expect(result.claimed.map((c) => ({ id: c.id, attempt: c.attempt }))).toEqual(claimed);
+            expect(result.deadLettered).toEqual(dead);
+            for (const c of result.claimed) {
+              expect(deliveries.filter((d) => d.id === c.id && d.claim === c.claim)).toEqual([]);
+              Object.assign(model.get(c.id)!.groups.get(op.group)!, { state: 'inFlight', attempt: c.attempt, claim: c.claim });
+              deliveries.push({ group: op.group, id: c.id, claim: c.claim, attempt: c.attempt });
+            }
+          } else if (op.kind === 'complete' || op.kind === 'fail') {
+            const d = deliveryAt(op.delivery);
+            if (!d) continue;
+            const current = isCurrent(d);
+            const keys = keysOf[d.group];
+            let done: boolean;
+            if (op.kind === 'complete') {
+              done = (await scripts.completeAndClaim(keys, [d], 0, 60_000, MAX_ATTEMPTS)).stale.length === 0;
+              if (current) release(d.id, d.group);
+            } else if (op.then === 'dead letter') {
+              done = await scripts.deadLetter(keys, d, 'failed');
+              if (current) Object.assign(model.get(d.id)!.groups.get(d.group)!, { state: 'dead', claim: undefined });
+            } else {
+              done = (await scripts.retry(keys, d, 0, 'failed')) !== undefined;
+              if (current) Object.assign(model.get(d.id)!.groups.get(d.group)!, { state: 'retry', claim: undefined });
+            }
+            // A result of a claim that is not the one in flight in its group changes nothing, in any group.
+            expect(done).toBe(current);
+          } else if (op.kind === 'cancel') {
+            expect(await scripts.cancel(shared, op.id, false)).toBe(model.has(op.id));
+            forget(op.id);
+          } else if (op.kind === 'remove group') {
+            let first: boolean | undefined;
+            for (;;) {
+              const { existed, left } = await scripts.removeGroup(shared, 'audit', 2);
+              first ??= existed;
+              if (left === 0) break;
+            }
+            expect(first).toBe(auditRegistered);
+            for (const eventId of [...model.keys()]) if (model.get(eventId)!.groups.has('audit')) release(eventId, 'audit');
+            auditRegistered = false;
+          } else {
+            await scripts.registerGroup(shared, 'audit');
+            auditRegistered = true;
+          }
+          await expectRedisToHold();
+        }
+        await client.del(shared.paused);
+
+        async function expectRedisToHold(): Promise<void> {
+          const idsOf = (g: Group, state: Held['state']) =>
+            [...model]
+              .filter(([, m]) => m.groups.get(g)?.state === state)
+              .map(([eventId]) => eventId)
+              .sort();
+          // The body is stored once, while the schedule or some group holds the event.
+          expect((await client.hkeys(shared.meta)).sort()).toEqual([...model.keys()].sort());
+          const scheduled = [...model].filter(([, m]) => m.scheduled || m.groups.get('default')?.state === 'retry').map(([eventId]) => eventId);
+          expect([...(await new ScheduleView(client, base).entries()).keys()].sort()).toEqual(scheduled.sort());
+          for (const g of GROUPS) {
+            if (g === 'audit' && !auditRegistered) {
+              // A removed group keeps nothing: no list, lease, dead letter or header of its own.
+              expect(await client.keys(`${base}:g:audit:*`)).toEqual([]);
+              continue;
+            }
+            const keys = keysOf[g];
+            expect(await client.lrange(keys.ready, 0, -1)).toEqual(order[g]);
+            expect((await leasedIds(client, keys.inFlight)).sort()).toEqual(idsOf(g, 'inFlight'));
+            expect((await client.zrange(keys.dead, '0', '-1')).sort()).toEqual(idsOf(g, 'dead'));
+            if (g === 'audit') expect([...(await new ScheduleView(client, `${base}:g:audit`).entries()).keys()].sort()).toEqual(idsOf(g, 'retry'));
+          }
+          // The pending hash counts, for each delivered event, the groups that still hold it.
+          const pending = await client.hgetall(shared.pending);
+          const expected = Object.fromEntries([...model].filter(([, m]) => m.delivered).map(([eventId, m]) => [eventId, String(m.groups.size)]));
+          expect(pending).toEqual(expected);
+        }
+      }),
+      { numRuns: 400 },
+    );
+  }, 180_000);
+});

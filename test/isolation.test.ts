@@ -1,12 +1,19 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { METRIC, RedisConnectionError, fixedBackoff } from '../src';
 import { PaymentCheck } from './support/events';
 import { counter, recordMetrics, useRedis, waitForDeadLetters } from './support/harness';
 import { waitFor } from './support/wait-for';
 
-/** The ACL the README documents for a service with prefix `app`. */
-const ACL_FOR_APP =
-  '~app:* &app:wake +@connection +info +time +evalsha +eval +hget +hmget +hset +hsetnx +hdel +hlen +zadd +zrem +zrange +zremrangebyrank +zscore +zmscore +zcount +zcard +lpop +rpush +lrem +llen +blmove +publish +subscribe +set +get +del +exists +hkeys +hexists +lpos +lrange +scan +multi +exec +lpush +hincrby +hrandfield +hgetall +hscan +zscan +zremrangebyscore +lmove +pexpire +unlink +script|load';
+/** The ACL the README documents for a service with prefix `app`, read from the README itself, so the two cannot drift apart. */
+const ACL_FOR_APP = (() => {
+  const line = readFileSync(join(__dirname, '..', 'README.md'), 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith('ACL SETUSER app-service on >PASSWORD '));
+  if (!line) throw new Error("README.md lost its 'ACL SETUSER app-service' line");
+  return line.slice('ACL SETUSER app-service on >PASSWORD '.length).trim();
+})();
 
 describe('isolation', () => {
   const redis = useRedis();
@@ -34,7 +41,7 @@ describe('isolation', () => {
     await admin.call('ACL', 'SETUSER', 'app-service', 'reset', 'on', '>s3cret', ...ACL_FOR_APP.split(' '));
     const url = `redis://app-service:s3cret@127.0.0.1:${redis.server.port}`;
     const service = redis.service({ redis: url, prefix: 'app', retry: fixedBackoff(1, 10), gaugeIntervalMs: 100, keepHandled: { count: 100 } });
-    // A readiness probe built on it passes with the README's ACL (which grants no SCRIPT LOAD).
+    // A readiness probe built on it passes with the README's ACL.
     await service.waitUntilReady({ timeoutMs: 5_000 });
     // The checks before a deploy read every stored event (HSCAN) under it too.
     await service.enqueue(new PaymentCheck('early', 1), 60_000);
@@ -139,6 +146,28 @@ describe('isolation', () => {
     // The activity counts are written on close: refused, and said once.
     expect(warnings.filter((w) => w.fields.feature === 'activity')).toHaveLength(1);
     expect(warnings.find((w) => w.fields.feature === 'wake-ups')?.message).toMatch(/\+subscribe/);
+  });
+
+  it.skipIf(redis.topology === 'cluster')('without +evalsha health() is not ready, naming the command, and says so in one log record', async () => {
+    const admin = redis.client();
+    await admin.call('ACL', 'SETUSER', 'no-evalsha', 'reset', 'on', '>pw', ...ACL_FOR_APP.replace(/app:/g, 'appsha:').split(' '), '-evalsha');
+    const records: Array<{ fields: Record<string, unknown>; message: string }> = [];
+    const record = (fields: object, message: string) => void records.push({ fields: fields as Record<string, unknown>, message });
+    const logger = { warn: record, error: record };
+    const service = redis.service({ redis: `redis://no-evalsha:pw@127.0.0.1:${redis.server.port}`, prefix: 'appsha', pollIntervalMs: 100, logger });
+    service.addHandler(PaymentCheck, () => true, 1);
+    await waitFor(async () => (await service.health()).problem?.reason === 'permission', 'the refusal seen by health()');
+    const health = await service.health();
+    expect(health.ready).toBe(false);
+    expect(health.redis).toBe('up');
+    expect(health.problem?.message).toMatch(/EVALSHA/i);
+    // Its loops keep retrying (polling every 100 ms), yet the refusal is said once.
+    const refusals = () => records.filter((r) => r.fields.reason === 'permission' && /EVALSHA/i.test(String(r.fields.error)));
+    await waitFor(() => refusals().length > 0, 'the refusal logged');
+    const until = Date.now() + 1_000;
+    while (Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(refusals()).toHaveLength(1);
+    await service.close();
   });
 
   it.skipIf(redis.topology === 'cluster')('a claim refused for want of +set neither runs the handler nor dead-letters the event', async () => {

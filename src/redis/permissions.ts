@@ -25,6 +25,7 @@ for i = 2, #ARGV do
   local ok
   if command == 'PUBLISH' then ok = redis.acl_check_cmd(command, ARGV[1], 'x')
   elseif command == 'TIME' then ok = redis.acl_check_cmd(command)
+  elseif command == 'EVALSHA' then ok = redis.acl_check_cmd(command, '0', '1', KEYS[1])
   else ok = redis.acl_check_cmd(command, KEYS[1]) end
   if not ok then refused[#refused + 1] = command end
 end
@@ -63,9 +64,19 @@ export class ScriptPermissions {
     private readonly onRefused: (error: RedisConnectionError) => void = () => undefined,
   ) {}
 
-  /** A refusal seen (by the check, or as a NOPERM reply): kept for health(), told once per message. */
-  refused(error: RedisConnectionError): void {
-    if (this.refusal?.message !== error.message) this.onRefused(error);
+  /** Refusals told since everything was last allowed: each is told once, however the loops' calls alternate. */
+  private told = new Set<string>();
+
+  /**
+   * A refusal seen (by the check, or as a NOPERM reply): kept for health(),
+   * told once per `what` (its message, or for a check the message with the
+   * key it was asked on left out: the loops ask on several keys of a queue).
+   */
+  refused(error: RedisConnectionError, what = error.message): void {
+    if (!this.told.has(what)) {
+      this.told.add(what);
+      this.onRefused(error);
+    }
     this.lastRefusal = { error, at: performance.now() };
   }
 
@@ -96,18 +107,21 @@ export class ScriptPermissions {
     if (known && now - known.at < PERMISSION_RECHECK_MS) {
       if (known.ok) return undefined;
       // A refusal said again is still the one health() reports.
-      known.check.catch((error: unknown) => error instanceof RedisConnectionError && this.refused(error));
+      known.check.catch((error: unknown) => error instanceof RedisConnectionError && this.refused(error, error.message.split(key).join('')));
       return known.check;
     }
     const answer: Answer = { at: now, ok: false, check: this.ask(key, commands) };
     answer.check.then(
       () => {
         answer.ok = true;
-        if (this.lastRefusal && [...this.answers.values()].every((a) => a.ok)) this.lastRefusal = undefined;
+        if (this.lastRefusal && [...this.answers.values()].every((a) => a.ok)) {
+          this.lastRefusal = undefined;
+          this.told.clear();
+        }
       },
       (error: unknown) => {
         // Only a refusal is remembered; a failed check (an outage) is asked again next time.
-        if (error instanceof RedisConnectionError && error.reason === 'permission') this.refused(error);
+        if (error instanceof RedisConnectionError && error.reason === 'permission') this.refused(error, error.message.split(key).join(''));
         else if (this.answers.get(id) === answer) this.answers.delete(id);
       },
     );
@@ -118,7 +132,8 @@ export class ScriptPermissions {
   private async ask(key: string, commands: readonly string[]): Promise<void> {
     let refused: string[];
     try {
-      refused = (await this.client.eval(CHECK, 1, key, this.channel, ...commands)) as string[];
+      // EVALSHA too: it runs the scripts; this check runs by EVAL, which may be allowed alone.
+      refused = (await this.client.eval(CHECK, 1, key, this.channel, ...commands, 'EVALSHA')) as string[];
     } catch (error) {
       if (isPermissionError(error)) throw permissionError(`EVAL on ${key}`, error);
       throw error;

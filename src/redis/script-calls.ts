@@ -100,7 +100,15 @@ export function evalScript(
 /** A NOPERM, which the permission check should have prevented (an ACL narrowed since): every answer is asked again. */
 function refused(script: LoadedScript, error: unknown, permissions: ScriptPermissions | undefined): Error {
   permissions?.forget();
-  const typed = permissionError(`a command of the ${script.name} script`, error);
+  // Redis names the command it refused: the call itself (EVALSHA, EVAL), or one the script runs.
+  const command = error instanceof Error ? /run the '([^']+)' command/.exec(error.message)?.[1]?.toUpperCase() : undefined;
+  const what =
+    command === 'EVALSHA' || command === 'EVAL'
+      ? `${command}, which runs every script of the service`
+      : command
+        ? `${command}, which the ${script.name} script runs`
+        : `a command of the ${script.name} script`;
+  const typed = permissionError(what, error);
   permissions?.refused(typed);
   return typed;
 }

@@ -28,6 +28,7 @@ export type { ActivitySlot } from './runtime/activity-log';
 export type { JsonEvent } from './core/stored-body';
 export { type ExponentialBackoffOptions, type RetryPolicy, customBackoff, exponentialBackoff, fixedBackoff } from './core/retry-policy';
 export {
+  ContextProviderError,
   DelayedEventError,
   HandlerAlreadyRegisteredError,
   InvalidDelayError,

@@ -1,6 +1,6 @@
 import { throwError } from 'rxjs';
-import { describe, expect, it } from 'vitest';
-import { fixedBackoff } from '../src';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { ContextProviderError, PermanentFailure, fixedBackoff } from '../src';
 import { WorkItem } from './support/events';
 import { useRedis } from './support/harness';
 import { waitFor } from './support/wait-for';
@@ -92,5 +92,103 @@ describe('user code cannot take the process down', () => {
     await service.enqueue(new WorkItem('getter'), 0);
     await waitFor(async () => (await service.deadLetters(WorkItem)).length === 2, 'both dead-lettered');
     for (const letter of await service.deadLetters(WorkItem)) expect(letter.error).toMatch(/^unprintable error/);
+  });
+});
+
+/** Hooks and loggers are user code too: whatever they throw, the process goes on, and what they wrap is not lost. */
+describe('hooks and loggers that throw cannot take the process down either', () => {
+  const redis = useRedis();
+  const escaped: unknown[] = [];
+  const onEscape = (error: unknown) => escaped.push(error);
+  beforeEach(() => {
+    escaped.length = 0;
+    process.on('unhandledRejection', onEscape);
+    process.on('uncaughtException', onEscape);
+  });
+  afterEach(() => {
+    process.off('unhandledRejection', onEscape);
+    process.off('uncaughtException', onEscape);
+  });
+
+  it('a logger whose methods throw: events are still handled and dead-lettered', async () => {
+    const thrower = () => {
+      throw booby();
+    };
+    const service = redis.service({ retry: fixedBackoff(1, 0), logger: { warn: thrower, error: thrower } });
+    const handled: string[] = [];
+    service.addHandler(
+      WorkItem,
+      (event) => {
+        if (event.id === 'declined') throw new PermanentFailure('declined');
+        handled.push(event.id);
+      },
+      1,
+    );
+    await service.enqueue(new WorkItem('declined'), 0);
+    await service.enqueue(new WorkItem('fine'), 0);
+    // The dead letter is logged (and the logger throws): the event is dead-lettered all the same.
+    await waitFor(async () => (await service.deadLetters(WorkItem)).length === 1 && handled.includes('fine'), 'both ended');
+    expect(escaped).toEqual([]);
+  });
+
+  it('a contextHandler that throws: the call fails, and the event is retried at once', async () => {
+    const ran: number[] = [];
+    const service = redis.service({
+      handlerTimeoutMs: 60_000,
+      leaseGraceMs: 60_000,
+      retry: fixedBackoff(3, 0),
+      logger: false,
+      contextHandler: (_context, delivery, next) => {
+        if (delivery.attempt === 1) throw booby();
+        return next();
+      },
+    });
+    service.addHandler(WorkItem, (_event, _context, delivery) => void ran.push(delivery.attempt), 1);
+    await service.enqueue(new WorkItem('wrapped'), 0);
+    await waitFor(async () => ran.includes(2) && (await service.find(WorkItem, 'wrapped')) === undefined, 'handled on its retry');
+    expect(ran).toEqual([2]);
+    expect(escaped).toEqual([]);
+  });
+
+  it('a contextProvider that throws: the enqueue fails with ContextProviderError, and nothing is stored', async () => {
+    const service = redis.service({
+      logger: false,
+      contextProvider: () => {
+        throw booby();
+      },
+    });
+    const error = await service.enqueue(new WorkItem('no-context'), 0).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(ContextProviderError);
+    expect((error as Error).message).toMatch(/contextProvider option threw \(unprintable error\)/);
+    expect(await service.find(WorkItem, 'no-context')).toBeUndefined();
+    // A context given with the call needs no provider.
+    expect(await service.enqueue(new WorkItem('with-context'), 0, { context: { traceId: 't' } })).toBe('scheduled');
+    expect(escaped).toEqual([]);
+  });
+
+  it('enqueue instrumentation that throws, or whose scope throws, never fails an enqueue', async () => {
+    const hostileScopes = [
+      () => {
+        throw booby();
+      },
+      () => booby(),
+      () => ({
+        capture: () => {
+          throw booby();
+        },
+        end: () => {
+          throw booby();
+        },
+      }),
+    ];
+    for (const [i, instrument] of hostileScopes.entries()) {
+      const service = redis.service({ logger: false, instrumentEnqueue: instrument as never });
+      expect(await service.enqueue(new WorkItem(`instrumented-${i}`), 60_000)).toBe('scheduled');
+      expect((await service.find(WorkItem, `instrumented-${i}`))?.state).toBe('scheduled');
+    }
+    expect(escaped).toEqual([]);
   });
 });

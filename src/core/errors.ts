@@ -39,6 +39,14 @@ export class PayloadTooLargeError extends DelayedEventError {
   }
 }
 
+/** The contextProvider option threw at an enqueue: nothing was stored. `cause` is what it threw. */
+export class ContextProviderError extends DelayedEventError {
+  constructor(cause: unknown) {
+    super('CONTEXT_PROVIDER_FAILED', `The contextProvider option threw (${describe(cause)}); nothing was stored. Fix the contextProvider, or pass the context to the enqueue call.`);
+    Object.defineProperty(this, 'cause', { value: cause, enumerable: false });
+  }
+}
+
 export class InvalidOptionError extends DelayedEventError {
   constructor(option: string, detail: string) {
     super('INVALID_OPTION', `Invalid option ${option}: ${detail}.`);

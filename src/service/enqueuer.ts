@@ -1,7 +1,7 @@
 import { type Observable, defer, of, throwError } from 'rxjs';
 import { type DelayedEventInstance, type EventClass, type EventRoute, eventRouteOf } from '../core/delayed-event.decorator';
 import { type Delay, dateToMillis, delayToMillis } from '../core/duration';
-import { RedisConnectionError, classifyRedisError } from '../core/errors';
+import { ContextProviderError, RedisConnectionError, classifyRedisError } from '../core/errors';
 import type { EncodedEvent, EventCodec } from '../core/event-codec';
 import type { EventContext, EventContextStore } from '../core/event-context';
 import type { DueSpec, EnqueueStatus, LuaScripts } from '../redis/lua-scripts';
@@ -154,7 +154,7 @@ export class Enqueuer {
     this.parts.assertOpen();
     const { instrumentEnqueue: instrument, contextProvider } = this.parts.options;
     const store = this.parts.contextStore;
-    const capture = () => context ?? (contextProvider ? contextProvider(store.current()) : store.current());
+    const capture = () => (context !== undefined ? context : contextProvider ? provided(contextProvider, store.current()) : store.current());
     if (instrument === undefined) {
       const encoded = this.parts.codec.encode(event, capture(), Date.now());
       return { route: encoded.route, type: encoded.type, id: encoded.id, body: encoded.body, due: due(), requestedAt };
@@ -162,12 +162,12 @@ export class Enqueuer {
     let scope: EnqueueScope | undefined;
     try {
       const info = { type: eventRouteOf(event.constructor as EventClass).type, id: String(event.id), ...how };
-      scope = instrument(info) ?? undefined;
+      scope = scopeOf(instrument(info));
     } catch {
       // Instrumentation never fails an enqueue; an event class error is reported by encode below.
     }
     try {
-      const captured = scope?.capture ? scope.capture(capture) : capture();
+      const captured = scope?.capture ? capturedWithin(scope.capture, capture) : capture();
       const encoded = this.parts.codec.encode(event, captured, Date.now());
       return { route: encoded.route, type: encoded.type, id: encoded.id, body: encoded.body, due: due(), requestedAt, scope };
     } catch (error) {
@@ -242,6 +242,55 @@ export class Enqueuer {
 }
 
 /** Tells an enqueue's instrumentation how it ended; its throw is ignored. */
+/**
+ * The contextProvider's context. User code: whatever it throws, the enqueue
+ * fails with an error that says so, and nothing is stored.
+ */
+function provided(contextProvider: NonNullable<ResolvedOptions['contextProvider']>, current: EventContext | undefined): EventContext | undefined {
+  try {
+    return contextProvider(current);
+  } catch (error) {
+    throw new ContextProviderError(error);
+  }
+}
+
+/** The scope's methods, read once: a scope whose properties throw is no scope. */
+function scopeOf(value: EnqueueScope | undefined | null | void): EnqueueScope | undefined {
+  if (value === undefined || value === null) return undefined;
+  const capture = value.capture;
+  const end = value.end;
+  return {
+    ...(typeof capture === 'function' ? { capture: capture.bind(value) } : {}),
+    ...(typeof end === 'function' ? { end: end.bind(value) } : {}),
+  };
+}
+
+/**
+ * The context captured within the instrumentation's scope. Should the
+ * instrumentation itself throw (or never call back), it is captured without
+ * it: instrumentation never fails an enqueue. A contextProvider's throw does.
+ */
+function capturedWithin(within: NonNullable<EnqueueScope['capture']>, capture: () => EventContext | undefined): EventContext | undefined {
+  let outcome: { readonly value: EventContext | undefined } | { readonly error: unknown } | undefined;
+  try {
+    within(() => {
+      try {
+        const value = capture();
+        outcome = { value };
+        return value;
+      } catch (error) {
+        outcome = { error };
+        throw error;
+      }
+    });
+  } catch {
+    // The instrumentation's own throw, or the capture's, which is thrown below.
+  }
+  if (outcome === undefined) return capture();
+  if ('error' in outcome) throw outcome.error;
+  return outcome.value;
+}
+
 function endScope(scope: EnqueueScope, result: Parameters<NonNullable<EnqueueScope['end']>>[0]): void {
   try {
     scope.end?.(result);

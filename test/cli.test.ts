@@ -312,6 +312,21 @@ describe('the delayed-events CLI', () => {
     expect(noDatabase.stderr).toMatch(/database 99 does not exist/);
   });
 
+  it('gives up on a Redis that never answers, connecting, with exit code 1', async () => {
+    const proxy = await TcpProxy.start(redis.server.port);
+    try {
+      // Connections are taken and black-holed: the handshake never gets an answer, as from a frozen Redis.
+      proxy.blackholeNewConnections();
+      const started = Date.now();
+      const result = await run(['--redis', proxy.url, '--prefix', prefix, '--timeout', '1000', 'types']);
+      expect(result.code).toBe(1);
+      expect(result.stderr).toMatch(/cannot connect to .*: .*no answer within 1 s/);
+      expect(Date.now() - started).toBeLessThan(8_000);
+    } finally {
+      await proxy.stop();
+    }
+  });
+
   it('gives up after --timeout when Redis stops answering after connecting, with exit code 1', async () => {
     const proxy = await TcpProxy.start(redis.server.port);
     try {

@@ -1,5 +1,5 @@
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
-import { UsageError } from './parse';
+import { UnansweredError, UsageError } from './parse';
 
 export interface ConnectionOptions {
   /** redis:// or rediss:// URL; else REDIS_URL. */
@@ -14,7 +14,7 @@ export interface ConnectionOptions {
 export const CONNECT_TIMEOUT_MS = 3_000;
 
 /**
- * Connects, or throws a UsageError saying what to fix within `timeoutMs`: no
+ * Connects, or throws a UsageError saying what to fix (an UnansweredError when Redis stays silent) within `timeoutMs`: no
  * retries in the background, so a wrong address never leaves the CLI hanging.
  * A `persistent` connection (the dashboard, which runs for hours) must first
  * connect the same way, then reconnects after an outage as ioredis does.
@@ -60,11 +60,12 @@ export async function connect(options: ConnectionOptions, env: NodeJS.ProcessEnv
   let cause: Error | undefined;
   client.on('error', (error: Error) => (cause = error));
   let timer: NodeJS.Timeout | undefined;
+  const unanswered = new Error(`no answer within ${timeoutMs / 1_000} s`);
   try {
     await Promise.race([
       client.connect(),
       new Promise((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs / 1_000} s`)), timeoutMs);
+        timer = setTimeout(() => reject(unanswered), timeoutMs);
       }),
     ]);
     // ioredis selects the URL's database on connect, and on refusal goes on in database 0: ask again, and stop if it is refused.
@@ -79,7 +80,9 @@ export async function connect(options: ConnectionOptions, env: NodeJS.ProcessEnv
   } catch (error) {
     client.disconnect();
     const hint = options.nodes || options.cluster ? 'check --redis / --nodes, and that it is a Cluster' : 'check --redis or REDIS_URL (use --cluster for a Redis Cluster)';
-    throw new UsageError(`cannot connect to ${where}: ${why(error as Error, cause)}; ${hint}`);
+    const message = `cannot connect to ${where}: ${why(error as Error, cause)}; ${hint}`;
+    // Silent (frozen, or a black hole on the way): given up on like a command that got no answer. Refused: a wrong address.
+    throw error === unanswered && cause === undefined ? new UnansweredError(message) : new UsageError(message);
   } finally {
     clearTimeout(timer);
   }

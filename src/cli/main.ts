@@ -5,7 +5,7 @@ import { DelayedEventError, type Inspector, RedisCallTimeoutError, RedisConnecti
 import * as commands from './commands';
 import { CONNECT_TIMEOUT_MS, type ConnectionOptions, connect } from './connect';
 import { printable } from './format';
-import { EXIT, NotFoundError, UsageError, parseWhole } from './parse';
+import { EXIT, NotFoundError, UnansweredError, UsageError, parseWhole } from './parse';
 import { watch } from './watch';
 import { authFrom, serveDashboard } from './dashboard';
 import { PACKAGE_VERSION } from './version';
@@ -219,9 +219,9 @@ export async function main(argv: readonly string[]): Promise<number> {
       return error.exitCode === 0 ? EXIT.done : EXIT.usage;
     }
     // Redis out of reach or silent: exit 1, as for something not found (2 is for a wrong command line).
-    const unavailable = error instanceof RedisCallTimeoutError || error instanceof RedisConnectionError;
+    const unavailable = error instanceof RedisCallTimeoutError || error instanceof RedisConnectionError || error instanceof UnansweredError;
     const code = error instanceof NotFoundError || unavailable ? EXIT.notFound : EXIT.usage;
-    const known = error instanceof UsageError || error instanceof NotFoundError || error instanceof DelayedEventError || error instanceof TypeError;
+    const known = error instanceof UsageError || error instanceof NotFoundError || error instanceof UnansweredError || error instanceof DelayedEventError || error instanceof TypeError;
     const message = known ? (error as Error).message : `Redis answered: ${(error as Error).message}`;
     process.stderr.write(`delayed-events: ${printable(message)}\n`);
     if (json) process.stdout.write(`${JSON.stringify({ error: message, exitCode: code })}\n`);

@@ -6,6 +6,9 @@ export class UsageError extends Error {}
 /** The type or event asked for is not there: exit code 1. */
 export class NotFoundError extends Error {}
 
+/** Redis did not answer within the command's time, connecting or after: exit code 1. */
+export class UnansweredError extends Error {}
+
 export const EXIT = { done: 0, notFound: 1, usage: 2 } as const;
 
 /** `90s`, `3h`, `1h30m`, `500ms`, `2d`, `now`, or an ISO date such as `2026-12-01T09:00Z`. */

@@ -20,8 +20,13 @@ export class TcpProxy {
     private readonly server: Server,
     readonly port: number,
     private readonly links: Set<Link>,
-    private readonly log: { sent: string; silenceAfter?: string },
+    private readonly log: { sent: string; silenceAfter?: string; blackholeNew?: boolean },
   ) {}
+
+  /** From now on, every new connection is taken and black-holed: nothing ever answers it, as a frozen Redis would not. */
+  blackholeNewConnections(): void {
+    this.log.blackholeNew = true;
+  }
 
   /** From now on, any connection that sends `command` hears nothing more from Redis: it went silent after connecting. */
   silenceConnectionsAfter(command: string): void {
@@ -30,10 +35,10 @@ export class TcpProxy {
 
   static async start(targetPort: number): Promise<TcpProxy> {
     const links = new Set<Link>();
-    const log: { sent: string; silenceAfter?: string } = { sent: '' };
+    const log: { sent: string; silenceAfter?: string; blackholeNew?: boolean } = { sent: '' };
     const server = createServer((client) => {
       const upstream = connect(targetPort, '127.0.0.1');
-      const link: Link = { client, upstream, sent: '', blackholed: false, repliesLost: false };
+      const link: Link = { client, upstream, sent: '', blackholed: log.blackholeNew === true, repliesLost: false };
       links.add(link);
       client.on('data', (chunk) => {
         if (link.blackholed) return;

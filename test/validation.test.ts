@@ -10,6 +10,8 @@ import {
   SerializationError,
   ServiceClosedError,
   UnregisteredEventClassError,
+  exponentialBackoff,
+  fixedBackoff,
 } from '../src';
 import { resolveOptions } from '../src/service/service-options';
 import { PaymentCheck } from './support/events';
@@ -226,6 +228,11 @@ describe('bad input is rejected at the call with a typed error, and nothing is w
     expect(() => resolveOptions({ redis: 'redis://127.0.0.1:1', closeTimeoutMs: 2 ** 31 - 1 })).not.toThrow();
     expect(() => resolveOptions({ redis: 'redis://127.0.0.1:1/x' })).toThrow(/database number/);
     expect(() => redis.service({ prefix: 'has space' })).toThrow(InvalidOptionError);
+    expect(() => redis.service({ prefix: 123 as unknown as string })).toThrow(InvalidOptionError);
+    // A retry policy past a year between attempts, or past 100,000 attempts, is no retry policy.
+    expect(() => exponentialBackoff({ maxAttempts: 5, initialMs: 1_000, maxMs: 2 ** 53 })).toThrow(/option maxMs: must be a number of ms from 0 to/);
+    expect(() => fixedBackoff(1_000_000, 10)).toThrow(/option maxAttempts: must be an integer from 1 to 100000/);
+    expect(() => fixedBackoff(3, Number.POSITIVE_INFINITY)).toThrow(InvalidOptionError);
     const service = redis.service();
     expect(() => service.addHandler(PaymentCheck, () => true, 1, { timeoutMs: tooLong })).toThrow(InvalidOptionError);
   });

@@ -71,7 +71,7 @@ export function safeBackoff(policy: RetryPolicy, failedAttempt: number, error?: 
     // A bug in a custom function must not leave the event in flight until its lease runs out.
     return 0;
   }
-  return Number.isFinite(ms) && ms > 0 ? Math.ceil(ms) : 0;
+  return Number.isFinite(ms) && ms > 0 ? Math.ceil(Math.min(ms, MAX_BACKOFF_MS)) : 0;
 }
 
 export function checkRetryPolicy(policy: RetryPolicy, option: string): RetryPolicy {
@@ -82,10 +82,19 @@ export function checkRetryPolicy(policy: RetryPolicy, option: string): RetryPoli
   return policy;
 }
 
+/** Most attempts a policy may allow: past this, 'retry for ever' is meant, and a dead letter never comes. */
+export const MAX_ATTEMPTS_ALLOWED = 100_000;
+/** Longest wait between attempts (a year): a due time further out is no retry. */
+export const MAX_BACKOFF_MS = 365 * 24 * 3_600_000;
+
 function checkAttempts(maxAttempts: number): void {
-  if (!Number.isInteger(maxAttempts) || maxAttempts < 1) throw new InvalidOptionError('maxAttempts', `must be an integer >= 1, got ${maxAttempts}`);
+  if (!Number.isInteger(maxAttempts) || maxAttempts < 1 || maxAttempts > MAX_ATTEMPTS_ALLOWED) {
+    throw new InvalidOptionError('maxAttempts', `must be an integer from 1 to ${MAX_ATTEMPTS_ALLOWED}, got ${maxAttempts}`);
+  }
 }
 
 function checkMs(name: string, ms: number): void {
-  if (!Number.isFinite(ms) || ms < 0) throw new InvalidOptionError(name, `must be a finite number of ms >= 0, got ${ms}`);
+  if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0 || ms > MAX_BACKOFF_MS) {
+    throw new InvalidOptionError(name, `must be a number of ms from 0 to ${MAX_BACKOFF_MS} (a year), got ${String(ms)}`);
+  }
 }

@@ -116,7 +116,7 @@ export class RedisLayout {
   private readonly byGroup = new WeakMap<TypeKeys, Map<string, TypeKeys>>();
 
   constructor(readonly prefix: string) {
-    if (!/^[A-Za-z0-9_.:-]{1,64}$/.test(prefix)) {
+    if (typeof prefix !== 'string' || !/^[A-Za-z0-9_.:-]{1,64}$/.test(prefix)) {
       throw new InvalidOptionError('prefix', `must be 1-64 characters of letters, digits, '_', '.', ':' or '-'; got ${JSON.stringify(prefix)}`);
     }
   }

@@ -49,7 +49,18 @@ describe('the dashboard in a real browser', () => {
     dashboard = await serveDashboard(source, { refreshMs: 500 });
     browser = await chromium.launch({
       executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+        // A name an attacker's DNS answers with the loopback address (DNS rebinding).
+        '--host-resolver-rules=MAP rebound.example 127.0.0.1',
+      ],
     });
     page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
   }, 120_000);
@@ -119,6 +130,37 @@ describe('the dashboard in a real browser', () => {
     await row.waitFor({ state: 'detached' });
     await expect.poll(() => page.locator('[data-testid="events"] tbody tr').count()).toBe(2);
     await expect.poll(async () => ((await fetch(new URL('api/types/dash.order/events/dead-1', dashboard.url)).then((r) => r.json())) as { state: string }).state).toBe('scheduled');
+  });
+
+  it('refuses a page whose name was rebound to loopback, and serves the same page by its loopback name', async () => {
+    const port = new URL(dashboard.url).port;
+    const rebound = await page.goto(`http://rebound.example:${port}/`);
+    expect(rebound?.status()).toBe(403);
+    // Nor does a script of that origin read the API.
+    expect(await page.evaluate(async () => (await fetch('api/overview')).status)).toBe(403);
+    const served = await page.goto(dashboard.url);
+    expect(served?.status()).toBe(200);
+    await page.locator('tr[data-type="dash.order"]').waitFor();
+  });
+
+  it('opened with ?token=, cleans its address and works from the cookie it set', async () => {
+    const token = 'browser-token-0123456789';
+    const guarded = await serveDashboard(source, { auth: { token }, refreshMs: 500 });
+    try {
+      await page.goto(`${guarded.url}?token=${token}`);
+      await page.locator('tr[data-type="dash.order"]').waitFor();
+      expect(page.url()).not.toContain('token');
+      // The API answers the page by its cookie; without it, nothing.
+      expect(await page.evaluate(async () => (await fetch('api/overview')).status)).toBe(200);
+      const stranger = await browser.newPage();
+      try {
+        expect((await stranger.goto(guarded.url))?.status()).toBe(401);
+      } finally {
+        await stranger.close();
+      }
+    } finally {
+      await guarded.close();
+    }
   });
 
   it('in read-only mode shows no action at all', async () => {

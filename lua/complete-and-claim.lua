@@ -42,9 +42,11 @@
 --         list for its version (includes/newer-key.lua), which readers of that
 --         version or newer take from first
 -- ARGV[11 + 2n] '1' when the reader sorts ready events by key (its handler's key
---         option, lua/classify.lua); '' when not: while the queue is keyed it
---         then takes from the ready list too, so that no event is left
---         unsorted there once the handlers that sorted stopped
+--         option, lua/classify.lua): its claims are stamped in the flow hash
+--         (kseen). '' when not: while the queue is keyed it takes from the
+--         ready list only once no reader that sorts has claimed for
+--         SORTER_GONE_MS, so that no event is left unsorted there once the
+--         handlers that sorted stopped, and per-key limits hold while they run
 -- ARGV[12 + 2n ..] id, claim identity of each succeeded event
 -- Returns {Redis now ms, {position of each succeeded event not completed},
 --          {id, envelope, ...} claimed, {id, attempt, ...} dead-lettered,
@@ -107,6 +109,11 @@ local keep_count = tonumber(ARGV[8 + 2 * n_starts] or '0')
 local keep_age = tonumber(ARGV[9 + 2 * n_starts] or '0')
 local max_version = tonumber(ARGV[10 + 2 * n_starts] or '') or math.huge
 local sorts_by_key = ARGV[11 + 2 * n_starts] == '1'
+-- Instances with the key option beside ones without (a deploy changing it, a mismatch the log warns of):
+-- those without leave the ready list to those with it while these claim, and take over once they are gone.
+local SORTER_GONE_MS = 60000
+local sorter_here = flow[13] and now - tonumber(flow[13]) < SORTER_GONE_MS
+if sorts_by_key and tonumber(ARGV[1]) > 0 then redis.call('HSET', flow_key, 'kseen', now) end
 local first_success = 12 + 2 * n_starts
 if #ARGV >= first_success then
   local ids = {}
@@ -236,7 +243,7 @@ if count > 0 and (flow[10] or flow[11]) and (not ids or #ids < count) then
     return {now, stale, claimed, dead, 0, '', 0, held_ms, freed}
   end
 end
-if count > 0 and not (flow[10] and sorts_by_key) and (not ids or #ids < count) then
+if count > 0 and not (flow[10] and (sorts_by_key or sorter_here)) and (not ids or #ids < count) then
   local more = redis.call('LPOP', KEYS[1], count - (ids and #ids or 0))
   if more then
     if not ids then

@@ -69,8 +69,9 @@ describe('the delayed-events CLI', () => {
   beforeAll(async () => {
     await build({ entryPoints: [join(ROOT, 'src', 'cli', 'main.ts')], outfile: CLI, bundle: true, platform: 'node', format: 'cjs', target: 'node20', packages: 'external', logLevel: 'warning' });
     prefix = 'cli';
-    // The service outlives the tests of this file: it holds the event in flight.
-    service = new DelayedEventService({ redis: redis.server.url, prefix, pollIntervalMs: 100, readerBlockMs: 1_000, watchdogGraceMs: 1_000, closeTimeoutMs: 5_000 });
+    // The service outlives the tests of this file: it holds the event in flight, for longer than the file
+    // takes on a loaded machine (a timeout ending it would change what the snapshots compare).
+    service = new DelayedEventService({ redis: redis.server.url, prefix, pollIntervalMs: 100, readerBlockMs: 1_000, watchdogGraceMs: 1_000, closeTimeoutMs: 5_000, handlerTimeoutMs: 600_000 });
     const gate = new Promise<void>((resolve) => (release = resolve));
     let running = false;
     service.addHandler(

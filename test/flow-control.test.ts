@@ -51,9 +51,10 @@ describe('flow control across the fleet', () => {
     // A member stays at least a window long, so reading it every 100 ms misses none.
     const claimedAt = new Map<string, number>();
     let sampling = true;
+    const ledger = redis.client();
     const sampler = (async () => {
       while (sampling) {
-        const flat = await redis.client().zrange(`${prefix}:{test.work}:rl`, '0', '-1', 'WITHSCORES');
+        const flat = await ledger.zrange(`${prefix}:{test.work}:rl`, '0', '-1', 'WITHSCORES');
         for (let i = 0; i < flat.length; i += 2) claimedAt.set(flat[i]!, Number(flat[i + 1]));
         await new Promise((resolve) => setTimeout(resolve, 100));
       }

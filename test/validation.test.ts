@@ -240,7 +240,7 @@ describe('bad input is rejected at the call with a typed error, and nothing is w
   // A Cluster has database 0 alone, and takes no database in its URLs.
   it.skipIf(redis.topology === 'cluster')('a database Redis does not have stops every connection of the service, is named, and nothing is written to database 0', async () => {
     const prefix = redis.prefix();
-    const service = redis.service({ redis: `${redis.server.url}/99`, prefix, commandTimeoutMs: 500 });
+    const service = redis.service({ redis: `${redis.server.url}/99`, prefix });
     await expect(service.enqueue(new PaymentCheck('p-1', 1), 0)).rejects.toThrow(/no database 99/);
     // The handlers' connection is opened now, after the refusal: it must not go on in database 0 either
     // (a named group's registration would be its first write).

@@ -13,7 +13,10 @@
 --                keyed: '1' while the handler registered last sorts events by
 --                  key (HandlerOptions.key): claims take from the keys in turn;
 --                kc: '1' while sorted ids wait (includes/keyed-keys.lua);
---                ks: '1' once ids were sorted by key: results release their keys
+--                ks: '1' once ids were sorted by key: results release their keys;
+--                kseen: when (ms) a reader that sorts by key last claimed: while
+--                  that is recent, readers that do not sort leave the ready
+--                  list to it (lua/complete-and-claim.lua)
 --   <queue>:rl   sorted set: when each call of the last `per` ms started
 --                (ms; members unique per claim)
 local function limit_keys(meta_key)
@@ -22,4 +25,4 @@ local function limit_keys(meta_key)
 end
 
 -- The fields of the flow hash, in the order flow_read returns them.
-local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks' }
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks', 'kseen' }

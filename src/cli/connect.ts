@@ -82,7 +82,9 @@ export async function connect(options: ConnectionOptions, env: NodeJS.ProcessEnv
     const hint = options.nodes || options.cluster ? 'check --redis / --nodes, and that it is a Cluster' : 'check --redis or REDIS_URL (use --cluster for a Redis Cluster)';
     const message = `cannot connect to ${where}: ${why(error as Error, cause)}; ${hint}`;
     // Silent (frozen, or a black hole on the way): given up on like a command that got no answer. Refused: a wrong address.
-    throw error === unanswered && cause === undefined ? new UnansweredError(message) : new UsageError(message);
+    const timedOut = (e: Error | undefined) => e !== undefined && ((e as NodeJS.ErrnoException).code === 'ETIMEDOUT' || /\bETIMEDOUT\b/.test(e.message));
+    const silent = (error === unanswered && (cause === undefined || timedOut(cause))) || timedOut(error as Error);
+    throw silent ? new UnansweredError(message) : new UsageError(message);
   } finally {
     clearTimeout(timer);
   }

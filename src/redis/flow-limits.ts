@@ -70,6 +70,16 @@ function fields(limits: StoredLimits): Record<string, string> {
   };
 }
 
+/**
+ * A handler that sorted the queue's events by key stopped here: its claims'
+ * stamp goes (lua/includes/limit-keys.lua, kseen), so that instances without
+ * the key option take from the ready list at once rather than a minute later.
+ * Others that still sort stamp it again with their next claim.
+ */
+export async function forgetSorter(client: RedisClient, keys: TypeKeys): Promise<void> {
+  await client.hdel(keysOf(keys).flow, 'kseen');
+}
+
 /** A queue's limits and what uses them now. */
 export async function limitUse(client: RedisClient, keys: TypeKeys): Promise<LimitUse> {
   const { flow, rl } = keysOf(keys);

@@ -174,7 +174,10 @@ end
 --                keyed: '1' while the handler registered last sorts events by
 --                  key (HandlerOptions.key): claims take from the keys in turn;
 --                kc: '1' while sorted ids wait (includes/keyed-keys.lua);
---                ks: '1' once ids were sorted by key: results release their keys
+--                ks: '1' once ids were sorted by key: results release their keys;
+--                kseen: when (ms) a reader that sorts by key last claimed: while
+--                  that is recent, readers that do not sort leave the ready
+--                  list to it (lua/complete-and-claim.lua)
 --   <queue>:rl   sorted set: when each call of the last \`per\` ms started
 --                (ms; members unique per claim)
 local function limit_keys(meta_key)
@@ -183,7 +186,7 @@ local function limit_keys(meta_key)
 end
 
 -- The fields of the flow hash, in the order flow_read returns them.
-local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks' }
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks', 'kseen' }
 -- Where a queue keeps the events its readers left for a newer class version:
 -- a hash <queue>:v, version -> when a reader last took from it (or one was
 -- first left), and a list <queue>:v:<version> of ids per version, oldest
@@ -416,7 +419,10 @@ end
 --                keyed: '1' while the handler registered last sorts events by
 --                  key (HandlerOptions.key): claims take from the keys in turn;
 --                kc: '1' while sorted ids wait (includes/keyed-keys.lua);
---                ks: '1' once ids were sorted by key: results release their keys
+--                ks: '1' once ids were sorted by key: results release their keys;
+--                kseen: when (ms) a reader that sorts by key last claimed: while
+--                  that is recent, readers that do not sort leave the ready
+--                  list to it (lua/complete-and-claim.lua)
 --   <queue>:rl   sorted set: when each call of the last \`per\` ms started
 --                (ms; members unique per claim)
 local function limit_keys(meta_key)
@@ -425,7 +431,7 @@ local function limit_keys(meta_key)
 end
 
 -- The fields of the flow hash, in the order flow_read returns them.
-local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks' }
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks', 'kseen' }
 
 local k = keyed_keys(KEYS[2])
 local moved = 0
@@ -490,9 +496,11 @@ return moved
 --         list for its version (includes/newer-key.lua), which readers of that
 --         version or newer take from first
 -- ARGV[11 + 2n] '1' when the reader sorts ready events by key (its handler's key
---         option, lua/classify.lua); '' when not: while the queue is keyed it
---         then takes from the ready list too, so that no event is left
---         unsorted there once the handlers that sorted stopped
+--         option, lua/classify.lua): its claims are stamped in the flow hash
+--         (kseen). '' when not: while the queue is keyed it takes from the
+--         ready list only once no reader that sorts has claimed for
+--         SORTER_GONE_MS, so that no event is left unsorted there once the
+--         handlers that sorted stopped, and per-key limits hold while they run
 -- ARGV[12 + 2n ..] id, claim identity of each succeeded event
 -- Returns {Redis now ms, {position of each succeeded event not completed},
 --          {id, envelope, ...} claimed, {id, attempt, ...} dead-lettered,
@@ -755,7 +763,10 @@ end
 --                keyed: '1' while the handler registered last sorts events by
 --                  key (HandlerOptions.key): claims take from the keys in turn;
 --                kc: '1' while sorted ids wait (includes/keyed-keys.lua);
---                ks: '1' once ids were sorted by key: results release their keys
+--                ks: '1' once ids were sorted by key: results release their keys;
+--                kseen: when (ms) a reader that sorts by key last claimed: while
+--                  that is recent, readers that do not sort leave the ready
+--                  list to it (lua/complete-and-claim.lua)
 --   <queue>:rl   sorted set: when each call of the last \`per\` ms started
 --                (ms; members unique per claim)
 local function limit_keys(meta_key)
@@ -764,7 +775,7 @@ local function limit_keys(meta_key)
 end
 
 -- The fields of the flow hash, in the order flow_read returns them.
-local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks' }
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks', 'kseen' }
 -- (limit-keys: included above)
 
 -- How many of \`wanted\` events a claim may start now, given the queue's flow
@@ -853,6 +864,11 @@ local keep_count = tonumber(ARGV[8 + 2 * n_starts] or '0')
 local keep_age = tonumber(ARGV[9 + 2 * n_starts] or '0')
 local max_version = tonumber(ARGV[10 + 2 * n_starts] or '') or math.huge
 local sorts_by_key = ARGV[11 + 2 * n_starts] == '1'
+-- Instances with the key option beside ones without (a deploy changing it, a mismatch the log warns of):
+-- those without leave the ready list to those with it while these claim, and take over once they are gone.
+local SORTER_GONE_MS = 60000
+local sorter_here = flow[13] and now - tonumber(flow[13]) < SORTER_GONE_MS
+if sorts_by_key and tonumber(ARGV[1]) > 0 then redis.call('HSET', flow_key, 'kseen', now) end
 local first_success = 12 + 2 * n_starts
 if #ARGV >= first_success then
   local ids = {}
@@ -982,7 +998,7 @@ if count > 0 and (flow[10] or flow[11]) and (not ids or #ids < count) then
     return {now, stale, claimed, dead, 0, '', 0, held_ms, freed}
   end
 end
-if count > 0 and not (flow[10] and sorts_by_key) and (not ids or #ids < count) then
+if count > 0 and not (flow[10] and (sorts_by_key or sorter_here)) and (not ids or #ids < count) then
   local more = redis.call('LPOP', KEYS[1], count - (ids and #ids or 0))
   if more then
     if not ids then
@@ -1852,7 +1868,10 @@ end
 --                keyed: '1' while the handler registered last sorts events by
 --                  key (HandlerOptions.key): claims take from the keys in turn;
 --                kc: '1' while sorted ids wait (includes/keyed-keys.lua);
---                ks: '1' once ids were sorted by key: results release their keys
+--                ks: '1' once ids were sorted by key: results release their keys;
+--                kseen: when (ms) a reader that sorts by key last claimed: while
+--                  that is recent, readers that do not sort leave the ready
+--                  list to it (lua/complete-and-claim.lua)
 --   <queue>:rl   sorted set: when each call of the last \`per\` ms started
 --                (ms; members unique per claim)
 local function limit_keys(meta_key)
@@ -1861,7 +1880,7 @@ local function limit_keys(meta_key)
 end
 
 -- The fields of the flow hash, in the order flow_read returns them.
-local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks' }
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks', 'kseen' }
 -- Where a queue keeps the events its readers left for a newer class version:
 -- a hash <queue>:v, version -> when a reader last took from it (or one was
 -- first left), and a list <queue>:v:<version> of ids per version, oldest
@@ -2800,7 +2819,10 @@ end
 --                keyed: '1' while the handler registered last sorts events by
 --                  key (HandlerOptions.key): claims take from the keys in turn;
 --                kc: '1' while sorted ids wait (includes/keyed-keys.lua);
---                ks: '1' once ids were sorted by key: results release their keys
+--                ks: '1' once ids were sorted by key: results release their keys;
+--                kseen: when (ms) a reader that sorts by key last claimed: while
+--                  that is recent, readers that do not sort leave the ready
+--                  list to it (lua/complete-and-claim.lua)
 --   <queue>:rl   sorted set: when each call of the last \`per\` ms started
 --                (ms; members unique per claim)
 local function limit_keys(meta_key)
@@ -2809,7 +2831,7 @@ local function limit_keys(meta_key)
 end
 
 -- The fields of the flow hash, in the order flow_read returns them.
-local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks' }
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks', 'kseen' }
 -- Where a queue keeps the events its readers left for a newer class version:
 -- a hash <queue>:v, version -> when a reader last took from it (or one was
 -- first left), and a list <queue>:v:<version> of ids per version, oldest
@@ -3221,7 +3243,10 @@ end
 --                keyed: '1' while the handler registered last sorts events by
 --                  key (HandlerOptions.key): claims take from the keys in turn;
 --                kc: '1' while sorted ids wait (includes/keyed-keys.lua);
---                ks: '1' once ids were sorted by key: results release their keys
+--                ks: '1' once ids were sorted by key: results release their keys;
+--                kseen: when (ms) a reader that sorts by key last claimed: while
+--                  that is recent, readers that do not sort leave the ready
+--                  list to it (lua/complete-and-claim.lua)
 --   <queue>:rl   sorted set: when each call of the last \`per\` ms started
 --                (ms; members unique per claim)
 local function limit_keys(meta_key)
@@ -3230,7 +3255,7 @@ local function limit_keys(meta_key)
 end
 
 -- The fields of the flow hash, in the order flow_read returns them.
-local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks' }
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks', 'kseen' }
 -- Every instance reads one clock, Redis's, so skewed hosts neither fire early
 -- nor late relative to each other.
 local function now_ms()
@@ -3552,7 +3577,10 @@ end
 --                keyed: '1' while the handler registered last sorts events by
 --                  key (HandlerOptions.key): claims take from the keys in turn;
 --                kc: '1' while sorted ids wait (includes/keyed-keys.lua);
---                ks: '1' once ids were sorted by key: results release their keys
+--                ks: '1' once ids were sorted by key: results release their keys;
+--                kseen: when (ms) a reader that sorts by key last claimed: while
+--                  that is recent, readers that do not sort leave the ready
+--                  list to it (lua/complete-and-claim.lua)
 --   <queue>:rl   sorted set: when each call of the last \`per\` ms started
 --                (ms; members unique per claim)
 local function limit_keys(meta_key)
@@ -3561,7 +3589,7 @@ local function limit_keys(meta_key)
 end
 
 -- The fields of the flow hash, in the order flow_read returns them.
-local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks' }
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks', 'kseen' }
 -- Where a queue keeps the events its readers left for a newer class version:
 -- a hash <queue>:v, version -> when a reader last took from it (or one was
 -- first left), and a list <queue>:v:<version> of ids per version, oldest
@@ -3971,7 +3999,10 @@ end
 --                keyed: '1' while the handler registered last sorts events by
 --                  key (HandlerOptions.key): claims take from the keys in turn;
 --                kc: '1' while sorted ids wait (includes/keyed-keys.lua);
---                ks: '1' once ids were sorted by key: results release their keys
+--                ks: '1' once ids were sorted by key: results release their keys;
+--                kseen: when (ms) a reader that sorts by key last claimed: while
+--                  that is recent, readers that do not sort leave the ready
+--                  list to it (lua/complete-and-claim.lua)
 --   <queue>:rl   sorted set: when each call of the last \`per\` ms started
 --                (ms; members unique per claim)
 local function limit_keys(meta_key)
@@ -3980,7 +4011,7 @@ local function limit_keys(meta_key)
 end
 
 -- The fields of the flow hash, in the order flow_read returns them.
-local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks' }
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks', 'kseen' }
 -- Where a queue keeps the events its readers left for a newer class version:
 -- a hash <queue>:v, version -> when a reader last took from it (or one was
 -- first left), and a list <queue>:v:<version> of ids per version, oldest
@@ -4775,7 +4806,10 @@ return 1
 --                keyed: '1' while the handler registered last sorts events by
 --                  key (HandlerOptions.key): claims take from the keys in turn;
 --                kc: '1' while sorted ids wait (includes/keyed-keys.lua);
---                ks: '1' once ids were sorted by key: results release their keys
+--                ks: '1' once ids were sorted by key: results release their keys;
+--                kseen: when (ms) a reader that sorts by key last claimed: while
+--                  that is recent, readers that do not sort leave the ready
+--                  list to it (lua/complete-and-claim.lua)
 --   <queue>:rl   sorted set: when each call of the last \`per\` ms started
 --                (ms; members unique per claim)
 local function limit_keys(meta_key)
@@ -4784,7 +4818,7 @@ local function limit_keys(meta_key)
 end
 
 -- The fields of the flow hash, in the order flow_read returns them.
-local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks' }
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks', 'kseen' }
 
 if redis.call('HDEL', (limit_keys(KEYS[1])), 'thr') == 0 then return 0 end
 redis.call('PUBLISH', ARGV[1], ARGV[2])

@@ -55,7 +55,8 @@ interface Answer {
 export class ScriptPermissions {
   private answers = new Map<string, Answer>();
 
-  private lastRefusal: { readonly error: RedisConnectionError; readonly at: number } | undefined;
+  /** The refusal health() reports; one from a NOPERM reply is kept until it lapses, whatever a check says since. */
+  private lastRefusal: { readonly error: RedisConnectionError; readonly at: number; readonly fromReply: boolean } | undefined;
 
   constructor(
     private readonly client: RedisClient,
@@ -64,20 +65,26 @@ export class ScriptPermissions {
     private readonly onRefused: (error: RedisConnectionError) => void = () => undefined,
   ) {}
 
-  /** Refusals told since everything was last allowed: each is told once, however the loops' calls alternate. */
-  private told = new Set<string>();
+  /**
+   * Each refusal told, by `what`, with when it was last seen: told again only
+   * after it was not seen for PERMISSION_RECHECK_MS, however the loops' calls
+   * alternate between scripts and keys meanwhile.
+   */
+  private told = new Map<string, number>();
 
   /**
-   * A refusal seen (by the check, or as a NOPERM reply): kept for health(),
-   * told once per `what` (its message, or for a check the message with the
-   * key it was asked on left out: the loops ask on several keys of a queue).
+   * A refusal seen: kept for health(), and told once while it keeps coming.
+   * `what` names it apart from the key it met (a check: the loops ask on
+   * several keys of a queue); `fromReply`: Redis refused a call (NOPERM), which
+   * a later check that passes cannot undo (Redis 6.2 has no check; a check
+   * may not cover what was refused).
    */
-  refused(error: RedisConnectionError, what = error.message): void {
-    if (!this.told.has(what)) {
-      this.told.add(what);
-      this.onRefused(error);
-    }
-    this.lastRefusal = { error, at: performance.now() };
+  refused(error: RedisConnectionError, what = error.message, fromReply = false): void {
+    const now = performance.now();
+    const seen = this.told.get(what);
+    if (seen === undefined || now - seen > PERMISSION_RECHECK_MS) this.onRefused(error);
+    this.told.set(what, now);
+    this.lastRefusal = { error, at: now, fromReply };
   }
 
   /**
@@ -114,10 +121,7 @@ export class ScriptPermissions {
     answer.check.then(
       () => {
         answer.ok = true;
-        if (this.lastRefusal && [...this.answers.values()].every((a) => a.ok)) {
-          this.lastRefusal = undefined;
-          this.told.clear();
-        }
+        if (this.lastRefusal && !this.lastRefusal.fromReply && [...this.answers.values()].every((a) => a.ok)) this.lastRefusal = undefined;
       },
       (error: unknown) => {
         // Only a refusal is remembered; a failed check (an outage) is asked again next time.

@@ -109,7 +109,7 @@ function refused(script: LoadedScript, error: unknown, permissions: ScriptPermis
         ? `${command}, which the ${script.name} script runs`
         : `a command of the ${script.name} script`;
   const typed = permissionError(what, error);
-  permissions?.refused(typed);
+  permissions?.refused(typed, typed.message, true);
   return typed;
 }
 

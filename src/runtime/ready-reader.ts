@@ -75,9 +75,9 @@ const PAUSED_RECHECK_MS = 1_000;
  * An event is emitted only with a slot for it, so the handler never runs more
  * calls than it has slots.
  *
- * When the ready list is empty it blocks in Redis on its own connection,
- * which a watchdog replaces if a call outlives its timeout (a half-open
- * socket after a network fault would otherwise block forever).
+ * When the ready list is empty it waits here, in this process, for a nudge
+ * (a dispatcher here or a wake-up from another instance), a result to send,
+ * or readerBlockMs at most; it holds no connection of its own.
  */
 export class ReadyReader {
   private readonly successes: PendingSuccess[] = [];
@@ -87,7 +87,7 @@ export class ReadyReader {
    * counts when a lease runs out (lua/includes/lease-constants.lua).
    */
   private readonly starts: ClaimedRef[] = [];
-  /** True while the loop may pick successes up; false while it blocks in Redis or has stopped. */
+  /** True while the loop may pick successes up; false before it starts and once it has stopped. */
   private collecting = false;
   private readonly wakeup = new Wakeup();
   /**

@@ -154,7 +154,7 @@ export class Enqueuer {
     this.parts.assertOpen();
     const { instrumentEnqueue: instrument, contextProvider } = this.parts.options;
     const store = this.parts.contextStore;
-    const capture = () => (context !== undefined ? context : contextProvider ? provided(contextProvider, store.current()) : store.current());
+    const capture = () => context ?? (contextProvider ? provided(contextProvider, store.current()) : store.current());
     if (instrument === undefined) {
       const encoded = this.parts.codec.encode(event, capture(), Date.now());
       return { route: encoded.route, type: encoded.type, id: encoded.id, body: encoded.body, due: due(), requestedAt };
@@ -241,7 +241,6 @@ export class Enqueuer {
   }
 }
 
-/** Tells an enqueue's instrumentation how it ended; its throw is ignored. */
 /**
  * The contextProvider's context. User code: whatever it throws, the enqueue
  * fails with an error that says so, and nothing is stored.
@@ -272,8 +271,11 @@ function scopeOf(value: EnqueueScope | undefined | null | void): EnqueueScope | 
  */
 function capturedWithin(within: NonNullable<EnqueueScope['capture']>, capture: () => EventContext | undefined): EventContext | undefined {
   let outcome: { readonly value: EventContext | undefined } | { readonly error: unknown } | undefined;
+  // Called back after `within` returned (deferred by the instrumentation): too late, and nothing is done.
+  let returned = false;
   try {
     within(() => {
+      if (returned) return undefined;
       try {
         const value = capture();
         outcome = { value };
@@ -286,11 +288,13 @@ function capturedWithin(within: NonNullable<EnqueueScope['capture']>, capture: (
   } catch {
     // The instrumentation's own throw, or the capture's, which is thrown below.
   }
+  returned = true;
   if (outcome === undefined) return capture();
   if ('error' in outcome) throw outcome.error;
   return outcome.value;
 }
 
+/** Tells an enqueue's instrumentation how it ended; its throw is ignored. */
 function endScope(scope: EnqueueScope, result: Parameters<NonNullable<EnqueueScope['end']>>[0]): void {
   try {
     scope.end?.(result);

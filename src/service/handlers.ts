@@ -31,7 +31,7 @@ import { type BatchHandlerOptions, DEFAULT_PREFETCH, type HandlerOptions } from 
 
 export type { BatchHandlerOptions, HandlerOptions } from './handler-options';
 import { keySorter, storeLimitsWhenReady } from './flow-registration';
-import type { StoredLimits } from '../redis/flow-limits';
+import { type StoredLimits, forgetSorter } from '../redis/flow-limits';
 
 /** A handler registered here: its consumer, the dispatchers it runs, its readers (by queue tag, for nudges). */
 interface Registration {
@@ -45,6 +45,8 @@ interface Registration {
   readonly readers: ReadonlyArray<{ readonly queueTag: string; readonly reader: ReadyReader }>;
   /** With limits: stores them again now and then, should Redis have lost them (a restart without persistence, a flush). */
   readonly limitsRefresh?: NodeJS.Timeout;
+  /** With the key option: the queues its readers sorted by key, whose stamp goes when it stops (flow-limits.ts forgetSorter). */
+  readonly sortedQueues?: readonly TypeKeys[];
 }
 
 /** How often a handler with limits stores them again (one read when they are there). */
@@ -265,6 +267,7 @@ export class Handlers {
       parallelism,
       version,
       ...(limitsRefresh ? { limitsRefresh } : {}),
+      ...(sortByKey ? { sortedQueues: queues.map((q) => q.keys) } : {}),
       consumer: consumer as unknown as Consumer<DelayedEventInstance>,
       dispatchers,
       readers,
@@ -325,6 +328,8 @@ export class Handlers {
     for (const { queueTag, reader } of registration.readers) this.readersByQueue.get(queueTag)?.delete(reader);
     for (const dispatcher of registration.dispatchers) void dispatcher.stop(0);
     await registration.consumer.stop(this.parts.options.closeTimeoutMs);
+    const command = this.parts.connections.command;
+    await Promise.all((registration.sortedQueues ?? []).map((keys) => this.parts.scripts.bounded('forget-sorter', () => forgetSorter(command, keys)).catch(() => undefined)));
   }
 
   /**

@@ -139,7 +139,7 @@ describe('the delayed-events CLI', () => {
       /^ID\s+DUE\s+ATTEMPTS\s+ENQUEUED\nsooner\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ \(in 1h 59m\)\s+0\s+\S+ \S+ \((<1s|\d+s) ago|now\)\nlater\s+.*\(in 2h 59m\).*\n1-2 of 2 scheduled\n$/,
     );
     expect(ready.stdout).toMatch(/^ID\s+DUE\s+ATTEMPTS\nready-1\s+.*\n1-1 of 1 ready\n$/);
-    expect(inFlight.stdout).toMatch(/^ID\s+ATTEMPT\s+LEASE EXPIRES\s+DUE\nrunning\s+1\s+\S+ \S+ \(in \d+s\)/);
+    expect(inFlight.stdout).toMatch(/^ID\s+ATTEMPT\s+LEASE EXPIRES\s+DUE\nrunning\s+1\s+\S+ \S+ \(in \d+[hms]( \d+[ms])?\)/);
     expect(dead.stdout).toMatch(
       /^ID\s+DEAD SINCE\s+ATTEMPTS\s+LAST ERROR\ndead-1\s+.* ago\)\s+1\s+permanent failure: card declined \(attempt 1 of 3\)\ndead-2 .*\n1-2 of 3 dead; --offset 2 for more\n$/,
     );

@@ -151,20 +151,28 @@ describe('fault injection: every accepted event is handled at least once or dead
       return Date.now() - from;
     };
     const figures: Record<string, number> = { baselineMs: await burst() };
+    // When Redis was out of the instances' reach: a result (or start) sent then may never have arrived.
+    const outages: Array<{ from: number; to: number }> = [];
 
     process.kill(server.pid!, 'SIGSTOP');
+    const frozen = Date.now();
     await new Promise((resolve) => setTimeout(resolve, 20_000 * Math.min(1, SCALE * 2)));
     process.kill(server.pid!, 'SIGCONT');
+    outages.push({ from: frozen, to: Date.now() });
     figures.afterFreezeMs = await burst();
 
+    const reset = Date.now();
     figures.connectionsReset = proxy.dropAll();
+    outages.push({ from: reset, to: Date.now() });
     figures.afterResetMs = await burst();
 
+    const blackholed = Date.now();
     figures.connectionsBlackholed = proxy.blackholeAll();
     figures.afterBlackholeMs = await burst();
+    outages.push({ from: blackholed, to: Date.now() });
 
     await drainAndSettle(fleet, redis, prefix, 60_000);
-    const ledger = checkLedger(fleet.lines, fleet.kills, await deadLettered(redis, prefix), [], LEASE_MS);
+    const ledger = checkLedger(fleet.lines, fleet.kills, await deadLettered(redis, prefix), outages, LEASE_MS);
     report('frozen and cut', ledger, figures);
     expect(consumers.every((pid) => fleet.alive.includes(pid))).toBe(true);
     expect(ledger.lost).toEqual([]);

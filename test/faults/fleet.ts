@@ -143,9 +143,12 @@ export function checkLedger(lines: readonly Line[], kills: Fleet['kills'], deadL
   const recreated = new Set(enqueuedTwice);
   // The same attempt of the same stored event succeeded twice. An event held ahead starts within half
   // its lease of being claimed (a quarter of leaseGraceMs, in practice), so runs of one claim start
-  // less than half a lease apart; a run that starts later came after a lease that ran out unstarted.
+  // less than half a lease apart; a run that starts later came after a lease that ran out unstarted,
+  // which only a start mark that never reached Redis explains: the first run's process was killed,
+  // or Redis was out of its reach, around then.
   const repeated = duplicated.filter(([id, list]) => !recreated.has(id) && new Set(list.map((l) => l.attempt)).size < list.length);
   const afterUnstartedExpiry = ([id, list]: [string, Line[]]) =>
+    (killed(first(list)) || cutOff(first(list))) &&
     list.every((ok) => {
       const runs = (starts.get(id) ?? []).filter((l) => l.attempt === ok.attempt && l.enq === ok.enq);
       return runs.every((run, i) => i === 0 || run.at - runs[i - 1]!.at >= graceMs / 2);

@@ -105,13 +105,16 @@ describe('claiming ahead of free handler slots (prefetch)', () => {
     const proxy = await TcpProxy.start(redis.server.port);
     try {
       const prefix = redis.prefix();
-      // Events held ahead may wait 1 s for a slot; their leases last 32 s, far past this test's deadline.
-      const stuck = redis.service({ redis: proxy.url, prefix, leaseGraceMs: 2_000, commandTimeoutMs: 400 });
+      // Events held ahead may wait 4 s for a slot (time enough to black-hole them first, on a loaded machine);
+      // their leases last 38 s, far past this test's deadline.
+      const stuck = redis.service({ redis: proxy.url, prefix, leaseGraceMs: 8_000, commandTimeoutMs: 400 });
       const metrics = recordMetrics(stuck);
       const { release } = await holdingAhead(stuck, prefix, { timeoutMs: 30_000 });
       // Their give-back goes out on connections that no longer answer, and fails at its deadline.
       expect(proxy.blackholeAll()).toBeGreaterThan(0);
-      await waitFor(async () => (await redis.client().llen(`${prefix}:{test.work}:r`)) === 30, 'the events held ahead back in READY', 10_000);
+      // Not given back yet: they still hold their leases.
+      expect(await leasesInFlight(redis.client(), prefix)).toBeGreaterThan(1);
+      await waitFor(async () => (await redis.client().llen(`${prefix}:{test.work}:r`)) === 30, 'the events held ahead back in READY', 15_000);
       expect(counter(metrics, METRIC.redisErrors, { loop: 'reader', type: 'test.work' })).toBeGreaterThan(0);
       expect(counter(metrics, METRIC.claimsReleased, { type: 'test.work' })).toBe(30);
       release();

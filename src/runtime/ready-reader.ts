@@ -6,6 +6,7 @@ import { OutageBackoff, sleep } from './outage-backoff';
 import type { TypeKeys } from '../redis/redis-layout';
 import type { HandlerSlots } from './handler-slots';
 import { Wakeup } from './wakeup';
+import { PendingResults } from './pending-results';
 import { ClaimedAhead } from './claimed-ahead';
 import type { TypeActivity } from './activity-log';
 
@@ -49,16 +50,7 @@ export interface ClaimedEvent extends ClaimedRecord {
   readonly reader: ReadyReader;
 }
 
-interface PendingSuccess extends ClaimedRef {
-  resolve(completed: boolean): void;
-  reject(error: unknown): void;
-}
-
-/**
- * Successes and claims per script call: enough to amortise the round trip, few
- * enough to keep Redis responsive and within what Lua's unpack takes.
- */
-const MAX_COMPLETIONS = 1_000;
+/** Claims per script call: enough to amortise the round trip, few enough to keep Redis responsive and within what Lua's unpack takes. */
 const MAX_CLAIMS = 1_000;
 /** How often a reader of a paused type asks again. */
 const PAUSED_RECHECK_MS = 1_000;
@@ -80,13 +72,8 @@ const PAUSED_RECHECK_MS = 1_000;
  * or readerBlockMs at most; it holds no connection of its own.
  */
 export class ReadyReader {
-  private readonly successes: PendingSuccess[] = [];
-  /**
-   * Events claimed ahead whose handlers started here since the last call: the
-   * next call marks their leases started, so that only an attempt that ran
-   * counts when a lease runs out (lua/includes/lease-constants.lua).
-   */
-  private readonly starts: ClaimedRef[] = [];
+  /** Successes and start marks for the next call (src/runtime/pending-results.ts). */
+  private readonly pending = new PendingResults();
   /** True while the loop may pick successes up; false before it starts and once it has stopped. */
   private collecting = false;
   private readonly wakeup = new Wakeup();
@@ -117,15 +104,14 @@ export class ReadyReader {
 
   /** Records a handler's success; resolves true when completed, false when its claim was stale. */
   complete(event: ClaimedRef): Promise<boolean> {
-    return new Promise((resolve, reject) => {
-      this.successes.push({ id: event.id, claim: event.claim, resolve, reject });
-      this.sendSoon();
-    });
+    const recorded = this.pending.success(event);
+    this.sendSoon();
+    return recorded;
   }
 
   /** Has the next call mark an event claimed ahead as started. */
   private started(event: ClaimedRef): void {
-    this.starts.push({ id: event.id, claim: event.claim });
+    this.pending.started(event);
     this.sendSoon();
   }
 
@@ -175,7 +161,7 @@ export class ReadyReader {
       stop.addEventListener('abort', onStop, { once: true });
       const leaveSlots = slots.join({ startOne, freed: () => this.wakeup.wake() });
       const room = () => slots.aheadAllowed(planWithinMs) - ahead.length;
-      const hasWork = () => this.successes.length > 0 || this.starts.length > 0 || ahead.anyLate || this.notGivenBack.length > 0 || (slots.free > 0 && ahead.length === 0) || room() > 0;
+      const hasWork = () => this.pending.waiting || ahead.anyLate || this.notGivenBack.length > 0 || (slots.free > 0 && ahead.length === 0) || room() > 0;
       let servedLast = false;
       const loop = async () => {
         this.collecting = true;
@@ -192,16 +178,14 @@ export class ReadyReader {
           if (this.lostClaim && !(await this.releaseLostClaim(stop))) {
             // Redis is still out of reach: successes waiting for a call fail now, as they
             // would in a claim, so their writers keep retrying through the outage.
-            for (const s of this.successes.splice(0)) s.reject(new Error('recording the result failed'));
+            this.pending.failWaiting(new Error('recording the result failed'));
             await sleep(backoff.next(), stop);
             continue;
           }
           // Sharing slots with other partitions' readers, a reader whose last claim got events lets
           // those woken meanwhile reserve first (their wake-ups are queued already): turns stay fair.
           if (servedLast && slots.readerCount > 1) await Promise.resolve();
-          const succeeded = this.successes.splice(0, MAX_COMPLETIONS);
-          const marks = this.starts.splice(0, MAX_COMPLETIONS);
-          const started = startsToMark(marks, succeeded);
+          const batch = this.pending.take();
           const reserved = stop.aborted ? 0 : slots.reserve(MAX_CLAIMS);
           const count = stop.aborted ? 0 : reserved + Math.max(0, Math.min(MAX_CLAIMS - reserved, room()));
           const claim: ClaimLog = { log: this.claimLogKey, token: String(++this.claims) };
@@ -213,9 +197,9 @@ export class ReadyReader {
           this.idleWakeup.clear();
           try {
             if (count > 0 && this.settings.sortByKey) await this.sortReady(this.settings.sortByKey);
-            result = await this.scripts.completeAndClaim(this.keys, succeeded, count, this.settings.leaseMs, this.settings.maxAttempts, claim, {
+            result = await this.scripts.completeAndClaim(this.keys, batch.succeeded, count, this.settings.leaseMs, this.settings.maxAttempts, claim, {
               startNow,
-              started,
+              started: batch.started,
               maxVersion: this.settings.version,
               sortsByKey: this.settings.sortByKey !== undefined,
             });
@@ -224,8 +208,7 @@ export class ReadyReader {
             slots.offer();
             // Redis may have run the claim and lost only the reply: give back whatever it took.
             if (count > 0) this.lostClaim = claim;
-            this.keepMarks(marks);
-            for (const s of succeeded) s.reject(new Error('recording the result failed'));
+            this.pending.failed(batch, new Error('recording the result failed'));
             if (stop.aborted) break;
             this.metrics.count(METRIC.redisErrors, { loop: 'reader', type: this.keys.type });
             await sleep(backoff.next(), stop);
@@ -234,7 +217,7 @@ export class ReadyReader {
           // Waits for a slot count from here: an event handed to a free slot at once never waits, however long the call took.
           const arrivedAt = performance.now();
           backoff.reset();
-          settle(succeeded, result);
+          this.pending.settled(batch, result);
           const claimed = result.claimed.length;
           servedLast = claimed > 0;
           if (result.freed) this.settings.onFreed?.();
@@ -269,7 +252,7 @@ export class ReadyReader {
             // Held back by the queue's limits: until the window has room (or the hold ends), or until a running
             // call ends somewhere (its result wakes every instance), and at most blockMs.
             await this.waitForReady(stop, result.throttledMs > 0 ? result.throttledMs : Number.POSITIVE_INFINITY);
-          } else if (claimed === 0 && result.deadLettered.length === 0 && result.leftForNewerVersion === 0 && succeeded.length === 0 && started.length === 0) {
+          } else if (claimed === 0 && result.deadLettered.length === 0 && result.leftForNewerVersion === 0 && batch.succeeded.length === 0 && batch.started.length === 0) {
             // Nothing ready: block in Redis until something is, but not past the moment an event
             // waiting here would be too late, nor while one already is (it goes back first).
             const untilLate = ahead.sweep();
@@ -342,45 +325,27 @@ export class ReadyReader {
     setImmediate(() => {
       this.flushScheduled = false;
       if (this.collecting) return; // the loop took over meanwhile
-      const succeeded = this.successes.splice(0, MAX_COMPLETIONS);
-      const marks = this.starts.splice(0, MAX_COMPLETIONS);
-      const started = startsToMark(marks, succeeded);
-      if (this.successes.length > 0 || this.starts.length > 0) this.flushSoon();
-      if (succeeded.length === 0 && started.length === 0) return;
+      const batch = this.pending.take();
+      if (this.pending.waiting) this.flushSoon();
+      if (batch.succeeded.length === 0 && batch.started.length === 0) return;
       this.scripts
         .completeAndClaim(
           this.keys,
-          succeeded,
+          batch.succeeded,
           0,
           this.settings.leaseMs,
           this.settings.maxAttempts,
           { log: this.claimLogKey, token: '' },
-          { started, maxVersion: this.settings.version, sortsByKey: this.settings.sortByKey !== undefined },
+          { started: batch.started, maxVersion: this.settings.version, sortsByKey: this.settings.sortByKey !== undefined },
         )
         .then(
           (result) => {
             if (result.freed) this.settings.onFreed?.();
-            settle(succeeded, result);
+            this.pending.settled(batch, result);
           },
-          (error: unknown) => {
-            this.keepMarks(marks);
-            succeeded.forEach((s) => s.reject(error));
-          },
+          (error: unknown) => this.pending.failed(batch, error),
         );
     });
-  }
-
-  /**
-   * Start marks of a call that failed go out again with the next one (marking
-   * is idempotent, and fenced by the claim). A mark that never lands before
-   * the lease runs out makes that expiry spend no attempt, and the event runs
-   * again in the same attempt (lua/dispatch-due.lua): the sooner it lands
-   * once Redis answers, the rarer that is. Those of events whose success rode
-   * on the call are kept too: the success is retried by its writer, and may
-   * come after the lease ran out.
-   */
-  private keepMarks(marks: readonly ClaimedRef[]): void {
-    if (marks.length > 0) this.starts.unshift(...marks);
   }
 
   /**
@@ -392,7 +357,7 @@ export class ReadyReader {
    */
   private async waitForReady(stop: AbortSignal, mostMs = Infinity): Promise<void> {
     // Successes and start marks that arrived during the last call go out with the next one instead.
-    if (this.successes.length > 0 || this.starts.length > 0 || stop.aborted) return;
+    if (this.pending.waiting || stop.aborted) return;
     await this.idleWakeup.wait(Math.max(1, Math.min(this.settings.blockMs, Math.ceil(mostMs))));
   }
 
@@ -401,27 +366,4 @@ export class ReadyReader {
     this.wakeup.wake();
     this.idleWakeup.wake();
   }
-}
-
-/**
- * The start marks worth sending with these successes: an event that started
- * and already succeeded is completed by the same call, and its lease goes with
- * it. With quick handlers that is most of them, and each mark costs Redis a
- * lookup and a write.
- */
-function startsToMark(starts: ClaimedRef[], succeeded: readonly PendingSuccess[]): ClaimedRef[] {
-  if (starts.length === 0 || succeeded.length === 0) return starts;
-  // By id and claim: a late success of an earlier claim of the id does not end this one.
-  const done = new Set<string>();
-  for (const s of succeeded) done.add(`${s.claim}:${s.id}`);
-  return starts.filter((s) => !done.has(`${s.claim}:${s.id}`));
-}
-
-function settle(succeeded: readonly PendingSuccess[], result: ClaimResult): void {
-  if (result.stale.length === 0) {
-    for (const s of succeeded) s.resolve(true);
-    return;
-  }
-  const stale = new Set(result.stale);
-  succeeded.forEach((s, i) => s.resolve(!stale.has(i)));
 }

@@ -5,7 +5,7 @@ import { DEFAULT_GROUP, LEASE_PIN, type RedisLayout, type TypeKeys } from './red
 import { type Entry, isScheduled, scheduledEntries } from './schedule-reads';
 import { type GroupRead, parseErrorLog, parseHandled } from './stored-records';
 import { scanTypes } from './type-scan';
-import { newerVersions, waitsForReader } from './waiting-events';
+import { newerVersions, oldestReadyDue, waitsForReader } from './waiting-events';
 
 export { EVENT_STATES, type EventCounts, type EventError, type EventState, type EventTypeInfo, MAX_PARTITIONS, type StateCounts, type StoredDeadLetter, type StoredEvent } from './stored-types';
 import { type EventCounts, type EventState, type EventTypeInfo, MAX_PARTITIONS, type StateCounts, type StoredDeadLetter, type StoredEvent } from './stored-types';
@@ -14,8 +14,6 @@ import { type EventCounts, type EventState, type EventTypeInfo, MAX_PARTITIONS, 
 const PIN_AS_READ = LEASE_PIN.toString('utf8');
 /** Lease scores of 0.2 were the expiry alone; scaled ones are expiry * 1000 + three digits of the claim (lua/includes/lease-constants.lua). */
 const SCALED_LEASE_FROM = 1e14;
-/** How many keys' lists of ready events (HandlerOptions.key) counts() looks at for the oldest ready event. */
-const OLDEST_KEYS_READ = 100;
 
 interface QueueSample {
   readonly counts: StateCounts;
@@ -326,14 +324,6 @@ export class StoredEvents {
    * registered too, the events it holds are among them, so only the larger of
    * the two is taken off (its retries of delivered events are then not counted).
    */
-  /** The first id in each of these keys' lists of ready events (lua/includes/keyed-keys.lua). */
-  private async keyListHeads(keys: TypeKeys, waitingKeys: readonly string[]): Promise<string[]> {
-    if (waitingKeys.length === 0) return [];
-    const pipeline = this.client.pipeline();
-    for (const key of waitingKeys) pipeline.lindex(`${keys.meta.slice(0, -':m'.length)}:kq:${key}`, 0);
-    return pipelineValues(await pipeline.exec()).filter((id): id is string => typeof id === 'string');
-  }
-
   private async queueSample(keys: TypeKeys, withFlags = true): Promise<QueueSample> {
     const pipeline = this.client.pipeline().hlen(keys.meta).llen(keys.ready).zcard(keys.inFlight).zscore(keys.inFlight, LEASE_PIN).zcard(keys.dead).lrange(keys.ready, 0, 0);
     if (withFlags) pipeline.hlen(keys.pending).get(keys.paused).hkeys(keys.groups);
@@ -344,19 +334,13 @@ export class StoredEvents {
     const waitingByKey = Object.entries((replies[withFlags ? 10 : 7]?.[1] as Record<string, string> | undefined) ?? {}).filter(([, v]) => Number(v) > 0);
     const sortedByKey = waitingByKey.reduce((n, [, v]) => n + Number(v), 0);
     const parked = Number(replies[withFlags ? 9 : 6]?.[1] ?? 0) > 0 ? (await newerVersions(this.client, keys)).reduce((n, w) => n + w.events, 0) : 0;
-    // The head of the ready list has waited longest of the events in it: its envelope says since when it was due.
-    // Events sorted by key left the ready list's head earlier, so the heads of their keys' lists (up to
-    // OLDEST_KEYS_READ of them) may have waited longer still.
-    const heads = [
+    const oldestDue = await oldestReadyDue(
+      this.client,
+      keys,
       (replies[5]?.[1] as string[] | undefined)?.[0],
-      ...(await this.keyListHeads(
-        keys,
-        waitingByKey.slice(0, OLDEST_KEYS_READ).map(([key]) => key),
-      )),
-    ].filter((id): id is string => id !== undefined);
-    const headers = heads.length > 0 ? await this.client.hmget(keys.meta, ...heads) : [];
-    const dues = headers.filter((h): h is string => h !== null).map((h) => parseEnvelope(h).dueAt);
-    const oldest = dues.length > 0 ? { oldestReadyMs: Math.max(0, Date.now() - Math.min(...dues)) } : {};
+      waitingByKey.map(([key]) => key),
+    );
+    const oldest = oldestDue !== undefined ? { oldestReadyMs: Math.max(0, Date.now() - oldestDue) } : {};
     const [stored = 0, readyListed = 0, inFlightMembers = 0, pinScore = 0, dead = 0, , pending = 0] = [0, 1, 2, 3, 4, 5, 6].map((i) => Number(replies[i]?.[1] ?? 0));
     const ready = readyListed + sortedByKey;
     const inFlight = inFlightMembers - (pinScore > 0 ? 1 : 0);

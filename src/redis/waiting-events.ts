@@ -1,3 +1,4 @@
+import { parseEnvelope } from '../core/envelope';
 import type { RedisClient } from './redis-client';
 import { DEFAULT_GROUP, type RedisLayout, type TypeKeys } from './redis-layout';
 import type { NewerVersionWait } from './stored-types';
@@ -54,4 +55,26 @@ export async function waitsForReader(client: RedisClient, keys: TypeKeys, id: st
   const versions = await client.hkeys(keys.newer);
   for (const version of versions) if ((await client.lpos(`${keys.newer}:${version}`, id)) !== null) return true;
   return false;
+}
+
+/** How many keys' lists of ready events (HandlerOptions.key) oldestReadyDue looks at. */
+const OLDEST_KEYS_READ = 100;
+
+/**
+ * When the READY event that has waited longest fell due (ms), or undefined
+ * when none waits. The head of the ready list has waited longest of the events
+ * in it; events sorted by key left that head earlier, so the heads of their
+ * keys' lists (up to OLDEST_KEYS_READ of them) may have waited longer still.
+ */
+export async function oldestReadyDue(client: RedisClient, keys: TypeKeys, readyHead: string | undefined, waitingKeys: readonly string[]): Promise<number | undefined> {
+  const heads = readyHead === undefined ? [] : [readyHead];
+  if (waitingKeys.length > 0) {
+    const own = keys.meta.slice(0, -':m'.length);
+    const pipeline = client.pipeline();
+    for (const key of waitingKeys.slice(0, OLDEST_KEYS_READ)) pipeline.lindex(`${own}:kq:${key}`, 0);
+    for (const id of pipelineValues(await pipeline.exec())) if (typeof id === 'string') heads.push(id);
+  }
+  if (heads.length === 0) return undefined;
+  const dues = (await client.hmget(keys.meta, ...heads)).filter((h): h is string => h !== null).map((h) => parseEnvelope(h).dueAt);
+  return dues.length > 0 ? Math.min(...dues) : undefined;
 }

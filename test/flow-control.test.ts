@@ -62,16 +62,17 @@ describe('flow control across the fleet', () => {
     await firstValueFrom(producer.enqueueBatch(Array.from({ length: 400 }, (_, i) => ({ event: new WorkItem(`r${i}`), delay: 0 }))));
     const started = () => workers.flatMap((w) => w.lines.filter((l) => typeof l.started === 'string').map((l) => l.at as number));
     const first = await waitFor(() => started().length > 0 && Math.min(...started()), 'the first call');
-    await waitFor(() => started().some((at) => at >= first + 10_000), 'ten seconds of calls', 20_000);
+    await waitFor(() => started().some((at) => at >= first + 11_000), 'over ten seconds of calls', 20_000);
     sampling = false;
     await sampler;
-    // By the clock that enforces it, never more than 20 in any second. (Starts timed in each process come a few ms
-    // after their claims, later still on a loaded machine: they would blur the window's edges.)
-    expect(claimedAt.size).toBeGreaterThanOrEqual(190);
-    expect(busiestWindow([...claimedAt.values()], 1_000)).toBeLessThanOrEqual(20);
-    const within = started().filter((at) => at < first + 10_000);
+    // By the clock that enforces it, never more than 20 in any second, and the limit reached: 190 to 200 in the
+    // first ten seconds. (Starts timed in each process come a few ms after their claims, later still on a loaded
+    // machine: they would blur the windows' edges.)
+    const claims = [...claimedAt.values()].sort((a, b) => a - b);
+    expect(busiestWindow(claims, 1_000)).toBeLessThanOrEqual(20);
+    const within = claims.filter((at) => at < claims[0]! + 10_000);
     expect(within.length).toBeGreaterThanOrEqual(190);
-    expect(within.length).toBeLessThanOrEqual(210);
+    expect(within.length).toBeLessThanOrEqual(200);
     // Every instance took part.
     expect(workers.every((w) => w.lines.some((l) => typeof l.started === 'string'))).toBe(true);
   }, 60_000);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { type DelayedEventService, type HandlerOptions, InvalidOptionError, METRIC } from '../src';
-import { ClaimedAhead } from '../src/runtime/claimed-ahead';
+import { CONFIRMED_FOR_MS, ClaimedAhead } from '../src/runtime/claimed-ahead';
 import { HandlerSlots } from '../src/runtime/handler-slots';
 import { WorkItem } from './support/events';
 import { counter, recordMetrics, useRedis } from './support/harness';
@@ -106,8 +106,9 @@ describe('claiming ahead of free handler slots (prefetch)', () => {
     try {
       const prefix = redis.prefix();
       // Events held ahead may wait 4 s for a slot (time enough to black-hole them first, on a loaded machine);
-      // their leases last 38 s, far past this test's deadline.
-      const stuck = redis.service({ redis: proxy.url, prefix, leaseGraceMs: 8_000, commandTimeoutMs: 400 });
+      // their leases last 38 s, far past this test's deadline. No loop looks by itself meanwhile: the give-back is
+      // the first call on the black-holed connections (a call stuck before it would replace them).
+      const stuck = redis.service({ redis: proxy.url, prefix, leaseGraceMs: 8_000, commandTimeoutMs: 400, pollIntervalMs: 60_000, readerBlockMs: 60_000 });
       const metrics = recordMetrics(stuck);
       const { release } = await holdingAhead(stuck, prefix, { timeoutMs: 30_000 });
       // Their give-back goes out on connections that no longer answer, and fails at its deadline.
@@ -235,9 +236,9 @@ describe('HandlerSlots', () => {
 
 describe('ClaimedAhead', () => {
   it('starts events in claim order and sets aside those that waited too long', () => {
-    const ahead = new ClaimedAhead<string>(100);
-    ahead.add(['a', 'b'], 0);
-    ahead.add(['c'], 50);
+    const ahead = new ClaimedAhead<string>(100, false);
+    ahead.add(['a', 'b'], 0, 2);
+    ahead.add(['c'], 50, 1);
     expect(ahead.next(80)).toBe('a');
     expect(ahead.length).toBe(2);
     // At 120 'b' (claimed at 0) waited too long; 'c' (at 50) has not.
@@ -250,11 +251,39 @@ describe('ClaimedAhead', () => {
   it('tells how long until the first waiting event would be late, and hands every event back when asked', () => {
     const ahead = new ClaimedAhead<string>(100);
     expect(ahead.sweep(0)).toBe(Infinity);
-    ahead.add(['a'], 10);
-    ahead.add(['b'], 40);
+    ahead.add(['a'], 10, 1);
+    ahead.add(['b'], 40, 1);
     expect(ahead.sweep(60)).toBe(50);
     expect(ahead.sweep(120)).toBe(20);
     expect(ahead.takeAll()).toEqual(['a', 'b']);
     expect(ahead.length).toBe(0);
+  });
+
+  it('starts an event only within CONFIRMED_FOR_MS of its confirmation, and never one Redis refused', () => {
+    const ahead = new ClaimedAhead<string>(1_000);
+    // Claimed for a free slot: confirmed by the claim. Claimed ahead: not yet.
+    ahead.add(['free'], 0, 1);
+    ahead.add(['x', 'y', 'z'], 0, 0);
+    expect(ahead.next(1)).toBe('free');
+    expect(ahead.next(2)).toBeUndefined();
+    expect(ahead.needsConfirmation(2)).toBe(true);
+    // The next call asks about the first two in line; while it runs, nobody asks again.
+    const asked = ahead.toConfirm(2, 2);
+    expect(asked.map((h) => h.event)).toEqual(['x', 'y']);
+    expect(ahead.needsConfirmation(3)).toBe(false);
+    expect(ahead.toConfirm(2, 3)).toEqual([]);
+    // Redis refused 'x' (cancelled meanwhile): it never starts; 'y' does.
+    ahead.settleConfirmations(asked, new Set([0]), 5);
+    expect(ahead.length).toBe(2);
+    expect(ahead.next(6)).toBe('y');
+    // 'z' confirmed, then waits past CONFIRMED_FOR_MS (a slow call ahead of it): it is confirmed again first.
+    const again = ahead.toConfirm(1, 6);
+    ahead.settleConfirmations(again, new Set(), 7);
+    expect(ahead.next(7 + CONFIRMED_FOR_MS + 1)).toBeUndefined();
+    expect(ahead.needsConfirmation(7 + CONFIRMED_FOR_MS + 1)).toBe(true);
+    // A failed call asks again; the refused one is not handed back at stop: its lease is no longer ours.
+    ahead.confirmationsFailed(ahead.toConfirm(1, 20));
+    expect(ahead.needsConfirmation(20)).toBe(true);
+    expect(ahead.takeAll()).toEqual(['z']);
   });
 });

@@ -70,6 +70,9 @@ const operation = fc.oneof(
     }),
   },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('start' as const), deliveries: fc.uniqueArray(delivery, { minLength: 1, maxLength: 3 }) }) },
+  // A reader about to start events it holds ahead asks Redis first: only a current claim of a type not paused is
+  // confirmed; a cancel, replace, pause or expiry before it means the handler never starts. It changes nothing.
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('confirm' as const), deliveries: fc.uniqueArray(delivery, { minLength: 1, maxLength: 3 }) }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('complete' as const), delivery }) },
   // Successes recorded together, as a reader sends those of one tick: each is fenced on its own.
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('complete batch' as const), deliveries: fc.uniqueArray(delivery, { minLength: 2, maxLength: 5 }) }) },
@@ -254,6 +257,11 @@ describe('the event state machine', () => {
               Object.assign(model.get(c.id)!, { state: 'inFlight', attempt: c.attempt, due: op.expired, claim: c.claim, started: c.started });
               deliveries.push({ id: c.id, claim: c.claim, attempt: c.attempt });
             }
+          } else if (op.kind === 'confirm') {
+            const asked = picked(op.deliveries);
+            const result = await scripts.completeAndClaim(keys, [], 0, 60_000, MAX_ATTEMPTS, undefined, { confirm: asked });
+            expect(result.paused).toBe(paused && asked.length > 0);
+            expect(result.refused).toEqual(asked.flatMap((d, i) => (paused || !isCurrent(d) ? [i] : [])));
           } else if (op.kind === 'start') {
             const started = picked(op.deliveries);
             await scripts.completeAndClaim(keys, [], 0, 60_000, MAX_ATTEMPTS, undefined, { started });

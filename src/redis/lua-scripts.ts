@@ -230,18 +230,27 @@ export class LuaScripts {
     leaseMs: number,
     maxAttempts: number,
     claim: ClaimLog = { log: `${keys.claimLogPrefix}-`, token: '' },
-    options: { readonly startNow?: number; readonly started?: ReadonlyArray<ClaimedRef>; readonly maxVersion?: number; readonly sortsByKey?: boolean } = {},
+    options: {
+      readonly startNow?: number;
+      readonly started?: ReadonlyArray<ClaimedRef>;
+      readonly confirm?: ReadonlyArray<ClaimedRef>;
+      readonly maxVersion?: number;
+      readonly sortsByKey?: boolean;
+    } = {},
   ): Promise<ClaimResult> {
     const started = options.started ?? [];
+    const confirm = options.confirm ?? [];
     const args: Array<string | number> = [count, leaseMs, maxAttempts, this.idempotencyWindowMs, claim.token, options.startNow ?? count, started.length];
     for (const s of started) args.push(s.id, s.claim);
+    args.push(confirm.length);
+    for (const c of confirm) args.push(c.id, c.claim);
     args.push(this.keepHandled.count, this.keepHandled.ageMs, options.maxVersion ?? MAX_EVENT_VERSION, options.sortsByKey ? '1' : '');
     for (const s of succeeded) args.push(s.id, s.claim);
-    const [now, stalePositions, flat, dead, paused, claimScore, left, throttled, freed] = (await this.run(
+    const [now, stalePositions, flat, dead, paused, claimScore, left, throttled, freed, refused] = (await this.run(
       'complete-and-claim',
       this.keysOf('complete-and-claim', keys, { claimLog: claim.log }),
       ...args,
-    )) as [number, number[], string[], string[], number, string, number, number, number];
+    )) as [number, number[], string[], string[], number, string, number, number, number, number[]];
     const claimed: ClaimedRecord[] = [];
     const identity = Number(claimScore);
     const startNow = options.startNow ?? count;
@@ -261,6 +270,7 @@ export class LuaScripts {
       leftForNewerVersion: left,
       throttledMs: throttled,
       freed: freed === 1,
+      refused: (refused ?? []).map((position) => position - 1),
     };
   }
 

@@ -453,7 +453,9 @@ return moved
     variants: {  },
     commands: ['DEL', 'EXISTS', 'HDEL', 'HGET', 'HINCRBY', 'HKEYS', 'HMGET', 'HSET', 'HSETNX', 'LLEN', 'LMOVE', 'LPOP', 'LREM', 'RPUSH', 'SET', 'TIME', 'ZADD', 'ZCARD', 'ZMSCORE', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZREMRANGEBYSCORE'],
     lua: `-- Transitions, in one round trip: marks the events claimed ahead whose
--- handlers started since, then IN_FLIGHT -> (removed) for the events whose
+-- handlers started since, confirms those the reader is about to start (a
+-- handler starts only once confirmed: a cancel, replace or pause that ran
+-- first means never), then IN_FLIGHT -> (removed) for the events whose
 -- handlers succeeded, then READY -> IN_FLIGHT (attempt + 1, leased until
 -- now + lease) for as many events as the caller has free handler slots, or
 -- READY -> DEAD for an event whose lease already expired on its last attempt.
@@ -489,26 +491,34 @@ return moved
 --         leases are written started; the rest wait in the reader, not started
 -- ARGV[7] n, how many start marks follow
 -- ARGV[8 .. 7 + 2n] id, claim identity of each event claimed ahead whose handler started
--- ARGV[8 + 2n] keepHandled: how many handled events to keep (0 or absent: none)
--- ARGV[9 + 2n] keepHandled: how long to keep them, ms (0: no age limit)
--- ARGV[10 + 2n] the newest class version the reader reads: an event written by a
+-- ARGV[8 + 2n] c, how many confirmations follow (writes nothing)
+-- ARGV[9 + 2n .. 8 + 2n + 2c] id, claim identity of each event claimed ahead that the
+--         reader is about to start: refused unless its lease is still that
+--         claim's and the type is not paused
+-- Below, o = 8 + 2n + 2c, the position of the last confirmation's identity:
+-- ARGV[o + 1] keepHandled: how many handled events to keep (0 or absent: none)
+-- ARGV[o + 2] keepHandled: how long to keep them, ms (0: no age limit)
+-- ARGV[o + 3] the newest class version the reader reads: an event written by a
 --         newer one is not claimed but left, no attempt spent, in the queue's
 --         list for its version (includes/newer-key.lua), which readers of that
 --         version or newer take from first
--- ARGV[11 + 2n] '1' when the reader sorts ready events by key (its handler's key
+-- ARGV[o + 4] '1' when the reader sorts ready events by key (its handler's key
 --         option, lua/classify.lua): its claims are stamped in the flow hash
 --         (kseen). '' when not: while the queue is keyed it takes from the
 --         ready list only once no reader that sorts has claimed for
 --         SORTER_GONE_MS, so that no event is left unsorted there once the
 --         handlers that sorted stopped, and per-key limits hold while they run
--- ARGV[12 + 2n ..] id, claim identity of each succeeded event
+-- ARGV[o + 5 ..] id, claim identity of each succeeded event
 -- Returns {Redis now ms, {position of each succeeded event not completed},
 --          {id, envelope, ...} claimed, {id, attempt, ...} dead-lettered,
 --          1 if paused, identity of this claim's leases (not-started score) or '',
 --          how many events this call left for a newer version,
 --          ms to wait when the queue's limits left no room (-1: until a running
 --          call ends; 0: not held back; includes/limit-room.lua),
---          1 if completions freed room a claim had found missing}.
+--          1 if completions freed room a claim had found missing,
+--          {position (from 1) of each confirmation refused: its lease is no
+--          longer that claim's (cancelled, replaced, expired; the handler must
+--          not start), or the type is paused (it goes back unstarted)}}.
 -- The claim takes no more than the queue's limits allow (src/service/flow-control.ts).
 -- Positions count the succeeded events from 1. Listing the stale ones, not a
 -- flag per event, keeps the usual reply (every success completed) short.
@@ -860,16 +870,31 @@ if n_starts > 0 then
   end
   if #marks > 0 then redis.call('ZADD', KEYS[2], 'XX', unpack(marks)) end
 end
-local keep_count = tonumber(ARGV[8 + 2 * n_starts] or '0')
-local keep_age = tonumber(ARGV[9 + 2 * n_starts] or '0')
-local max_version = tonumber(ARGV[10 + 2 * n_starts] or '') or math.huge
-local sorts_by_key = ARGV[11 + 2 * n_starts] == '1'
+local n_confirms = tonumber(ARGV[8 + 2 * n_starts] or '0')
+-- Paused: nothing is claimed, and no event held ahead is confirmed (the reader gives them back).
+local paused = (tonumber(ARGV[1]) > 0 or n_confirms > 0) and redis.call('EXISTS', KEYS[11]) == 1
+local refused = {}
+if n_confirms > 0 then
+  local first = 9 + 2 * n_starts
+  local ids = {}
+  for i = first, first + 2 * n_confirms - 1, 2 do ids[#ids + 1] = ARGV[i] end
+  -- A lease that changed meanwhile (cancelled, replaced, expired) is no longer this claim's.
+  local leased = paused and {} or redis.call('ZMSCORE', KEYS[2], unpack(ids))
+  for k = 1, n_confirms do
+    if not (leased[k] and lease_fences(tonumber(leased[k]), tonumber(ARGV[first - 1 + 2 * k]))) then refused[#refused + 1] = k end
+  end
+end
+local o = 8 + 2 * n_starts + 2 * n_confirms
+local keep_count = tonumber(ARGV[o + 1] or '0')
+local keep_age = tonumber(ARGV[o + 2] or '0')
+local max_version = tonumber(ARGV[o + 3] or '') or math.huge
+local sorts_by_key = ARGV[o + 4] == '1'
 -- Instances with the key option beside ones without (a deploy changing it, a mismatch the log warns of):
 -- those without leave the ready list to those with it while these claim, and take over once they are gone.
 local SORTER_GONE_MS = 60000
 local sorter_here = flow[13] and now - tonumber(flow[13]) < SORTER_GONE_MS
 if sorts_by_key and tonumber(ARGV[1]) > 0 then redis.call('HSET', flow_key, 'kseen', now) end
-local first_success = 12 + 2 * n_starts
+local first_success = o + 5
 if #ARGV >= first_success then
   local ids = {}
   for i = first_success, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
@@ -942,9 +967,9 @@ end
 
 local claimed, dead = {}, {}
 local count = tonumber(ARGV[1])
-if count > 0 and redis.call('EXISTS', KEYS[11]) == 1 then
+if paused then
   if #removed > 0 then lease_unpin_if_idle(KEYS[2]) end
-  return {now, stale, claimed, dead, 1, '', 0, 0, freed}
+  return {now, stale, claimed, dead, 1, '', 0, 0, freed, refused}
 end
 local rate_key, rate_per = false, 0
 if count > 0 then
@@ -952,7 +977,7 @@ if count > 0 then
   room, wait, rate_key, rate_per = limit_room(KEYS[3], flow, KEYS[2], count, now)
   if room <= 0 then
     if #removed > 0 then lease_unpin_if_idle(KEYS[2]) end
-    return {now, stale, claimed, dead, 0, '', 0, wait, freed}
+    return {now, stale, claimed, dead, 0, '', 0, wait, freed, refused}
   end
   count = room
 end
@@ -995,7 +1020,7 @@ if count > 0 and (flow[10] or flow[11]) and (not ids or #ids < count) then
     -- Every key with ready ids is at its limit: wait for a call to end (or a little, for a rate window).
     if not flow[5] then redis.call('HSET', flow_key, 'thr', '1') end
     if #removed > 0 then lease_unpin_if_idle(KEYS[2]) end
-    return {now, stale, claimed, dead, 0, '', 0, held_ms, freed}
+    return {now, stale, claimed, dead, 0, '', 0, held_ms, freed, refused}
   end
 end
 if count > 0 and not (flow[10] and (sorts_by_key or sorter_here)) and (not ids or #ids < count) then
@@ -1012,7 +1037,7 @@ if not ids then
   if #removed > 0 then lease_unpin_if_idle(KEYS[2]) end
   -- The reader goes idle: its last claim was answered, so its log can go.
   if count > 0 and ARGV[5] ~= '' then redis.call('DEL', KEYS[8]) end
-  return {now, stale, claimed, dead, 0, '', 0, 0, freed}
+  return {now, stale, claimed, dead, 0, '', 0, 0, freed, refused}
 end
 
 local not_started, started = lease_claim_scores(now + tonumber(ARGV[2]), now_us)
@@ -1102,7 +1127,7 @@ if n_leases > 0 then
 elseif #removed > 0 then
   lease_unpin_if_idle(KEYS[2])
 end
-return {now, stale, claimed, dead, 0, not_started, n_left, 0, freed}
+return {now, stale, claimed, dead, 0, not_started, n_left, 0, freed, refused}
 `,
   },
   'dead-letter': {

@@ -9,7 +9,7 @@ export interface ClaimedRecord {
    * every result names it, and applies only while the lease is still this claim's.
    */
   readonly claim: number;
-  /** Whether its lease was written started: it was claimed for a free slot. */
+  /** Whether its lease was written started: it was claimed for a free slot, and is confirmed by its claim. */
   readonly started: boolean;
   readonly attempt: number;
   readonly dueAt: number;
@@ -32,8 +32,14 @@ export interface ClaimResult {
   readonly freed: boolean;
   /** Events this claim left for readers of a newer class version (no attempt spent). */
   readonly leftForNewerVersion: number;
-  /** The type is paused: nothing was claimed. */
+  /** The type is paused: nothing was claimed, and no event held ahead confirmed. */
   readonly paused: boolean;
+  /**
+   * Positions (from 0) of the confirmations asked for that Redis refused: the
+   * lease is no longer that claim's (cancelled, replaced, expired), or the
+   * type is paused. The others may start.
+   */
+  readonly refused: readonly number[];
 }
 
 export interface DispatchResult {

@@ -99,7 +99,9 @@ export class BatchConsumer<T extends DelayedEventInstance> extends Consumer<T> {
   }
 
   /** One call and its results; `ended` frees its call slot once the call itself has ended. */
-  private async run(batch: Array<Waiting<T>>, ended: () => void): Promise<void> {
+  private async run(gathered: Array<Waiting<T>>, ended: () => void): Promise<void> {
+    const batch = await this.confirmed(gathered);
+    if (batch.length === 0) return;
     const { metrics } = this.parts;
     const tags = { type: this.parts.type, group: this.parts.group };
     metrics.count(METRIC.batches, tags);
@@ -120,6 +122,37 @@ export class BatchConsumer<T extends DelayedEventInstance> extends Consumer<T> {
         }
       }),
     );
+  }
+
+  /**
+   * The gathered events that may still start, as their readers confirm them
+   * (ReadyReader.confirm): a cancel, replace or pause that ran before means
+   * the call never sees the event (it is gone, or went back unstarted); its
+   * slot is freed here.
+   */
+  private async confirmed(gathered: Array<Waiting<T>>): Promise<Array<Waiting<T>>> {
+    const byReader = new Map<Waiting<T>['claimed']['reader'], Array<Waiting<T>>>();
+    const keep = new Set<Waiting<T>>();
+    for (const w of gathered) {
+      const list = byReader.get(w.claimed.reader);
+      if (list) list.push(w);
+      else byReader.set(w.claimed.reader, [w]);
+    }
+    await Promise.all(
+      [...byReader].map(async ([reader, waiting]) => {
+        const answers = await reader.confirm(waiting.map((w) => w.claimed));
+        waiting.forEach((w, i) => {
+          if (answers[i]) keep.add(w);
+        });
+      }),
+    );
+    const batch = gathered.filter((w) => keep.has(w));
+    for (const w of gathered) {
+      if (keep.has(w)) continue;
+      w.giveSlot();
+      w.done();
+    }
+    return batch;
   }
 
   override async stop(timeoutMs: number): Promise<boolean> {

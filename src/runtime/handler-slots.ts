@@ -33,6 +33,9 @@ export class HandlerSlots {
   private averageMs: number | undefined;
   /** Calls still to finish before readers claim ahead again (see startedLate). */
   private aheadSuspended = 0;
+  /** When (performance.now()) a call last started, and last gave its slot back. */
+  private lastTakeAt = Number.NEGATIVE_INFINITY;
+  private lastGiveAt = Number.NEGATIVE_INFINITY;
 
   /**
    * `prefetch`: most events the handler's readers together hold claimed
@@ -80,11 +83,13 @@ export class HandlerSlots {
 
   take(count: number): void {
     this.busy += count;
+    this.lastTakeAt = performance.now();
   }
 
   /** A slot given back; `durationMs`, when a handler call ran in it, updates the pace. */
   give(count = 1, durationMs?: number): void {
     if (durationMs !== undefined) {
+      this.lastGiveAt = performance.now();
       this.averageMs = this.averageMs === undefined ? durationMs : this.averageMs + PACE_WEIGHT * (durationMs - this.averageMs);
       if (this.aheadSuspended > 0) this.aheadSuspended--;
     }
@@ -122,6 +127,20 @@ export class HandlerSlots {
    */
   startedLate(): void {
     this.aheadSuspended = this.capacity;
+  }
+
+  /**
+   * How many events one reader's waiting ones are expected to start within
+   * `withinMs`, at the handler's pace: none beyond the free slots while the
+   * calls running are stuck (no call started or ended within twice the pace).
+   */
+  expectedStarts(withinMs: number, now = performance.now()): number {
+    const readers = Math.max(1, this.readers.length);
+    const free = Math.max(0, Math.ceil(this.free / readers));
+    if (this.averageMs === undefined) return free;
+    const stuck = this.busy > 0 && now - Math.max(this.lastGiveAt, this.lastTakeAt) > Math.max(2 * this.averageMs, 1);
+    if (stuck) return free;
+    return Math.max(free, Math.floor((this.capacity * withinMs) / Math.max(this.averageMs, 0.001) / readers));
   }
 
   /**

@@ -5,9 +5,18 @@ interface PendingSuccess extends ClaimedRef {
   reject(error: unknown): void;
 }
 
-/** Successes and start marks of one call, as taken for it. */
+/** What Redis said of an event held that was about to start: start it, it is gone (cancelled, replaced, expired), or the type is paused. */
+export type Confirmation = 'confirmed' | 'revoked' | 'paused';
+
+interface PendingConfirmation extends ClaimedRef {
+  resolve(answer: Confirmation): void;
+}
+
+/** Successes, start marks and confirmations of one call, as taken for it. */
 export interface ResultBatch {
   readonly succeeded: readonly PendingSuccess[];
+  /** Events a batch handler gathered, to confirm before its call starts: the call's first confirmations. */
+  readonly confirms: readonly PendingConfirmation[];
   /** The start marks worth sending with these successes (see take()). */
   readonly started: readonly ClaimedRef[];
   /** Every start mark taken, sent or not: put back if the call fails. */
@@ -30,9 +39,22 @@ const MAX_PER_CALL = 1_000;
 export class PendingResults {
   private readonly successes: PendingSuccess[] = [];
   private readonly starts: ClaimedRef[] = [];
+  private readonly confirms: PendingConfirmation[] = [];
 
   get waiting(): boolean {
-    return this.successes.length > 0 || this.starts.length > 0;
+    return this.successes.length > 0 || this.starts.length > 0 || this.confirms.length > 0;
+  }
+
+  /** An event to confirm before its handler starts; resolves what Redis said (asked again after a failed call). */
+  confirm(event: ClaimedRef): Promise<Confirmation> {
+    return new Promise((resolve) => {
+      this.confirms.push({ id: event.id, claim: event.claim, resolve });
+    });
+  }
+
+  /** The reader stopped: the confirmations still waiting, to be answered 'paused' (their events go back, unstarted). */
+  takeConfirmations(): PendingConfirmation[] {
+    return this.confirms.splice(0);
   }
 
   /** A success to record; resolves true when completed, false when its claim was stale. */
@@ -57,14 +79,19 @@ export class PendingResults {
   take(): ResultBatch {
     const succeeded = this.successes.splice(0, MAX_PER_CALL);
     const marks = this.starts.splice(0, MAX_PER_CALL);
-    if (marks.length === 0 || succeeded.length === 0) return { succeeded, started: marks, marks };
+    const confirms = this.confirms.splice(0, MAX_PER_CALL);
+    if (marks.length === 0 || succeeded.length === 0) return { succeeded, started: marks, marks, confirms };
     const done = new Set<string>();
     for (const s of succeeded) done.add(`${s.claim}:${s.id}`);
-    return { succeeded, started: marks.filter((s) => !done.has(`${s.claim}:${s.id}`)), marks };
+    return { succeeded, started: marks.filter((s) => !done.has(`${s.claim}:${s.id}`)), marks, confirms };
   }
 
-  /** The call recorded them: each success learns whether it completed its event. */
+  /** The call recorded them: each success learns whether it completed its event, each confirmation what Redis said. */
   settled(batch: ResultBatch, result: ClaimResult): void {
+    if (batch.confirms.length > 0) {
+      const refused = new Set(result.refused);
+      batch.confirms.forEach((c, i) => c.resolve(result.paused ? 'paused' : refused.has(i) ? 'revoked' : 'confirmed'));
+    }
     if (result.stale.length === 0) {
       for (const s of batch.succeeded) s.resolve(true);
       return;
@@ -85,6 +112,8 @@ export class PendingResults {
    */
   failed(batch: ResultBatch, error: unknown): void {
     if (batch.marks.length > 0) this.starts.unshift(...batch.marks);
+    // Nothing starts unconfirmed: they are asked again with the next call.
+    if (batch.confirms.length > 0) this.confirms.unshift(...batch.confirms);
     for (const s of batch.succeeded) s.reject(error);
   }
 

@@ -6,8 +6,9 @@ import { OutageBackoff, sleep } from './outage-backoff';
 import type { TypeKeys } from '../redis/redis-layout';
 import type { HandlerSlots } from './handler-slots';
 import { Wakeup } from './wakeup';
-import { PendingResults } from './pending-results';
-import { ClaimedAhead } from './claimed-ahead';
+import { type Confirmation, PendingResults } from './pending-results';
+import { ReaderGiveBacks } from './reader-give-backs';
+import { CONFIRMED_FOR_MS, ClaimedAhead } from './claimed-ahead';
 import type { TypeActivity } from './activity-log';
 
 export interface ReaderSettings {
@@ -37,6 +38,12 @@ export interface ReaderSettings {
    * its key's list before each claim (lua/classify.lua).
    */
   readonly sortByKey?: (events: ReadonlyArray<{ readonly id: string; readonly body: string }>) => Array<{ id: string; key: string }>;
+  /**
+   * The consumer confirms each event itself, with confirm(), right before
+   * the call that runs it (a batch handler, whose events gather first): the
+   * reader claims none started and hands each on as soon as it has a slot.
+   */
+  readonly confirmedByConsumer?: boolean;
 }
 
 /** Ids sorted by key per look: as many as a claim may take. */
@@ -45,6 +52,8 @@ const SORT_STEP = 1_000;
 export interface ClaimedEvent extends ClaimedRecord {
   /** Redis clock when the event was claimed; with dueAt it gives lateness free of host clock skew. */
   readonly claimedAt: number;
+  /** When (performance.now()) its claim's reply arrived: the claim confirmed it then (ClaimedAhead). */
+  readonly arrivedAt: number;
   /** The queue (type, or partition of a type) it was claimed from, and the reader to report success to. */
   readonly keys: TypeKeys;
   readonly reader: ReadyReader;
@@ -88,10 +97,8 @@ export class ReadyReader {
   /** This reader's claim log key; each claim it makes is logged there under a new token. */
   private readonly claimLogKey: string;
   private claims = 0;
-  /** A claim whose reply never came: its events are given back before the next claim. */
-  private lostClaim: ClaimLog | undefined;
-  /** Events claimed ahead whose give-back failed (an outage): given back once Redis answers, not when their leases run out. */
-  private notGivenBack: ClaimedEvent[] = [];
+  /** What it gives back to READY: a claim whose reply was lost, events held that will not start here. */
+  private readonly giveBacks: ReaderGiveBacks<ClaimedEvent>;
 
   constructor(
     private readonly keys: TypeKeys,
@@ -100,6 +107,7 @@ export class ReadyReader {
     private readonly settings: ReaderSettings,
   ) {
     this.claimLogKey = keys.claimLogPrefix + randomBytes(8).toString('hex');
+    this.giveBacks = new ReaderGiveBacks(keys, scripts, metrics);
   }
 
   /** Records a handler's success; resolves true when completed, false when its claim was stale. */
@@ -113,6 +121,31 @@ export class ReadyReader {
   private started(event: ClaimedRef): void {
     this.pending.started(event);
     this.sendSoon();
+  }
+
+  /**
+   * Whether each event, about to start, may: one claimed within the last
+   * CONFIRMED_FOR_MS is confirmed by its claim; Redis is asked about the
+   * others on the next call (its claim still holds, the type is not paused).
+   * One refused is gone (cancelled, replaced, its lease expired) or, paused
+   * or stopping, was given back unstarted. Retried through an outage. Those
+   * confirmed are marked started.
+   */
+  async confirm(events: readonly ClaimedEvent[]): Promise<boolean[]> {
+    let answers: Confirmation[] = events.map(() => 'paused');
+    if (this.collecting) {
+      const now = performance.now();
+      const asked = events.map((event) => (now - event.arrivedAt <= CONFIRMED_FOR_MS ? ('confirmed' as const) : this.pending.confirm(event)));
+      if (this.pending.waiting) this.sendSoon();
+      answers = await Promise.all(asked);
+    }
+    const back = events.filter((_, i) => answers[i] === 'paused');
+    if (back.length > 0) await this.giveBacks.unstarted(back);
+    // They start now: their start marks ride on the next call.
+    events.forEach((event, i) => {
+      if (answers[i] === 'confirmed') this.started(event);
+    });
+    return answers.map((answer) => answer === 'confirmed');
   }
 
   private sendSoon(): void {
@@ -136,7 +169,8 @@ export class ReadyReader {
     return new Observable<ClaimedEvent>((subscriber) => {
       const tags = { type: this.keys.type, group: this.keys.group };
       const backoff = new OutageBackoff();
-      const ahead = new ClaimedAhead<ClaimedEvent>(this.settings.graceMs / 2);
+      const byConsumer = this.settings.confirmedByConsumer === true;
+      const ahead = new ClaimedAhead<ClaimedEvent>(this.settings.graceMs / 2, !byConsumer);
       const planWithinMs = this.settings.graceMs / 4;
       const noteLate = () => {
         if (!ahead.anyLate) return;
@@ -147,9 +181,13 @@ export class ReadyReader {
       const startOne = (): boolean => {
         const next = subscriber.closed ? undefined : ahead.next();
         noteLate();
-        if (next === undefined) return false;
+        if (next === undefined) {
+          // The first in line waits for Redis to confirm it: the loop asks at once.
+          if (ahead.needsConfirmation()) this.nudge();
+          return false;
+        }
         slots.take(1);
-        if (!next.started) this.started(next);
+        if (!next.started && !byConsumer) this.started(next);
         subscriber.next(next);
         return true;
       };
@@ -161,8 +199,10 @@ export class ReadyReader {
       stop.addEventListener('abort', onStop, { once: true });
       const leaveSlots = slots.join({ startOne, freed: () => this.wakeup.wake() });
       const room = () => slots.aheadAllowed(planWithinMs) - ahead.length;
-      const hasWork = () => this.pending.waiting || ahead.anyLate || this.notGivenBack.length > 0 || (slots.free > 0 && ahead.length === 0) || room() > 0;
+      const hasWork = () => this.pending.waiting || ahead.anyLate || this.giveBacks.owed || (slots.free > 0 && (ahead.length === 0 || ahead.needsConfirmation())) || room() > 0;
       let servedLast = false;
+      /** How long the last call took: confirmations cover the events expected to start before the next reply. */
+      let lastCallMs = 1;
       const loop = async () => {
         this.collecting = true;
         while (!stop.aborted && !subscriber.closed) {
@@ -174,8 +214,8 @@ export class ReadyReader {
             await this.wakeup.wait(untilLate);
           }
           if (stop.aborted) break;
-          if (ahead.anyLate || this.notGivenBack.length > 0) await this.giveBackUnstarted(ahead.takeLate());
-          if (this.lostClaim && !(await this.releaseLostClaim(stop))) {
+          if (ahead.anyLate || this.giveBacks.owed) await this.giveBacks.unstarted(ahead.takeLate());
+          if (!(await this.giveBacks.lostClaimReleased(stop))) {
             // Redis is still out of reach: successes waiting for a call fail now, as they
             // would in a claim, so their writers keep retrying through the outage.
             this.pending.failWaiting(new Error('recording the result failed'));
@@ -186,28 +226,36 @@ export class ReadyReader {
           // those woken meanwhile reserve first (their wake-ups are queued already): turns stay fair.
           if (servedLast && slots.readerCount > 1) await Promise.resolve();
           const batch = this.pending.take();
+          // Held events that will start before the next reply, and whose confirmation will be too old by
+          // then, are confirmed again on this call: the handler never waits for a round trip while events wait here.
+          const asked = ahead.toConfirm(slots.expectedStarts(Math.min(2 * lastCallMs, CONFIRMED_FOR_MS)), performance.now() + lastCallMs);
           const reserved = stop.aborted ? 0 : slots.reserve(MAX_CLAIMS);
           const count = stop.aborted ? 0 : reserved + Math.max(0, Math.min(MAX_CLAIMS - reserved, room()));
           const claim: ClaimLog = { log: this.claimLogKey, token: String(++this.claims) };
           // Events for the reserved slots start as soon as the reply comes, unless events claimed earlier wait
           // for them, or other partitions' readers share the slots (offer() hands them round: ours may wait).
-          const startNow = ahead.length === 0 && slots.readerCount === 1 ? reserved : 0;
+          const startNow = ahead.length === 0 && slots.readerCount === 1 && !byConsumer ? reserved : 0;
+          const confirm = asked.length === 0 ? batch.confirms : [...batch.confirms, ...asked.map((held) => held.event)];
           let result: ClaimResult;
           // This claim sees whatever nudges before it announced; one during it ends the next idle wait at once.
           this.idleWakeup.clear();
           try {
             if (count > 0 && this.settings.sortByKey) await this.sortReady(this.settings.sortByKey);
+            const sentAt = performance.now();
             result = await this.scripts.completeAndClaim(this.keys, batch.succeeded, count, this.settings.leaseMs, this.settings.maxAttempts, claim, {
               startNow,
               started: batch.started,
+              confirm,
               maxVersion: this.settings.version,
               sortsByKey: this.settings.sortByKey !== undefined,
             });
+            lastCallMs = performance.now() - sentAt;
           } catch {
+            ahead.confirmationsFailed(asked);
             slots.unreserve(reserved);
             slots.offer();
             // Redis may have run the claim and lost only the reply: give back whatever it took.
-            if (count > 0) this.lostClaim = claim;
+            if (count > 0) this.giveBacks.lost(claim);
             this.pending.failed(batch, new Error('recording the result failed'));
             if (stop.aborted) break;
             this.metrics.count(METRIC.redisErrors, { loop: 'reader', type: this.keys.type });
@@ -218,6 +266,10 @@ export class ReadyReader {
           const arrivedAt = performance.now();
           backoff.reset();
           this.pending.settled(batch, result);
+          if (asked.length > 0 && !result.paused) {
+            const ours = batch.confirms.length;
+            ahead.settleConfirmations(asked, new Set(result.refused.filter((p) => p >= ours).map((p) => p - ours)), arrivedAt);
+          }
           const claimed = result.claimed.length;
           servedLast = claimed > 0;
           if (result.freed) this.settings.onFreed?.();
@@ -237,22 +289,37 @@ export class ReadyReader {
             // Events already claimed are handed on even if stop aborted meanwhile: their leases are ours.
             // A literal, not a spread of the record: this runs once per event.
             ahead.add(
-              result.claimed.map((r) => ({ id: r.id, claim: r.claim, started: r.started, attempt: r.attempt, dueAt: r.dueAt, body: r.body, claimedAt: result.now, keys: this.keys, reader: this })),
+              result.claimed.map((r) => ({
+                id: r.id,
+                claim: r.claim,
+                started: r.started,
+                attempt: r.attempt,
+                dueAt: r.dueAt,
+                body: r.body,
+                claimedAt: result.now,
+                arrivedAt,
+                keys: this.keys,
+                reader: this,
+              })),
               arrivedAt,
+              // The claim confirms them (their leases are new, the type was not paused); one that waits
+              // longer than CONFIRMED_FOR_MS for a slot is confirmed again before it starts.
+              claimed,
             );
           }
           // The reserved slots, and any freed meanwhile, go to the waiting events: every reader's in turn.
           slots.unreserve(reserved);
           slots.offer();
-          if (claimed === 0 && result.paused) {
-            // Paused for every instance: what waits here goes back, and the reader looks again a little later (resume takes effect within this).
-            await this.giveBackUnstarted(ahead.takeAll());
+          if (result.paused) {
+            // Paused for every instance: what waits here goes back, confirmed or not (none of it started), and
+            // the reader looks again a little later (resume takes effect within this).
+            await this.giveBacks.unstarted(ahead.takeAll());
             await sleep(Math.min(PAUSED_RECHECK_MS, this.settings.blockMs), stop);
           } else if (claimed === 0 && result.throttledMs !== 0) {
             // Held back by the queue's limits: until the window has room (or the hold ends), or until a running
             // call ends somewhere (its result wakes every instance), and at most blockMs.
             await this.waitForReady(stop, result.throttledMs > 0 ? result.throttledMs : Number.POSITIVE_INFINITY);
-          } else if (claimed === 0 && result.deadLettered.length === 0 && result.leftForNewerVersion === 0 && batch.succeeded.length === 0 && batch.started.length === 0) {
+          } else if (claimed === 0 && result.deadLettered.length === 0 && result.leftForNewerVersion === 0 && batch.succeeded.length === 0 && batch.started.length === 0 && confirm.length === 0) {
             // Nothing ready: block in Redis until something is, but not past the moment an event
             // waiting here would be too late, nor while one already is (it goes back first).
             const untilLate = ahead.sweep();
@@ -261,9 +328,10 @@ export class ReadyReader {
           }
         }
         // Stopping, or abandoned by a close that stopped waiting: what waits unstarted goes back
-        // now rather than when its lease expires.
-        await this.giveBackUnstarted(ahead.takeAll());
+        // now rather than when its lease expires; so do the events a batch waits to confirm.
         this.collecting = false;
+        for (const waiting of this.pending.takeConfirmations()) waiting.resolve('paused');
+        await this.giveBacks.unstarted(ahead.takeAll());
         stop.removeEventListener('abort', onStop);
         leaveSlots();
         this.flushSoon();
@@ -277,45 +345,6 @@ export class ReadyReader {
   private async sortReady(sortByKey: NonNullable<ReaderSettings['sortByKey']>): Promise<void> {
     const events = await this.scripts.peekReady(this.keys, SORT_STEP);
     if (events.length > 0) await this.scripts.classify(this.keys, sortByKey(events));
-  }
-
-  /**
-   * Gives back events claimed ahead that will not start here. If Redis cannot
-   * take them now, the loop tries again before its next call, once Redis
-   * answers; should the reader stop first, their leases expire and bring them
-   * back instead (no attempt spent either way).
-   */
-  private async giveBackUnstarted(late: readonly ClaimedEvent[]): Promise<void> {
-    // Those whose give-back failed before go first: they have waited longest.
-    const events = this.notGivenBack.length > 0 ? [...this.notGivenBack.splice(0), ...late] : late;
-    if (events.length === 0) return;
-    try {
-      const released = await this.scripts.releaseUnstarted(this.keys, events);
-      this.metrics.count(METRIC.claimsReleased, { type: this.keys.type, group: this.keys.group }, released);
-    } catch {
-      // Tried again before the next call (fenced by each claim: a lease that ran out meanwhile is left alone).
-      this.notGivenBack = events.slice(0, MAX_CLAIMS * 2);
-      this.metrics.count(METRIC.redisErrors, { loop: 'reader', type: this.keys.type });
-    }
-  }
-
-  /**
-   * Gives back the events of the claim whose reply was lost, so they are
-   * claimed again without waiting out their leases or spending an attempt.
-   * False while Redis cannot be reached.
-   */
-  private async releaseLostClaim(stop: AbortSignal): Promise<boolean> {
-    const lost = this.lostClaim;
-    if (!lost) return true;
-    try {
-      const released = await this.scripts.releaseClaim(this.keys, lost);
-      this.lostClaim = undefined;
-      this.metrics.count(METRIC.claimsReleased, { type: this.keys.type, group: this.keys.group }, released);
-      return true;
-    } catch {
-      if (!stop.aborted) this.metrics.count(METRIC.redisErrors, { loop: 'reader', type: this.keys.type });
-      return false;
-    }
   }
 
   /** Sends waiting successes and start marks on their own (no claim), on the next turn. */

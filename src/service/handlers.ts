@@ -205,6 +205,7 @@ export class Handlers {
         onLeftForNewerVersion: () => announceReady(this.parts.connections.command, layout.wakeChannel, shared.tag).catch(() => undefined),
         onFreed: () => announceReady(this.parts.connections.command, layout.wakeChannel, shared.tag).catch(() => undefined),
         ...(sortByKey ? { sortByKey } : {}),
+        ...(batch ? { confirmedByConsumer: true } : {}),
       });
       return { keys, reader, onRetryScheduled: () => ownDispatcher.nudge() };
     });

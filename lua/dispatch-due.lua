@@ -35,8 +35,20 @@
 --         so there ('<queue tag>|-1'), so that the readers of every instance
 --         look at once ('': say nothing)
 -- ARGV[5] the queue's tag (a group's keys: its queue's)
+-- ARGV[6] '1' when the caller saw this queue's marker before: a missing one
+--         now means Redis lost the registrations (not a queue never registered)
+-- ARGV[7..] the groups the caller's instance handles on this queue ('default'
+--         among them when a default-group handler runs there), given with
+--         ARGV[3]. While the marker is missing they are registered again in
+--         this call, before anything moves, so an event that falls due right
+--         after a data loss reaches them. When the loss is known (ARGV[6])
+--         and the registry then lacks 'default', the events already in the
+--         default group's ready list (moved there while the registrations
+--         were missing, by an instance that could not restore them: nobody
+--         takes from it) are handed to every registered group.
 -- Returns {moved due, moved with expired lease, next due ms or -1, Redis now ms,
---          the marker's value (ARGV[3] given) or ''}.
+--          the marker's value (ARGV[3] given) or '', events handed from the
+--          default group's ready list to the named groups}.
 -- @include envelope-make
 -- @include envelope-parse
 -- @include group-keys
@@ -54,7 +66,46 @@ local UNSTARTED = 'lease expired before its handler started (the instance that c
 local limit = tonumber(ARGV[1])
 local now = now_ms()
 
+-- The caller's groups, registered again (the marker was missing); 'default' only beside a named
+-- group, as register-group.lua does. With the loss known and no default group registered, what
+-- waits in the default group's ready list has no reader: it goes to every named group, as a due
+-- event would have. Returns how many events were handed over.
+local function register_again(loss_known)
+  local named = false
+  for i = 7, #ARGV do
+    if ARGV[i] ~= 'default' then named = true end
+  end
+  if not named then return 0 end
+  for i = 7, #ARGV do redis.call('HSETNX', KEYS[8], ARGV[i], now) end
+  if not loss_known or redis.call('HEXISTS', KEYS[8], 'default') == 1 then return 0 end
+  local stranded = redis.call('LRANGE', KEYS[3], 0, -1)
+  if #stranded == 0 then return 0 end
+  local groups = named_groups(KEYS[8], true)
+  local envelopes = redis.call('HMGET', KEYS[5], unpack(stranded))
+  local ids, headers, counts = {}, {}, {}
+  for k, id in ipairs(stranded) do
+    if envelopes[k] then -- a missing envelope was cancelled meanwhile
+      local _, due = envelope_parse(envelopes[k])
+      ids[#ids + 1] = id
+      headers[#headers + 1] = id
+      headers[#headers + 1] = envelope_make(0, due, '')
+      counts[#counts + 1] = id
+      counts[#counts + 1] = #groups
+    end
+  end
+  redis.call('DEL', KEYS[3])
+  if #ids == 0 then return 0 end
+  for _, group in ipairs(groups) do
+    local g = group_keys(KEYS[5], group)
+    hset_pairs(g.meta, headers)
+    redis.call('RPUSH', g.ready, unpack(ids))
+  end
+  hset_pairs(KEYS[9], counts)
+  return #ids
+end
+
 local marker = ''
+local rescued = 0
 if (ARGV[3] or '') ~= '' then
   marker = redis.call('GET', KEYS[12])
   if not marker then
@@ -62,10 +113,11 @@ if (ARGV[3] or '') ~= '' then
     -- then the value is not known yet, rather than new on every look.
     local set = redis.pcall('SET', KEYS[12], ARGV[3])
     marker = (type(set) == 'table' and set.err) and '' or ARGV[3]
+    if marker ~= '' then rescued = register_again(ARGV[6] == '1') end
   end
 end
 
-if redis.call('EXISTS', KEYS[10]) == 1 then return {0, 0, -1, now, marker} end
+if redis.call('EXISTS', KEYS[10]) == 1 then return {0, 0, -1, now, marker, rescued} end
 -- Written once, and with pcall: at Redis's memory limit this write, the first
 -- of the call, is refused, and the script must still go on freeing memory.
 if ARGV[2] == '1' and redis.call('EXISTS', KEYS[8]) == 1 and redis.call('HEXISTS', KEYS[8], 'default') == 0 then
@@ -191,5 +243,5 @@ local expired = move_here(take_expired())
 local next_at = next_due(KEYS[1], KEYS[2])
 local legacy = tonumber(redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')[2])
 if legacy and (next_at < 0 or legacy < next_at) then next_at = legacy end
-if due + expired > 0 and (ARGV[4] or '') ~= '' then redis.call('PUBLISH', ARGV[4], ARGV[5] .. '|-1') end
-return {due, expired, next_at, now, marker}
+if due + expired + rescued > 0 and (ARGV[4] or '') ~= '' then redis.call('PUBLISH', ARGV[4], ARGV[5] .. '|-1') end
+return {due, expired, next_at, now, marker, rescued}

@@ -122,4 +122,83 @@ describe('self-healing after Redis loses its data', () => {
     await waitFor(async () => (await service.enqueue(new PaymentCheck('after'), 0).catch(() => 'down')) === 'scheduled', 'Redis taking enqueues', 10_000);
     await waitFor(() => audit.includes('after'), 'the group getting events again', 10_000);
   });
+  it('an event enqueued in the window before the group is registered again reaches it: the first look registers first', async () => {
+    for (const withDefault of [false, true]) {
+      const prefix = redis.prefix();
+      const service = redis.service({ prefix, pollIntervalMs: 200 });
+      const billing: string[] = [];
+      const main: string[] = [];
+      service.addHandler(PaymentCheck, (e) => void billing.push(e.id), 1, { group: 'billing' });
+      if (withDefault) service.addHandler(PaymentCheck, (e) => void main.push(e.id), 1);
+      await service.enqueue(new PaymentCheck('before'), 0);
+      await waitFor(() => billing.includes('before'), 'the group running');
+
+      await flushEveryMaster();
+      // Enqueued at once: nothing has noticed the loss yet, and no group is registered.
+      expect(await redis.client().exists(`${prefix}:{test.payment-check}:groups`)).toBe(0);
+      await service.enqueue(new PaymentCheck('in-the-window'), 0);
+      await waitFor(() => billing.includes('in-the-window'), `the event in the window reaching the group (default handlers: ${withDefault})`, 10_000);
+      if (withDefault) await waitFor(() => main.includes('in-the-window'), 'and the default group', 10_000);
+      expect(await redis.client().llen(`${prefix}:{test.payment-check}:r`)).toBe(0);
+      await service.close();
+    }
+  });
+
+  it('events left in the default ready list of a type without a default group while its registrations were lost go to every group', async () => {
+    const prefix = redis.prefix();
+    // No look of its own for a minute: the stranded event is in place before the first one after the loss.
+    const service = redis.service({ prefix, pollIntervalMs: 60_000 });
+    const billing: string[] = [];
+    const audit: string[] = [];
+    service.addHandler(PaymentCheck, (e) => void billing.push(e.id), 1, { group: 'billing' });
+    service.addHandler(PaymentCheck, (e) => void audit.push(e.id), 1, { group: 'audit' });
+    await service.enqueue(new PaymentCheck('before'), 0);
+    await waitFor(() => billing.includes('before') && audit.includes('before'), 'both groups running');
+
+    // A stored body, as the service writes one, for the event stranded below.
+    const client = redis.client();
+    const base = `${prefix}:{test.payment-check}`;
+    await service.enqueue(new PaymentCheck('template', 7), 3_600_000);
+    const stored = (await client.hget(`${base}:m`, 'template'))!;
+    const body = stored.slice(stored.indexOf('|', stored.indexOf('|') + 1) + 1).replace('"template"', '"stranded"');
+
+    await flushEveryMaster();
+    // As an instance that could not restore the groups would leave it (one of an earlier release, say):
+    // the event stored, and in the default group's ready list, which nobody reads.
+    const now = Number((await client.time())[0]) * 1_000;
+    await client.hset(`${base}:m`, 'stranded', `0|${now}|${body}`);
+    await client.rpush(`${base}:r`, 'stranded');
+    // A new event's wake-up brings the first look after the loss.
+    await service.enqueue(new PaymentCheck('wake'), 0);
+    await waitFor(() => ['stranded', 'wake'].every((id) => billing.includes(id) && audit.includes(id)), 'the stranded event handed to both groups', 10_000);
+    expect(await client.llen(`${base}:r`)).toBe(0);
+    await waitFor(async () => (await service.find(PaymentCheck, 'stranded')) === undefined, 'the stranded event done in both groups');
+  });
+
+  it("a type's first named group takes nothing from the default group's live readers", async () => {
+    const prefix = redis.prefix();
+    const a = redis.service({ prefix, pollIntervalMs: 100 });
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const main: string[] = [];
+    a.addHandler(
+      PaymentCheck,
+      async (e) => {
+        if (e.id === 'e0') await gate;
+        main.push(e.id);
+      },
+      1,
+      { prefetch: 0 },
+    );
+    for (let i = 0; i < 5; i++) await a.enqueue(new PaymentCheck(`e${i}`), 0);
+    await waitFor(async () => (await a.counts(PaymentCheck))?.ready === 4, 'four events waiting in the default ready list');
+    const b = redis.service({ prefix, pollIntervalMs: 100 });
+    const billing: string[] = [];
+    b.addHandler(PaymentCheck, (e) => void billing.push(e.id), 1, { group: 'billing' });
+    await b.enqueue(new PaymentCheck('later'), 0);
+    await waitFor(() => billing.includes('later'), 'the new group running');
+    release();
+    await waitFor(() => main.filter((id) => id.startsWith('e')).length === 5, 'the default group handling what waited for it');
+    expect(billing.filter((id) => id.startsWith('e'))).toEqual([]);
+  });
 });

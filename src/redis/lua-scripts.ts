@@ -204,17 +204,37 @@ export class LuaScripts {
   }
 
   /** `defaultGroupHere`: a handler of the default group runs in this instance (it registers the group once the type has named ones). */
-  async dispatchDue(keys: TypeKeys, limit: number, defaultGroupHere = false, newMarker = ''): Promise<DispatchResult> {
-    const [movedDue, movedExpired, nextDue, now, marker] = (await this.run(
+  /**
+   * Moves due events and expired leases to the ready lists. With `registrations`
+   * (an instance with named groups on the queue), reads the queue's marker
+   * and, while it is missing, registers those groups again before anything
+   * moves (lua/dispatch-due.lua).
+   */
+  async dispatchDue(
+    keys: TypeKeys,
+    limit: number,
+    defaultGroupHere = false,
+    registrations?: { readonly newMarker: string; readonly markerSeenBefore: boolean; readonly groups: readonly string[] },
+  ): Promise<DispatchResult> {
+    const [movedDue, movedExpired, nextDue, now, marker, rescued] = (await this.run(
       'dispatch-due',
       this.keysOf('dispatch-due', keys),
       limit,
       defaultGroupHere ? '1' : '0',
-      newMarker,
+      registrations?.newMarker ?? '',
       this.wakeChannel,
       keys.queueTag,
-    )) as [number, number, number, number, string];
-    return { movedDue: movedDue ?? 0, movedExpired: movedExpired ?? 0, nextDue: nextDue ?? -1, now: now ?? Date.now(), marker: String(marker ?? '') };
+      registrations?.markerSeenBefore ? '1' : '',
+      ...(registrations?.groups ?? []),
+    )) as [number, number, number, number, string, number];
+    return {
+      movedDue: movedDue ?? 0,
+      movedExpired: movedExpired ?? 0,
+      nextDue: nextDue ?? -1,
+      now: now ?? Date.now(),
+      marker: String(marker ?? ''),
+      handedToGroups: rescued ?? 0,
+    };
   }
 
   /**

@@ -50,6 +50,8 @@ export interface DispatchResult {
   readonly now: number;
   /** The queue's marker value (asked with `newMarker`): a value other than the one seen before says Redis lost its registrations. */
   readonly marker: string;
+  /** Events moved from the default group's ready list to the named groups: it had no reader after a data loss. */
+  readonly handedToGroups: number;
 }
 
 export type EnqueueStatus = 'scheduled' | 'duplicate' | 'replaced';

@@ -3,7 +3,7 @@ import { type BackgroundService, SubscribedLoop } from './background-service';
 import { type LuaScripts, newMarkerValue } from '../redis/lua-scripts';
 import { METRIC, type Metrics } from './metrics';
 import { OutageBackoff, sleep } from './outage-backoff';
-import type { TypeKeys } from '../redis/redis-layout';
+import { DEFAULT_GROUP, type TypeKeys } from '../redis/redis-layout';
 import { WAKE_ALL, type Wake } from './wake-listener';
 import { Wakeup } from './wakeup';
 
@@ -13,13 +13,24 @@ export interface DispatcherSettings {
   /** A handler of the default group runs in this instance: once the type has named groups, the default group stays registered. */
   readonly defaultGroupHere: boolean;
   /**
-   * This instance registered something on the queue (a named group): told the
-   * queue's marker each look, so it can register again when the marker
-   * changed (Redis lost its data; lua/dispatch-due.lua, ARGV[3]).
+   * The type's dispatcher: the group registrations of this instance on the
+   * queue. While it has named groups there, each look reads the queue's
+   * marker: a missing one (Redis lost its data) has the look register them
+   * again before it moves anything, and a changed one is told to onMarker,
+   * so that they are registered again for good (lua/dispatch-due.lua).
    */
-  readonly onMarker?: (marker: string) => void;
+  readonly registrations?: DispatcherRegistrations;
   /** Told when a look moved events to a ready list: the readers here look at once. */
   readonly onMoved?: () => void;
+}
+
+export interface DispatcherRegistrations {
+  /** The groups this instance handles on the queue now ('default' among them for a default-group handler). */
+  groups(): readonly string[];
+  /** Whether this instance saw the queue's marker before: then a missing one means a loss. */
+  markerSeenBefore(): boolean;
+  /** The marker each look read. */
+  onMarker(marker: string): void;
 }
 
 /**
@@ -70,6 +81,14 @@ export class Dispatcher implements BackgroundService {
     });
   }
 
+  /** What a look sends of this instance's registrations: only while it has named groups on the queue. */
+  private registrationsNow(): { newMarker: string; markerSeenBefore: boolean; groups: readonly string[] } | undefined {
+    const registrations = this.settings.registrations;
+    const groups = registrations?.groups() ?? [];
+    if (!registrations || !groups.some((g) => g !== DEFAULT_GROUP)) return undefined;
+    return { newMarker: newMarkerValue(), markerSeenBefore: registrations.markerSeenBefore(), groups };
+  }
+
   private async loop(signal: AbortSignal): Promise<void> {
     const backoff = new OutageBackoff();
     const tags = { type: this.keys.type, group: this.keys.group };
@@ -77,10 +96,11 @@ export class Dispatcher implements BackgroundService {
       // Whatever woke us before this look, the look itself will see.
       this.wakeup.clear();
       try {
-        const result = await this.scripts.dispatchDue(this.keys, this.settings.batchSize, this.settings.defaultGroupHere, this.settings.onMarker ? newMarkerValue() : '');
+        const result = await this.scripts.dispatchDue(this.keys, this.settings.batchSize, this.settings.defaultGroupHere, this.registrationsNow());
         backoff.reset();
-        if (result.marker !== '') this.settings.onMarker?.(result.marker);
-        if (result.movedDue + result.movedExpired > 0) this.settings.onMoved?.();
+        if (result.marker !== '') this.settings.registrations?.onMarker(result.marker);
+        if (result.handedToGroups > 0) this.metrics.count(METRIC.dispatched, { ...tags, reason: 'due' }, result.handedToGroups);
+        if (result.movedDue + result.movedExpired + result.handedToGroups > 0) this.settings.onMoved?.();
         this.metrics.count(METRIC.dispatched, { ...tags, reason: 'due' }, result.movedDue);
         this.metrics.count(METRIC.dispatched, { ...tags, reason: 'lease-expired' }, result.movedExpired);
         if (result.movedDue + result.movedExpired >= this.settings.batchSize) continue;

@@ -184,10 +184,15 @@ export class Handlers {
       limitsStored.push(this.registerLimits(layout.forGroup(shared, group), limitsOfPartition(limits, route.partitions, p)));
       // The default group's handlers here keep getting events once the type has named groups.
       if (group !== DEFAULT_GROUP && this.registrations.has(`${type}|${DEFAULT_GROUP}`)) this.registerGroup(shared, DEFAULT_GROUP);
-      // A named group's registration is this instance's to restore if Redis loses it.
-      const onMarker = group === DEFAULT_GROUP ? undefined : (marker: string) => this.markerSeen(shared, marker);
+      // The named groups here are this instance's to restore if Redis loses them: every look of the type's
+      // dispatcher registers them again while the queue's marker is missing, before it moves anything.
+      const registrations = {
+        groups: () => [...new Set([group, ...this.groupsOf(type)])],
+        markerSeenBefore: () => this.markers.has(shared.tag),
+        onMarker: (marker: string) => this.markerSeen(shared, marker),
+      };
       const onMoved = () => this.nudgeReaders(shared.tag);
-      const typeDispatcher = new Dispatcher(shared, scripts, metrics, { ...dispatchSettings, defaultGroupHere: group === DEFAULT_GROUP, onMarker, onMoved }, this.parts.wakes$);
+      const typeDispatcher = new Dispatcher(shared, scripts, metrics, { ...dispatchSettings, defaultGroupHere: group === DEFAULT_GROUP, registrations, onMoved }, this.parts.wakes$);
       dispatchers.push(typeDispatcher);
       const keys = layout.forGroup(shared, group);
       let ownDispatcher = typeDispatcher;
@@ -376,6 +381,11 @@ export class Handlers {
     for (const group of named) this.registerGroup(shared, group);
     // The default group's handlers here keep getting events, as add() arranged.
     if (groups.includes(DEFAULT_GROUP)) this.registerGroup(shared, DEFAULT_GROUP);
+  }
+
+  /** The groups this instance handles `type` in. */
+  private groupsOf(type: string): string[] {
+    return [...this.registrations.values()].filter((r) => r.type === type).map((r) => r.group);
   }
 
   /** Events may be ready in a queue: its readers here look at once. */

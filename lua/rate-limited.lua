@@ -11,8 +11,9 @@
 -- ARGV[1] id
 -- ARGV[2] identity of the claim that ran it (its not-started lease score)
 -- ARGV[3] how long to hold the queue, ms
--- Returns 1 when given back, 0 when the claim was stale (the hold is set either way:
--- the provider's word holds for every call).
+-- Returns {1 when given back, 0 when the claim was stale (the hold is set either way:
+-- the provider's word holds for every call), ms until the queue's hold ends (a longer
+-- one already set included): the caller wakes the readers of every instance then}.
 -- @include lease-fences
 -- @include keyed-release
 -- @include lease-give-back
@@ -20,10 +21,15 @@
 -- @include now-ms
 
 local flow_key = limit_keys(KEYS[3])
-local until_ms = now_ms() + tonumber(ARGV[3])
-if (tonumber(redis.call('HGET', flow_key, 'hold') or '') or 0) < until_ms then redis.call('HSET', flow_key, 'hold', string.format('%d', until_ms)) end
+local now = now_ms()
+local until_ms = now + tonumber(ARGV[3])
+local held = tonumber(redis.call('HGET', flow_key, 'hold') or '') or 0
+if held < until_ms then
+  redis.call('HSET', flow_key, 'hold', string.format('%d', until_ms))
+  held = until_ms
+end
 local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if not score or not lease_fences(tonumber(score), tonumber(ARGV[2])) then return 0 end
+if not score or not lease_fences(tonumber(score), tonumber(ARGV[2])) then return {0, held - now} end
 lease_give_back(KEYS[1], KEYS[2], { ARGV[1] })
 keyed_release(KEYS[3], { ARGV[1] })
-return 1
+return {1, held - now}

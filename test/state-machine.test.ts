@@ -310,7 +310,7 @@ describe('the event state machine', () => {
             const d = deliveryAt(op.delivery);
             if (!d) continue;
             const current = isCurrent(d);
-            expect(await scripts.rateLimited(keys, d, 60_000)).toBe(current);
+            expect((await scripts.rateLimited(keys, d, 60_000)).givenBack).toBe(current);
             const flowKey = `${keys.meta.slice(0, -':m'.length)}:fc`;
             expect(Number(await client.hget(flowKey, 'hold'))).toBeGreaterThan(Date.now() + 50_000);
             const held = await scripts.completeAndClaim(keys, [], 1, 60_000, MAX_ATTEMPTS);

@@ -161,8 +161,10 @@ export class PermanentFailure extends Error {
 Object.defineProperty(PermanentFailure.prototype, PERMANENT, { value: true });
 
 const RATE_LIMITED = Symbol.for('reactive-delayed-events:rate-limited');
-/** The longest a handler may hold its queue back (a day): a Retry-After beyond it is read as a day. */
+/** The longest a handler may hold its queue back (a day); a hold asked for outside 1 ms to this is read as one second. */
 export const MAX_RATE_LIMITED_MS = 86_400_000;
+/** The hold used when the one asked for is no number of ms from 1 to a day (a Retry-After misread, say). */
+export const DEFAULT_RATE_LIMITED_MS = 1_000;
 
 /**
  * Thrown (or rejected with) by a handler whose provider said "too many
@@ -181,20 +183,54 @@ export class RateLimited extends Error {
 
   /** The hold `error` asks for, when it is a RateLimited (from any copy of the package); undefined otherwise. Never throws. */
   static holdOf(error: unknown): number | undefined {
-    try {
-      if (!(error instanceof RateLimited) && !(typeof error === 'object' && error !== null && (error as { [RATE_LIMITED]?: unknown })[RATE_LIMITED] === true)) return undefined;
-      return rateLimitedHold((error as { retryAfterMs?: unknown }).retryAfterMs);
-    } catch {
-      return undefined;
-    }
+    return rateLimitedAsk(error)?.ms;
+  }
+}
+
+/**
+ * The hold a RateLimited (from any copy of the package) asks for, made safe,
+ * and, when what it asked for was out of range, that value as text; undefined
+ * for anything else. Never throws.
+ */
+export function rateLimitedAsk(error: unknown): RateLimitedHold | undefined {
+  try {
+    if (!(error instanceof RateLimited) && !(typeof error === 'object' && error !== null && (error as { [RATE_LIMITED]?: unknown })[RATE_LIMITED] === true)) return undefined;
+    return rateLimitedHoldOf((error as { retryAfterMs?: unknown }).retryAfterMs);
+  } catch {
+    return { ms: DEFAULT_RATE_LIMITED_MS, refused: UNPRINTABLE };
   }
 }
 Object.defineProperty(RateLimited.prototype, RATE_LIMITED, { value: true });
 
-/** A hold asked for, made safe: a number of ms from 1 to a day (nonsense reads as one second). */
+/** A hold asked for, as used: `ms`; `refused`, the value asked for as text when it was out of range. */
+export interface RateLimitedHold {
+  readonly ms: number;
+  readonly refused?: string;
+}
+
+/**
+ * A hold asked for, made safe: a finite number of ms from 1 to a day is held
+ * (whole ms, rounded up); anything else (above a day, below 1, NaN, a string)
+ * holds for one second, and says what was asked.
+ */
+export function rateLimitedHoldOf(ms: unknown): RateLimitedHold {
+  if (typeof ms === 'number' && Number.isFinite(ms) && ms >= 1 && ms <= MAX_RATE_LIMITED_MS) return { ms: Math.ceil(ms) };
+  return { ms: DEFAULT_RATE_LIMITED_MS, refused: printable(ms) };
+}
+
+/** A hold asked for, made safe (rateLimitedHoldOf), in ms. */
 export function rateLimitedHold(ms: unknown): number {
-  if (typeof ms !== 'number' || !Number.isFinite(ms) || ms <= 0) return 1_000;
-  return Math.min(Math.ceil(ms), MAX_RATE_LIMITED_MS);
+  return rateLimitedHoldOf(ms).ms;
+}
+
+/** A short text of any value, for a log record; never throws. */
+function printable(value: unknown): string {
+  try {
+    const text = typeof value === 'string' ? JSON.stringify(value) : typeof value === 'bigint' ? `${value}n` : String(value);
+    return text.length > 64 ? `${text.slice(0, 64)}…` : text;
+  } catch {
+    return UNPRINTABLE;
+  }
 }
 
 export function describe(error: unknown): string {

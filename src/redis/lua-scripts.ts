@@ -354,8 +354,9 @@ export class LuaScripts {
   }
 
   /** Gives a running event back to READY without spending its attempt, and holds the queue for `holdMs`; true when given back. */
-  async rateLimited(keys: TypeKeys, event: ClaimedRef, holdMs: number): Promise<boolean> {
-    return (await this.run('rate-limited', this.keysOf('rate-limited', keys), event.id, event.claim, Math.ceil(holdMs))) === 1;
+  async rateLimited(keys: TypeKeys, event: ClaimedRef, holdMs: number): Promise<{ givenBack: boolean; heldForMs: number }> {
+    const [givenBack, heldForMs] = (await this.run('rate-limited', this.keysOf('rate-limited', keys), event.id, event.claim, Math.ceil(holdMs))) as [number, number];
+    return { givenBack: givenBack === 1, heldForMs: Number(heldForMs) };
   }
 
   /** The ids at the head of the ready list and their bodies ('' when gone), for a reader that sorts them by key. */

@@ -3214,8 +3214,9 @@ return purged
 -- ARGV[1] id
 -- ARGV[2] identity of the claim that ran it (its not-started lease score)
 -- ARGV[3] how long to hold the queue, ms
--- Returns 1 when given back, 0 when the claim was stale (the hold is set either way:
--- the provider's word holds for every call).
+-- Returns {1 when given back, 0 when the claim was stale (the hold is set either way:
+-- the provider's word holds for every call), ms until the queue's hold ends (a longer
+-- one already set included): the caller wakes the readers of every instance then}.
 -- An in-flight entry's score is its lease expiry (ms) times 1000 plus three
 -- digits that make the claim unique: the microseconds within the millisecond
 -- of the Redis clock when the claim ran, rounded down to even, plus 1 once
@@ -3341,13 +3342,18 @@ local function now_ms()
 end
 
 local flow_key = limit_keys(KEYS[3])
-local until_ms = now_ms() + tonumber(ARGV[3])
-if (tonumber(redis.call('HGET', flow_key, 'hold') or '') or 0) < until_ms then redis.call('HSET', flow_key, 'hold', string.format('%d', until_ms)) end
+local now = now_ms()
+local until_ms = now + tonumber(ARGV[3])
+local held = tonumber(redis.call('HGET', flow_key, 'hold') or '') or 0
+if held < until_ms then
+  redis.call('HSET', flow_key, 'hold', string.format('%d', until_ms))
+  held = until_ms
+end
 local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if not score or not lease_fences(tonumber(score), tonumber(ARGV[2])) then return 0 end
+if not score or not lease_fences(tonumber(score), tonumber(ARGV[2])) then return {0, held - now} end
 lease_give_back(KEYS[1], KEYS[2], { ARGV[1] })
 keyed_release(KEYS[3], { ARGV[1] })
-return 1
+return {1, held - now}
 `,
   },
   'register-group': {

@@ -1,11 +1,11 @@
 import { type Observable, firstValueFrom, isObservable } from 'rxjs';
 import type { DelayedEventInstance } from '../core/delayed-event.decorator';
-import { PermanentFailure, RateLimited, UNPRINTABLE, describe } from '../core/errors';
+import { PermanentFailure, RateLimited, UNPRINTABLE, describe, rateLimitedAsk } from '../core/errors';
 import type { DecodedEvent } from '../core/event-codec';
 import type { EventContext } from '../core/event-context';
 import { Consumer, type ConsumerParts } from './consumer';
 import { FifoTimeouts } from './fifo-timeouts';
-import type { Delivery, HandlerDelivery, Outcome } from './handler-invocation';
+import { type Delivery, type HandlerDelivery, type Outcome, rateLimitedOutcome } from './handler-invocation';
 import { METRIC } from './metrics';
 import type { ClaimedEvent } from './ready-reader';
 
@@ -236,8 +236,8 @@ function failure(error: string): Outcome {
 
 /** As a single handler's throw is read: RateLimited, PermanentFailure, or a failure to retry. Never throws. */
 function failedWith(error: unknown): Outcome {
-  const hold = RateLimited.holdOf(error);
-  if (hold !== undefined) return { ok: false, timedOut: false, permanent: false, error: `rate-limited for ${hold} ms`, cause: error, rateLimitedMs: hold };
+  const hold = rateLimitedAsk(error);
+  if (hold !== undefined) return rateLimitedOutcome(hold, error);
   if (PermanentFailure.is(error)) {
     let reason: string;
     try {

@@ -8,6 +8,7 @@ import { describe } from '../core/errors';
 import type { TypeActivity } from './activity-log';
 import { FifoTimeouts } from './fifo-timeouts';
 import { HandlerSlots } from './handler-slots';
+import { HoldEnds } from './hold-ends';
 import type { LuaScripts } from '../redis/lua-scripts';
 import { METRIC, type Metrics } from './metrics';
 import { OutageBackoff, sleep } from './outage-backoff';
@@ -44,6 +45,8 @@ export interface ConsumerParts<T extends DelayedEventInstance> {
   readonly activity?: TypeActivity;
   /** A concurrency limit applies: a result that ends a call wakes the instances waiting for room. */
   readonly limited?: boolean;
+  /** A hold this consumer set (rate-limited) ended: the readers of every instance should look now. */
+  readonly onHoldEnded?: (keys: TypeKeys) => void;
 }
 
 /**
@@ -62,10 +65,13 @@ export class Consumer<T extends DelayedEventInstance> implements BackgroundServi
   private readonly tags: { readonly type: string; readonly group: string };
   private readonly retryScheduled = new Map<string, () => void>();
   private readonly timeouts: FifoTimeouts;
+  /** The holds it set: their ends wake the readers. */
+  private readonly holds: HoldEnds;
 
   constructor(protected readonly parts: ConsumerParts<T>) {
     this.slots = new HandlerSlots(parts.parallelism, parts.prefetch);
     this.timeouts = new FifoTimeouts(parts.timeoutMs);
+    this.holds = new HoldEnds((keys) => parts.onHoldEnded?.(keys));
     this.stopping = parts.queues.map(() => new AbortController());
     this.tags = { type: parts.type, group: parts.group };
     for (const queue of parts.queues) this.retryScheduled.set(queue.keys.tag, queue.onRetryScheduled);
@@ -106,6 +112,7 @@ export class Consumer<T extends DelayedEventInstance> implements BackgroundServi
   /** Stops claiming, waits up to `timeoutMs` for running handlers; resolves true when all finished. */
   async stop(timeoutMs: number): Promise<boolean> {
     for (const controller of this.stopping) controller.abort();
+    this.holds.clear();
     // The wait is cut short when the handlers finish: its timer must not keep the process alive after close().
     const waiting = new AbortController();
     const drained = await Promise.race([this.finished.then(() => true), sleep(timeoutMs, waiting.signal).then(() => false)]);
@@ -198,8 +205,17 @@ export class Consumer<T extends DelayedEventInstance> implements BackgroundServi
     if (metrics.listening) metrics.count(METRIC.handled, { ...this.tags, outcome: outcome.ok ? 'success' : 'failure' });
     const hold = delivery.heldForMs ?? (outcome.ok ? undefined : outcome.rateLimitedMs);
     if (hold !== undefined) {
-      // The provider's word: back to READY, attempt unspent, and every instance holds off.
-      if (await this.record(() => this.parts.scripts.rateLimited(keys, claimed, hold))) metrics.count(METRIC.rateLimited, this.tags);
+      const refused = delivery.heldRefused ?? (outcome.ok ? undefined : outcome.rateLimitedRefused);
+      if (refused !== undefined && metrics.noticing) metrics.notice({ kind: 'hold-refused', type: this.parts.type, group: this.parts.group, asked: refused });
+      // The provider's word: back to READY, attempt unspent, and every instance holds off until the hold ends.
+      let heldForMs = hold;
+      const givenBack = await this.record(async () => {
+        const result = await this.parts.scripts.rateLimited(keys, claimed, hold);
+        heldForMs = result.heldForMs;
+        return result.givenBack;
+      });
+      if (givenBack) metrics.count(METRIC.rateLimited, this.tags);
+      this.holds.set(keys, heldForMs);
       this.wakeWaiters(keys);
     } else if (outcome.ok) {
       await this.record(() => claimed.reader.complete(claimed));

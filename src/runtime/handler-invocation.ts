@@ -1,5 +1,5 @@
 import { type Observable, firstValueFrom, isObservable } from 'rxjs';
-import { PermanentFailure, RateLimited, UNPRINTABLE, describe, rateLimitedHold } from '../core/errors';
+import { PermanentFailure, UNPRINTABLE, describe, rateLimitedAsk, rateLimitedHoldOf } from '../core/errors';
 import type { EventContext, EventContextStore } from '../core/event-context';
 import type { FifoTimeouts } from './fifo-timeouts';
 
@@ -70,6 +70,8 @@ export type Outcome =
       readonly permanent: boolean;
       /** A RateLimited: back to READY, attempt unspent, the queue held this long (ms). */
       readonly rateLimitedMs?: number;
+      /** What a RateLimited asked for, as text, when it was out of range (then the hold is one second). */
+      readonly rateLimitedRefused?: string;
     };
 
 const SUCCESS: Outcome = Object.freeze({ ok: true });
@@ -83,6 +85,8 @@ export class HandlerDelivery implements Delivery {
   #controller: AbortController | undefined;
   /** What rateLimited() asked for, if it was called. */
   heldForMs: number | undefined;
+  /** A value rateLimited() was called with that is out of range, as text. */
+  heldRefused: string | undefined;
 
   constructor(
     readonly id: string,
@@ -99,7 +103,9 @@ export class HandlerDelivery implements Delivery {
   }
 
   rateLimited(ms: number): void {
-    this.heldForMs = Math.max(this.heldForMs ?? 0, rateLimitedHold(ms));
+    const hold = rateLimitedHoldOf(ms);
+    this.heldForMs = Math.max(this.heldForMs ?? 0, hold.ms);
+    if (hold.refused !== undefined) this.heldRefused = hold.refused;
   }
 
   /** Aborts `signal`, if a handler ever asked for it. */
@@ -166,8 +172,8 @@ export function invokeHandler<T>(invocation: Invocation<T>): Outcome | Promise<O
 
 /** Never throws, whatever `error` is (a Proxy whose traps throw, an Error whose message getter does). */
 function failed(error: unknown): Outcome {
-  const hold = RateLimited.holdOf(error);
-  if (hold !== undefined) return { ok: false, timedOut: false, permanent: false, error: `rate-limited for ${hold} ms`, cause: error, rateLimitedMs: hold };
+  const hold = rateLimitedAsk(error);
+  if (hold !== undefined) return rateLimitedOutcome(hold, error);
   if (PermanentFailure.is(error)) {
     let reason: string;
     try {
@@ -205,4 +211,17 @@ function interpret(result: unknown): Outcome {
 function interpretWrapped(result: unknown): Outcome {
   if (result === undefined) return failure('contextHandler resolved undefined; it must return (or resolve to) the result of next()');
   return interpret(result);
+}
+
+/** The outcome of a call that said its provider rate-limited it. */
+export function rateLimitedOutcome(hold: { readonly ms: number; readonly refused?: string }, cause: unknown): Outcome {
+  return {
+    ok: false,
+    timedOut: false,
+    permanent: false,
+    error: `rate-limited for ${hold.ms} ms`,
+    cause,
+    rateLimitedMs: hold.ms,
+    ...(hold.refused !== undefined ? { rateLimitedRefused: hold.refused } : {}),
+  };
 }

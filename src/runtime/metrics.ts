@@ -99,6 +99,14 @@ export type Notice =
       readonly error: string;
       /** The decoded event, or the stored body when it could not be decoded; logged only with logPayloads. */
       readonly payload?: unknown;
+    }
+  | {
+      /** A handler asked for a hold out of range (rateLimited): the queue was held for a second. */
+      readonly kind: 'hold-refused';
+      readonly type: string;
+      readonly group: string;
+      /** What it asked for, as text. */
+      readonly asked: string;
     };
 
 /** Counters forwarded as notices: outages, connection resets and timeouts. */

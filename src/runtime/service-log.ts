@@ -1,4 +1,7 @@
-import { classifyRedisError } from '../core/errors';
+import { DEFAULT_RATE_LIMITED_MS, MAX_RATE_LIMITED_MS, classifyRedisError } from '../core/errors';
+
+/** A handler asking for a hold out of range is said once per type and group a minute. */
+const HOLD_REFUSED_EVERY_MS = 60_000;
 import { METRIC, type Notice } from './metrics';
 
 /**
@@ -91,6 +94,7 @@ export class ServiceLog {
   readonly onNotice = (notice: Notice): void => {
     if (this.closed) return;
     if (notice.kind === 'dead-letter') return this.deadLetter(notice);
+    if (notice.kind === 'hold-refused') return this.holdRefused(notice);
     switch (notice.name) {
       case METRIC.redisErrors:
         return this.failed(notice.tags.loop ?? '', notice.tags.type ?? '', notice.value);
@@ -212,6 +216,19 @@ export class ServiceLog {
     if (now - (this.lastResets.get(key) ?? Number.NEGATIVE_INFINITY) < RESET_EVERY_MS) return;
     this.lastResets.set(key, now);
     this.write('warn', { prefix: this.settings.prefix, ...fields }, message);
+  }
+
+  /** A hold out of range: one record per type and group a minute, naming the value. */
+  private holdRefused(notice: Extract<Notice, { kind: 'hold-refused' }>): void {
+    const key = `hold|${notice.type}|${notice.group}`;
+    const now = Date.now();
+    if (now - (this.lastResets.get(key) ?? Number.NEGATIVE_INFINITY) < HOLD_REFUSED_EVERY_MS) return;
+    this.lastResets.set(key, now);
+    this.write(
+      'warn',
+      { prefix: this.settings.prefix, type: notice.type, group: notice.group, asked: notice.asked, heldForMs: DEFAULT_RATE_LIMITED_MS },
+      `a handler asked to hold the queue for ${notice.asked} ms, which is no number of ms from 1 to ${MAX_RATE_LIMITED_MS}; it was held for ${DEFAULT_RATE_LIMITED_MS} ms`,
+    );
   }
 
   private deadLetter(notice: Extract<Notice, { kind: 'dead-letter' }>): void {

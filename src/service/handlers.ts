@@ -243,6 +243,11 @@ export class Handlers {
       contextHandler: settings.contextHandler ?? passThroughContextHandler,
       activity: this.parts.activity?.of(type),
       limited: limits.globalConcurrency !== undefined || limits.perKey !== undefined,
+      // A hold set here ends: this instance's readers look at once, and every other instance's on the wake-up.
+      onHoldEnded: (keys: TypeKeys) => {
+        this.nudgeReaders(keys.queueTag);
+        announceReady(this.parts.connections.command, layout.wakeChannel, keys.queueTag).catch(() => undefined);
+      },
     };
     const consumer = batch ? new BatchConsumer<T>(consumerParts, batch) : new Consumer<T>(consumerParts);
     for (const dispatcher of dispatchers) dispatcher.start();

@@ -1,4 +1,5 @@
 import { randomInt } from 'node:crypto';
+import { RedisConnectionError } from '../core/errors';
 import type { Cluster, Redis } from 'ioredis';
 import type { RedisClient } from './redis-client';
 
@@ -91,7 +92,7 @@ export async function askInstances(client: RedisClient, wakeChannel: string): Pr
     await Promise.race([
       listener.subscribe(wakeChannel).finally(() => clearTimeout(subscribeTimer)),
       new Promise((_, reject) => {
-        subscribeTimer = setTimeout(() => reject(new Error('instances(): the subscription to the wake-up channel got no answer within 2 s')), 2_000);
+        subscribeTimer = setTimeout(() => reject(new RedisConnectionError('timeout', 'instances(): the subscription to the wake-up channel got no answer within 2 s')), 2_000);
         subscribeTimer.unref();
       }),
     ]);

@@ -3,7 +3,7 @@ import { parseEnvelope } from '../core/envelope';
 import { MAX_EVENT_VERSION } from '../core/delayed-event.decorator';
 import { CallDeadlines } from './call-deadlines';
 import { ScriptPermissions } from './permissions';
-import { READY_WAIT_MS, ReadyGate } from './ready-gate';
+import { READY_WAIT_MS, ReadyGate, isUnsent, typedConnectionError } from './ready-gate';
 import type { RedisClient } from './redis-client';
 import type { TypeKeys } from './redis-layout';
 import { type LoadedScript, SCRIPT_NAMES, type ScriptName, evalScript, followRedirection, isCluster, isMissingScript, isRedirection, loadScript } from './script-calls';
@@ -86,9 +86,15 @@ export class LuaScripts {
    * scripts (an inspection call, say), started once the connection is ready.
    */
   bounded<R>(name: string, work: () => Promise<R>): Promise<R> {
+    const attempt = () => this.deadlines.bound(work(), name);
     const waiting = this.gate.wait();
-    if (waiting) return waiting.then(() => this.deadlines.bound(work(), name));
-    return this.deadlines.bound(work(), name);
+    return (waiting ? waiting.then(attempt) : attempt()).then(undefined, (error: unknown) => {
+      // Not sent (the connection is being replaced): sending it once it is back is safe.
+      const again = isUnsent(error) ? this.gate.next().then(attempt) : Promise.reject(error);
+      return again.then(undefined, (failure: unknown) => {
+        throw typedConnectionError(failure, name);
+      });
+    });
   }
 
   /**
@@ -126,8 +132,10 @@ export class LuaScripts {
     const script = this.scripts[name];
     const args = [...keyArgs, ...argv];
     const checking = this.permitted(script, String(args[0]));
-    if (checking) return checking.then(() => this.deadlines.bound(evalScript(this.client, script, args, script.numberOfKeys, this.permissions, this.gate), name));
-    return this.deadlines.bound(evalScript(this.client, script, args, script.numberOfKeys, this.permissions, this.gate), name);
+    const call = () => this.deadlines.bound(evalScript(this.client, script, args, script.numberOfKeys, this.permissions, this.gate), name);
+    return (checking ? checking.then(call) : call()).then(undefined, (error: unknown) => {
+      throw typedConnectionError(error, name);
+    });
   }
 
   /** Undefined when the user may run `script` on the queue of `key` (known already); else the check under way (src/redis/permissions.ts). */
@@ -146,7 +154,9 @@ export class LuaScripts {
     if (waiting) return waiting.then(() => this.enqueue(keys, events, replace, durability));
     const checking = this.permitted(this.scripts.enqueue, keys.meta);
     if (checking) return checking.then(() => this.enqueue(keys, events, replace, durability));
-    return this.enqueueAsArgs(keys, events, replace, durability);
+    return this.enqueueAsArgs(keys, events, replace, durability).then(undefined, (error: unknown) => {
+      throw typedConnectionError(error, 'enqueue');
+    });
   }
 
   private async enqueueAsArgs(keys: TypeKeys, events: ReadonlyArray<ScheduledBody>, replace: boolean, durability: Durability | undefined): Promise<EnqueueStatus[]> {
@@ -318,7 +328,12 @@ export class LuaScripts {
     // script was sent again; events falling due meanwhile would miss the group.
     const script = this.scripts['register-group'];
     await this.gate.wait();
-    return (await this.deadlines.bound(this.client.eval(script.lua, script.numberOfKeys, ...this.keysOf('register-group', keys), group, newMarkerValue()), 'register-group')) === 1;
+    const registered = this.deadlines.bound(this.client.eval(script.lua, script.numberOfKeys, ...this.keysOf('register-group', keys), group, newMarkerValue()), 'register-group');
+    return (
+      (await registered.then(undefined, (error: unknown) => {
+        throw typedConnectionError(error, 'register-group');
+      })) === 1
+    );
   }
 
   /** Unregisters a named group and drops up to `limit` of the events it holds; says whether it was registered and how many are left. */

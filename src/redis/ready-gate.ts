@@ -1,4 +1,4 @@
-import { RedisConnectionError, classifyRedisError, describe } from '../core/errors';
+import { DelayedEventError, RedisConnectionError, classifyRedisError, describe } from '../core/errors';
 import type { RedisClient } from './redis-client';
 import { DatabaseRefusedError } from './redis-connections';
 
@@ -14,6 +14,33 @@ export const READY_WAIT_MS = 1_000;
 /** ioredis's refusal to send on a connection that is not writable, with no offline queue: the call was never sent. */
 export function isUnsent(error: unknown): boolean {
   return error instanceof Error && error.message.startsWith("Stream isn't writeable");
+}
+
+/** Node's codes for a socket that failed or closed under a call. */
+const SOCKET_FAILURES = new Set(['ECONNRESET', 'EPIPE', 'ECONNREFUSED', 'ECONNABORTED', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'ERR_STREAM_DESTROYED', 'ERR_SOCKET_CLOSED']);
+
+/**
+ * A failure of the connection under a call (not writeable, closed, reset,
+ * reconnecting, a cluster with no reachable node), as the DelayedEventError
+ * every public call promises (RedisConnectionError). Anything else is
+ * returned as it is: the library's own errors, Redis's own reply errors
+ * (OOM, NOPERM, a redirection: docs/api.md, "Errors") and what user code threw.
+ */
+export function typedConnectionError(error: unknown, call: string): unknown {
+  if (!(error instanceof Error) || error instanceof DelayedEventError) return error;
+  if (isUnsent(error)) return new RedisConnectionError('other', `the connection was being made again when ${call} was sent; nothing was sent`, { cause: error });
+  const code = String((error as { code?: unknown }).code ?? '');
+  const failed =
+    SOCKET_FAILURES.has(code) ||
+    error.message.startsWith('Connection is closed') ||
+    error.name === 'MaxRetriesPerRequestError' ||
+    error.name === 'ClusterAllFailedError' ||
+    /^(Failed to refresh slots cache|None of startup nodes is available)/.test(error.message);
+  if (!failed) return error;
+  const reason = classifyRedisError(error);
+  return new RedisConnectionError(reason === 'permission' || reason === 'auth' ? 'other' : reason, `the connection failed during ${call} (${describe(error)}); it may have run, and enqueueing again is safe`, {
+    cause: error,
+  });
 }
 
 /**

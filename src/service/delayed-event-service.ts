@@ -10,6 +10,7 @@ import type { DueTimeline } from '../redis/due-timeline';
 import { type EnqueueStatus, LuaScripts } from '../redis/lua-scripts';
 import type { InstanceInfo } from '../redis/instance-registry';
 import { RedisConnections } from '../redis/redis-connections';
+import { typedConnectionError } from '../redis/ready-gate';
 import { ping, waitForRedis } from '../redis/redis-readiness';
 import { RedisLayout } from '../redis/redis-layout';
 import { type ActivitySlot, ActivityRecorder } from '../runtime/activity-log';
@@ -436,6 +437,8 @@ export class DelayedEventService {
   private whenReady<R>(work: () => Promise<R>): Promise<R> {
     if (this.closing) return Promise.reject(new ServiceClosedError());
     const waiting = this.scripts.gate.wait();
-    return waiting ? waiting.then(work) : work();
+    return (waiting ? waiting.then(work) : work()).then(undefined, (error: unknown) => {
+      throw typedConnectionError(error, 'the call');
+    });
   }
 }

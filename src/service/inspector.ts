@@ -14,6 +14,7 @@ import { type InstanceInfo, askInstances } from '../redis/instance-registry';
 import { RecurringStore } from '../redis/recurring-store';
 import type { RedisConnections } from '../redis/redis-connections';
 import { pingWithin } from '../redis/redis-readiness';
+import { typedConnectionError } from '../redis/ready-gate';
 import type { RedisLayout, TypeKeys } from '../redis/redis-layout';
 import { type EventCounts, type EventState, type EventTypeInfo, StoredEvents } from '../redis/stored-events';
 import { type LimitUse, limitsOf } from '../redis/flow-limits';
@@ -473,6 +474,8 @@ export class Inspector {
     }
     if (this.isClosed()) return Promise.reject(new ServiceClosedError());
     const waiting = this.parts.scripts.gate.wait();
-    return waiting ? waiting.then(() => work(checked)) : work(checked);
+    return (waiting ? waiting.then(() => work(checked)) : work(checked)).then(undefined, (error: unknown) => {
+      throw typedConnectionError(error, 'an inspection call');
+    });
   }
 }

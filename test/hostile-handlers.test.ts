@@ -1,6 +1,7 @@
 import { throwError } from 'rxjs';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ContextProviderError, PermanentFailure, fixedBackoff } from '../src';
+import { boundErrorText } from '../src/core/errors';
 import { WorkItem } from './support/events';
 import { useRedis } from './support/harness';
 import { waitFor } from './support/wait-for';
@@ -190,5 +191,38 @@ describe('hooks and loggers that throw cannot take the process down either', () 
       expect((await service.find(WorkItem, `instrumented-${i}`))?.state).toBe('scheduled');
     }
     expect(escaped).toEqual([]);
+  });
+  it('a 5 MB error message is stored, listed and logged cut to 8 KiB on a character boundary, saying how much was cut', async () => {
+    const prefix = redis.prefix();
+    const logged: string[] = [];
+    const service = redis.service({
+      prefix,
+      retry: fixedBackoff(3, 0),
+      logger: { warn: (fields) => void logged.push(String((fields as { error?: unknown }).error ?? '')), error: () => undefined },
+    });
+    // Two-byte characters: a cut by bytes alone would split one.
+    const huge = `é${'ü'.repeat(2_621_440)}`;
+    service.addHandler(WorkItem, () => {
+      throw new Error(huge);
+    });
+    await service.enqueue(new WorkItem('huge'), 0);
+    await waitFor(async () => (await service.deadLetters(WorkItem)).length === 1, 'dead-lettered after 3 attempts', 20_000);
+    const client = redis.client();
+    const base = `${prefix}:{test.work}`;
+    const last = (await client.hget(`${base}:e`, 'huge'))!;
+    expect(Buffer.byteLength(last)).toBeLessThanOrEqual(8_192);
+    expect(last).toMatch(/^Error: éü+… \(\d+ bytes cut\) \(attempt 3 of 3\)$/);
+    expect(last).not.toContain('\ufffd');
+    // Three attempts in the error log: about 3 x 8 KiB, not 15 MB.
+    expect(Buffer.byteLength((await client.hget(`${base}:el`, 'huge'))!)).toBeLessThan(3 * 8_192 + 1_000);
+    const [listed] = await service.deadLetters(WorkItem);
+    expect(Buffer.byteLength(listed!.error)).toBeLessThanOrEqual(8_192);
+    await waitFor(() => logged.some((e) => e.includes('bytes cut')), 'the dead letter logged');
+    expect(Math.max(...logged.map((e) => Buffer.byteLength(e)))).toBeLessThanOrEqual(8_192);
+    expect(boundErrorText('short')).toBe('short');
+    const cut = boundErrorText('€'.repeat(10_000));
+    expect(Buffer.byteLength(cut)).toBeLessThanOrEqual(8_192);
+    expect(cut).toMatch(/^€+… \(\d+ bytes cut\)$/);
+    expect(Buffer.byteLength(cut.slice(0, cut.indexOf('…'))) + Number(/\((\d+) bytes cut/.exec(cut)![1])).toBe(30_000);
   });
 });

@@ -197,7 +197,8 @@ export function rateLimitedAsk(error: unknown): RateLimitedHold | undefined {
     if (!(error instanceof RateLimited) && !(typeof error === 'object' && error !== null && (error as { [RATE_LIMITED]?: unknown })[RATE_LIMITED] === true)) return undefined;
     return rateLimitedHoldOf((error as { retryAfterMs?: unknown }).retryAfterMs);
   } catch {
-    return { ms: DEFAULT_RATE_LIMITED_MS, refused: UNPRINTABLE };
+    // A value that throws when looked at (a hostile Proxy) is no RateLimited.
+    return undefined;
   }
 }
 Object.defineProperty(RateLimited.prototype, RATE_LIMITED, { value: true });
@@ -252,6 +253,26 @@ export function describe(error: unknown): string {
   } catch {
     return UNPRINTABLE;
   }
+}
+
+/** The most bytes of an error's text that is stored (last error, error log, dead letters) or logged. */
+export const MAX_ERROR_BYTES = 8_192;
+
+/**
+ * An error's text as stored and logged: at most MAX_ERROR_BYTES of UTF-8,
+ * cut on a character boundary, ending `… (N bytes cut)` when it was longer.
+ * A handler that throws a 5 MB message must not store 5 MB per attempt.
+ */
+export function boundErrorText(text: string, maxBytes = MAX_ERROR_BYTES): string {
+  // Three bytes at most per UTF-16 unit: a text this short cannot be over the bound.
+  if (text.length * 3 <= maxBytes) return text;
+  const bytes = Buffer.from(text, 'utf8');
+  if (bytes.length <= maxBytes) return text;
+  // The suffix's own length, with the widest count it can show.
+  let keep = maxBytes - Buffer.byteLength(`… (${bytes.length} bytes cut)`);
+  // Back to the start of a character: UTF-8 continuation bytes are 10xxxxxx.
+  while (keep > 0 && ((bytes[keep] ?? 0) & 0xc0) === 0x80) keep--;
+  return `${bytes.subarray(0, keep).toString('utf8')}… (${bytes.length - keep} bytes cut)`;
 }
 
 /** What describe() says of a value that throws when looked at. */

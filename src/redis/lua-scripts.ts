@@ -1,4 +1,4 @@
-import { NotReplicatedError, RedisConnectionError } from '../core/errors';
+import { NotReplicatedError, RedisConnectionError, boundErrorText } from '../core/errors';
 import { parseEnvelope } from '../core/envelope';
 import { MAX_EVENT_VERSION } from '../core/delayed-event.decorator';
 import { CallDeadlines } from './call-deadlines';
@@ -304,15 +304,15 @@ export class LuaScripts {
     };
   }
 
-  /** Returns the new due time, or undefined when the claim was stale. */
+  /** Returns the new due time, or undefined when the claim was stale. The error is stored cut to MAX_ERROR_BYTES. */
   async retry(keys: TypeKeys, event: ClaimedRef & { readonly attempt: number }, backoffMs: number, error: string): Promise<number | undefined> {
-    const due = (await this.run('retry', this.keysOf('retry', keys), event.id, event.claim, event.attempt, backoffMs, error)) as number;
+    const due = (await this.run('retry', this.keysOf('retry', keys), event.id, event.claim, event.attempt, backoffMs, boundErrorText(error))) as number;
     return due < 0 ? undefined : due;
   }
 
-  /** True when dead-lettered, false when the claim was stale. */
+  /** True when dead-lettered, false when the claim was stale. The reason is stored cut to MAX_ERROR_BYTES. */
   async deadLetter(keys: TypeKeys, event: ClaimedRef & { readonly attempt: number }, reason: string): Promise<boolean> {
-    return (await this.run('dead-letter', this.keysOf('dead-letter', keys), event.id, event.claim, event.attempt, reason)) === 1;
+    return (await this.run('dead-letter', this.keysOf('dead-letter', keys), event.id, event.claim, event.attempt, boundErrorText(reason))) === 1;
   }
 
   /** Removes an event in any state; `mark: false` leaves no idempotency mark (an occurrence its schedule will enqueue again). */

@@ -4,7 +4,7 @@ import type { DelayedEventInstance, EventClass } from '../core/delayed-event.dec
 import { type DecodedEvent, type EventCodec, DecodeError } from '../core/event-codec';
 import type { EventContextStore } from '../core/event-context';
 import { type ContextHandler, type EventHandler, HandlerDelivery, type Outcome, invokeHandler } from './handler-invocation';
-import { describe } from '../core/errors';
+import { MAX_ERROR_BYTES, boundErrorText, describe } from '../core/errors';
 import type { TypeActivity } from './activity-log';
 import { FifoTimeouts } from './fifo-timeouts';
 import { HandlerSlots } from './handler-slots';
@@ -220,7 +220,9 @@ export class Consumer<T extends DelayedEventInstance> implements BackgroundServi
     } else if (outcome.ok) {
       await this.record(() => claimed.reader.complete(claimed));
     } else if (outcome.permanent || claimed.attempt >= this.parts.retry.maxAttempts) {
-      const reason = `${outcome.error} (attempt ${claimed.attempt} of ${this.parts.retry.maxAttempts})`;
+      const attempt = ` (attempt ${claimed.attempt} of ${this.parts.retry.maxAttempts})`;
+      // Cut before the attempt is added, so that what is stored still says which attempt it was.
+      const reason = `${boundErrorText(outcome.error, MAX_ERROR_BYTES - attempt.length)}${attempt}`;
       if (this.parts.metrics.noticing) this.noticeDeadLetter(claimed, outcome.permanent ? 'permanent' : 'attempts-exhausted', reason, event);
       await this.record(() => this.parts.scripts.deadLetter(keys, claimed, reason), outcome.permanent ? 'permanent' : 'attempts-exhausted');
       this.wakeWaiters(keys);
@@ -270,7 +272,7 @@ export class Consumer<T extends DelayedEventInstance> implements BackgroundServi
   }
 
   private noticeDeadLetter(claimed: ClaimedEvent, reason: string, error: string, payload: unknown): void {
-    this.parts.metrics.notice({ kind: 'dead-letter', ...this.tags, id: claimed.id, attempt: claimed.attempt, reason, error, payload });
+    this.parts.metrics.notice({ kind: 'dead-letter', ...this.tags, id: claimed.id, attempt: claimed.attempt, reason, error: boundErrorText(error), payload });
   }
 
   private recorded(changed: boolean, deadLetterReason: string | undefined): boolean {

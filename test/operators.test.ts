@@ -1,7 +1,7 @@
 import 'reflect-metadata';
 import { describe, expect, it } from 'vitest';
-import { DelayedEvent, PermanentFailure, createInspector, fixedBackoff } from '../src';
-import { useRedis } from './support/harness';
+import { DelayedEvent, METRIC, PermanentFailure, createInspector, fixedBackoff } from '../src';
+import { counter, recordMetrics, useRedis } from './support/harness';
 import { waitFor } from './support/wait-for';
 
 @DelayedEvent('test.ops-order')
@@ -167,6 +167,44 @@ describe('operators see everything', () => {
     } finally {
       release();
       await inspector.close();
+    }
+  });
+
+  it('instances() is advisory and safe: malformed answers are dropped and counted, strings are made safe, real instances still listed', async () => {
+    const prefix = redis.prefix();
+    const real = redis.service({ prefix });
+    real.addHandler(OrderCheck, () => true, 2);
+    const asker = redis.service({ prefix });
+    const metrics = recordMetrics(asker);
+    // Anyone who may publish on the wake-up channel can answer: this one answers each question four times.
+    const impostor = redis.client().duplicate();
+    const publisher = redis.client();
+    const wake = `${prefix}:wake`;
+    await impostor.subscribe(wake);
+    impostor.on('message', (_channel: string, message: string) => {
+      const question = /^#instances\|(\d+)$/.exec(message)?.[1];
+      if (!question) return;
+      const answer = (body: unknown) => publisher.publish(wake, `#instances-answer|${question}|${JSON.stringify(body)}`);
+      void answer({ id: 'fake1', host: 'h', pid: 1, startedAt: Date.now(), handlers: 'a string' });
+      void answer({ id: 'fake2', host: 'h', pid: 1, startedAt: null, handlers: [] });
+      void answer({ id: 'fake3', host: 'evil\u001b]0;pwned\u0007\u001b[2J', pid: 7, startedAt: Date.now(), handlers: [{ type: 't\u202e', group: 'default', parallelism: 1, running: 0 }] });
+      void publisher.publish(wake, `#instances-answer|${question}|{not json`);
+    });
+    try {
+      let listed: Awaited<ReturnType<typeof asker.instances>> = [];
+      await waitFor(async () => {
+        listed = await asker.instances();
+        return listed.some((i) => i.handlers.some((h) => h.type === 'test.ops-order'));
+      }, 'the real instance listed beside the impostor');
+      const fake = listed.find((i) => i.id === 'fake3')!;
+      expect(fake.host).toBe('evil\\u001b]0;pwned\\u0007\\u001b[2J');
+      expect(fake.handlers[0]!.type).toBe('t\\u202e');
+      expect(listed.map((i) => i.id)).not.toContain('fake1');
+      expect(listed.map((i) => i.id)).not.toContain('fake2');
+      for (const instance of listed) expect(Number.isNaN(instance.startedAt.getTime())).toBe(false);
+      expect(counter(metrics, METRIC.instanceAnswersDropped)).toBeGreaterThanOrEqual(3);
+    } finally {
+      impostor.disconnect();
     }
   });
 

@@ -60,30 +60,22 @@ const CLUSTER_ANSWER_WAIT_MS = 300;
  * them), and the wait ends with the last answer; a Cluster counts only the
  * node it published to, so there the wait is CLUSTER_ANSWER_WAIT_MS.
  */
-export async function askInstances(client: RedisClient, wakeChannel: string): Promise<InstanceInfo[]> {
+export async function askInstances(client: RedisClient, wakeChannel: string): Promise<{ instances: InstanceInfo[]; dropped: number }> {
   const question = randomInt(1, 2 ** 47);
   const answerStart = `${INSTANCES_ANSWER}|${question}|`;
   // A subscriber of its own, with an offline queue: it only listens, and the subscription waits for the connection.
   const listener = client.isCluster ? (client as Cluster).duplicate() : (client as Redis).duplicate({ enableOfflineQueue: true });
   const answers = new Map<string, InstanceInfo>();
+  let dropped = 0;
   try {
     let expected = Number.POSITIVE_INFINITY;
     let done: () => void = () => undefined;
     listener.on('message', (from: string, message: string) => {
       if (from !== wakeChannel || !message.startsWith(answerStart)) return;
-      try {
-        const answer = JSON.parse(message.slice(answerStart.length)) as InstanceAnswer;
-        answers.set(answer.id, {
-          id: answer.id,
-          host: answer.host,
-          pid: answer.pid,
-          startedAt: new Date(answer.startedAt),
-          lastSeen: new Date(),
-          handlers: answer.handlers,
-        });
-      } catch {
-        // Not an answer this version sends: not listed.
-      }
+      const answer = validAnswer(message.slice(answerStart.length));
+      // Not an answer as instances send them (malformed, crafted, or from another version): not listed.
+      if (answer) answers.set(answer.id, answer);
+      else dropped++;
       if (answers.size >= expected) done();
     });
     listener.on('error', () => undefined);
@@ -110,7 +102,57 @@ export async function askInstances(client: RedisClient, wakeChannel: string): Pr
   } finally {
     listener.disconnect();
   }
-  return [...answers.values()].sort((a, b) => a.startedAt.getTime() - b.startedAt.getTime() || (a.id < b.id ? -1 : 1));
+  const instances = [...answers.values()].sort((a, b) => a.startedAt.getTime() - b.startedAt.getTime() || (a.id < b.id ? -1 : 1));
+  return { instances, dropped };
+}
+
+/** Characters a terminal or a page would act on rather than show: controls, and the ones that reorder text. */
+const UNSAFE = /[\u0000-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+
+/** A string from an answer, its unsafe characters written as \uXXXX; undefined when it is none or too long. */
+function safeString(value: unknown, most: number): string | undefined {
+  if (typeof value !== 'string' || value.length > most) return undefined;
+  return value.replace(UNSAFE, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
+function count(value: unknown, least: number, most: number): number | undefined {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= least && value <= most ? value : undefined;
+}
+
+/**
+ * An answer checked against what instances send (InstanceAnswer): anyone who
+ * may publish on the channel can answer, so each field is checked and each
+ * string made safe to print. Undefined for anything else.
+ */
+function validAnswer(json: string): InstanceInfo | undefined {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(json);
+  } catch {
+    return undefined;
+  }
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return undefined;
+  const answer = raw as Record<string, unknown>;
+  const id = typeof answer.id === 'string' && /^[A-Za-z0-9_.-]{1,64}$/.test(answer.id) ? answer.id : undefined;
+  const host = safeString(answer.host, 255);
+  const pid = count(answer.pid, 0, 2 ** 32);
+  const startedAt = count(answer.startedAt, 1, Date.now() + 86_400_000);
+  if (id === undefined || host === undefined || pid === undefined || startedAt === undefined) return undefined;
+  if (!Array.isArray(answer.handlers) || answer.handlers.length > 10_000) return undefined;
+  const handlers: InstanceHandler[] = [];
+  for (const h of answer.handlers as unknown[]) {
+    if (typeof h !== 'object' || h === null) return undefined;
+    const handler = h as Record<string, unknown>;
+    const type = safeString(handler.type, 512);
+    const group = safeString(handler.group, 64);
+    const parallelism = count(handler.parallelism, 1, 1_000_000);
+    const running = count(handler.running, 0, 1_000_000);
+    const version = handler.version === undefined ? undefined : count(handler.version, 1, 1_000_000);
+    if (type === undefined || group === undefined || parallelism === undefined || running === undefined) return undefined;
+    if (handler.version !== undefined && version === undefined) return undefined;
+    handlers.push({ type, group, parallelism, running, ...(version !== undefined ? { version } : {}) });
+  }
+  return { id, host, pid, startedAt: new Date(startedAt), lastSeen: new Date(), handlers };
 }
 
 /** Answers a question of askInstances() (its number came with the wake-up), on the wake-up channel. */

@@ -41,6 +41,7 @@ export const METRIC = {
   rateLimited: 'delayed.queue.rate.limited',
   batches: 'delayed.queue.batches',
   batchedEvents: 'delayed.queue.batched.events',
+  instanceAnswersDropped: 'delayed.queue.instance.answers.dropped',
 } as const;
 export type MetricName = (typeof METRIC)[keyof typeof METRIC];
 
@@ -77,6 +78,7 @@ export const METRIC_TAGS = {
   [METRIC.rateLimited]: ['type', 'group'],
   [METRIC.batches]: ['type', 'group'],
   [METRIC.batchedEvents]: ['type', 'group'],
+  [METRIC.instanceAnswersDropped]: [],
 } as const satisfies Record<MetricName, readonly string[]>;
 
 /** The tags a metric is emitted with: exactly its METRIC_TAGS keys. */

@@ -100,6 +100,7 @@ export class DelayedEventService {
       codec,
       closed: isClosing,
       onCancelled: (type) => this.metrics.count(METRIC.cancelled, { type }),
+      onDroppedAnswers: (count) => this.metrics.count(METRIC.instanceAnswersDropped, {}, count),
     });
     this.enqueuer = new Enqueuer({
       options: settings,

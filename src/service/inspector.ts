@@ -50,6 +50,8 @@ export interface InspectorParts {
   readonly closed?: () => boolean;
   /** Told of each event cancel() removed. */
   readonly onCancelled?: (type: string) => void;
+  /** Told how many answers instances() dropped as malformed (anyone who may publish can answer). */
+  readonly onDroppedAnswers?: (count: number) => void;
 }
 
 /** A type as the caller named it: its keys per partition (only those found, for a name). */
@@ -95,10 +97,16 @@ export class Inspector {
    * now (id, host, pid, start, and per handler its type, group, parallelism
    * and calls running): asked on the wake-up channel, so an instance that
    * stopped, crashed or was cut off is not listed, and no key is written.
+   * Advisory: anyone who may publish on the channel can answer. Each answer
+   * is checked (a malformed one is dropped) and its strings made safe to print.
    */
   instances(): Promise<InstanceInfo[]> {
     // Not under commandTimeoutMs: the wait for answers has its own bound (1 s), and a stuck call would reset the connection.
-    return this.whenReady(noCheck, () => askInstances(this.parts.client, this.parts.layout.wakeChannel));
+    return this.whenReady(noCheck, async () => {
+      const { instances, dropped } = await askInstances(this.parts.client, this.parts.layout.wakeChannel);
+      if (dropped > 0) this.parts.onDroppedAnswers?.(dropped);
+      return instances;
+    });
   }
 
   /** Events in each state (and per group, where groups are registered); undefined for a type name nothing is stored under. */

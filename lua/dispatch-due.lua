@@ -22,6 +22,9 @@
 -- KEYS[11] errors: errors hash   (id -> last error)
 -- KEYS[12] marker: the queue's marker (register-group.lua): set while Redis holds the
 --         registrations of groups and recurring schedules made on this queue
+-- KEYS[13] handled: handled hash (the history, includes/handled-keep.lua)
+-- KEYS[14] handledIndex: handled index zset (id -> handled at ms): records older than
+--         ARGV[7] are dropped here, at most 1,000 a call
 -- ARGV[1] most events to move in this call
 -- ARGV[2] '1' when a handler of the default group runs here: once the type has
 --         named groups, the default group is registered too, so it keeps getting events
@@ -37,7 +40,8 @@
 -- ARGV[5] the queue's tag (a group's keys: its queue's)
 -- ARGV[6] '1' when the caller saw this queue's marker before: a missing one
 --         now means Redis lost the registrations (not a queue never registered)
--- ARGV[7..] the groups the caller's instance handles on this queue ('default'
+-- ARGV[7] keepHandled.ageMs: how long the history keeps a record ('' or 0: no age limit)
+-- ARGV[8..] the groups the caller's instance handles on this queue ('default'
 --         among them when a default-group handler runs there), given with
 --         ARGV[3]. While the marker is missing they are registered again in
 --         this call, before anything moves, so an event that falls due right
@@ -52,6 +56,7 @@
 -- @include envelope-make
 -- @include envelope-parse
 -- @include group-keys
+-- @include handled-trim-age
 -- @include hset-pairs
 -- @include lease-constants
 -- @include lease-started
@@ -72,11 +77,11 @@ local now = now_ms()
 -- event would have. Returns how many events were handed over.
 local function register_again(loss_known)
   local named = false
-  for i = 7, #ARGV do
+  for i = 8, #ARGV do
     if ARGV[i] ~= 'default' then named = true end
   end
   if not named then return 0 end
-  for i = 7, #ARGV do redis.call('HSETNX', KEYS[8], ARGV[i], now) end
+  for i = 8, #ARGV do redis.call('HSETNX', KEYS[8], ARGV[i], now) end
   if not loss_known or redis.call('HEXISTS', KEYS[8], 'default') == 1 then return 0 end
   local stranded = redis.call('LRANGE', KEYS[3], 0, -1)
   if #stranded == 0 then return 0 end
@@ -227,6 +232,10 @@ local function take_expired()
   end
   return expired
 end
+
+-- The history's records past keepHandled.ageMs: dropped as time passes, not only at the next completion.
+local keep_age = tonumber(ARGV[7] or '') or 0
+if keep_age > 0 then handled_trim_age(KEYS[13], KEYS[14], now, keep_age) end
 
 -- Idempotency marks whose window ended: the head is the oldest, so one look
 -- tells whether there is anything to drop.

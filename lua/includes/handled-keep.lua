@@ -1,8 +1,10 @@
 -- History of what ran (keepHandled): per queue, a hash id -> 'attempt|handled
 -- at|due|body' of events handled successfully, and an index id -> handled at.
 -- The newest `keep_count` are kept (0: no count limit), none older than
--- `keep_age` ms (0: no age limit). Trimming costs a ZCARD and a look at the
--- oldest entry per call while nothing is due to go.
+-- `keep_age` ms (0: no age limit; the dispatchers drop them by age too, as
+-- time passes, lua/dispatch-due.lua). Trimming costs a ZCARD and a look at
+-- the oldest entry per call while nothing is due to go.
+-- @include handled-trim-age
 local function handled_keep(hash_key, index_key, records, at, keep_count, keep_age)
   if #records == 0 then return end
   redis.call('HSET', hash_key, unpack(records))
@@ -21,13 +23,5 @@ local function handled_keep(hash_key, index_key, records, at, keep_count, keep_a
       redis.call('HDEL', hash_key, unpack(old))
     end
   end
-  if keep_age > 0 then
-    local cutoff = at - keep_age
-    local oldest = redis.call('ZRANGE', index_key, 0, 0, 'WITHSCORES')
-    if oldest[2] and tonumber(oldest[2]) < cutoff then
-      local old = redis.call('ZRANGE', index_key, '-inf', '(' .. cutoff, 'BYSCORE', 'LIMIT', 0, 1000)
-      redis.call('ZREM', index_key, unpack(old))
-      redis.call('HDEL', hash_key, unpack(old))
-    end
-  end
+  if keep_age > 0 then handled_trim_age(hash_key, index_key, at, keep_age) end
 end

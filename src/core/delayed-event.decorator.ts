@@ -1,6 +1,7 @@
 import 'reflect-metadata';
 import { InvalidArgumentError, UnregisteredEventClassError } from './errors';
 import { TYPE_NAME_RULE, isTypeName } from './names';
+import { type AllowedKeys, checkOptionKeys } from './option-keys';
 
 const ROUTE = Symbol.for('reactive-delayed-events:route');
 const VERSIONING = Symbol.for('reactive-delayed-events:versioning');
@@ -62,10 +63,13 @@ const MAX_PARTITIONS = 1_024;
  * Names the event type stored in Redis. The name, not the class name, is the
  * contract: minifiers and refactors may rename classes, stored events stay readable.
  */
+const DECORATOR_OPTION_KEYS = { partitions: true, version: true, upcast: true } as const satisfies AllowedKeys<DelayedEventOptions>;
+
 export function DelayedEvent(typeName: string, options: DelayedEventOptions = {}): ClassDecorator {
   if (!isTypeName(typeName)) {
     throw new InvalidArgumentError('typeName', `@DelayedEvent type name must be ${TYPE_NAME_RULE}; got ${JSON.stringify(typeName)}`);
   }
+  checkOptionKeys(options, DECORATOR_OPTION_KEYS, `@DelayedEvent('${typeName}')`);
   const partitions = options.partitions ?? 1;
   if (!Number.isInteger(partitions) || partitions < 1 || partitions > MAX_PARTITIONS) {
     throw new TypeError(`@DelayedEvent('${typeName}') partitions must be an integer from 1 to ${MAX_PARTITIONS}; got ${String(partitions)}`);

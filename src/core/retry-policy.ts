@@ -1,4 +1,5 @@
 import { InvalidOptionError } from './errors';
+import { type AllowedKeys, checkOptionKeys } from './option-keys';
 
 /** How often an event is tried and how long to wait before each retry. */
 export interface RetryPolicy {
@@ -30,7 +31,11 @@ export interface ExponentialBackoffOptions {
   readonly jitter?: number;
 }
 
+const EXPONENTIAL_BACKOFF_KEYS = { maxAttempts: true, initialMs: true, factor: true, maxMs: true, jitter: true } as const satisfies AllowedKeys<ExponentialBackoffOptions>;
+
 export function exponentialBackoff(options: ExponentialBackoffOptions): RetryPolicy {
+  if (options === undefined) throw new InvalidOptionError('exponentialBackoff', 'give { maxAttempts, initialMs, factor?, maxMs?, jitter? }');
+  checkOptionKeys(options, EXPONENTIAL_BACKOFF_KEYS, 'exponentialBackoff');
   const { maxAttempts, initialMs, factor = 2, maxMs = 3_600_000, jitter = 0.2 } = options;
   checkAttempts(maxAttempts);
   checkMs('initialMs', initialMs);

@@ -226,6 +226,8 @@ export class LuaScripts {
     defaultGroupHere = false,
     registrations?: { readonly newMarker: string; readonly markerSeenBefore: boolean; readonly groups: readonly string[] },
   ): Promise<DispatchResult> {
+    // The history (keepHandled) loses what is past its age here, as time passes (lua/dispatch-due.lua).
+    const keepAge = this.keepHandled.ageMs > 0 && this.keepHandled.count > 0 ? this.keepHandled.ageMs : '';
     const [movedDue, movedExpired, nextDue, now, marker, rescued] = (await this.run(
       'dispatch-due',
       this.keysOf('dispatch-due', keys),
@@ -235,6 +237,7 @@ export class LuaScripts {
       this.wakeChannel,
       keys.queueTag,
       registrations?.markerSeenBefore ? '1' : '',
+      keepAge,
       ...(registrations?.groups ?? []),
     )) as [number, number, number, number, string, number];
     return {

@@ -571,8 +571,21 @@ end
 -- History of what ran (keepHandled): per queue, a hash id -> 'attempt|handled
 -- at|due|body' of events handled successfully, and an index id -> handled at.
 -- The newest \`keep_count\` are kept (0: no count limit), none older than
--- \`keep_age\` ms (0: no age limit). Trimming costs a ZCARD and a look at the
--- oldest entry per call while nothing is due to go.
+-- \`keep_age\` ms (0: no age limit; the dispatchers drop them by age too, as
+-- time passes, lua/dispatch-due.lua). Trimming costs a ZCARD and a look at
+-- the oldest entry per call while nothing is due to go.
+-- Drops the records of a queue's history (includes/handled-keep.lua) older
+-- than \`keep_age\` ms before \`now\`, at most 1,000 a call: one look at the
+-- oldest entry while nothing is due to go.
+local function handled_trim_age(hash_key, index_key, now, keep_age)
+  local cutoff = now - keep_age
+  local oldest = redis.call('ZRANGE', index_key, 0, 0, 'WITHSCORES')
+  if oldest[2] and tonumber(oldest[2]) < cutoff then
+    local old = redis.call('ZRANGE', index_key, '-inf', '(' .. cutoff, 'BYSCORE', 'LIMIT', 0, 1000)
+    redis.call('ZREM', index_key, unpack(old))
+    redis.call('HDEL', hash_key, unpack(old))
+  end
+end
 local function handled_keep(hash_key, index_key, records, at, keep_count, keep_age)
   if #records == 0 then return end
   redis.call('HSET', hash_key, unpack(records))
@@ -591,15 +604,7 @@ local function handled_keep(hash_key, index_key, records, at, keep_count, keep_a
       redis.call('HDEL', hash_key, unpack(old))
     end
   end
-  if keep_age > 0 then
-    local cutoff = at - keep_age
-    local oldest = redis.call('ZRANGE', index_key, 0, 0, 'WITHSCORES')
-    if oldest[2] and tonumber(oldest[2]) < cutoff then
-      local old = redis.call('ZRANGE', index_key, '-inf', '(' .. cutoff, 'BYSCORE', 'LIMIT', 0, 1000)
-      redis.call('ZREM', index_key, unpack(old))
-      redis.call('HDEL', hash_key, unpack(old))
-    end
-  end
+  if keep_age > 0 then handled_trim_age(hash_key, index_key, at, keep_age) end
 end
 -- A group is done with \`ids\` (handled, purged, or the group removed): counts
 -- them down, and returns those no group holds any more, whose bodies can go.
@@ -1291,7 +1296,7 @@ return 1
 `,
   },
   'dispatch-due': {
-    keys: ['schedule', 'inFlight', 'ready', 'legacySchedule', 'meta', 'slotGuard', 'recent', 'groups', 'pending', 'paused', 'errors', 'marker'],
+    keys: ['schedule', 'inFlight', 'ready', 'legacySchedule', 'meta', 'slotGuard', 'recent', 'groups', 'pending', 'paused', 'errors', 'marker', 'handled', 'handledIndex'],
     variants: {  },
     commands: ['DEL', 'EXISTS', 'GET', 'HDEL', 'HEXISTS', 'HGETALL', 'HMGET', 'HSET', 'HSETNX', 'LRANGE', 'PUBLISH', 'RPUSH', 'SET', 'TIME', 'ZADD', 'ZCOUNT', 'ZRANGE', 'ZREM', 'ZREMRANGEBYRANK', 'ZSCORE'],
     lua: `-- Transition: SCHEDULED (due) -> READY, and IN_FLIGHT (lease expired) -> READY,
@@ -1318,6 +1323,9 @@ return 1
 -- KEYS[11] errors: errors hash   (id -> last error)
 -- KEYS[12] marker: the queue's marker (register-group.lua): set while Redis holds the
 --         registrations of groups and recurring schedules made on this queue
+-- KEYS[13] handled: handled hash (the history, includes/handled-keep.lua)
+-- KEYS[14] handledIndex: handled index zset (id -> handled at ms): records older than
+--         ARGV[7] are dropped here, at most 1,000 a call
 -- ARGV[1] most events to move in this call
 -- ARGV[2] '1' when a handler of the default group runs here: once the type has
 --         named groups, the default group is registered too, so it keeps getting events
@@ -1333,7 +1341,8 @@ return 1
 -- ARGV[5] the queue's tag (a group's keys: its queue's)
 -- ARGV[6] '1' when the caller saw this queue's marker before: a missing one
 --         now means Redis lost the registrations (not a queue never registered)
--- ARGV[7..] the groups the caller's instance handles on this queue ('default'
+-- ARGV[7] keepHandled.ageMs: how long the history keeps a record ('' or 0: no age limit)
+-- ARGV[8..] the groups the caller's instance handles on this queue ('default'
 --         among them when a default-group handler runs there), given with
 --         ARGV[3]. While the marker is missing they are registered again in
 --         this call, before anything moves, so an event that falls due right
@@ -1371,6 +1380,18 @@ local function group_keys(meta_key, group)
     in_flight = own .. ':f', dead = own .. ':d', errors = own .. ':e', error_log = own .. ':el',
     handled = own .. ':h', handled_index = own .. ':hi',
   }
+end
+-- Drops the records of a queue's history (includes/handled-keep.lua) older
+-- than \`keep_age\` ms before \`now\`, at most 1,000 a call: one look at the
+-- oldest entry while nothing is due to go.
+local function handled_trim_age(hash_key, index_key, now, keep_age)
+  local cutoff = now - keep_age
+  local oldest = redis.call('ZRANGE', index_key, 0, 0, 'WITHSCORES')
+  if oldest[2] and tonumber(oldest[2]) < cutoff then
+    local old = redis.call('ZRANGE', index_key, '-inf', '(' .. cutoff, 'BYSCORE', 'LIMIT', 0, 1000)
+    redis.call('ZREM', index_key, unpack(old))
+    redis.call('HDEL', hash_key, unpack(old))
+  end
 end
 -- Lua's unpack takes at most ~8,000 values: a large dispatch writes field/value
 -- pairs in slices, never failing halfway (a script's earlier writes stay).
@@ -1575,11 +1596,11 @@ local now = now_ms()
 -- event would have. Returns how many events were handed over.
 local function register_again(loss_known)
   local named = false
-  for i = 7, #ARGV do
+  for i = 8, #ARGV do
     if ARGV[i] ~= 'default' then named = true end
   end
   if not named then return 0 end
-  for i = 7, #ARGV do redis.call('HSETNX', KEYS[8], ARGV[i], now) end
+  for i = 8, #ARGV do redis.call('HSETNX', KEYS[8], ARGV[i], now) end
   if not loss_known or redis.call('HEXISTS', KEYS[8], 'default') == 1 then return 0 end
   local stranded = redis.call('LRANGE', KEYS[3], 0, -1)
   if #stranded == 0 then return 0 end
@@ -1730,6 +1751,10 @@ local function take_expired()
   end
   return expired
 end
+
+-- The history's records past keepHandled.ageMs: dropped as time passes, not only at the next completion.
+local keep_age = tonumber(ARGV[7] or '') or 0
+if keep_age > 0 then handled_trim_age(KEYS[13], KEYS[14], now, keep_age) end
 
 -- Idempotency marks whose window ended: the head is the oldest, so one look
 -- tells whether there is anything to drop.

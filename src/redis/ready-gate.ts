@@ -17,7 +17,19 @@ export function isUnsent(error: unknown): boolean {
 }
 
 /** Node's codes for a socket that failed or closed under a call. */
-const SOCKET_FAILURES = new Set(['ECONNRESET', 'EPIPE', 'ECONNREFUSED', 'ECONNABORTED', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'ERR_STREAM_DESTROYED', 'ERR_SOCKET_CLOSED']);
+const SOCKET_FAILURES = new Set([
+  'ECONNRESET',
+  'EPIPE',
+  'ECONNREFUSED',
+  'ECONNABORTED',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'ERR_STREAM_DESTROYED',
+  'ERR_SOCKET_CLOSED',
+]);
 
 /**
  * A failure of the connection under a call (not writeable, closed, reset,
@@ -38,9 +50,13 @@ export function typedConnectionError(error: unknown, call: string): unknown {
     /^(Failed to refresh slots cache|None of startup nodes is available)/.test(error.message);
   if (!failed) return error;
   const reason = classifyRedisError(error);
-  return new RedisConnectionError(reason === 'permission' || reason === 'auth' ? 'other' : reason, `the connection failed during ${call} (${describe(error)}); it may have run, and enqueueing again is safe`, {
-    cause: error,
-  });
+  return new RedisConnectionError(
+    reason === 'permission' || reason === 'auth' ? 'other' : reason,
+    `the connection failed during ${call} (${describe(error)}); it may have run, and enqueueing again is safe`,
+    {
+      cause: error,
+    },
+  );
 }
 
 /**

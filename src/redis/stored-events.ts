@@ -3,7 +3,8 @@ import { parseEnvelope } from '../core/envelope';
 import type { RedisClient } from './redis-client';
 import { DEFAULT_GROUP, LEASE_PIN, type RedisLayout, type TypeKeys } from './redis-layout';
 import { type Entry, isScheduled, scheduledEntries } from './schedule-reads';
-import { type GroupRead, parseErrorLog, parseHandled } from './stored-records';
+import { type GroupRead, parseErrorLog } from './stored-records';
+import { HandledHistory } from './handled-history';
 import { scanTypes } from './type-scan';
 import { newerVersions, oldestReadyDue, waitsForReader } from './waiting-events';
 
@@ -61,10 +62,16 @@ function sum(all: readonly StateCounts[]): StateCounts {
  * call is bounded (O(1) commands per queue, or a page of at most 1,000).
  */
 export class StoredEvents {
+  private readonly history: HandledHistory;
+
+  /** `handledAgeMs`: the services' keepHandled.ageMs, when known: older records are not read (0: no age limit). */
   constructor(
     private readonly client: RedisClient,
     private readonly layout: RedisLayout,
-  ) {}
+    handledAgeMs = 0,
+  ) {
+    this.history = new HandledHistory(client, layout, handledAgeMs);
+  }
 
   /** Every type with stored events, registered groups or a pause under the prefix (src/redis/type-scan.ts). */
   types(): Promise<EventTypeInfo[]> {
@@ -139,7 +146,7 @@ export class StoredEvents {
         .exec(),
     ) as [string | null, string | null, string | null, number | null, string | null, string[], number, string | null, string | null];
     const named = registry.filter((g) => g !== DEFAULT_GROUP).sort();
-    if (value === null) return this.readHandled(keys, id, handled, registry, named);
+    if (value === null) return this.history.find(keys, id, handled, registry, named);
     const envelope = parseEnvelope(value);
 
     let own: EventState | undefined;
@@ -182,29 +189,13 @@ export class StoredEvents {
     };
   }
 
-  /** An event no longer stored: its record in the history of the queue, or of the named groups that handled it. */
-  private async readHandled(keys: TypeKeys, id: string, handled: string | null, registry: readonly string[], named: readonly string[]): Promise<StoredEvent | undefined> {
-    let record = handled;
-    const groups: Record<string, EventState> = {};
-    if (handled !== null && registry.includes(DEFAULT_GROUP)) groups[DEFAULT_GROUP] = 'handled';
-    for (const group of named) {
-      const kept = await this.client.hget(this.layout.forGroup(keys, group).handled, id);
-      if (kept === null) continue;
-      groups[group] = 'handled';
-      record ??= kept;
-    }
-    const parsed = record === null ? undefined : parseHandled(id, record);
-    if (!parsed) return undefined;
-    return { ...parsed, ...(Object.keys(groups).length > 0 ? { groups } : {}) };
-  }
-
   /**
    * One page of the events in `state`: scheduled in due order, ready in
    * dispatch order, in flight by lease expiry, dead oldest first. Across
    * partitions, each partition's first offset + limit are merged.
    */
   async page(queues: readonly TypeKeys[], state: EventState, offset: number, limit: number): Promise<StoredEvent[]> {
-    if (state === 'handled') return this.handledPage(queues, offset, limit);
+    if (state === 'handled') return this.history.page(queues, offset, limit);
     const single = queues.length === 1;
     const perQueue = await Promise.all(queues.map((keys) => this.entries(keys, state, single ? offset : 0, single ? limit : offset + limit)));
     const page = single
@@ -231,43 +222,6 @@ export class StoredEvents {
         ...(leased ? { leaseExpiresAt: leaseExpiry(entry.score!) } : {}),
         ...(state === 'dead' && entry.score !== undefined ? { deadLetteredAt: entry.score } : {}),
       });
-    }
-    return events;
-  }
-
-  /** One page of the history (keepHandled), newest first; across partitions, each one's first offset + limit merged. */
-  private async handledPage(queues: readonly TypeKeys[], offset: number, limit: number): Promise<StoredEvent[]> {
-    const single = queues.length === 1;
-    const perQueue = await Promise.all(
-      queues.map(async (keys) => {
-        // ZRANGE ... REV, not ZREVRANGE: the ACL the README documents grants ZRANGE.
-        const from = single ? offset : 0;
-        const flat = await this.client.zrange(keys.handledIndex, String(from), String(from + (single ? limit : offset + limit) - 1), 'REV', 'WITHSCORES');
-        const entries: Array<{ id: string; at: number; keys: TypeKeys }> = [];
-        for (let i = 0; i < flat.length; i += 2) entries.push({ id: flat[i]!, at: Number(flat[i + 1]), keys });
-        return entries;
-      }),
-    );
-    const page = single
-      ? perQueue[0]!
-      : perQueue
-          .flat()
-          .sort((a, b) => b.at - a.at)
-          .slice(offset, offset + limit);
-    const byQueue = new Map<TypeKeys, string[]>();
-    for (const { id, keys } of page) byQueue.set(keys, [...(byQueue.get(keys) ?? []), id]);
-    const records = new Map<string, string | null>();
-    await Promise.all(
-      [...byQueue].map(async ([keys, ids]) => {
-        const values = await this.client.hmget(keys.handled, ...ids);
-        ids.forEach((id, i) => records.set(`${keys.tag}\n${id}`, values[i] ?? null));
-      }),
-    );
-    const events: StoredEvent[] = [];
-    for (const { id, keys } of page) {
-      const record = records.get(`${keys.tag}\n${id}`);
-      const parsed = record ? parseHandled(id, record) : undefined;
-      if (parsed) events.push(parsed);
     }
     return events;
   }

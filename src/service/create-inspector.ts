@@ -4,7 +4,8 @@ import { LuaScripts } from '../redis/lua-scripts';
 import type { RedisClient } from '../redis/redis-client';
 import { RedisConnections } from '../redis/redis-connections';
 import { RedisLayout } from '../redis/redis-layout';
-import type { InspectorOptions } from './inspection-types';
+import { INSPECTOR_OPTION_KEYS, type InspectorOptions } from './inspection-types';
+import { checkOptionKeys } from '../core/option-keys';
 import { Inspector } from './inspector';
 import { DEFAULT_IDEMPOTENCY_WINDOW_MS, DEFAULT_PREFIX, MAX_IDEMPOTENCY_WINDOW_MS, checkRedisOption, integer, positive } from './service-options';
 
@@ -15,6 +16,7 @@ import { DEFAULT_IDEMPOTENCY_WINDOW_MS, DEFAULT_PREFIX, MAX_IDEMPOTENCY_WINDOW_M
  */
 export function createInspector(options: InspectorOptions): Inspector {
   if (options === null || typeof options !== 'object') throw new InvalidOptionError('options', 'expected an object with at least { redis }');
+  checkOptionKeys(options, INSPECTOR_OPTION_KEYS, 'createInspector');
   checkRedisOption(options.redis);
   const prefix = options.prefix ?? DEFAULT_PREFIX;
   const commandTimeoutMs = positive('commandTimeoutMs', options.commandTimeoutMs, 10_000);

@@ -1,4 +1,4 @@
-import { type Observable, firstValueFrom, map } from 'rxjs';
+import { type Observable, firstValueFrom, map, throwError } from 'rxjs';
 import type { DelayedEventInstance, EventClass } from '../core/delayed-event.decorator';
 import { type Delay, dateToMillis, delayToMillis } from '../core/duration';
 import { ServiceClosedError } from '../core/errors';
@@ -18,18 +18,19 @@ import type { EventHandler } from '../runtime/handler-invocation';
 import { METRIC, type Metric, Metrics } from '../runtime/metrics';
 import { ServiceLog } from '../runtime/service-log';
 import { type Wake, wakeListener } from '../runtime/wake-listener';
-import { type BatchEntry, type EnqueueOptions, Enqueuer } from './enqueuer';
+import { BATCH_OPTION_KEYS, type BatchEntry, type EnqueueOptions, Enqueuer } from './enqueuer';
+import { checkArgumentKeys } from '../core/option-keys';
 import { type BatchHandlerOptions, type HandlerOptions, Handlers } from './handlers';
 import type { BatchHandler } from '../runtime/batch-consumer';
 import { Health } from './health';
 import type { EventCounts, EventState, EventTypeInfo } from '../redis/stored-types';
-import type { DeadLetter, DeadLetterPage, DueTimelineOptions, EventTarget, InspectedEvent, ListOptions } from './inspection-types';
+import { type DeadLetter, type DeadLetterPage, type DueTimelineOptions, type EventTarget, type InspectedEvent, type ListOptions, TIMEOUT_OPTION_KEYS } from './inspection-types';
 import { Inspector } from './inspector';
 import { PartitionMoves } from '../redis/partition-moves';
 import type { LimitUse } from '../redis/flow-limits';
 import type { StoredVersions, UpgradeReport, VerifyOptions, VerifyReport } from './stored-versions';
 import type { ServiceHealth } from './instrumentation';
-import { type RecurringSchedule, RecurringSchedules, type ScheduleOptions } from './recurring-schedules';
+import { type RecurringSchedule, RecurringSchedules, type ScheduleOptions, checkScheduleKeys } from './recurring-schedules';
 import { type DelayedEventServiceOptions, type ResolvedOptions, positive, resolveOptions } from './service-options';
 
 /**
@@ -101,6 +102,7 @@ export class DelayedEventService {
       closed: isClosing,
       onCancelled: (type) => this.metrics.count(METRIC.cancelled, { type }),
       onDroppedAnswers: (count) => this.metrics.count(METRIC.instanceAnswersDropped, {}, count),
+      handledAgeMs: settings.keepHandled.ageMs,
     });
     this.enqueuer = new Enqueuer({
       options: settings,
@@ -180,6 +182,11 @@ export class DelayedEventService {
    * one bad entry rejects the batch and nothing is written.
    */
   enqueueBatch(entries: ReadonlyArray<BatchEntry>, options: Pick<EnqueueOptions, 'replace'> = {}): Observable<EnqueueStatus[]> {
+    try {
+      checkArgumentKeys(options, BATCH_OPTION_KEYS, 'enqueueBatch');
+    } catch (error) {
+      return throwError(() => error);
+    }
     return this.enqueuer.enqueueBatch(entries, options.replace === true);
   }
 
@@ -244,6 +251,7 @@ export class DelayedEventService {
    */
   async schedule<T extends DelayedEventInstance>(name: string, template: T, spec: RecurrenceSpec, options: ScheduleOptions = {}): Promise<void> {
     this.assertOpen();
+    checkScheduleKeys(spec, options);
     await this.whenReady(() => this.recurring.define(name, template, spec, options));
     this.startRecurring();
   }
@@ -272,6 +280,7 @@ export class DelayedEventService {
   waitUntilReady(options: { readonly timeoutMs?: number } = {}): Promise<void> {
     try {
       this.assertOpen();
+      checkArgumentKeys(options, TIMEOUT_OPTION_KEYS, 'waitUntilReady');
       return waitForRedis(this.connections.command, positive('timeoutMs', options.timeoutMs, this.options.commandTimeoutMs), this.scripts.gate);
     } catch (error) {
       return Promise.reject(error);
@@ -285,6 +294,7 @@ export class DelayedEventService {
    */
   health(options: { readonly timeoutMs?: number } = {}): Promise<ServiceHealth> {
     try {
+      checkArgumentKeys(options, TIMEOUT_OPTION_KEYS, 'health');
       return this.healthState.health(positive('timeoutMs', options.timeoutMs, 1_000));
     } catch (error) {
       return Promise.reject(error);

@@ -1,7 +1,8 @@
 import { type Observable, defer, of, throwError } from 'rxjs';
 import { type DelayedEventInstance, type EventClass, type EventRoute, eventRouteOf } from '../core/delayed-event.decorator';
 import { type Delay, dateToMillis, delayToMillis } from '../core/duration';
-import { ContextProviderError, RedisConnectionError, classifyRedisError } from '../core/errors';
+import { ContextProviderError, InvalidArgumentError, RedisConnectionError, classifyRedisError } from '../core/errors';
+import { type AllowedKeys, checkArgumentKeys } from '../core/option-keys';
 import type { EncodedEvent, EventCodec } from '../core/event-codec';
 import type { EventContext, EventContextStore } from '../core/event-context';
 import type { DueSpec, EnqueueStatus, LuaScripts } from '../redis/lua-scripts';
@@ -28,6 +29,19 @@ export interface BatchEntry<T extends DelayedEventInstance = DelayedEventInstanc
   readonly delay?: Delay;
   readonly at?: Date;
   readonly context?: EventContext;
+}
+
+/** Options of enqueue, enqueueWithDelay and enqueueAt, each once (src/core/option-keys.ts). */
+const ENQUEUE_OPTION_KEYS = { context: true, replace: true } as const satisfies AllowedKeys<EnqueueOptions>;
+/** What an entry of enqueueBatch may hold. */
+const BATCH_ENTRY_KEYS = { event: true, delay: true, at: true, context: true } as const satisfies AllowedKeys<BatchEntry>;
+/** enqueueBatch's own options. */
+export const BATCH_OPTION_KEYS = { replace: true } as const satisfies AllowedKeys<Pick<EnqueueOptions, 'replace'>>;
+
+/** An entry of enqueueBatch holds only what an entry may. */
+function checkBatchEntry(entry: unknown, index: number): void {
+  if (entry === null || typeof entry !== 'object') throw new InvalidArgumentError(`enqueueBatch entry ${index}`, 'must be { event, delay?, at?, context? }');
+  checkArgumentKeys(entry, BATCH_ENTRY_KEYS, `enqueueBatch entry ${index}`);
 }
 
 interface PreparedEvent extends Omit<EncodedEvent, 'version'> {
@@ -72,6 +86,7 @@ export class Enqueuer {
     const requestedAt = performance.now();
     let prepared: PreparedEvent;
     try {
+      checkArgumentKeys(options, ENQUEUE_OPTION_KEYS, 'enqueue');
       prepared = this.prepare(event, due, options.context, requestedAt, { batch: false, replace: options.replace === true });
     } catch (error) {
       return Promise.reject(error);
@@ -83,6 +98,7 @@ export class Enqueuer {
   enqueueCold<T extends DelayedEventInstance>(event: T, due: () => DueSpec, options: EnqueueOptions = {}): Observable<EnqueueStatus> {
     let prepared: PreparedEvent;
     try {
+      checkArgumentKeys(options, ENQUEUE_OPTION_KEYS, 'enqueue');
       prepared = this.prepare(event, due, options.context, performance.now(), { batch: false, replace: options.replace === true });
     } catch (error) {
       return throwError(() => error);
@@ -95,12 +111,11 @@ export class Enqueuer {
     let prepared: PreparedEvent[];
     const calledAt = performance.now();
     try {
-      prepared = entries.map((entry) =>
-        this.prepare(entry.event, () => (entry.at !== undefined ? { atMs: dateToMillis(entry.at) } : { delayMs: delayToMillis(entry.delay ?? 0) }), entry.context, calledAt, {
-          batch: true,
-          replace,
-        }),
-      );
+      prepared = entries.map((entry, i) => {
+        checkBatchEntry(entry, i);
+        const due = () => (entry.at !== undefined ? { atMs: dateToMillis(entry.at) } : { delayMs: delayToMillis(entry.delay ?? 0) });
+        return this.prepare(entry.event, due, entry.context, calledAt, { batch: true, replace });
+      });
     } catch (error) {
       return throwError(() => error);
     }

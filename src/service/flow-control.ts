@@ -1,4 +1,5 @@
 import { InvalidOptionError } from '../core/errors';
+import { type AllowedKeys, checkOptionKeys } from '../core/option-keys';
 import type { StoredLimits } from '../redis/flow-limits';
 
 /** HandlerOptions.rateLimit: at most `max` calls start per `perMs`, across every instance. */
@@ -21,6 +22,9 @@ export interface FlowLimits {
   readonly perKey?: PerKeyLimits;
 }
 
+const RATE_LIMIT_KEYS = { max: true, perMs: true } as const satisfies AllowedKeys<RateLimit>;
+const PER_KEY_KEYS = { rateLimit: true, globalConcurrency: true } as const satisfies AllowedKeys<PerKeyLimits>;
+
 const MAX_LIMIT = 1_000_000;
 const MAX_WINDOW_MS = 86_400_000;
 
@@ -34,6 +38,7 @@ export function checkFlowLimits(options: { readonly rateLimit?: unknown; readonl
   if (typeof options.key !== 'function') throw new InvalidOptionError('key', `must be a function (event) => string, got ${typeof options.key}`);
   const perKey = options.perKey ?? {};
   if (perKey === null || typeof perKey !== 'object') throw new InvalidOptionError('perKey', 'must be { rateLimit?, globalConcurrency? }');
+  checkOptionKeys(perKey, PER_KEY_KEYS, 'perKey');
   return { ...own, perKey: checkLimits(perKey as { rateLimit?: unknown; globalConcurrency?: unknown }, 'perKey.') };
 }
 
@@ -43,6 +48,7 @@ function checkLimits(options: { readonly rateLimit?: unknown; readonly globalCon
   if (rateLimit !== undefined) {
     const given = rateLimit as { max?: unknown; perMs?: unknown } | null;
     if (given === null || typeof given !== 'object') throw new InvalidOptionError(`${path}rateLimit`, 'must be { max, perMs }, e.g. { max: 50, perMs: 1_000 } for 50 calls a second');
+    checkOptionKeys(given, RATE_LIMIT_KEYS, `${path}rateLimit`);
     if (typeof given.max !== 'number' || !Number.isInteger(given.max) || given.max < 1 || given.max > MAX_LIMIT) {
       throw new InvalidOptionError(`${path}rateLimit.max`, `must be an integer from 1 to ${MAX_LIMIT}, got ${String(given.max)}`);
     }

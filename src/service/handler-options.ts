@@ -1,4 +1,5 @@
 import type { DelayedEventInstance } from '../core/delayed-event.decorator';
+import type { AllowedKeys } from '../core/option-keys';
 import type { RetryPolicy } from '../core/retry-policy';
 import type { PerKeyLimits, RateLimit } from './flow-control';
 
@@ -55,6 +56,32 @@ export interface HandlerOptions<T = DelayedEventInstance> {
   /** Each key's own limits (with `key`): at most `rateLimit` calls per window and `globalConcurrency` at once per key, across instances. */
   readonly perKey?: PerKeyLimits;
 }
+
+/** addHandler's options, each once (src/core/option-keys.ts). */
+export const HANDLER_OPTION_KEYS = {
+  retry: true,
+  timeoutMs: true,
+  group: true,
+  prefetch: true,
+  rateLimit: true,
+  globalConcurrency: true,
+  key: true,
+  perKey: true,
+} as const satisfies AllowedKeys<HandlerOptions>;
+
+/** addBatchHandler's options, each once. */
+export const BATCH_HANDLER_OPTION_KEYS = {
+  retry: true,
+  timeoutMs: true,
+  group: true,
+  rateLimit: true,
+  globalConcurrency: true,
+  key: true,
+  perKey: true,
+  maxBatch: true,
+  maxWaitMs: true,
+  parallelism: true,
+} as const satisfies AllowedKeys<BatchHandlerOptions>;
 
 /**
  * Events a handler holds claimed ahead of its free slots by default: enough

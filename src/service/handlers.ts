@@ -26,8 +26,9 @@ import type { ServiceLog } from '../runtime/service-log';
 import { WAKE_ALL, type Wake } from '../runtime/wake-listener';
 import { DEAD_LETTER_CHUNK } from './inspection-types';
 import { type ResolvedOptions, integer, positive } from './service-options';
+import { checkOptionKeys } from '../core/option-keys';
 import { checkAgainstPartitions, checkFlowLimits, isLimited, limitsOfPartition } from './flow-control';
-import { type BatchHandlerOptions, DEFAULT_PREFETCH, type HandlerOptions } from './handler-options';
+import { BATCH_HANDLER_OPTION_KEYS, type BatchHandlerOptions, DEFAULT_PREFETCH, HANDLER_OPTION_KEYS, type HandlerOptions } from './handler-options';
 
 export type { BatchHandlerOptions, HandlerOptions } from './handler-options';
 import { keySorter, storeLimitsWhenReady } from './flow-registration';
@@ -141,6 +142,7 @@ export class Handlers {
     const type = eventRouteOf(eventClass).type;
     if (typeof handler !== 'function') throw new TypeError(`batch handler for '${type}' must be a function`);
     if (options === null || typeof options !== 'object') throw new InvalidOptionError('options', 'must be an object like { maxBatch, maxWaitMs, parallelism }');
+    checkOptionKeys(options, BATCH_HANDLER_OPTION_KEYS, `addBatchHandler(${type})`);
     const maxBatch = integer('maxBatch', options.maxBatch, 100, 1, 10_000);
     const maxWaitMs = positive('maxWaitMs', options.maxWaitMs, 50, 60_000);
     const calls = integer('parallelism', options.parallelism, 1, 1, 1_000);
@@ -155,6 +157,8 @@ export class Handlers {
     if (typeof handler !== 'function') throw new TypeError(`handler for '${type}' must be a function`);
     // Left out (from JavaScript), one call at a time: not NaN free slots, which would never claim.
     const parallelism = integer('parallelism', parallelismGiven, 1, 1, 10_000);
+    // A batch handler's options were checked by addBatch, against its own list.
+    if (!batch) checkOptionKeys(options, HANDLER_OPTION_KEYS, `addHandler(${type})`);
     const group = groupName(options.group);
     const registrationKey = `${type}|${group}`;
     if (this.registrations.has(registrationKey)) throw new HandlerAlreadyRegisteredError(type, group);

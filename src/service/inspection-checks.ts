@@ -1,9 +1,12 @@
 import { checkGroupArgument, checkIntegerArgument } from '../core/arguments';
 import { type EventClass, eventRouteOf } from '../core/delayed-event.decorator';
 import { InvalidArgumentError } from '../core/errors';
+import { type AllowedKeys, checkArgumentKeys } from '../core/option-keys';
 import { checkIdArgument, checkTypeName } from '../core/names';
 import type { EventTarget } from './inspection-types';
 import type { VerifyOptions } from './stored-versions';
+
+const VERIFY_OPTION_KEYS = { group: true, limit: true } as const satisfies AllowedKeys<VerifyOptions>;
 
 export function noCheck(): void {}
 
@@ -25,6 +28,7 @@ export function checkEvent(target: EventTarget, id: string): string {
 export function checkVerifyOptions(eventClass: EventClass, options: VerifyOptions): VerifyOptions {
   eventRouteOf(eventClass);
   if (options === null || typeof options !== 'object') throw new InvalidArgumentError('options', 'must be an object like { group, limit }');
+  checkArgumentKeys(options, VERIFY_OPTION_KEYS, 'verifyStored');
   return {
     ...(options.group !== undefined ? { group: checkGroupArgument(options.group) } : {}),
     ...(options.limit !== undefined ? { limit: checkIntegerArgument('limit', options.limit, 0, 1, Number.MAX_SAFE_INTEGER) } : {}),

@@ -1,6 +1,7 @@
 import type { Cluster, Redis } from 'ioredis';
 import type { DelayedEventInstance, EventClass } from '../core/delayed-event.decorator';
 import { describe } from '../core/errors';
+import type { AllowedKeys } from '../core/option-keys';
 import type { EventCodec } from '../core/event-codec';
 import type { EventContext } from '../core/event-context';
 import { type JsonEvent, parseStoredBody } from '../core/stored-body';
@@ -79,6 +80,14 @@ export interface DueTimelineOptions {
   /** Subscriber group whose retry schedule to read (default: the type's own schedule). */
   readonly group?: string;
 }
+
+/** The options of the inspection calls, each once (src/core/option-keys.ts). */
+export const LIST_OPTION_KEYS = { offset: true, limit: true, group: true } as const satisfies AllowedKeys<ListOptions>;
+export const DEAD_LETTER_PAGE_KEYS = { offset: true, limit: true, group: true } as const satisfies AllowedKeys<DeadLetterPage>;
+export const DUE_TIMELINE_OPTION_KEYS = { horizonMs: true, slots: true, group: true } as const satisfies AllowedKeys<DueTimelineOptions>;
+export const GROUP_OPTION_KEYS = { group: true } as const;
+export const TIMEOUT_OPTION_KEYS = { timeoutMs: true } as const;
+export const INSPECTOR_OPTION_KEYS = { redis: true, prefix: true, commandTimeoutMs: true, idempotencyWindowMs: true } as const satisfies AllowedKeys<InspectorOptions>;
 
 /** An event class, or its type name (payloads then come back as parsed JSON). */
 export type EventTarget<T extends DelayedEventInstance = DelayedEventInstance> = EventClass<T> | string;

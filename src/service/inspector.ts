@@ -32,11 +32,17 @@ import {
   type EventTarget,
   type InspectedEvent,
   type ListOptions,
+  DEAD_LETTER_PAGE_KEYS,
+  DUE_TIMELINE_OPTION_KEYS,
+  GROUP_OPTION_KEYS,
+  LIST_OPTION_KEYS,
   MAX_DEAD_LETTER_PAGE,
   MAX_PAGE,
+  TIMEOUT_OPTION_KEYS,
   deadLetterOf,
   inspectedEvent,
 } from './inspection-types';
+import { checkArgumentKeys } from '../core/option-keys';
 
 /** What an Inspector runs on: the service hands in its own, createInspector() opens them. */
 export interface InspectorParts {
@@ -50,6 +56,8 @@ export interface InspectorParts {
   readonly closed?: () => boolean;
   /** Told of each event cancel() removed. */
   readonly onCancelled?: (type: string) => void;
+  /** The services' keepHandled.ageMs, when known: older records of the history are not read. */
+  readonly handledAgeMs?: number;
   /** Told how many answers instances() dropped as malformed (anyone who may publish can answer). */
   readonly onDroppedAnswers?: (count: number) => void;
 }
@@ -78,7 +86,7 @@ export class Inspector {
   private closing: Promise<void> | undefined;
 
   constructor(private readonly parts: InspectorParts) {
-    this.stored = new StoredEvents(parts.client, parts.layout);
+    this.stored = new StoredEvents(parts.client, parts.layout, parts.handledAgeMs);
     this.recurring = new RecurringStore(parts.client, parts.layout);
   }
 
@@ -204,6 +212,7 @@ export class Inspector {
     const check = () => {
       checkTarget(target);
       checkStateArgument(state);
+      checkArgumentKeys(options, LIST_OPTION_KEYS, 'list');
       return {
         offset: checkIntegerArgument('offset', options.offset, 0, 0, Number.MAX_SAFE_INTEGER),
         limit: checkIntegerArgument('limit', options.limit, 100, 1, MAX_PAGE),
@@ -286,6 +295,7 @@ export class Inspector {
   dueTimeline(target: EventTarget, options: DueTimelineOptions = {}): Promise<DueTimeline | undefined> {
     const check = () => {
       checkTarget(target);
+      checkArgumentKeys(options, DUE_TIMELINE_OPTION_KEYS, 'dueTimeline');
       return {
         horizonMs: checkIntegerArgument('horizonMs', options.horizonMs, 3_600_000, 1_000, 30 * 86_400_000),
         slots: checkIntegerArgument('slots', options.slots, 60, 1, 500),
@@ -316,6 +326,7 @@ export class Inspector {
   deadLetters<T extends DelayedEventInstance>(target: EventTarget<T>, page: DeadLetterPage = {}): Promise<Array<DeadLetter<T | JsonEvent>>> {
     const check = () => {
       checkTarget(target);
+      checkArgumentKeys(page, DEAD_LETTER_PAGE_KEYS, 'deadLetters');
       return {
         offset: checkIntegerArgument('offset', page.offset, 0, 0, Number.MAX_SAFE_INTEGER),
         limit: checkIntegerArgument('limit', page.limit, 100, 1, MAX_DEAD_LETTER_PAGE),
@@ -379,6 +390,7 @@ export class Inspector {
    * runs no loops: `loops` are 0. The service's health() adds its own. Never rejects.
    */
   async health(options: { readonly timeoutMs?: number } = {}): Promise<ServiceHealth> {
+    checkArgumentKeys(options, TIMEOUT_OPTION_KEYS, 'health');
     const timeoutMs = positive('timeoutMs', options.timeoutMs, 1_000);
     const up = !this.isClosed() && (await pingWithin(this.parts.client, timeoutMs, () => this.parts.scripts.gate.wait()));
     const problem = this.parts.scripts.refusal;
@@ -425,6 +437,7 @@ export class Inspector {
     const check = () => {
       checkTarget(target);
       if (ids !== undefined) ids.forEach((id, i) => checkIdArgument(id, `ids[${i}]`));
+      checkArgumentKeys(options, GROUP_OPTION_KEYS, 'replayDeadLetters and purgeDeadLetters');
       return checkGroupArgument(options.group);
     };
     return this.whenReady(check, async (group) => {

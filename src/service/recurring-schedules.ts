@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { Observable } from 'rxjs';
 import type { DelayedEventInstance, EventRoute } from '../core/delayed-event.decorator';
 import { InvalidOptionError } from '../core/errors';
+import { type AllowedKeys, checkArgumentKeys } from '../core/option-keys';
 import type { EventCodec } from '../core/event-codec';
 import type { EventContext } from '../core/event-context';
 import { splitBodyVersion, versionedBody } from '../core/stored-body';
@@ -25,6 +26,17 @@ export interface ScheduleOptions {
   readonly endAt?: Date;
   /** Occurrences missed while no instance ran: 'none', only the 'latest' (default), or 'all' (the latest 100). */
   readonly catchUp?: CatchUp;
+}
+
+/** schedule()'s options, each once (src/core/option-keys.ts). */
+const SCHEDULE_OPTION_KEYS = { context: true, startAt: true, endAt: true, catchUp: true } as const satisfies AllowedKeys<ScheduleOptions>;
+const EVERY_SPEC_KEYS = { every: true } as const;
+const CRON_SPEC_KEYS = { cron: true, tz: true } as const;
+
+/** schedule()'s spec and options hold only keys it knows: an InvalidArgumentError names one it does not, before anything waits for Redis. */
+export function checkScheduleKeys(spec: unknown, options: unknown): void {
+  if (spec !== null && typeof spec === 'object') checkArgumentKeys(spec, 'every' in spec ? EVERY_SPEC_KEYS : CRON_SPEC_KEYS, 'a schedule spec');
+  checkArgumentKeys(options, SCHEDULE_OPTION_KEYS, 'schedule');
 }
 
 /** A recurring schedule as `schedules()` lists it. */

@@ -1,6 +1,7 @@
 import type { EventEmitter } from 'node:events';
 import type { Cluster, Redis } from 'ioredis';
 import { InvalidOptionError } from '../core/errors';
+import { type AllowedKeys, checkOptionKeys } from '../core/option-keys';
 import type { EventContext } from '../core/event-context';
 import type { ContextHandler } from '../runtime/handler-invocation';
 import { type Logger, consoleLogger } from '../runtime/service-log';
@@ -135,9 +136,40 @@ export function checkRedisOption(redis: unknown): void {
   else if (typeof redis !== 'object') throw new InvalidOptionError('redis', `give a URL such as redis://127.0.0.1:6379, an ioredis Redis or an ioredis Cluster; got ${typeof redis}`);
 }
 
+/** The service's options, each once. */
+const SERVICE_OPTION_KEYS = {
+  redis: true,
+  prefix: true,
+  pollIntervalMs: true,
+  dispatchBatchSize: true,
+  handlerTimeoutMs: true,
+  leaseGraceMs: true,
+  retry: true,
+  maxPayloadBytes: true,
+  commandTimeoutMs: true,
+  closeTimeoutMs: true,
+  readerBlockMs: true,
+  watchdogGraceMs: true,
+  newerVersionWarnMs: true,
+  gaugeIntervalMs: true,
+  recordActivity: true,
+  durableEnqueue: true,
+  idempotencyWindowMs: true,
+  keepHandled: true,
+  contextProvider: true,
+  contextHandler: true,
+  instrumentEnqueue: true,
+  logger: true,
+  logPayloads: true,
+} as const satisfies AllowedKeys<DelayedEventServiceOptions>;
+const KEEP_HANDLED_KEYS = { count: true, ageMs: true } as const satisfies AllowedKeys<Exclude<DelayedEventServiceOptions['keepHandled'], false | undefined>>;
+const DURABILITY_KEYS = { replicas: true, timeoutMs: true } as const satisfies AllowedKeys<Durability>;
+
 export function resolveOptions(options: DelayedEventServiceOptions): ResolvedOptions {
   if (options === null || typeof options !== 'object') throw new InvalidOptionError('options', 'expected an object with at least { redis }');
+  checkOptionKeys(options, SERVICE_OPTION_KEYS, 'DelayedEventService');
   checkRedisOption(options.redis);
+  if (options.durableEnqueue) checkOptionKeys(options.durableEnqueue, DURABILITY_KEYS, 'durableEnqueue');
   return {
     ...options,
     // An ioredis 5 client is driven as the ioredis 6 one it is to everything the service calls.
@@ -196,6 +228,7 @@ const MAX_KEPT = 1_000_000;
 function checkKeepHandled(keep: DelayedEventServiceOptions['keepHandled']): { count: number; ageMs: number } {
   if (keep === undefined || keep === false) return { count: 0, ageMs: 0 };
   if (keep === null || typeof keep !== 'object') throw new InvalidOptionError('keepHandled', `give { count?, ageMs? } or false, got ${JSON.stringify(keep)}`);
+  checkOptionKeys(keep, KEEP_HANDLED_KEYS, 'keepHandled');
   return {
     count: integer('keepHandled.count', keep.count, 1_000, 1, MAX_KEPT),
     ageMs: keep.ageMs === undefined ? 0 : positive('keepHandled.ageMs', keep.ageMs, 0, 366 * 86_400_000),

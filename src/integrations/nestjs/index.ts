@@ -11,7 +11,7 @@ import {
   type Provider,
 } from '@nestjs/common';
 import { DiscoveryModule, DiscoveryService, MetadataScanner } from '@nestjs/core';
-import { type DelayedEventInstance, DelayedEventService, type DelayedEventServiceOptions, type EventClass, type HandlerOptions } from '../../index';
+import { type DelayedEventInstance, DelayedEventService, type DelayedEventServiceOptions, type EventClass, type HandlerOptions, InvalidOptionError } from '../../index';
 
 /** Injection token of the options given to forRoot / forRootAsync. */
 export const DELAYED_EVENTS_OPTIONS = Symbol.for('reactive-delayed-events:nestjs-options');
@@ -120,6 +120,11 @@ export class DelayedEventsModule {
   }
 
   static forRootAsync(options: DelayedEventsModuleAsyncOptions): DynamicModule {
+    const allowed: ReadonlyArray<keyof DelayedEventsModuleAsyncOptions> = ['imports', 'useFactory', 'inject', 'global'];
+    for (const key of Object.keys(options)) {
+      if (!(allowed as readonly string[]).includes(key))
+        throw new InvalidOptionError(JSON.stringify(key), `DelayedEventsModule.forRootAsync has no such option; its options are ${allowed.join(', ')}`);
+    }
     return {
       module: DelayedEventsModule,
       global: options.global ?? true,

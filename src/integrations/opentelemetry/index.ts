@@ -16,7 +16,7 @@ import {
   propagation,
   trace,
 } from '@opentelemetry/api';
-import type { ContextHandler, Delivery, EnqueueInstrumentation, EventContext } from '../../index';
+import { type ContextHandler, type Delivery, type EnqueueInstrumentation, type EventContext, InvalidOptionError } from '../../index';
 
 /** `messaging.system` of every span and metric. */
 export const MESSAGING_SYSTEM = 'reactive_delayed_events';
@@ -89,7 +89,16 @@ function attempted(span: Span, delivery: Delivery): void {
  * outcome as attributes and an ERROR status on failure. The handler runs
  * inside its span, so the application's own spans nest under it.
  */
+/** The options, each once: a misspelt one must not pass unnoticed. */
+const OPTION_KEYS: ReadonlyArray<keyof OpenTelemetryOptions> = ['tracer', 'meter', 'parent'];
+
 export function openTelemetry(options: OpenTelemetryOptions = {}): OpenTelemetryInstrumentation {
+  if (options === null || typeof options !== 'object') throw new InvalidOptionError('options', `must be an object such as { ${OPTION_KEYS.join(', ')} }`);
+  for (const key of Object.keys(options)) {
+    if (!(OPTION_KEYS as readonly string[]).includes(key)) throw new InvalidOptionError(JSON.stringify(key), `openTelemetry has no such option; its options are ${OPTION_KEYS.join(', ')}`);
+  }
+  if (options.parent !== undefined && options.parent !== 'link' && options.parent !== 'parent')
+    throw new InvalidOptionError('parent', `must be 'link' or 'parent', got ${JSON.stringify(options.parent)}`);
   const tracer = options.tracer ?? trace.getTracer('reactive-delayed-events');
   const asParent = options.parent === 'parent';
   const meter = options.meter;

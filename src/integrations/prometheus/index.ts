@@ -1,6 +1,6 @@
 import { Counter, Gauge, Histogram, type Registry, register as globalRegistry } from 'prom-client';
 import type { Subscription } from 'rxjs';
-import { type DelayedEventService, METRIC, METRIC_TAGS, type Metric, type MetricName } from '../../index';
+import { type DelayedEventService, InvalidOptionError, METRIC, METRIC_TAGS, type Metric, type MetricName } from '../../index';
 
 export interface PrometheusOptions {
   /** Where the metrics are registered; default prom-client's global `register`. */
@@ -212,7 +212,19 @@ const exporters = new WeakMap<Registry, Map<string, Exporter>>();
  * `prefix` (the service's key prefix). Any number of services may register on
  * one registry: they share its metrics. Never throws from the metrics stream.
  */
+/** The options, each once: a misspelt one must not pass unnoticed. */
+const OPTION_KEYS: ReadonlyArray<keyof PrometheusOptions> = ['registry', 'prefix', 'buckets', 'collectTimeoutMs'];
+const BUCKET_KEYS: ReadonlyArray<keyof NonNullable<PrometheusOptions['buckets']>> = ['lateness', 'handlerDuration'];
+
+/** Refuses a key `allowed` does not list, naming those it does. */
+function checkKeys(options: object, allowed: readonly string[], what: string): void {
+  for (const key of Object.keys(options)) if (!allowed.includes(key)) throw new InvalidOptionError(JSON.stringify(key), `${what} has no such option; its options are ${allowed.join(', ')}`);
+}
+
 export function registerPrometheusMetrics(service: DelayedEventService, options: PrometheusOptions = {}): PrometheusRegistration {
+  if (options === null || typeof options !== 'object') throw new InvalidOptionError('options', `must be an object such as { ${OPTION_KEYS.join(', ')} }`);
+  checkKeys(options, OPTION_KEYS, 'registerPrometheusMetrics');
+  if (options.buckets !== undefined && options.buckets !== null && typeof options.buckets === 'object') checkKeys(options.buckets, BUCKET_KEYS, 'buckets');
   const registry = options.registry ?? globalRegistry;
   const prefix = options.prefix ?? 'delayed_events_';
   let perRegistry = exporters.get(registry);

@@ -193,6 +193,8 @@ describe('leases', () => {
       `${keys}:p`,
       `${keys}:e`,
       `${keys}:here`,
+      `${keys}:h`,
+      `${keys}:hi`,
       100,
       '0',
       '',

@@ -18,6 +18,7 @@ export type StoredSpec = { readonly every: number } | { readonly cron: string; r
 export function checkSpec(spec: RecurrenceSpec): StoredSpec {
   if (spec === null || typeof spec !== 'object') throw new InvalidOptionError('spec', "expected { every: delay } or { cron: '0 9 * * 1-5', tz: 'Europe/Paris' }");
   if ('every' in spec && 'cron' in spec) throw new InvalidOptionError('spec', 'give either every or cron, not both');
+  if ('every' in spec && 'tz' in spec) throw new InvalidOptionError('tz', 'goes with cron; an interval (every) needs no time zone');
   if ('every' in spec) {
     if (typeof spec.every !== 'number' && (spec.every === null || typeof spec.every !== 'object')) {
       throw new InvalidOptionError('every', `must be a delay in ms or a duration such as { minutes: 15 }, got ${JSON.stringify(spec.every)}`);

@@ -30,12 +30,12 @@ export interface ScheduleOptions {
 
 /** schedule()'s options, each once (src/core/option-keys.ts). */
 const SCHEDULE_OPTION_KEYS = { context: true, startAt: true, endAt: true, catchUp: true } as const satisfies AllowedKeys<ScheduleOptions>;
-const EVERY_SPEC_KEYS = { every: true } as const;
-const CRON_SPEC_KEYS = { cron: true, tz: true } as const;
+/** A spec is { every } or { cron, tz? }: checkSpec says which mixes are wrong. */
+const SPEC_KEYS = { every: true, cron: true, tz: true } as const;
 
 /** schedule()'s spec and options hold only keys it knows: an InvalidArgumentError names one it does not, before anything waits for Redis. */
 export function checkScheduleKeys(spec: unknown, options: unknown): void {
-  if (spec !== null && typeof spec === 'object') checkArgumentKeys(spec, 'every' in spec ? EVERY_SPEC_KEYS : CRON_SPEC_KEYS, 'a schedule spec');
+  if (spec !== null && typeof spec === 'object') checkArgumentKeys(spec, SPEC_KEYS, 'a schedule spec');
   checkArgumentKeys(options, SCHEDULE_OPTION_KEYS, 'schedule');
 }
 

@@ -8,7 +8,7 @@ import { defineConfig } from 'vitest/config';
  * cluster.test.ts itself, tls and memory-limit (they set up one server: TLS, a
  * memory limit), lost-reply (a TCP proxy in front of one server), package and
  * examples (they pack or run programs once), cli (it runs the CLI, a program,
- * against one server), and retry-policy, fifo-timeouts,
+ * against one server), typed-errors (it freezes and kills one server), and retry-policy, fifo-timeouts,
  * flat-payload and embedded-lua (no Redis).
  */
 const onClusterToo = [
@@ -45,6 +45,9 @@ const onClusterToo = [
   'repartition',
   'flow-control',
   'batch-handler',
+  'held-ahead',
+  'holds',
+  'unknown-options',
 ].map((name) => `test/${name}.test.ts`);
 
 export default defineConfig({

@@ -22,6 +22,28 @@ class ResizedBack {
   constructor(readonly id: string = '') {}
 }
 
+// A type with a rate limit, as two deploys declare it: 1 partition, then 4.
+const LIMITED = 'test.limited-resized';
+@DelayedEvent(LIMITED)
+class Limited1 {
+  constructor(readonly id: string = '') {}
+}
+@DelayedEvent(LIMITED, { partitions: 4 })
+class Limited4 {
+  constructor(readonly id: string = '') {}
+}
+
+/** The most of `times` (ms) within any window of `windowMs`. */
+function busiestWindow(times: readonly number[], windowMs: number): number {
+  const sorted = [...times].sort((a, b) => a - b);
+  let most = 0;
+  for (let i = 0, j = 0; i < sorted.length; i++) {
+    while (sorted[i]! - sorted[j]! >= windowMs) j++;
+    most = Math.max(most, i - j + 1);
+  }
+  return most;
+}
+
 /** A handler that records each call, fails ids starting 'dead', and holds ids starting 'slow' until released. */
 function recorder() {
   const calls: string[] = [];
@@ -140,4 +162,46 @@ describe('the steps of a move', () => {
     const [taken] = await scripts.migrateOut(layout.forType(TYPE), 'T3', ['y']);
     expect(await scripts.migrateIn(target, 'T3', [taken!.record])).toBe(0);
   });
+  it('a rate limit holds in every 1-s window while instances of both settings run and events move', async () => {
+    const prefix = redis.prefix();
+    const limits = { rateLimit: { max: 4, perMs: 1_000 } };
+    // Redis's own ledger of starts (each claim's time, lua/includes/limit-keys.lua), in every queue of both
+    // settings; a member stays at least a window long, so reading every 100 ms misses none.
+    const ledgers = [`${prefix}:{${LIMITED}}:rl`, ...[0, 1, 2, 3].map((p) => `${prefix}:{${LIMITED}#${p}}:rl`)];
+    const startedAt = new Map<string, number>();
+    let sampling = true;
+    const sampleOnce = async () => {
+      for (const ledger of ledgers) {
+        const flat = await redis.client().zrange(ledger, '0', '-1', 'WITHSCORES');
+        for (let i = 0; i < flat.length; i += 2) startedAt.set(`${ledger} ${flat[i]}`, Number(flat[i + 1]));
+      }
+    };
+    const sampler = (async () => {
+      while (sampling) {
+        await sampleOnce();
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    })();
+    const handledBy = { one: 0, four: 0 };
+    const one = redis.service({ prefix, pollIntervalMs: 200 });
+    one.addHandler(Limited1, () => void handledBy.one++, 8, limits);
+    for (let i = 0; i < 40; i++) await one.enqueue(new Limited1(`a${i}`), 0);
+    await waitFor(() => handledBy.one >= 4, 'the old setting handling at its limit');
+    // The new setting starts while the old one claims at its full budget, and both keep getting new events.
+    const four = redis.service({ prefix, pollIntervalMs: 200 });
+    four.addHandler(Limited4, () => void handledBy.four++, 8, limits);
+    for (let i = 0; i < 20; i++) {
+      await one.enqueue(new Limited1(`b${i}`), 0);
+      await four.enqueue(new Limited4(`c${i}`), 0);
+    }
+    await waitFor(() => handledBy.four >= 8, 'the new setting handling once the old one is paused', 20_000);
+    sampling = false;
+    await sampler;
+    await sampleOnce();
+    const starts = [...startedAt.values()];
+    expect(starts.length).toBeGreaterThanOrEqual(12);
+    expect(busiestWindow(starts, 1_000)).toBeLessThanOrEqual(4);
+    await one.close();
+    await four.close();
+  }, 60_000);
 });

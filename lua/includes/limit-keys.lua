@@ -16,7 +16,13 @@
 --                ks: '1' once ids were sorted by key: results release their keys;
 --                kseen: when (ms) a reader that sorts by key last claimed: while
 --                  that is recent, readers that do not sort leave the ready
---                  list to it (lua/complete-and-claim.lua)
+--                  list to it (lua/complete-and-claim.lua);
+--                mv: until when (ms) nothing is claimed because the type's
+--                  partitions are changing (src/redis/move-pause.ts): the
+--                  queues of the setting moved from are paused, and those of
+--                  the setting moved to wait until the others' calls and rate
+--                  windows are over, so that the limits hold across both;
+--                mvs: when (ms) this queue was first paused for a move
 --   <queue>:rl   sorted set: when each call of the last `per` ms started
 --                (ms; members unique per claim)
 local function limit_keys(meta_key)
@@ -25,4 +31,4 @@ local function limit_keys(meta_key)
 end
 
 -- The fields of the flow hash, in the order flow_read returns them.
-local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks', 'kseen' }
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks', 'kseen', 'mv' }

@@ -9,6 +9,9 @@
 -- are to be counted in it, or false.
 local function limit_room(meta_key, flow, in_flight_key, wanted, now)
   local flow_key, rl_key = limit_keys(meta_key)
+  -- Paused (or waiting) while the type's partitions change: the limits hold across both settings.
+  local moving = tonumber(flow[14] or '')
+  if moving and moving > now then return 0, moving - now, false, 0 end
   local hold = tonumber(flow[4] or '')
   if hold then
     if hold > now then return 0, hold - now, false, 0 end

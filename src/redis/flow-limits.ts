@@ -19,12 +19,14 @@ export interface LimitUse extends StoredLimits {
   readonly running: number;
   /** ms left of a hold a handler asked for (rateLimited), if any. */
   readonly heldForMs?: number;
+  /** ms left of a pause while the type's partitions change (claims wait so that the limits hold across both settings), if any. */
+  readonly pausedForMoveMs?: number;
   /** Keys with ready events waiting their turn (HandlerOptions.key), when any. */
   readonly keysWaiting?: number;
 }
 
 /** Where a queue's flow state is (lua/includes/limit-keys.lua): named after its meta key, as the scripts name it. */
-function keysOf(keys: TypeKeys): { flow: string; rl: string } {
+export function flowKeysOf(keys: TypeKeys): { flow: string; rl: string } {
   const own = keys.meta.slice(0, -':m'.length);
   return { flow: `${own}:fc`, rl: `${own}:rl` };
 }
@@ -47,7 +49,7 @@ function parse(stored: Record<string, string>): StoredLimits {
  * on what is enforced. Resolves what was stored before, when it differs.
  */
 export async function storeLimits(client: RedisClient, keys: TypeKeys, limits: StoredLimits): Promise<StoredLimits | undefined> {
-  const { flow } = keysOf(keys);
+  const { flow } = flowKeysOf(keys);
   const before = parse(await client.hgetall(flow));
   const same = JSON.stringify(before) === JSON.stringify(parse(fields(limits)));
   if (same) return undefined;
@@ -77,22 +79,24 @@ function fields(limits: StoredLimits): Record<string, string> {
  * Others that still sort stamp it again with their next claim.
  */
 export async function forgetSorter(client: RedisClient, keys: TypeKeys): Promise<void> {
-  await client.hdel(keysOf(keys).flow, 'kseen');
+  await client.hdel(flowKeysOf(keys).flow, 'kseen');
 }
 
 /** A queue's limits and what uses them now. */
 export async function limitUse(client: RedisClient, keys: TypeKeys): Promise<LimitUse> {
-  const { flow, rl } = keysOf(keys);
+  const { flow, rl } = flowKeysOf(keys);
   const [stored, leases, time, keysWaiting] = await Promise.all([client.hgetall(flow), client.zcard(keys.inFlight), client.time(), client.hlen(`${flow.slice(0, -':fc'.length)}:kw`)]);
   const now = Number(time[0]) * 1_000 + Math.floor(Number(time[1]) / 1_000);
   const limits = parse(stored);
   const started = limits.rate ? await client.zcount(rl, `(${now - limits.rate.perMs}`, '+inf') : undefined;
   const heldForMs = Number(stored.hold ?? 0) - now;
+  const pausedForMoveMs = Number(stored.mv ?? 0) - now;
   return {
     ...limits,
     running: leases > 0 ? leases - 1 : 0,
     ...(started !== undefined ? { started } : {}),
     ...(heldForMs > 0 ? { heldForMs } : {}),
+    ...(pausedForMoveMs > 0 ? { pausedForMoveMs } : {}),
     ...(keysWaiting > 0 ? { keysWaiting } : {}),
   };
 }
@@ -104,6 +108,7 @@ function addUse(a: LimitUse, b: LimitUse): LimitUse {
   const concurrency = a.concurrency !== undefined || b.concurrency !== undefined ? (a.concurrency ?? 0) + (b.concurrency ?? 0) : undefined;
   const started = a.started !== undefined || b.started !== undefined ? (a.started ?? 0) + (b.started ?? 0) : undefined;
   const heldForMs = Math.max(a.heldForMs ?? 0, b.heldForMs ?? 0);
+  const pausedForMoveMs = Math.max(a.pausedForMoveMs ?? 0, b.pausedForMoveMs ?? 0);
   const keysWaiting = (a.keysWaiting ?? 0) + (b.keysWaiting ?? 0);
   return {
     ...(keysWaiting > 0 ? { keysWaiting } : {}),
@@ -113,6 +118,7 @@ function addUse(a: LimitUse, b: LimitUse): LimitUse {
     ...(started !== undefined ? { started } : {}),
     running: a.running + b.running,
     ...(heldForMs > 0 ? { heldForMs } : {}),
+    ...(pausedForMoveMs > 0 ? { pausedForMoveMs } : {}),
   };
 }
 

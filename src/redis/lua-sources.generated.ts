@@ -177,7 +177,13 @@ end
 --                ks: '1' once ids were sorted by key: results release their keys;
 --                kseen: when (ms) a reader that sorts by key last claimed: while
 --                  that is recent, readers that do not sort leave the ready
---                  list to it (lua/complete-and-claim.lua)
+--                  list to it (lua/complete-and-claim.lua);
+--                mv: until when (ms) nothing is claimed because the type's
+--                  partitions are changing (src/redis/move-pause.ts): the
+--                  queues of the setting moved from are paused, and those of
+--                  the setting moved to wait until the others' calls and rate
+--                  windows are over, so that the limits hold across both;
+--                mvs: when (ms) this queue was first paused for a move
 --   <queue>:rl   sorted set: when each call of the last \`per\` ms started
 --                (ms; members unique per claim)
 local function limit_keys(meta_key)
@@ -186,7 +192,7 @@ local function limit_keys(meta_key)
 end
 
 -- The fields of the flow hash, in the order flow_read returns them.
-local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks', 'kseen' }
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks', 'kseen', 'mv' }
 -- Where a queue keeps the events its readers left for a newer class version:
 -- a hash <queue>:v, version -> when a reader last took from it (or one was
 -- first left), and a list <queue>:v:<version> of ids per version, oldest
@@ -422,7 +428,13 @@ end
 --                ks: '1' once ids were sorted by key: results release their keys;
 --                kseen: when (ms) a reader that sorts by key last claimed: while
 --                  that is recent, readers that do not sort leave the ready
---                  list to it (lua/complete-and-claim.lua)
+--                  list to it (lua/complete-and-claim.lua);
+--                mv: until when (ms) nothing is claimed because the type's
+--                  partitions are changing (src/redis/move-pause.ts): the
+--                  queues of the setting moved from are paused, and those of
+--                  the setting moved to wait until the others' calls and rate
+--                  windows are over, so that the limits hold across both;
+--                mvs: when (ms) this queue was first paused for a move
 --   <queue>:rl   sorted set: when each call of the last \`per\` ms started
 --                (ms; members unique per claim)
 local function limit_keys(meta_key)
@@ -431,7 +443,7 @@ local function limit_keys(meta_key)
 end
 
 -- The fields of the flow hash, in the order flow_read returns them.
-local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks', 'kseen' }
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks', 'kseen', 'mv' }
 
 local k = keyed_keys(KEYS[2])
 local moved = 0
@@ -781,7 +793,13 @@ end
 --                ks: '1' once ids were sorted by key: results release their keys;
 --                kseen: when (ms) a reader that sorts by key last claimed: while
 --                  that is recent, readers that do not sort leave the ready
---                  list to it (lua/complete-and-claim.lua)
+--                  list to it (lua/complete-and-claim.lua);
+--                mv: until when (ms) nothing is claimed because the type's
+--                  partitions are changing (src/redis/move-pause.ts): the
+--                  queues of the setting moved from are paused, and those of
+--                  the setting moved to wait until the others' calls and rate
+--                  windows are over, so that the limits hold across both;
+--                mvs: when (ms) this queue was first paused for a move
 --   <queue>:rl   sorted set: when each call of the last \`per\` ms started
 --                (ms; members unique per claim)
 local function limit_keys(meta_key)
@@ -790,7 +808,7 @@ local function limit_keys(meta_key)
 end
 
 -- The fields of the flow hash, in the order flow_read returns them.
-local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks', 'kseen' }
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks', 'kseen', 'mv' }
 -- (limit-keys: included above)
 
 -- How many of \`wanted\` events a claim may start now, given the queue's flow
@@ -802,6 +820,9 @@ local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 
 -- are to be counted in it, or false.
 local function limit_room(meta_key, flow, in_flight_key, wanted, now)
   local flow_key, rl_key = limit_keys(meta_key)
+  -- Paused (or waiting) while the type's partitions change: the limits hold across both settings.
+  local moving = tonumber(flow[14] or '')
+  if moving and moving > now then return 0, moving - now, false, 0 end
   local hold = tonumber(flow[4] or '')
   if hold then
     if hold > now then return 0, hold - now, false, 0 end
@@ -1973,7 +1994,13 @@ end
 --                ks: '1' once ids were sorted by key: results release their keys;
 --                kseen: when (ms) a reader that sorts by key last claimed: while
 --                  that is recent, readers that do not sort leave the ready
---                  list to it (lua/complete-and-claim.lua)
+--                  list to it (lua/complete-and-claim.lua);
+--                mv: until when (ms) nothing is claimed because the type's
+--                  partitions are changing (src/redis/move-pause.ts): the
+--                  queues of the setting moved from are paused, and those of
+--                  the setting moved to wait until the others' calls and rate
+--                  windows are over, so that the limits hold across both;
+--                mvs: when (ms) this queue was first paused for a move
 --   <queue>:rl   sorted set: when each call of the last \`per\` ms started
 --                (ms; members unique per claim)
 local function limit_keys(meta_key)
@@ -1982,7 +2009,7 @@ local function limit_keys(meta_key)
 end
 
 -- The fields of the flow hash, in the order flow_read returns them.
-local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks', 'kseen' }
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks', 'kseen', 'mv' }
 -- Where a queue keeps the events its readers left for a newer class version:
 -- a hash <queue>:v, version -> when a reader last took from it (or one was
 -- first left), and a list <queue>:v:<version> of ids per version, oldest
@@ -2924,7 +2951,13 @@ end
 --                ks: '1' once ids were sorted by key: results release their keys;
 --                kseen: when (ms) a reader that sorts by key last claimed: while
 --                  that is recent, readers that do not sort leave the ready
---                  list to it (lua/complete-and-claim.lua)
+--                  list to it (lua/complete-and-claim.lua);
+--                mv: until when (ms) nothing is claimed because the type's
+--                  partitions are changing (src/redis/move-pause.ts): the
+--                  queues of the setting moved from are paused, and those of
+--                  the setting moved to wait until the others' calls and rate
+--                  windows are over, so that the limits hold across both;
+--                mvs: when (ms) this queue was first paused for a move
 --   <queue>:rl   sorted set: when each call of the last \`per\` ms started
 --                (ms; members unique per claim)
 local function limit_keys(meta_key)
@@ -2933,7 +2966,7 @@ local function limit_keys(meta_key)
 end
 
 -- The fields of the flow hash, in the order flow_read returns them.
-local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks', 'kseen' }
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks', 'kseen', 'mv' }
 -- Where a queue keeps the events its readers left for a newer class version:
 -- a hash <queue>:v, version -> when a reader last took from it (or one was
 -- first left), and a list <queue>:v:<version> of ids per version, oldest
@@ -3349,7 +3382,13 @@ end
 --                ks: '1' once ids were sorted by key: results release their keys;
 --                kseen: when (ms) a reader that sorts by key last claimed: while
 --                  that is recent, readers that do not sort leave the ready
---                  list to it (lua/complete-and-claim.lua)
+--                  list to it (lua/complete-and-claim.lua);
+--                mv: until when (ms) nothing is claimed because the type's
+--                  partitions are changing (src/redis/move-pause.ts): the
+--                  queues of the setting moved from are paused, and those of
+--                  the setting moved to wait until the others' calls and rate
+--                  windows are over, so that the limits hold across both;
+--                mvs: when (ms) this queue was first paused for a move
 --   <queue>:rl   sorted set: when each call of the last \`per\` ms started
 --                (ms; members unique per claim)
 local function limit_keys(meta_key)
@@ -3358,7 +3397,7 @@ local function limit_keys(meta_key)
 end
 
 -- The fields of the flow hash, in the order flow_read returns them.
-local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks', 'kseen' }
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks', 'kseen', 'mv' }
 -- Every instance reads one clock, Redis's, so skewed hosts neither fire early
 -- nor late relative to each other.
 local function now_ms()
@@ -3688,7 +3727,13 @@ end
 --                ks: '1' once ids were sorted by key: results release their keys;
 --                kseen: when (ms) a reader that sorts by key last claimed: while
 --                  that is recent, readers that do not sort leave the ready
---                  list to it (lua/complete-and-claim.lua)
+--                  list to it (lua/complete-and-claim.lua);
+--                mv: until when (ms) nothing is claimed because the type's
+--                  partitions are changing (src/redis/move-pause.ts): the
+--                  queues of the setting moved from are paused, and those of
+--                  the setting moved to wait until the others' calls and rate
+--                  windows are over, so that the limits hold across both;
+--                mvs: when (ms) this queue was first paused for a move
 --   <queue>:rl   sorted set: when each call of the last \`per\` ms started
 --                (ms; members unique per claim)
 local function limit_keys(meta_key)
@@ -3697,7 +3742,7 @@ local function limit_keys(meta_key)
 end
 
 -- The fields of the flow hash, in the order flow_read returns them.
-local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks', 'kseen' }
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks', 'kseen', 'mv' }
 -- Where a queue keeps the events its readers left for a newer class version:
 -- a hash <queue>:v, version -> when a reader last took from it (or one was
 -- first left), and a list <queue>:v:<version> of ids per version, oldest
@@ -4110,7 +4155,13 @@ end
 --                ks: '1' once ids were sorted by key: results release their keys;
 --                kseen: when (ms) a reader that sorts by key last claimed: while
 --                  that is recent, readers that do not sort leave the ready
---                  list to it (lua/complete-and-claim.lua)
+--                  list to it (lua/complete-and-claim.lua);
+--                mv: until when (ms) nothing is claimed because the type's
+--                  partitions are changing (src/redis/move-pause.ts): the
+--                  queues of the setting moved from are paused, and those of
+--                  the setting moved to wait until the others' calls and rate
+--                  windows are over, so that the limits hold across both;
+--                mvs: when (ms) this queue was first paused for a move
 --   <queue>:rl   sorted set: when each call of the last \`per\` ms started
 --                (ms; members unique per claim)
 local function limit_keys(meta_key)
@@ -4119,7 +4170,7 @@ local function limit_keys(meta_key)
 end
 
 -- The fields of the flow hash, in the order flow_read returns them.
-local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks', 'kseen' }
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks', 'kseen', 'mv' }
 -- Where a queue keeps the events its readers left for a newer class version:
 -- a hash <queue>:v, version -> when a reader last took from it (or one was
 -- first left), and a list <queue>:v:<version> of ids per version, oldest
@@ -4917,7 +4968,13 @@ return 1
 --                ks: '1' once ids were sorted by key: results release their keys;
 --                kseen: when (ms) a reader that sorts by key last claimed: while
 --                  that is recent, readers that do not sort leave the ready
---                  list to it (lua/complete-and-claim.lua)
+--                  list to it (lua/complete-and-claim.lua);
+--                mv: until when (ms) nothing is claimed because the type's
+--                  partitions are changing (src/redis/move-pause.ts): the
+--                  queues of the setting moved from are paused, and those of
+--                  the setting moved to wait until the others' calls and rate
+--                  windows are over, so that the limits hold across both;
+--                mvs: when (ms) this queue was first paused for a move
 --   <queue>:rl   sorted set: when each call of the last \`per\` ms started
 --                (ms; members unique per claim)
 local function limit_keys(meta_key)
@@ -4926,7 +4983,7 @@ local function limit_keys(meta_key)
 end
 
 -- The fields of the flow hash, in the order flow_read returns them.
-local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks', 'kseen' }
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks', 'kseen', 'mv' }
 
 if redis.call('HDEL', (limit_keys(KEYS[1])), 'thr') == 0 then return 0 end
 redis.call('PUBLISH', ARGV[1], ARGV[2])

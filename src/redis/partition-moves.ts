@@ -4,6 +4,7 @@ import type { LuaScripts } from './lua-scripts';
 import type { RedisClient } from './redis-client';
 import type { RedisLayout, TypeKeys } from './redis-layout';
 import { MAX_PARTITIONS } from './stored-types';
+import { MovePause } from './move-pause';
 
 /** The field of the layout hash naming the setting events move to. */
 const CURRENT = 'current';
@@ -28,11 +29,30 @@ const MOVE_STEP = 200;
  * is stored twice.
  */
 export class PartitionMoves {
+  private readonly movePause: MovePause;
+
   constructor(
     private readonly client: RedisClient,
     private readonly layout: RedisLayout,
     private readonly scripts: LuaScripts,
-  ) {}
+  ) {
+    this.movePause = new MovePause(client, layout);
+  }
+
+  /** Pauses claims from the queues moved from (src/redis/move-pause.ts); resolves from when the new queues may start. */
+  pauseOld(old: readonly TypeKeys[]): Promise<number> {
+    return this.bounded(() => this.movePause.pauseOld(old));
+  }
+
+  /** The queues moved to start claiming at `from` (Redis ms), not before; resolves whether they wait. */
+  waitUntil(mine: readonly TypeKeys[], from: number): Promise<boolean> {
+    return this.bounded(() => this.movePause.waitUntil(mine, from));
+  }
+
+  /** Before a handler with limits first claims: its queues wait while another setting may be claiming. */
+  waitIfMoving(type: string, partitions: number, mine: readonly TypeKeys[], recentMs: number): Promise<boolean> {
+    return this.bounded(() => this.movePause.waitIfMoving(type, partitions, mine, recentMs));
+  }
 
   /**
    * Every command under commandTimeoutMs: a call whose connection dropped is

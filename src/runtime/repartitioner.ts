@@ -9,7 +9,7 @@ import { OutageBackoff, sleep } from './outage-backoff';
 const BUSY_SWEEP_MS = 2_000;
 const IDLE_SWEEP_MS = 60_000;
 /** A setting no instance announced for this long is no longer in use. */
-const SETTING_STALE_MS = 10 * 60_000;
+export const SETTING_STALE_MS = 10 * 60_000;
 /** A current setting no instance announced for this long (its instances stopped) is taken over. */
 const CURRENT_STALE_MS = 3 * 60_000;
 /** How often this setting's own queues are scanned for ids another setting in use put there. */
@@ -40,7 +40,12 @@ export class Repartitioner implements BackgroundService {
     private readonly metrics: Metrics,
     private readonly ready: () => Promise<void> | undefined,
     private readonly onMoved: (count: number) => void = () => undefined,
+    /** Told when this setting's queues may claim again after waiting for a move's limits (src/redis/move-pause.ts). */
+    private readonly onResumed: () => void = () => undefined,
   ) {}
+
+  /** Whether this setting's queues wait for the queues moved from (their calls, their rate windows). */
+  private waiting = false;
 
   start(): void {
     this.running ??= this.loop();
@@ -75,6 +80,12 @@ export class Repartitioner implements BackgroundService {
     const mine = this.moves.queuesOf(type, partitions);
     const mineSet = new Set(mine);
     const others = all.filter((s) => s.partitions !== partitions);
+    // An unpartitioned setting announces itself only once another has been in use: its queue counts as another's.
+    const unannounced = partitions > 1 ? this.moves.queuesOf(type, 1) : [];
+    await this.holdLimits(
+      mine,
+      [...new Set([...unannounced, ...others.flatMap((s) => this.moves.queuesOf(type, s.partitions))])].filter((q) => !mineSet.has(q)),
+    );
     let moved = 0;
     let busy = false;
     // Events stored before settings were announced (0.4): whatever their setting, found by the probe.
@@ -122,6 +133,19 @@ export class Repartitioner implements BackgroundService {
       this.onMoved(moved);
     }
     return busy || moved > 0 || others.length > gone.length;
+  }
+
+  /**
+   * Flow limits across the move (src/redis/move-pause.ts): while another
+   * setting is in use, its queues are paused, and this setting's wait until
+   * they run no call and their rate windows are over.
+   */
+  private async holdLimits(mine: readonly TypeKeys[], old: readonly TypeKeys[]): Promise<void> {
+    if (old.length === 0 && !this.waiting) return;
+    const from = old.length > 0 ? await this.moves.pauseOld(old) : 0;
+    const waiting = await this.moves.waitUntil(mine, from);
+    if (this.waiting && !waiting) this.onResumed();
+    this.waiting = waiting;
   }
 
   private async loop(): Promise<void> {

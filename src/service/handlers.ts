@@ -18,9 +18,8 @@ import { type BatchHandler, BatchConsumer, type BatchSettings } from '../runtime
 import { Dispatcher } from '../runtime/dispatcher';
 import { type EventHandler, passThroughContextHandler } from '../runtime/handler-invocation';
 import { METRIC, type Metrics } from '../runtime/metrics';
-import { OutageBackoff } from '../runtime/outage-backoff';
 import { ReadyReader } from '../runtime/ready-reader';
-import { Repartitioner } from '../runtime/repartitioner';
+import { Repartitioner, SETTING_STALE_MS } from '../runtime/repartitioner';
 import { PartitionMoves } from '../redis/partition-moves';
 import type { ServiceLog } from '../runtime/service-log';
 import { WAKE_ALL, type Wake } from '../runtime/wake-listener';
@@ -33,6 +32,7 @@ import { BATCH_HANDLER_OPTION_KEYS, type BatchHandlerOptions, DEFAULT_PREFETCH, 
 export type { BatchHandlerOptions, HandlerOptions } from './handler-options';
 import { keySorter, storeLimitsWhenReady } from './flow-registration';
 import { type StoredLimits, forgetSorter } from '../redis/flow-limits';
+import { GroupRegistrations } from './group-registrations';
 
 /** A handler registered here: its consumer, the dispatchers it runs, its readers (by queue tag, for nudges). */
 interface Registration {
@@ -88,8 +88,8 @@ export class Handlers {
   private readonly readersByQueue = new Map<string, Set<ReadyReader>>();
   /** Nudges readers on 'ready' wake-ups, while any handler runs here. */
   private readyWakes: Subscription | undefined;
-  /** Per queue tag, the marker value its dispatchers last read (markerSeen). */
-  private readonly markers = new Map<string, string>();
+  /** The groups this instance registers, and restores when Redis loses them. */
+  private readonly groups: GroupRegistrations;
   /** The scripts of the handlers' loops, on their own connection (RedisConnections.handling); made with the first handler. */
   private handlingScripts: LuaScripts | undefined;
   /** Per type handled here, the loop that moves its events to this instance's partitions. */
@@ -98,7 +98,15 @@ export class Handlers {
   private readonly instanceId = randomBytes(6).toString('hex');
   private readonly startedAt = Date.now();
 
-  constructor(private readonly parts: HandlersParts) {}
+  constructor(private readonly parts: HandlersParts) {
+    this.groups = new GroupRegistrations({
+      scripts: () => [parts.scripts, this.scriptsOfHandlers()],
+      metrics: parts.metrics,
+      log: parts.log,
+      isClosing: parts.isClosing,
+      groupsOf: (type) => this.groupsOf(type),
+    });
+  }
 
   /** The ACL refusal that holds on the handlers' connection, if any. */
   get refusal() {
@@ -184,17 +192,13 @@ export class Handlers {
     const dispatchers: Dispatcher[] = [];
     const limitsStored: Array<Promise<void>> = [];
     const queues: ConsumerQueue[] = layout.partitionsOf(route).map((shared, p) => {
-      this.registerGroup(shared, group);
+      this.groups.register(shared, group);
       limitsStored.push(this.registerLimits(layout.forGroup(shared, group), limitsOfPartition(limits, route.partitions, p)));
       // The default group's handlers here keep getting events once the type has named groups.
-      if (group !== DEFAULT_GROUP && this.registrations.has(`${type}|${DEFAULT_GROUP}`)) this.registerGroup(shared, DEFAULT_GROUP);
+      if (group !== DEFAULT_GROUP && this.registrations.has(`${type}|${DEFAULT_GROUP}`)) this.groups.register(shared, DEFAULT_GROUP);
       // The named groups here are this instance's to restore if Redis loses them: every look of the type's
       // dispatcher registers them again while the queue's marker is missing, before it moves anything.
-      const registrations = {
-        groups: () => [...new Set([group, ...this.groupsOf(type)])],
-        markerSeenBefore: () => this.markers.has(shared.tag),
-        onMarker: (marker: string) => this.markerSeen(shared, marker),
-      };
+      const registrations = this.groups.forDispatcher(shared, group);
       const onMoved = () => this.nudgeReaders(shared.tag);
       const typeDispatcher = new Dispatcher(shared, scripts, metrics, { ...dispatchSettings, defaultGroupHere: group === DEFAULT_GROUP, registrations, onMoved }, this.parts.wakes$);
       dispatchers.push(typeDispatcher);
@@ -255,18 +259,28 @@ export class Handlers {
     };
     const consumer = batch ? new BatchConsumer<T>(consumerParts, batch) : new Consumer<T>(consumerParts);
     for (const dispatcher of dispatchers) dispatcher.start();
-    // With limits, no claim before they are stored: the first claims would otherwise run unlimited.
+    // On the command connection: the handlers' own carries claims and results alone.
+    const moves = new PartitionMoves(this.parts.connections.command, layout, this.parts.scripts);
+    // With limits, no claim before they are stored: the first claims would otherwise run unlimited. Nor while
+    // another partitions setting of the type may be claiming: the repartitioner says when (src/redis/move-pause.ts).
     if (limited) {
-      void Promise.all(limitsStored).then(() => {
-        if (this.registrations.get(registrationKey)?.consumer === (consumer as unknown)) consumer.start();
-      });
+      const shared = layout.partitionsOf(route);
+      void Promise.all(limitsStored)
+        .then(() => moves.waitIfMoving(type, route.partitions, shared, SETTING_STALE_MS).catch(() => false))
+        .then(() => {
+          if (this.registrations.get(registrationKey)?.consumer === (consumer as unknown)) consumer.start();
+        });
     } else {
       consumer.start();
     }
     if (!this.repartitioners.has(type)) {
-      // On the command connection: the handlers' own carries claims and results alone.
-      const moves = new PartitionMoves(this.parts.connections.command, layout, this.parts.scripts);
-      const repartitioner = new Repartitioner(route, moves, metrics, () => this.parts.scripts.gate.wait());
+      const onResumed = () => {
+        for (const shared of layout.partitionsOf(route)) {
+          this.nudgeReaders(shared.tag);
+          announceReady(this.parts.connections.command, layout.wakeChannel, shared.tag).catch(() => undefined);
+        }
+      };
+      const repartitioner = new Repartitioner(route, moves, metrics, () => this.parts.scripts.gate.wait(), undefined, onResumed);
       this.repartitioners.set(type, repartitioner);
       repartitioner.start();
     }
@@ -347,49 +361,9 @@ export class Handlers {
     await Promise.all((registration.sortedQueues ?? []).map((keys) => this.parts.scripts.bounded('forget-sorter', () => forgetSorter(command, keys)).catch(() => undefined)));
   }
 
-  /**
-   * Registers `group` of a queue, retrying through an outage. Sent on both
-   * connections: an enqueue made after addHandler (command connection) and
-   * this instance's first dispatch (handlers' connection) each run after it.
-   */
-  private registerGroup(shared: TypeKeys, group: string): void {
-    const backoff = new OutageBackoff();
-    const attempt = (): void => {
-      if (this.parts.isClosing()) return;
-      Promise.all([this.parts.scripts.registerGroup(shared, group), this.scriptsOfHandlers().registerGroup(shared, group)]).then(
-        () => undefined,
-        () => {
-          this.parts.metrics.count(METRIC.redisErrors, { loop: 'connection', type: shared.type });
-          setTimeout(attempt, backoff.next()).unref();
-        },
-      );
-    };
-    attempt();
-  }
-
   /** Stores a queue's limits, retried through an outage (src/service/flow-registration.ts). */
   private registerLimits(keys: TypeKeys, limits: StoredLimits): Promise<void> {
     return storeLimitsWhenReady(this.parts, keys, limits);
-  }
-
-  /**
-   * A queue's marker, as a dispatcher of a named group here read it. A value
-   * other than the one seen before means Redis lost this queue's registrations
-   * (it restarted empty, was flushed, or failed over to an empty replica):
-   * every named group of this instance on the queue is registered again, and
-   * the loss said once.
-   */
-  private markerSeen(shared: TypeKeys, marker: string): void {
-    const seen = this.markers.get(shared.tag);
-    this.markers.set(shared.tag, marker);
-    if (seen === undefined || seen === marker || this.parts.isClosing()) return;
-    const groups = [...this.registrations.keys()].filter((key) => key.startsWith(`${shared.type}|`)).map((key) => key.slice(shared.type.length + 1));
-    const named = groups.filter((g) => g !== DEFAULT_GROUP);
-    if (named.length === 0) return;
-    this.parts.log.registrationsLost({ type: shared.type, queue: shared.tag, groups: named });
-    for (const group of named) this.registerGroup(shared, group);
-    // The default group's handlers here keep getting events, as add() arranged.
-    if (groups.includes(DEFAULT_GROUP)) this.registerGroup(shared, DEFAULT_GROUP);
   }
 
   /** The groups this instance handles `type` in. */

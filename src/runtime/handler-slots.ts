@@ -33,8 +33,7 @@ export class HandlerSlots {
   private averageMs: number | undefined;
   /** Calls still to finish before readers claim ahead again (see startedLate). */
   private aheadSuspended = 0;
-  /** When (performance.now()) a call last started, and last gave its slot back. */
-  private lastTakeAt = Number.NEGATIVE_INFINITY;
+  /** When (performance.now()) a call last gave its slot back. */
   private lastGiveAt = Number.NEGATIVE_INFINITY;
 
   /**
@@ -83,7 +82,6 @@ export class HandlerSlots {
 
   take(count: number): void {
     this.busy += count;
-    this.lastTakeAt = performance.now();
   }
 
   /** A slot given back; `durationMs`, when a handler call ran in it, updates the pace. */
@@ -132,13 +130,13 @@ export class HandlerSlots {
   /**
    * How many events one reader's waiting ones are expected to start within
    * `withinMs`, at the handler's pace: none beyond the free slots while the
-   * calls running are stuck (no call started or ended within twice the pace).
+   * calls running are stuck (none ended within twice the pace).
    */
   expectedStarts(withinMs: number, now = performance.now()): number {
     const readers = Math.max(1, this.readers.length);
     const free = Math.max(0, Math.ceil(this.free / readers));
     if (this.averageMs === undefined) return free;
-    const stuck = this.busy > 0 && now - Math.max(this.lastGiveAt, this.lastTakeAt) > Math.max(2 * this.averageMs, 1);
+    const stuck = this.busy > 0 && now - this.lastGiveAt > Math.max(2 * this.averageMs, 1);
     if (stuck) return free;
     return Math.max(free, Math.floor((this.capacity * withinMs) / Math.max(this.averageMs, 0.001) / readers));
   }

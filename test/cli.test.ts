@@ -252,6 +252,7 @@ describe('the delayed-events CLI', () => {
       [['show', '', 'x'], /Invalid type/],
       [['show', 'cli.payment'], /missing required argument 'id'/],
       [['frobnicate'], /unknown command 'frobnicate'/],
+      [['list', 'cli.payment', '--lmit', '5'], /unknown option '--lmit'[\s\S]*Did you mean --limit\?/],
       [['types', '--prefix', 'no spaces'], /--prefix: Invalid option prefix: must be/],
       [['list', 'cli.payment', '--group', 'no such'], /Invalid group/],
     ];

@@ -1,6 +1,7 @@
 import { firstValueFrom } from 'rxjs';
 import { describe, expect, it } from 'vitest';
-import { DelayedEventError, type DelayedEventService, type Inspector, RedisCallTimeoutError, createInspector } from '../src';
+import { DelayedEventError, type DelayedEventService, type Inspector, RedisCallTimeoutError, RedisConnectionError, createInspector } from '../src';
+import { typedConnectionError } from '../src/redis/ready-gate';
 import { WorkItem } from './support/events';
 import { useRedis } from './support/harness';
 
@@ -130,5 +131,16 @@ describe('every call fails typed whatever the state of the connection', () => {
     } finally {
       await inspector.close();
     }
+  });
+});
+
+describe('a failure of a Cluster connection is typed too', () => {
+  it("ioredis Cluster's own refusals become RedisConnectionError", () => {
+    for (const message of ["Cluster isn't ready and enableOfflineQueue options is false", 'Cluster is disconnected.', 'Connection is closed.']) {
+      expect(typedConnectionError(new Error(message), 'a call'), message).toBeInstanceOf(RedisConnectionError);
+    }
+    // Redis's own refusals stay as they are.
+    const oom = Object.assign(new Error('OOM command not allowed when used memory > maxmemory'), { name: 'ReplyError' });
+    expect(typedConnectionError(oom, 'a call')).toBe(oom);
   });
 });

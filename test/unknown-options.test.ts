@@ -3,7 +3,7 @@ import { firstValueFrom } from 'rxjs';
 import { describe, expect, it } from 'vitest';
 import { DelayedEvent, DelayedEventService, InvalidArgumentError, InvalidOptionError, createInspector, exponentialBackoff } from '../src';
 import { createDashboard } from '../src/dashboard';
-import { DelayedEventsModule } from '../src/integrations/nestjs';
+import { DelayedEventsModule, OnDelayedEvent } from '../src/integrations/nestjs';
 import { openTelemetry } from '../src/integrations/opentelemetry';
 import { registerPrometheusMetrics } from '../src/integrations/prometheus';
 import { PaymentCheck } from './support/events';
@@ -97,6 +97,7 @@ describe('unknown option keys are refused, saying which and what is allowed', ()
       '@DelayedEvent { partition }': () => DelayedEvent('test.misspelt', { partition: 4 } as never),
       'createDashboard { readonly }': () => createDashboard(createInspector({ redis: url }), { readonly: true } as never),
       'openTelemetry { parnet }': () => openTelemetry({ parnet: 'parent' } as never),
+      '@OnDelayedEvent { prefech }': () => OnDelayedEvent(PaymentCheck, { prefech: 0 } as never),
       'DelayedEventsModule.forRootAsync { useFactroy }': () => DelayedEventsModule.forRootAsync({ useFactory: () => ({ redis: url }), useFactroy: 1 } as never),
     };
     for (const [name, call] of Object.entries(cases)) {
@@ -106,6 +107,10 @@ describe('unknown option keys are refused, saying which and what is allowed', ()
       expect((error as Error).message, name).toContain(`"${key}"`);
     }
     expect((thrown(() => new DelayedEventService({ redis: url, pollIntervalMS: 5 } as never)) as Error).message).toContain('(did you mean pollIntervalMs?)');
+    // The dashboard's auth is one of two shapes, with nothing beside it.
+    for (const auth of [{ tokn: 'x'.repeat(20) }, { token: 'x'.repeat(20), basic: { username: 'a', password: 'b' } }, { basic: { username: 'a', password: 'b', pasword: 'c' } }]) {
+      expect(thrown(() => createDashboard(createInspector({ redis: url }), { auth } as never))).toBeInstanceOf(InvalidOptionError);
+    }
 
     const service = redis.service();
     const handlerCases: Record<string, () => unknown> = {
@@ -148,5 +153,15 @@ describe('unknown option keys are refused, saying which and what is allowed', ()
     await waitFor(async () => (await service.find(PaymentCheck, 'old')) === undefined && (await service.list(PaymentCheck, 'handled')).length === 0, 'the record past its age no longer read');
     await waitFor(async () => (await redis.client().zcard(`${prefix}:{test.payment-check}:hi`)) === 0, 'and dropped from Redis by the dispatcher');
     expect(await redis.client().hlen(`${prefix}:{test.payment-check}:h`)).toBe(0);
+
+    // Read past its age before any dispatcher looks again (they look once a minute here): not listed.
+    const slowPrefix = redis.prefix();
+    const slow = redis.service({ prefix: slowPrefix, keepHandled: { count: 100, ageMs: 500 }, pollIntervalMs: 60_000 });
+    slow.addHandler(PaymentCheck, () => true);
+    await slow.enqueue(new PaymentCheck('aging'), 0);
+    await waitFor(async () => (await slow.find(PaymentCheck, 'aging'))?.state === 'handled', 'the record kept');
+    await waitFor(async () => (await slow.find(PaymentCheck, 'aging')) === undefined, 'the record past its age no longer found');
+    expect(await slow.list(PaymentCheck, 'handled')).toEqual([]);
+    expect(await redis.client().zscore(`${slowPrefix}:{test.payment-check}:hi`, 'aging')).not.toBeNull();
   });
 });

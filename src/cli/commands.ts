@@ -327,7 +327,7 @@ export async function versions(ctx: Context, type: string): Promise<void> {
 export async function instances(ctx: Context): Promise<void> {
   const found = await ctx.service.instances();
   if (ctx.json) return ctx.out(json(found));
-  if (found.length === 0) return ctx.out(`no live instance handles events under prefix '${ctx.prefix}' (an instance answers while it has handlers)`);
+  if (found.length === 0) return ctx.out(`no instance handling events under prefix '${ctx.prefix}' answered (an instance answers while it has handlers)`);
   const now = Date.now();
   ctx.out(
     table(

@@ -59,12 +59,12 @@ export interface EventRoute {
 
 const MAX_PARTITIONS = 1_024;
 
+const DECORATOR_OPTION_KEYS = { partitions: true, version: true, upcast: true } as const satisfies AllowedKeys<DelayedEventOptions>;
+
 /**
  * Names the event type stored in Redis. The name, not the class name, is the
  * contract: minifiers and refactors may rename classes, stored events stay readable.
  */
-const DECORATOR_OPTION_KEYS = { partitions: true, version: true, upcast: true } as const satisfies AllowedKeys<DelayedEventOptions>;
-
 export function DelayedEvent(typeName: string, options: DelayedEventOptions = {}): ClassDecorator {
   if (!isTypeName(typeName)) {
     throw new InvalidArgumentError('typeName', `@DelayedEvent type name must be ${TYPE_NAME_RULE}; got ${JSON.stringify(typeName)}`);

@@ -68,18 +68,19 @@ function msWithin(name: string, value: number, max: number): number {
   return value;
 }
 
+/** createDashboard's options, each once (the type checker holds the list to DashboardOptions): a misspelt one must not pass unnoticed. */
+const OPTION_KEYS = { basePath: true, readOnly: true, auth: true, refreshMs: true, timeoutMs: true, allowedHosts: true } as const satisfies Record<keyof Required<DashboardOptions>, true>;
+
 /**
  * The dashboard (docs/api.md, "Dashboard"): a page, its built script and
  * styles, and a JSON API on the service's inspection calls, guarded by
  * `auth`, with actions refused in read-only mode and from other sites.
  */
-/** createDashboard's options, each once: a misspelt one must not pass unnoticed. */
-const OPTION_KEYS: ReadonlyArray<keyof DashboardOptions> = ['basePath', 'readOnly', 'auth', 'refreshMs', 'timeoutMs', 'allowedHosts'];
-
 export function createDashboard(source: DashboardSource, options: DashboardOptions = {}): DashboardHandler {
-  if (options === null || typeof options !== 'object') throw new InvalidOptionError('options', `must be an object such as { ${OPTION_KEYS.join(', ')} }`);
+  const allowed = Object.keys(OPTION_KEYS);
+  if (options === null || typeof options !== 'object') throw new InvalidOptionError('options', `must be an object such as { ${allowed.join(', ')} }`);
   for (const key of Object.keys(options)) {
-    if (!(OPTION_KEYS as readonly string[]).includes(key)) throw new InvalidOptionError(JSON.stringify(key), `createDashboard has no such option; its options are ${OPTION_KEYS.join(', ')}`);
+    if (!allowed.includes(key)) throw new InvalidOptionError(JSON.stringify(key), `createDashboard has no such option; its options are ${allowed.join(', ')}`);
   }
   const base = normalizedBase(options.basePath);
   const auth = checkAuthOption(options.auth);

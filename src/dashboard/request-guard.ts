@@ -133,6 +133,11 @@ export function checkAuthOption(auth: unknown): DashboardAuth | undefined {
   if (auth === undefined) return undefined;
   const invalid = () => new InvalidOptionError('auth', 'must be { token: string } (at least 16 characters) or { basic: { username, password } } (non-empty strings)');
   if (auth === null || typeof auth !== 'object') throw invalid();
+  // One of the two, with nothing else: a misspelt key must not pass unnoticed, nor a token beside basic credentials.
+  const keys = Object.keys(auth);
+  if (keys.length !== 1 || (keys[0] !== 'token' && keys[0] !== 'basic')) throw invalid();
+  const basicKeys = 'basic' in auth && auth.basic !== null && typeof auth.basic === 'object' ? Object.keys(auth.basic) : [];
+  if (basicKeys.some((k) => k !== 'username' && k !== 'password')) throw invalid();
   if ('token' in auth) {
     const token = (auth as { token: unknown }).token;
     if (typeof token !== 'string' || token.length < 16) throw invalid();

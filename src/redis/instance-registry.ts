@@ -74,7 +74,8 @@ export async function askInstances(client: RedisClient, wakeChannel: string): Pr
       if (from !== wakeChannel || !message.startsWith(answerStart)) return;
       const answer = validAnswer(message.slice(answerStart.length));
       // Not an answer as instances send them (malformed, crafted, or from another version): not listed.
-      if (answer) answers.set(answer.id, answer);
+      // The first answer of an id stands: a crafted one cannot replace a real instance's.
+      if (answer && !answers.has(answer.id)) answers.set(answer.id, answer);
       else dropped++;
       if (answers.size >= expected) done();
     });

@@ -153,8 +153,8 @@ export class LuaScripts {
     const waiting = this.gate.wait();
     if (waiting) return waiting.then(() => this.enqueue(keys, events, replace, durability));
     const checking = this.permitted(this.scripts.enqueue, keys.meta);
-    if (checking) return checking.then(() => this.enqueue(keys, events, replace, durability));
-    return this.enqueueAsArgs(keys, events, replace, durability).then(undefined, (error: unknown) => {
+    const enqueued = checking ? checking.then(() => this.enqueue(keys, events, replace, durability)) : this.enqueueAsArgs(keys, events, replace, durability);
+    return enqueued.then(undefined, (error: unknown) => {
       throw typedConnectionError(error, 'enqueue');
     });
   }

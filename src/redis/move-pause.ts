@@ -11,11 +11,12 @@ import { DEFAULT_GROUP, type RedisLayout, type TypeKeys } from './redis-layout';
  */
 export const MOVE_PAUSE_MS = 10_000;
 
-/** A queue of one group, its flow hash, and the longest rate window of its limits (0: none). */
+/** A queue of one group, its flow hash, the longest rate window of its limits (0: none), and whether it has per-key rates. */
 interface LimitedQueue {
   readonly keys: TypeKeys;
   readonly flow: string;
   readonly windowMs: number;
+  readonly perKeyRate: boolean;
 }
 
 /**
@@ -53,7 +54,7 @@ export class MovePause {
         const flow = flowKeysOf(keys).flow;
         const [per, conc, keyed, kper] = await this.client.hmget(flow, 'per', 'conc', 'keyed', 'kper');
         if (per === null && conc === null && keyed === null) continue;
-        found.push({ keys, flow, windowMs: Math.max(Number(per ?? 0), Number(kper ?? 0)) });
+        found.push({ keys, flow, windowMs: Math.max(Number(per ?? 0), Number(kper ?? 0)), perKeyRate: kper !== null });
       }
     }
     return found;
@@ -68,7 +69,7 @@ export class MovePause {
   async pauseOld(old: readonly TypeKeys[]): Promise<number> {
     const queues = await this.limited(old);
     let from = await this.now();
-    for (const { keys, flow, windowMs } of queues) {
+    for (const { keys, flow, windowMs, perKeyRate } of queues) {
       const [mv, mvs] = await this.client.hmget(flow, 'mv', 'mvs');
       const before = await this.now();
       await this.client.hset(flow, 'mv', String(before + MOVE_PAUSE_MS));
@@ -79,7 +80,11 @@ export class MovePause {
       if (pausedAt === after) await this.client.hset(flow, 'mvs', String(after));
       // The in-flight set holds a pin beside its leases (redis-layout.ts, LEASE_PIN).
       const running = Math.max(0, (await this.client.zcard(keys.inFlight)) - 1);
-      from = Math.max(from, running > 0 ? after + MOVE_PAUSE_MS : pausedAt + windowMs);
+      // No call started after the pause: the windows are over a window after the last start before it. The
+      // queue's own ledger says when that was; per-key ledgers are many, so with them, counted from the pause.
+      const last = perKeyRate ? undefined : (await this.client.zrange(flowKeysOf(keys).rl, '-1', '-1', 'WITHSCORES'))[1];
+      const lastStart = perKeyRate ? pausedAt : Math.min(pausedAt, Number(last ?? Number.NEGATIVE_INFINITY));
+      from = Math.max(from, running > 0 ? after + MOVE_PAUSE_MS : lastStart + windowMs);
     }
     return from;
   }
@@ -107,21 +112,9 @@ export class MovePause {
   async waitIfMoving(type: string, partitions: number, mine: readonly TypeKeys[], recentMs: number): Promise<boolean> {
     const settings = await this.client.hgetall(this.layout.layoutOf(type));
     const now = Date.now();
+    // Instances with limits announce their setting (an unpartitioned one too): another one in use lately may be claiming.
     const announced = Object.entries(settings).some(([field, at]) => field !== 'current' && Number(field) !== partitions && now - Number(at) < recentMs);
-    // An unpartitioned setting announces itself only once another has been in use: its queue's own activity tells.
-    if (!announced && !(partitions > 1 && (await this.active(this.layout.forType(type))))) return false;
+    if (!announced) return false;
     return this.waitUntil(mine, (await this.now()) + MOVE_PAUSE_MS);
-  }
-
-  /** Whether a queue (any of its groups) with limits runs a call, or started one within its last two windows. */
-  private async active(queue: TypeKeys): Promise<boolean> {
-    const now = await this.now();
-    for (const { keys, flow, windowMs } of await this.limited([queue])) {
-      if ((await this.client.zcard(keys.inFlight)) > 0) return true;
-      const last = (await this.client.zrange(flowKeysOf(keys).rl, '-1', '-1', 'WITHSCORES'))[1];
-      if (last !== undefined && now - Number(last) < 2 * Math.max(windowMs, 1_000)) return true;
-      if (Number((await this.client.hget(flow, 'mv')) ?? 0) > now) return true;
-    }
-    return false;
   }
 }

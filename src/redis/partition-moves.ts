@@ -68,8 +68,8 @@ export class PartitionMoves {
    * type that was never partitioned keeps no layout hash: an unpartitioned
    * instance says so only once another setting has been in use.
    */
-  async announce(type: string, partitions: number): Promise<void> {
-    await this.bounded(() => this.say(type, partitions));
+  async announce(type: string, partitions: number, always = false): Promise<void> {
+    await this.bounded(() => this.say(type, partitions, always));
   }
 
   /**
@@ -81,9 +81,9 @@ export class PartitionMoves {
     this.say(type, partitions).catch(() => undefined);
   }
 
-  private async say(type: string, partitions: number): Promise<void> {
+  private async say(type: string, partitions: number, always = false): Promise<void> {
     const key = this.layout.layoutOf(type);
-    if (partitions === 1 && (await this.client.exists(key)) === 0) return;
+    if (partitions === 1 && !always && (await this.client.exists(key)) === 0) return;
     await this.client.hset(key, String(partitions), String(Date.now()));
   }
 

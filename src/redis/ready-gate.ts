@@ -47,7 +47,7 @@ export function typedConnectionError(error: unknown, call: string): unknown {
     error.message.startsWith('Connection is closed') ||
     error.name === 'MaxRetriesPerRequestError' ||
     error.name === 'ClusterAllFailedError' ||
-    /^(Failed to refresh slots cache|None of startup nodes is available)/.test(error.message);
+    /^(Failed to refresh slots cache|None of startup nodes is available|Cluster isn't ready|Cluster is disconnected)/.test(error.message);
   if (!failed) return error;
   const reason = classifyRedisError(error);
   return new RedisConnectionError(

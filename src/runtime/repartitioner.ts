@@ -42,6 +42,8 @@ export class Repartitioner implements BackgroundService {
     private readonly onMoved: (count: number) => void = () => undefined,
     /** Told when this setting's queues may claim again after waiting for a move's limits (src/redis/move-pause.ts). */
     private readonly onResumed: () => void = () => undefined,
+    /** Whether a handler of the type here has flow limits. */
+    private readonly hasLimits: () => boolean = () => false,
   ) {}
 
   /** Whether this setting's queues wait for the queues moved from (their calls, their rate windows). */
@@ -69,7 +71,8 @@ export class Repartitioner implements BackgroundService {
       await this.moves.claimCurrent(type, partitions);
       current = partitions;
     }
-    await this.moves.announce(type, partitions);
+    // With limits, even an unpartitioned setting says so: another setting started later must know to pause it.
+    await this.moves.announce(type, partitions, this.hasLimits());
     if (current !== undefined && current !== partitions) {
       // Only the instances of the setting that started last move events, so two settings never move them back
       // and forth; when no instance of it has been heard of for a while (a canary stopped), this one takes over.
@@ -80,11 +83,9 @@ export class Repartitioner implements BackgroundService {
     const mine = this.moves.queuesOf(type, partitions);
     const mineSet = new Set(mine);
     const others = all.filter((s) => s.partitions !== partitions);
-    // An unpartitioned setting announces itself only once another has been in use: its queue counts as another's.
-    const unannounced = partitions > 1 ? this.moves.queuesOf(type, 1) : [];
     await this.holdLimits(
       mine,
-      [...new Set([...unannounced, ...others.flatMap((s) => this.moves.queuesOf(type, s.partitions))])].filter((q) => !mineSet.has(q)),
+      others.flatMap((s) => this.moves.queuesOf(type, s.partitions)).filter((q) => !mineSet.has(q)),
     );
     let moved = 0;
     let busy = false;

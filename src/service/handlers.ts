@@ -280,7 +280,8 @@ export class Handlers {
           announceReady(this.parts.connections.command, layout.wakeChannel, shared.tag).catch(() => undefined);
         }
       };
-      const repartitioner = new Repartitioner(route, moves, metrics, () => this.parts.scripts.gate.wait(), undefined, onResumed);
+      const hasLimits = () => [...this.registrations.values()].some((r) => r.type === type && r.limitsRefresh !== undefined);
+      const repartitioner = new Repartitioner(route, moves, metrics, () => this.parts.scripts.gate.wait(), undefined, onResumed, hasLimits);
       this.repartitioners.set(type, repartitioner);
       repartitioner.start();
     }

@@ -1,6 +1,6 @@
 import type { Cluster, Redis } from 'ioredis';
 import type { DelayedEventInstance, EventClass } from '../core/delayed-event.decorator';
-import { describe } from '../core/errors';
+import { boundErrorText, describe } from '../core/errors';
 import type { AllowedKeys } from '../core/option-keys';
 import type { EventCodec } from '../core/event-codec';
 import type { EventContext } from '../core/event-context';
@@ -85,8 +85,8 @@ export interface DueTimelineOptions {
 export const LIST_OPTION_KEYS = { offset: true, limit: true, group: true } as const satisfies AllowedKeys<ListOptions>;
 export const DEAD_LETTER_PAGE_KEYS = { offset: true, limit: true, group: true } as const satisfies AllowedKeys<DeadLetterPage>;
 export const DUE_TIMELINE_OPTION_KEYS = { horizonMs: true, slots: true, group: true } as const satisfies AllowedKeys<DueTimelineOptions>;
-export const GROUP_OPTION_KEYS = { group: true } as const;
-export const TIMEOUT_OPTION_KEYS = { timeoutMs: true } as const;
+export const GROUP_OPTION_KEYS = { group: true } as const satisfies AllowedKeys<{ readonly group?: string }>;
+export const TIMEOUT_OPTION_KEYS = { timeoutMs: true } as const satisfies AllowedKeys<{ readonly timeoutMs?: number }>;
 export const INSPECTOR_OPTION_KEYS = { redis: true, prefix: true, commandTimeoutMs: true, idempotencyWindowMs: true } as const satisfies AllowedKeys<InspectorOptions>;
 
 /** An event class, or its type name (payloads then come back as parsed JSON). */
@@ -123,13 +123,14 @@ export function inspectedEvent(codec: EventCodec, eventClass: EventClass | undef
     attempt: stored.attempt,
     enqueuedAt: decoded.enqueuedAt === undefined ? undefined : new Date(decoded.enqueuedAt),
     context: decoded.context,
-    lastError: stored.lastError,
+    // Bounded on read too: an error stored before text was bounded at the write may be megabytes.
+    lastError: stored.lastError === undefined ? undefined : boundErrorText(stored.lastError),
     event: decoded.event,
     ...(decoded.decodeError ? { decodeError: decoded.decodeError } : {}),
     ...(stored.leaseExpiresAt !== undefined ? { leaseExpiresAt: new Date(stored.leaseExpiresAt) } : {}),
     ...(stored.deadLetteredAt !== undefined ? { deadLetteredAt: new Date(stored.deadLetteredAt) } : {}),
     ...(stored.handledAt !== undefined ? { handledAt: new Date(stored.handledAt) } : {}),
-    ...(stored.errors ? { errors: stored.errors } : {}),
+    ...(stored.errors ? { errors: stored.errors.map((e) => ({ ...e, message: boundErrorText(e.message) })) } : {}),
     ...(stored.groups ? { groups: stored.groups } : {}),
   };
 }
@@ -160,7 +161,7 @@ export function deadLetterOf(codec: EventCodec, eventClass: EventClass | undefin
     id: letter.id,
     event: decoded.event,
     context: decoded.context,
-    error: letter.error || (decoded.decodeMessage ? `undecodable: ${decoded.decodeMessage}` : ''),
+    error: boundErrorText(letter.error || (decoded.decodeMessage ? `undecodable: ${decoded.decodeMessage}` : '')),
     attempts: letter.attempts,
     deadLetteredAt: new Date(letter.deadLetteredAt),
     body: letter.body,

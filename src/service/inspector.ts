@@ -387,7 +387,8 @@ export class Inspector {
 
   /**
    * Whether Redis answers a PING within `timeoutMs` (default 1 s). An Inspector
-   * runs no loops: `loops` are 0. The service's health() adds its own. Never rejects.
+   * runs no loops: `loops` are 0. The service's health() adds its own. Rejects only for
+   * bad options (an InvalidArgumentError), never for the state of Redis.
    */
   async health(options: { readonly timeoutMs?: number } = {}): Promise<ServiceHealth> {
     checkArgumentKeys(options, TIMEOUT_OPTION_KEYS, 'health');

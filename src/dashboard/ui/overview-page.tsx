@@ -59,7 +59,7 @@ export function OverviewPage(props: { overview: Overview | undefined }) {
           {unconsumed.map((u) => (
             <p key={`${u.type}|${u.group}`}>
               {count(u.ready)} ready event{u.ready === 1 ? '' : 's'} of {u.type}
-              {u.group === 'default' ? '' : ` in group ${u.group}`}, the oldest waiting {Math.round(u.waitedMs / 1_000)} s, and no live instance handles them.
+              {u.group === 'default' ? '' : ` in group ${u.group}`}, the oldest waiting {Math.round(u.waitedMs / 1_000)} s, and no instance that handles them answered.
             </p>
           ))}
         </div>

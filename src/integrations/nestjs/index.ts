@@ -27,6 +27,19 @@ interface HandlerDeclaration {
   readonly options: OnDelayedEventOptions;
 }
 
+/** @OnDelayedEvent's options, each once (the type checker holds the list to OnDelayedEventOptions). */
+const ON_DELAYED_EVENT_KEYS = {
+  parallelism: true,
+  retry: true,
+  timeoutMs: true,
+  group: true,
+  prefetch: true,
+  rateLimit: true,
+  globalConcurrency: true,
+  key: true,
+  perKey: true,
+} as const satisfies Record<keyof Required<OnDelayedEventOptions>, true>;
+
 /**
  * Declares a provider's method as the handler of `eventClass`'s events
  * (`addHandler` at application bootstrap): `(event, context, delivery)` as
@@ -35,6 +48,11 @@ interface HandlerDeclaration {
  * group is a HandlerAlreadyRegisteredError at bootstrap.
  */
 export function OnDelayedEvent<T extends DelayedEventInstance>(eventClass: EventClass<T>, options: OnDelayedEventOptions = {}): MethodDecorator {
+  // Checked where it is written, not at bootstrap: a misspelt option names the decorator.
+  const allowed = Object.keys(ON_DELAYED_EVENT_KEYS);
+  for (const key of Object.keys(options ?? {})) {
+    if (!allowed.includes(key)) throw new InvalidOptionError(JSON.stringify(key), `@OnDelayedEvent has no such option; its options are ${allowed.join(', ')}`);
+  }
   return (_target, _key, descriptor) => {
     const method = descriptor.value as unknown;
     if (typeof method !== 'function') throw new TypeError('@OnDelayedEvent decorates methods');

@@ -80,6 +80,9 @@ function attempted(span: Span, delivery: Delivery): void {
   span.setAttribute(`${OWN}.max_attempts`, delivery.maxAttempts);
 }
 
+/** The options, each once (the type checker holds the list to OpenTelemetryOptions): a misspelt one must not pass unnoticed. */
+const OPTION_KEYS = { tracer: true, meter: true, parent: true } as const satisfies Record<keyof Required<OpenTelemetryOptions>, true>;
+
 /**
  * OpenTelemetry tracing (and, with a meter, metrics) for the service,
  * following the messaging semantic conventions: a PRODUCER `send <type>`
@@ -89,13 +92,11 @@ function attempted(span: Span, delivery: Delivery): void {
  * outcome as attributes and an ERROR status on failure. The handler runs
  * inside its span, so the application's own spans nest under it.
  */
-/** The options, each once: a misspelt one must not pass unnoticed. */
-const OPTION_KEYS: ReadonlyArray<keyof OpenTelemetryOptions> = ['tracer', 'meter', 'parent'];
-
 export function openTelemetry(options: OpenTelemetryOptions = {}): OpenTelemetryInstrumentation {
-  if (options === null || typeof options !== 'object') throw new InvalidOptionError('options', `must be an object such as { ${OPTION_KEYS.join(', ')} }`);
+  const allowed = Object.keys(OPTION_KEYS);
+  if (options === null || typeof options !== 'object') throw new InvalidOptionError('options', `must be an object such as { ${allowed.join(', ')} }`);
   for (const key of Object.keys(options)) {
-    if (!(OPTION_KEYS as readonly string[]).includes(key)) throw new InvalidOptionError(JSON.stringify(key), `openTelemetry has no such option; its options are ${OPTION_KEYS.join(', ')}`);
+    if (!allowed.includes(key)) throw new InvalidOptionError(JSON.stringify(key), `openTelemetry has no such option; its options are ${allowed.join(', ')}`);
   }
   if (options.parent !== undefined && options.parent !== 'link' && options.parent !== 'parent')
     throw new InvalidOptionError('parent', `must be 'link' or 'parent', got ${JSON.stringify(options.parent)}`);

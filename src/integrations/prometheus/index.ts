@@ -204,6 +204,16 @@ function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T | undefined>
 
 const exporters = new WeakMap<Registry, Map<string, Exporter>>();
 
+/** The options, each once (the type checker holds the lists to PrometheusOptions): a misspelt one must not pass unnoticed. */
+const OPTION_KEYS = { registry: true, prefix: true, buckets: true, collectTimeoutMs: true } as const satisfies Record<keyof Required<PrometheusOptions>, true>;
+const BUCKET_KEYS = { lateness: true, handlerDuration: true } as const satisfies Record<keyof Required<NonNullable<PrometheusOptions['buckets']>>, true>;
+
+/** Refuses a key `allowed` does not list, naming those it does. */
+function checkKeys(options: object, allowed: Readonly<Record<string, true>>, what: string): void {
+  const keys = Object.keys(allowed);
+  for (const key of Object.keys(options)) if (!keys.includes(key)) throw new InvalidOptionError(JSON.stringify(key), `${what} has no such option; its options are ${keys.join(', ')}`);
+}
+
 /**
  * Exports a service's metrics to Prometheus (prom-client): counters as
  * `<prefix>…_total`, timings as histograms in seconds, and the events stored
@@ -212,17 +222,8 @@ const exporters = new WeakMap<Registry, Map<string, Exporter>>();
  * `prefix` (the service's key prefix). Any number of services may register on
  * one registry: they share its metrics. Never throws from the metrics stream.
  */
-/** The options, each once: a misspelt one must not pass unnoticed. */
-const OPTION_KEYS: ReadonlyArray<keyof PrometheusOptions> = ['registry', 'prefix', 'buckets', 'collectTimeoutMs'];
-const BUCKET_KEYS: ReadonlyArray<keyof NonNullable<PrometheusOptions['buckets']>> = ['lateness', 'handlerDuration'];
-
-/** Refuses a key `allowed` does not list, naming those it does. */
-function checkKeys(options: object, allowed: readonly string[], what: string): void {
-  for (const key of Object.keys(options)) if (!allowed.includes(key)) throw new InvalidOptionError(JSON.stringify(key), `${what} has no such option; its options are ${allowed.join(', ')}`);
-}
-
 export function registerPrometheusMetrics(service: DelayedEventService, options: PrometheusOptions = {}): PrometheusRegistration {
-  if (options === null || typeof options !== 'object') throw new InvalidOptionError('options', `must be an object such as { ${OPTION_KEYS.join(', ')} }`);
+  if (options === null || typeof options !== 'object') throw new InvalidOptionError('options', `must be an object such as { ${Object.keys(OPTION_KEYS).join(', ')} }`);
   checkKeys(options, OPTION_KEYS, 'registerPrometheusMetrics');
   if (options.buckets !== undefined && options.buckets !== null && typeof options.buckets === 'object') checkKeys(options.buckets, BUCKET_KEYS, 'buckets');
   const registry = options.registry ?? globalRegistry;

@@ -72,7 +72,7 @@ const operation = fc.oneof(
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('start' as const), deliveries: fc.uniqueArray(delivery, { minLength: 1, maxLength: 3 }) }) },
   // A reader about to start events it holds ahead asks Redis first: only a current claim of a type not paused is
   // confirmed; a cancel, replace, pause or expiry before it means the handler never starts. It changes nothing.
-  { weight: 2, arbitrary: fc.record({ kind: fc.constant('confirm' as const), deliveries: fc.uniqueArray(delivery, { minLength: 1, maxLength: 3 }) }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('confirm' as const), deliveries: fc.uniqueArray(delivery, { minLength: 1, maxLength: 3 }), thenStart: fc.boolean() }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('complete' as const), delivery }) },
   // Successes recorded together, as a reader sends those of one tick: each is fenced on its own.
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('complete batch' as const), deliveries: fc.uniqueArray(delivery, { minLength: 2, maxLength: 5 }) }) },
@@ -262,6 +262,15 @@ describe('the event state machine', () => {
             const result = await scripts.completeAndClaim(keys, [], 0, 60_000, MAX_ATTEMPTS, undefined, { confirm: asked });
             expect(result.paused).toBe(paused && asked.length > 0);
             expect(result.refused).toEqual(asked.flatMap((d, i) => (paused || !isCurrent(d) ? [i] : [])));
+            if (op.thenStart) {
+              // The reader invokes only what was confirmed, and marks it started with its next call.
+              const confirmed = asked.filter((_, i) => !result.refused.includes(i));
+              await scripts.completeAndClaim(keys, [], 0, 60_000, MAX_ATTEMPTS, undefined, { started: confirmed });
+              for (const d of confirmed) {
+                expect(isCurrent(d)).toBe(true);
+                model.get(d.id)!.started = true;
+              }
+            }
           } else if (op.kind === 'start') {
             const started = picked(op.deliveries);
             await scripts.completeAndClaim(keys, [], 0, 60_000, MAX_ATTEMPTS, undefined, { started });

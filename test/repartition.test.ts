@@ -5,6 +5,7 @@ import { LuaScripts } from '../src/redis/lua-scripts';
 import { RedisLayout, partitionOf } from '../src/redis/redis-layout';
 import { useRedis, waitForDeadLetters } from './support/harness';
 import { waitFor } from './support/wait-for';
+import { busiestWindow } from './support/windows';
 
 const TYPE = 'test.resized';
 
@@ -31,17 +32,6 @@ class Limited1 {
 @DelayedEvent(LIMITED, { partitions: 4 })
 class Limited4 {
   constructor(readonly id: string = '') {}
-}
-
-/** The most of `times` (ms) within any window of `windowMs`. */
-function busiestWindow(times: readonly number[], windowMs: number): number {
-  const sorted = [...times].sort((a, b) => a - b);
-  let most = 0;
-  for (let i = 0, j = 0; i < sorted.length; i++) {
-    while (sorted[i]! - sorted[j]! >= windowMs) j++;
-    most = Math.max(most, i - j + 1);
-  }
-  return most;
 }
 
 /** A handler that records each call, fails ids starting 'dead', and holds ids starting 'slow' until released. */

@@ -1,12 +1,13 @@
-import { NotReplicatedError, RedisConnectionError, boundErrorText } from '../core/errors';
+import { RedisConnectionError, boundErrorText } from '../core/errors';
 import { parseEnvelope } from '../core/envelope';
 import { MAX_EVENT_VERSION } from '../core/delayed-event.decorator';
 import { CallDeadlines } from './call-deadlines';
+import { enqueueArguments, enqueueDurably } from './enqueue-call';
 import { ScriptPermissions } from './permissions';
 import { READY_WAIT_MS, ReadyGate, isUnsent, typedConnectionError } from './ready-gate';
 import type { RedisClient } from './redis-client';
 import type { TypeKeys } from './redis-layout';
-import { type LoadedScript, SCRIPT_NAMES, type ScriptName, evalScript, followRedirection, isCluster, isMissingScript, isRedirection, loadScript } from './script-calls';
+import { type LoadedScript, SCRIPT_NAMES, type ScriptName, evalScript, isCluster, loadScript } from './script-calls';
 import {
   type ClaimLog,
   type ClaimResult,
@@ -162,60 +163,17 @@ export class LuaScripts {
   private async enqueueAsArgs(keys: TypeKeys, events: ReadonlyArray<ScheduledBody>, replace: boolean, durability: Durability | undefined): Promise<EnqueueStatus[]> {
     // A plain enqueue names only the four keys it touches (lua/enqueue.lua says so): fewer arguments to write and read.
     const keyArgs = replace ? this.keysOf('enqueue', keys) : this.keysOf('enqueue', keys, undefined, 'plain');
-    const args: Array<string | number> = [...keyArgs, replace ? '1' : '0', this.wakeChannel, keys.tag];
-    const numberOfKeys = keyArgs.length;
-    // Events of one call mostly share a delay: its argument is built once.
-    let lastDelay = -1;
-    let delayArg = '';
-    const sentAt = performance.now();
-    for (const e of events) {
-      if ('delayMs' in e.due) {
-        const delay = Math.max(0, Math.round(e.due.delayMs - (sentAt - e.requestedAt)));
-        if (delay !== lastDelay) {
-          lastDelay = delay;
-          delayArg = `+${delay}`;
-        }
-        args.push(e.id, e.body, delayArg);
-      } else {
-        args.push(e.id, e.body, e.due.atMs);
-      }
-    }
-    let statuses: number | number[];
-    if (!durability) {
-      statuses = (await this.deadlines.bound(evalScript(this.client, this.scripts.enqueue, args, numberOfKeys, this.permissions, this.gate), 'enqueue')) as number | number[];
-    } else {
-      const enqueue = this.scripts.enqueue;
-      const storeAndWait = (loaded: boolean) => {
-        const pipeline = this.client.pipeline();
-        if (loaded) pipeline.evalsha(enqueue.sha, numberOfKeys, ...args);
-        else pipeline.eval(enqueue.lua, numberOfKeys, ...args);
-        pipeline.wait(durability.replicas, durability.timeoutMs);
-        return this.deadlines.bound(pipeline.exec(), 'enqueue+wait', this.deadlines.defaultMs + durability.timeoutMs);
-      };
-      let [stored, waited] = (await storeAndWait(true)) ?? [];
-      // A script Redis did not hold stored nothing: sending it whole again is safe.
-      if (stored && isMissingScript(stored[0])) [stored, waited] = (await storeAndWait(false)) ?? [];
-      // ioredis follows a redirection for a pipeline only when every command got
-      // it; WAIT, which names no key, does not. A redirected script ran nowhere,
-      // so it is sent again once the slot map says where its slot lives now.
-      for (let redirections = 0; stored && isRedirection(stored[0]) && isCluster(this.client); redirections++) {
-        if (redirections >= (this.client.options.maxRedirections ?? 16)) throw stored[0];
-        await followRedirection(this.client, stored[0]);
-        [stored, waited] = (await storeAndWait(true)) ?? [];
-        if (stored && isMissingScript(stored[0])) [stored, waited] = (await storeAndWait(false)) ?? [];
-      }
-      if (!stored || stored[0]) throw stored?.[0] ?? new Error('enqueue got no reply');
-      if (!waited || waited[0]) throw waited?.[0] ?? new Error('WAIT got no reply');
-      statuses = stored[1] as number | number[];
-      const acknowledged = Number(waited[1]);
-      if (acknowledged < durability.replicas) throw new NotReplicatedError(acknowledged, durability.replicas, durability.timeoutMs);
-    }
+    const args = enqueueArguments(keyArgs, replace, this.wakeChannel, keys.tag, events);
+    const statuses = durability
+      ? await enqueueDurably(this.client, this.scripts.enqueue, args, keyArgs.length, durability, this.deadlines)
+      : ((await this.deadlines.bound(evalScript(this.client, this.scripts.enqueue, args, keyArgs.length, this.permissions, this.gate), 'enqueue')) as number | number[]);
     return enqueueStatuses(statuses);
   }
 
-  /** `defaultGroupHere`: a handler of the default group runs in this instance (it registers the group once the type has named ones). */
   /**
-   * Moves due events and expired leases to the ready lists. With `registrations`
+   * Moves due events and expired leases to the ready lists. `defaultGroupHere`:
+   * a handler of the default group runs in this instance (it registers the
+   * group once the type has named ones). With `registrations`
    * (an instance with named groups on the queue), reads the queue's marker
    * and, while it is missing, registers those groups again before anything
    * moves (lua/dispatch-due.lua).

@@ -1,22 +1,15 @@
 import { type DelayedEventInstance, type EventClass, type EventRoute, eventRouteOf } from '../core/delayed-event.decorator';
 import { type Delay, dateToMillis, delayToMillis } from '../core/duration';
-import { ServiceClosedError } from '../core/errors';
-import type { EventCodec } from '../core/event-codec';
 import { checkGroupArgument, checkIntegerArgument, checkStateArgument } from '../core/arguments';
-import { checkIdArgument, checkTypeName } from '../core/names';
+import { checkTypeName } from '../core/names';
 import type { JsonEvent } from '../core/stored-body';
 import { noCheck, checkTarget, checkEvent, checkVerifyOptions } from './inspection-checks';
-import { applyInChunks, idsByQueue } from './dead-letter-chunks';
 import { type DueTimeline, readDueTimeline } from '../redis/due-timeline';
-import type { DeadLetterStep, DueSpec, LuaScripts } from '../redis/lua-scripts';
-import type { RedisClient } from '../redis/redis-client';
+import type { DueSpec } from '../redis/lua-scripts';
 import { type InstanceInfo, askInstances } from '../redis/instance-registry';
-import { RecurringStore } from '../redis/recurring-store';
-import type { RedisConnections } from '../redis/redis-connections';
 import { pingWithin } from '../redis/redis-readiness';
-import { typedConnectionError } from '../redis/ready-gate';
-import type { RedisLayout, TypeKeys } from '../redis/redis-layout';
-import { type EventCounts, type EventState, type EventTypeInfo, StoredEvents } from '../redis/stored-events';
+import type { TypeKeys } from '../redis/redis-layout';
+import type { EventCounts, EventState, EventTypeInfo } from '../redis/stored-events';
 import { type LimitUse, limitsOf } from '../redis/flow-limits';
 import { newerVersionWaits } from '../redis/waiting-events';
 import { ACTIVITY_RETENTION_MS, type ActivitySlot, readActivity } from '../runtime/activity-log';
@@ -34,7 +27,6 @@ import {
   type ListOptions,
   DEAD_LETTER_PAGE_KEYS,
   DUE_TIMELINE_OPTION_KEYS,
-  GROUP_OPTION_KEYS,
   LIST_OPTION_KEYS,
   MAX_DEAD_LETTER_PAGE,
   MAX_PAGE,
@@ -43,33 +35,9 @@ import {
   inspectedEvent,
 } from './inspection-types';
 import { checkArgumentKeys } from '../core/option-keys';
+import { InspectorCalls } from './inspector-calls';
 
-/** What an Inspector runs on: the service hands in its own, createInspector() opens them. */
-export interface InspectorParts {
-  readonly client: RedisClient;
-  readonly layout: RedisLayout;
-  readonly scripts: LuaScripts;
-  readonly codec: EventCodec;
-  /** Set when the Inspector owns its connection (createInspector from a URL or a client). */
-  readonly connections?: RedisConnections;
-  /** Whether calls are refused (the service that made it is closing). */
-  readonly closed?: () => boolean;
-  /** Told of each event cancel() removed. */
-  readonly onCancelled?: (type: string) => void;
-  /** The services' keepHandled.ageMs, when known: older records of the history are not read. */
-  readonly handledAgeMs?: number;
-  /** Told how many answers instances() dropped as malformed (anyone who may publish can answer). */
-  readonly onDroppedAnswers?: (count: number) => void;
-}
-
-/** A type as the caller named it: its keys per partition (only those found, for a name). */
-interface Resolved {
-  readonly route: EventRoute;
-  readonly eventClass: EventClass | undefined;
-  readonly queues: readonly TypeKeys[];
-  /** The partitions are known (a class); for a name, `queues` are the partitions found. */
-  readonly exact: boolean;
-}
+export type { InspectorParts } from './inspector-calls';
 
 /**
  * Reads and steers what is stored (docs/api.md, "Inspection"): which types
@@ -80,16 +48,7 @@ interface Resolved {
  * RedisCallTimeoutError after commandTimeoutMs. The storage format is read by
  * src/redis/ alone; this class checks arguments and decodes what it returns.
  */
-export class Inspector {
-  private readonly stored: StoredEvents;
-  private readonly recurring: RecurringStore;
-  private closing: Promise<void> | undefined;
-
-  constructor(private readonly parts: InspectorParts) {
-    this.stored = new StoredEvents(parts.client, parts.layout, parts.handledAgeMs);
-    this.recurring = new RecurringStore(parts.client, parts.layout);
-  }
-
+export class Inspector extends InspectorCalls {
   /** The namespace of the keys read (the services' `prefix`). */
   get prefix(): string {
     return this.parts.layout.prefix;
@@ -400,8 +359,7 @@ export class Inspector {
 
   /** Releases the connection createInspector() opened; a client handed in stays open. Later calls fail with ServiceClosedError. */
   close(): Promise<void> {
-    this.closing ??= this.parts.connections?.close() ?? Promise.resolve();
-    return this.closing;
+    return this.closeConnection();
   }
 
   private async setPaused(target: EventTarget, paused: boolean): Promise<boolean> {
@@ -421,83 +379,5 @@ export class Inspector {
         return (await this.parts.scripts.reschedule(keys, id, due)) !== undefined;
       },
     );
-  }
-
-  /**
-   * Runs `step` on each of the type's queues in `group`, in chunks of
-   * DEAD_LETTER_CHUNK: on the given ids that live there, or on all of them.
-   * For a type name, each partition found takes every id given: one stored
-   * elsewhere is not in its set and is skipped.
-   */
-  private eachDeadQueue(
-    target: EventTarget,
-    ids: readonly string[] | undefined,
-    options: { readonly group?: string },
-    step: (keys: TypeKeys, ids: readonly string[], limit: number) => Promise<DeadLetterStep>,
-  ): Promise<number> {
-    const check = () => {
-      checkTarget(target);
-      if (ids !== undefined) ids.forEach((id, i) => checkIdArgument(id, `ids[${i}]`));
-      checkArgumentKeys(options, GROUP_OPTION_KEYS, 'replayDeadLetters and purgeDeadLetters');
-      return checkGroupArgument(options.group);
-    };
-    return this.whenReady(check, async (group) => {
-      const resolved = await this.resolve(target);
-      if (!resolved) return 0;
-      const queues = idsByQueue(this.parts.layout, resolved.route, resolved.queues, resolved.eventClass !== undefined, ids);
-      const counts = await Promise.all(queues.map(({ keys, ids: queueIds }) => applyInChunks(this.parts.layout.forGroup(keys, group), queueIds, step)));
-      return counts.reduce((a, b) => a + b, 0);
-    });
-  }
-
-  /** A class's route, or a type name's partitions as found in Redis. */
-  private async resolve(target: EventTarget): Promise<Resolved | undefined> {
-    if (typeof target !== 'string') {
-      const route = eventRouteOf(target);
-      return { route, eventClass: target, queues: this.parts.layout.partitionsOf(route), exact: true };
-    }
-    const found = await this.stored.typeByName(target);
-    return found && { ...found, eventClass: undefined };
-  }
-
-  /** For a class, the id's partition; for a name, the partition found holding it (undefined: none). */
-  private async queueOf(resolved: Resolved, id: string): Promise<TypeKeys | undefined> {
-    if (resolved.exact) return this.parts.layout.forEvent(resolved.route, id);
-    return this.stored.queueHolding(resolved.queues, id);
-  }
-
-  private isClosed(): boolean {
-    return this.closing !== undefined || (this.parts.closed?.() ?? false);
-  }
-
-  /**
-   * A bounded call: its arguments checked at once (bad input is a typed error
-   * whatever the state of Redis), refused once closed, sent once the
-   * connection is ready, failing with RedisCallTimeoutError after commandTimeoutMs.
-   */
-  private bounded<C, R>(name: string, check: () => C, work: (checked: C) => Promise<R>): Promise<R> {
-    let checked: C;
-    try {
-      checked = check();
-    } catch (error) {
-      return Promise.reject(error);
-    }
-    if (this.isClosed()) return Promise.reject(new ServiceClosedError());
-    return this.parts.scripts.bounded(name, () => work(checked));
-  }
-
-  /** As bounded(), for calls of scripts (they have their own deadlines) and types() (unbounded): waits for the connection, or fails unsent within about a second. */
-  private whenReady<C, R>(check: () => C, work: (checked: C) => Promise<R>): Promise<R> {
-    let checked: C;
-    try {
-      checked = check();
-    } catch (error) {
-      return Promise.reject(error);
-    }
-    if (this.isClosed()) return Promise.reject(new ServiceClosedError());
-    const waiting = this.parts.scripts.gate.wait();
-    return (waiting ? waiting.then(() => work(checked)) : work(checked)).then(undefined, (error: unknown) => {
-      throw typedConnectionError(error, 'an inspection call');
-    });
   }
 }

@@ -48,6 +48,13 @@ const operation = fc.oneof(
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('remove group' as const) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('register group' as const) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('pause' as const), paused: fc.boolean() }) },
+  // Redis loses the type's data (a flush, an empty restart): events, registry and marker. Results of claims made
+  // before still arrive, and a plain dispatch (an instance that registers nothing) strands what falls due next.
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('lose registrations' as const) }) },
+  // A look by the type's dispatcher of an instance that handles 'audit' (and the default group, or not): while
+  // the marker is missing it registers them first; with no default group then, it hands the default ready list's
+  // undelivered events to 'audit' (lua/dispatch-due.lua).
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('dispatch as instance' as const), withDefault: fc.boolean() }) },
 );
 
 /**
@@ -74,7 +81,11 @@ describe('the event state machine with subscriber groups', () => {
         // The default group enters the registry once the type has a named group (lua/register-group.lua).
         await scripts.registerGroup(shared, 'audit');
         await scripts.registerGroup(shared, 'default');
-        let auditRegistered = true;
+        /** What the registry holds, and whether 'audit' was removed for good (removeGroup) since it last was registered. */
+        const registry = new Set<Group>(['audit', 'default']);
+        let auditRemoved = false;
+        let markerSet = true;
+        let markers = 0;
         let paused = false;
         const model = new Map<string, Modelled>();
         const order: Record<Group, string[]> = { default: [], audit: [] };
@@ -110,23 +121,65 @@ describe('the event state machine with subscriber groups', () => {
             if (op.paused) await client.set(shared.paused, '1');
             else await client.del(shared.paused);
             paused = op.paused;
-          } else if (op.kind === 'dispatch') {
+          } else if (op.kind === 'lose registrations') {
+            // Everything of the type goes, the pause and the registry with it; claims made before may still report.
+            const keys = await client.keys(`${base}*`);
+            if (keys.length > 0) await client.del(...keys);
+            model.clear();
+            order.default = [];
+            order.audit = [];
+            registry.clear();
+            markerSet = false;
+            auditRemoved = false;
+            paused = false;
+          } else if (op.kind === 'dispatch' || op.kind === 'dispatch as instance') {
             const before = { default: [...order.default], audit: [...order.audit] };
-            const result = await scripts.dispatchDue(shared, 16);
-            const own = auditRegistered ? await scripts.dispatchDue(keysOf.audit, 16) : undefined;
+            const groups: Group[] = op.kind === 'dispatch as instance' && op.withDefault ? ['default', 'audit'] : ['audit'];
+            const registrations = op.kind === 'dispatch as instance' ? { newMarker: `m${++markers}`, markerSeenBefore: true, groups } : undefined;
+            const result = await scripts.dispatchDue(shared, 16, false, registrations);
+            let handed: string[] = [];
+            if (registrations && !markerSet) {
+              // Registered again before anything moves; with no default group, what waits in its ready list and
+              // was never delivered goes to 'audit', as a fresh delivery.
+              markerSet = true;
+              for (const g of groups) registry.add(g);
+              auditRemoved = false;
+              if (!registry.has('default')) {
+                handed = order.default.filter((eventId) => model.has(eventId) && !model.get(eventId)!.delivered);
+                order.default = order.default.filter((eventId) => !handed.includes(eventId));
+                for (const eventId of handed) {
+                  const m = model.get(eventId)!;
+                  m.groups.delete('default');
+                  m.groups.set('audit', { state: 'ready', attempt: 0 });
+                  m.delivered = true;
+                  order.audit.push(eventId);
+                }
+                before.default = before.default.filter((eventId) => !handed.includes(eventId));
+                before.audit.push(...handed);
+              }
+            }
+            expect(result.handedToGroups).toBe(handed.length);
+            const own = !auditRemoved ? await scripts.dispatchDue(keysOf.audit, 16) : undefined;
             if (paused) {
               expect([result.movedDue, own?.movedDue ?? 0]).toEqual([0, 0]);
             } else {
               // Fresh events, and the default group's retries of events never delivered, go to every registered group;
               // the default group's retries of delivered events to it alone; the named group's retries to it.
+              // With no named group registered, everything due goes to the default group's list, registered or not.
+              const toAudit = registry.has('audit');
+              const toDefault = !toAudit || registry.has('default');
               for (const [eventId, m] of model) {
                 const retrying = m.groups.get('default')?.state === 'retry';
                 if (m.scheduled || (retrying && !m.delivered)) {
                   m.scheduled = false;
                   const held = m.groups.get('default');
-                  m.groups.set('default', { state: 'ready', attempt: held?.attempt ?? 0 });
-                  order.default.push(eventId);
-                  if (auditRegistered) {
+                  if (toDefault) {
+                    m.groups.set('default', { state: 'ready', attempt: held?.attempt ?? 0 });
+                    order.default.push(eventId);
+                  } else {
+                    m.groups.delete('default');
+                  }
+                  if (toAudit) {
                     m.groups.set('audit', { state: 'ready', attempt: 0 });
                     order.audit.push(eventId);
                     m.delivered = true;
@@ -135,7 +188,7 @@ describe('the event state machine with subscriber groups', () => {
                   m.groups.get('default')!.state = 'ready';
                   order.default.push(eventId);
                 }
-                if (auditRegistered && m.groups.get('audit')?.state === 'retry') {
+                if (!auditRemoved && m.groups.get('audit')?.state === 'retry') {
                   m.groups.get('audit')!.state = 'ready';
                   order.audit.push(eventId);
                 }
@@ -202,12 +255,18 @@ describe('the event state machine with subscriber groups', () => {
               first ??= existed;
               if (left === 0) break;
             }
-            expect(first).toBe(auditRegistered);
-            for (const eventId of [...model.keys()]) if (model.get(eventId)!.groups.has('audit')) release(eventId, 'audit');
-            auditRegistered = false;
+            expect(first).toBe(registry.has('audit'));
+            // A group the registry does not hold (lost with it) is not removed: nothing of it changes.
+            if (registry.has('audit')) {
+              for (const eventId of [...model.keys()]) if (model.get(eventId)!.groups.has('audit')) release(eventId, 'audit');
+              registry.delete('audit');
+              auditRemoved = true;
+            }
           } else {
             await scripts.registerGroup(shared, 'audit');
-            auditRegistered = true;
+            registry.add('audit');
+            auditRemoved = false;
+            markerSet = true;
           }
           await expectRedisToHold();
         }
@@ -223,8 +282,10 @@ describe('the event state machine with subscriber groups', () => {
           expect((await client.hkeys(shared.meta)).sort()).toEqual([...model.keys()].sort());
           const scheduled = [...model].filter(([, m]) => m.scheduled || m.groups.get('default')?.state === 'retry').map(([eventId]) => eventId);
           expect([...(await new ScheduleView(client, base).entries()).keys()].sort()).toEqual(scheduled.sort());
+          expect((await client.hkeys(shared.groups)).sort()).toEqual([...registry].sort());
+          expect((await client.exists(shared.marker)) === 1).toBe(markerSet);
           for (const g of GROUPS) {
-            if (g === 'audit' && !auditRegistered) {
+            if (g === 'audit' && auditRemoved) {
               // A removed group keeps nothing: no list, lease, dead letter or header of its own.
               expect(await client.keys(`${base}:g:audit:*`)).toEqual([]);
               continue;

@@ -1627,9 +1627,14 @@ local function register_again(loss_known)
   if #stranded == 0 then return 0 end
   local groups = named_groups(KEYS[8], true)
   local envelopes = redis.call('HMGET', KEYS[5], unpack(stranded))
-  local ids, headers, counts = {}, {}, {}
+  -- One the named groups were handed already (the pending hash counts it) is the default group's own copy:
+  -- it stays where it is. A missing envelope was cancelled meanwhile.
+  local delivered = redis.call('HMGET', KEYS[9], unpack(stranded))
+  local ids, kept, headers, counts = {}, {}, {}, {}
   for k, id in ipairs(stranded) do
-    if envelopes[k] then -- a missing envelope was cancelled meanwhile
+    if delivered[k] then
+      kept[#kept + 1] = id
+    elseif envelopes[k] then
       local _, due = envelope_parse(envelopes[k])
       ids[#ids + 1] = id
       headers[#headers + 1] = id
@@ -1639,6 +1644,7 @@ local function register_again(loss_known)
     end
   end
   redis.call('DEL', KEYS[3])
+  if #kept > 0 then redis.call('RPUSH', KEYS[3], unpack(kept)) end
   if #ids == 0 then return 0 end
   for _, group in ipairs(groups) do
     local g = group_keys(KEYS[5], group)

@@ -1,11 +1,11 @@
 import { type Observable, firstValueFrom, isObservable } from 'rxjs';
 import type { DelayedEventInstance } from '../core/delayed-event.decorator';
-import { PermanentFailure, RateLimited, UNPRINTABLE, describe, rateLimitedAsk } from '../core/errors';
+import { PermanentFailure, RateLimited, describe } from '../core/errors';
 import type { DecodedEvent } from '../core/event-codec';
 import type { EventContext } from '../core/event-context';
 import { Consumer, type ConsumerParts } from './consumer';
 import { FifoTimeouts } from './fifo-timeouts';
-import { type Delivery, type HandlerDelivery, type Outcome, rateLimitedOutcome } from './handler-invocation';
+import { type Delivery, type HandlerDelivery, type Outcome, failed, failure } from './handler-invocation';
 import { METRIC } from './metrics';
 import type { ClaimedEvent } from './ready-reader';
 
@@ -178,7 +178,7 @@ async function invokeBatch<T>(handler: BatchHandler<T>, batch: ReadonlyArray<Wai
     const result: unknown = handler(events, contexts, deliveries);
     answer = isObservable(result) ? firstValueFrom(result as Observable<unknown>, { defaultValue: NO_VALUE }).then((first) => (first === NO_VALUE ? undefined : first)) : Promise.resolve(result);
   } catch (error) {
-    return all(failedWith(error));
+    return all(failed(error));
   }
   return new Promise<Outcome[]>((resolve) => {
     let done = false;
@@ -192,7 +192,7 @@ async function invokeBatch<T>(handler: BatchHandler<T>, batch: ReadonlyArray<Wai
     answer
       .then(
         (value) => outcomesOf(value, batch),
-        (error: unknown) => all(failedWith(error)),
+        (error: unknown) => all(failed(error)),
       )
       .then((outcomes) => {
         if (done) return;
@@ -210,8 +210,8 @@ function outcomesOf<T>(value: unknown, batch: ReadonlyArray<Waiting<T>>): Outcom
     if (value === false) return batch.map(() => failure('batch handler returned false'));
     if (Array.isArray(value)) {
       if (value.length > 0 && value.every((v) => typeof v === 'string')) {
-        const failed = new Set(value as string[]);
-        return batch.map((w) => (failed.has(w.claimed.id) ? failure('batch handler reported it failed') : SUCCESS));
+        const failedIds = new Set(value as string[]);
+        return batch.map((w) => (failedIds.has(w.claimed.id) ? failure('batch handler reported it failed') : SUCCESS));
       }
       if (value.length === 0 && batch.length > 0) return batch.map(() => SUCCESS);
       if (value.length !== batch.length) {
@@ -220,32 +220,12 @@ function outcomesOf<T>(value: unknown, batch: ReadonlyArray<Waiting<T>>): Outcom
       return value.map((v: unknown) => {
         if (v === true || v === undefined) return SUCCESS;
         if (v === false) return failure('batch handler returned false for it');
-        if (v instanceof Error || PermanentFailure.is(v) || RateLimited.holdOf(v) !== undefined) return failedWith(v);
+        if (v instanceof Error || PermanentFailure.is(v) || RateLimited.holdOf(v) !== undefined) return failed(v);
         return failure(`batch handler returned ${describe(v)} for it; expected true, false or an Error`);
       });
     }
     return batch.map(() => failure(`batch handler returned ${describe(value)}; expected nothing, a boolean, an outcome per event or the ids that failed`));
   } catch (error) {
-    return batch.map(() => failedWith(error));
+    return batch.map(() => failed(error));
   }
-}
-
-function failure(error: string): Outcome {
-  return { ok: false, timedOut: false, permanent: false, error, cause: new Error(error) };
-}
-
-/** As a single handler's throw is read: RateLimited, PermanentFailure, or a failure to retry. Never throws. */
-function failedWith(error: unknown): Outcome {
-  const hold = rateLimitedAsk(error);
-  if (hold !== undefined) return rateLimitedOutcome(hold, error);
-  if (PermanentFailure.is(error)) {
-    let reason: string;
-    try {
-      reason = String(error.message);
-    } catch {
-      reason = UNPRINTABLE;
-    }
-    return { ok: false, timedOut: false, permanent: true, error: `permanent failure: ${reason}`, cause: error };
-  }
-  return { ok: false, timedOut: false, permanent: false, error: describe(error), cause: error };
 }

@@ -171,7 +171,13 @@ export function invokeHandler<T>(invocation: Invocation<T>): Outcome | Promise<O
 }
 
 /** Never throws, whatever `error` is (a Proxy whose traps throw, an Error whose message getter does). */
-function failed(error: unknown): Outcome {
+/**
+ * What a handler's throw (or an Error it returned for an event of a batch)
+ * means: a hold it asked for (RateLimited), a PermanentFailure (no retry), or
+ * a failure to retry. The one rule for single and batch handlers. Never
+ * throws, whatever was thrown.
+ */
+export function failed(error: unknown): Outcome {
   const hold = rateLimitedAsk(error);
   if (hold !== undefined) return rateLimitedOutcome(hold, error);
   if (PermanentFailure.is(error)) {
@@ -186,7 +192,8 @@ function failed(error: unknown): Outcome {
   return { ok: false, timedOut: false, permanent: false, error: describe(error), cause: error };
 }
 
-function failure(error: string): Outcome {
+/** A failure to retry that the handler did not throw (it returned false, or something unexpected): `error` says what. */
+export function failure(error: string): Outcome {
   return { ok: false, timedOut: false, permanent: false, error, cause: new Error(error) };
 }
 

@@ -1,5 +1,5 @@
 import type { RedisClient } from './redis-client';
-import type { TypeKeys } from './redis-layout';
+import { bucketKey, type TypeKeys } from './redis-layout';
 
 /** How many scheduled events fall due in one stretch of time. */
 export interface DueSlot {
@@ -38,7 +38,7 @@ export async function readDueTimeline(client: RedisClient, queues: readonly Type
     for (let i = 0; i < flat.length; i += 2) buckets.push({ name: flat[i]!, lo: Number(flat[i + 1]) });
     if (buckets.length === MAX_BUCKETS) partial = true;
     const pipeline = client.pipeline();
-    for (const bucket of buckets) pipeline.zcard(`${keys.schedule}:${bucket.name}`);
+    for (const bucket of buckets) pipeline.zcard(bucketKey(keys, bucket.name));
     // The last bucket starting before each boundary may run past it.
     const straddlers = boundaries.map((b) => {
       let last = -1;
@@ -46,7 +46,7 @@ export async function readDueTimeline(client: RedisClient, queues: readonly Type
       return last;
     });
     boundaries.forEach((b, i) => {
-      if (straddlers[i]! >= 0) pipeline.zcount(`${keys.schedule}:${buckets[straddlers[i]!]!.name}`, String(b), '+inf');
+      if (straddlers[i]! >= 0) pipeline.zcount(bucketKey(keys, buckets[straddlers[i]!]!.name), String(b), '+inf');
     });
     for (const b of boundaries) pipeline.zcount(keys.legacySchedule, '-inf', `(${b}`);
     const replies = ((await pipeline.exec()) ?? []).map(([error, value]) => {

@@ -25,12 +25,6 @@ export interface LimitUse extends StoredLimits {
   readonly keysWaiting?: number;
 }
 
-/** Where a queue's flow state is (lua/includes/limit-keys.lua): named after its meta key, as the scripts name it. */
-export function flowKeysOf(keys: TypeKeys): { flow: string; rl: string } {
-  const own = keys.meta.slice(0, -':m'.length);
-  return { flow: `${own}:fc`, rl: `${own}:rl` };
-}
-
 function parse(stored: Record<string, string>): StoredLimits {
   const perKey = {
     ...(stored.kmax !== undefined && stored.kper !== undefined ? { rate: { max: Number(stored.kmax), perMs: Number(stored.kper) } } : {}),
@@ -49,7 +43,7 @@ function parse(stored: Record<string, string>): StoredLimits {
  * on what is enforced. Resolves what was stored before, when it differs.
  */
 export async function storeLimits(client: RedisClient, keys: TypeKeys, limits: StoredLimits): Promise<StoredLimits | undefined> {
-  const { flow } = flowKeysOf(keys);
+  const { flow } = keys;
   const before = parse(await client.hgetall(flow));
   const same = JSON.stringify(before) === JSON.stringify(parse(fields(limits)));
   if (same) return undefined;
@@ -79,16 +73,15 @@ function fields(limits: StoredLimits): Record<string, string> {
  * Others that still sort stamp it again with their next claim.
  */
 export async function forgetSorter(client: RedisClient, keys: TypeKeys): Promise<void> {
-  await client.hdel(flowKeysOf(keys).flow, 'kseen');
+  await client.hdel(keys.flow, 'kseen');
 }
 
 /** A queue's limits and what uses them now. */
 export async function limitUse(client: RedisClient, keys: TypeKeys): Promise<LimitUse> {
-  const { flow, rl } = flowKeysOf(keys);
-  const [stored, leases, time, keysWaiting] = await Promise.all([client.hgetall(flow), client.zcard(keys.inFlight), client.time(), client.hlen(`${flow.slice(0, -':fc'.length)}:kw`)]);
+  const [stored, leases, time, keysWaiting] = await Promise.all([client.hgetall(keys.flow), client.zcard(keys.inFlight), client.time(), client.hlen(keys.keysWaiting)]);
   const now = Number(time[0]) * 1_000 + Math.floor(Number(time[1]) / 1_000);
   const limits = parse(stored);
-  const started = limits.rate ? await client.zcount(rl, `(${now - limits.rate.perMs}`, '+inf') : undefined;
+  const started = limits.rate ? await client.zcount(keys.rateWindow, `(${now - limits.rate.perMs}`, '+inf') : undefined;
   const heldForMs = Number(stored.hold ?? 0) - now;
   const pausedForMoveMs = Number(stored.mv ?? 0) - now;
   return {

@@ -1,5 +1,3 @@
-import { flowKeysOf } from './flow-limits';
-
 import type { RedisClient } from './redis-client';
 import { DEFAULT_GROUP, type RedisLayout, type TypeKeys } from './redis-layout';
 
@@ -51,7 +49,7 @@ export class MovePause {
       const groups = [DEFAULT_GROUP, ...(await this.client.hkeys(queue.groups)).filter((g) => g !== DEFAULT_GROUP)];
       for (const group of groups) {
         const keys = this.layout.forGroup(queue, group);
-        const flow = flowKeysOf(keys).flow;
+        const flow = keys.flow;
         const [per, conc, keyed, kper] = await this.client.hmget(flow, 'per', 'conc', 'keyed', 'kper');
         if (per === null && conc === null && keyed === null) continue;
         found.push({ keys, flow, windowMs: Math.max(Number(per ?? 0), Number(kper ?? 0)), perKeyRate: kper !== null });
@@ -82,7 +80,7 @@ export class MovePause {
       const running = Math.max(0, (await this.client.zcard(keys.inFlight)) - 1);
       // No call started after the pause: the windows are over a window after the last start before it. The
       // queue's own ledger says when that was; per-key ledgers are many, so with them, counted from the pause.
-      const last = perKeyRate ? undefined : (await this.client.zrange(flowKeysOf(keys).rl, '-1', '-1', 'WITHSCORES'))[1];
+      const last = perKeyRate ? undefined : (await this.client.zrange(keys.rateWindow, '-1', '-1', 'WITHSCORES'))[1];
       const lastStart = perKeyRate ? pausedAt : Math.min(pausedAt, Number(last ?? Number.NEGATIVE_INFINITY));
       from = Math.max(from, running > 0 ? after + MOVE_PAUSE_MS : lastStart + windowMs);
     }

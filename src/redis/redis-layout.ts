@@ -94,6 +94,44 @@ export interface TypeKeys {
    * script whole with TRYAGAIN instead of running it against half the keys.
    */
   readonly slotGuard: string;
+  /**
+   * The queue's flow state (lua/includes/limit-keys.lua): a hash of its limits,
+   * holds and marks, read whole by every claim.
+   */
+  readonly flow: string;
+  /** When each call of the rate window started (lua/includes/limit-keys.lua). */
+  readonly rateWindow: string;
+  /**
+   * The queue's keyed state (HandlerOptions.key, lua/includes/keyed-keys.lua):
+   * id -> key; per key `${keyedList}<key>` (ready ids), `${keyRunning}<key>`
+   * (calls running) and `${keyRate}<key>` (rate window); the ring of keys in
+   * turn; key -> how many of its ids are ready.
+   */
+  readonly keyedIds: string;
+  readonly keyedList: string;
+  readonly keyRing: string;
+  readonly keysWaiting: string;
+  readonly keyRunning: string;
+  readonly keyRate: string;
+}
+
+/**
+ * The keys a queue's scripts derive from its meta key `<own>:m` (the Lua key
+ * builders of lua/includes/: limit-keys, keyed-keys, newer-key): named here
+ * too, and test/key-builders.test.ts runs each builder against RedisLayout.
+ */
+function derivedKeys(own: string) {
+  return {
+    flow: `${own}:fc`,
+    rateWindow: `${own}:rl`,
+    newer: `${own}:v`,
+    keyedIds: `${own}:kid`,
+    keyedList: `${own}:kq:`,
+    keyRing: `${own}:ring`,
+    keysWaiting: `${own}:kw`,
+    keyRunning: `${own}:kf:`,
+    keyRate: `${own}:kr:`,
+  };
 }
 
 /**
@@ -105,6 +143,21 @@ export const LEASE_PIN = Buffer.concat([Buffer.from([0xff]), Buffer.from('pin: k
 
 /** The group of handlers registered without a `group` option. */
 export const DEFAULT_GROUP = 'default';
+
+/** A bucket of a queue's schedule: its events and due times (lua/includes/bucket-key.lua). */
+export function bucketKey(keys: TypeKeys, bucket: string): string {
+  return `${keys.schedule}:${bucket}`;
+}
+
+/** The READY events a reader of an older class version left for `version` (lua/includes/newer-key.lua). */
+export function newerListKey(keys: TypeKeys, version: string | number): string {
+  return `${keys.newer}:${version}`;
+}
+
+/** The READY events of one key, for a handler with the key option (lua/includes/keyed-keys.lua). */
+export function keyedListKey(keys: TypeKeys, key: string): string {
+  return `${keys.keyedList}${key}`;
+}
 
 export class RedisLayout {
   /** Keys by tag: every enqueue and claim asks, and building seven strings each time shows in profiles. */
@@ -177,7 +230,7 @@ export class RedisLayout {
       legacySchedule: `${base}:s`,
       ready: `${base}:r`,
       inFlight: `${base}:f`,
-      newer: `${base}:v`,
+      ...derivedKeys(base),
       moving: `${base}:mv`,
       moved: `${base}:mi`,
       dead: `${base}:d`,
@@ -225,7 +278,7 @@ export class RedisLayout {
       legacySchedule: `${own}:s`,
       ready: `${own}:r`,
       inFlight: `${own}:f`,
-      newer: `${own}:v`,
+      ...derivedKeys(own),
       moving: queue.moving,
       moved: queue.moved,
       dead: `${own}:d`,

@@ -1,5 +1,5 @@
 import type { RedisClient } from './redis-client';
-import type { TypeKeys } from './redis-layout';
+import { bucketKey, type TypeKeys } from './redis-layout';
 
 // Reading a type's schedule (state SCHEDULED): buckets of a sorted set each,
 // indexed by their earliest due (lua/includes/schedule-buckets-constants.lua
@@ -35,7 +35,7 @@ export async function isScheduled(client: RedisClient, keys: TypeKeys, id: strin
   const buckets = [...at];
   if (below[1] !== undefined) buckets.push(...(await client.zrange(keys.schedule, below[1], below[1], 'BYSCORE')));
   if (due === 0) buckets.push(...(await client.zrange(keys.schedule, '0', '-1')));
-  for (const bucket of buckets) if ((await client.zscore(`${keys.schedule}:${bucket}`, id)) !== null) return true;
+  for (const bucket of buckets) if ((await client.zscore(bucketKey(keys, bucket), id)) !== null) return true;
   return false;
 }
 
@@ -65,7 +65,7 @@ async function bucketEntries(client: RedisClient, keys: TypeKeys, from: number, 
     const names = await client.zrange(keys.schedule, String(start), String(start + chunk - 1));
     if (names.length === 0) break;
     const sizing = client.pipeline();
-    for (const name of names) sizing.zcard(`${keys.schedule}:${name}`);
+    for (const name of names) sizing.zcard(bucketKey(keys, name));
     const sizes = pipelineValues(await sizing.exec()) as number[];
     const ranges: Array<{ name: string; from: number; to: number }> = [];
     let wanted = count - entries.length;
@@ -82,7 +82,7 @@ async function bucketEntries(client: RedisClient, keys: TypeKeys, from: number, 
     }
     if (ranges.length === 0) continue;
     const reading = client.pipeline();
-    for (const r of ranges) reading.zrange(`${keys.schedule}:${r.name}`, String(r.from), String(r.to), 'WITHSCORES');
+    for (const r of ranges) reading.zrange(bucketKey(keys, r.name), String(r.from), String(r.to), 'WITHSCORES');
     for (const flat of pipelineValues(await reading.exec()) as string[][]) {
       for (let i = 0; i < flat.length; i += 2) entries.push({ id: flat[i]!, key: Number(flat[i + 1]) });
     }

@@ -283,7 +283,7 @@ export class StoredEvents {
     if (withFlags) pipeline.hlen(keys.pending).get(keys.paused).hkeys(keys.groups);
     pipeline.exists(keys.newer);
     // Ready events sorted by key (HandlerOptions.key) wait in their keys' lists; the counts of each are kept.
-    pipeline.hgetall(`${keys.meta.slice(0, -':m'.length)}:kw`);
+    pipeline.hgetall(keys.keysWaiting);
     const replies = (await pipeline.exec()) ?? [];
     const waitingByKey = Object.entries((replies[withFlags ? 10 : 7]?.[1] as Record<string, string> | undefined) ?? {}).filter(([, v]) => Number(v) > 0);
     const sortedByKey = waitingByKey.reduce((n, [, v]) => n + Number(v), 0);

@@ -1,6 +1,6 @@
 import { parseEnvelope } from '../core/envelope';
 import type { RedisClient } from './redis-client';
-import { DEFAULT_GROUP, type RedisLayout, type TypeKeys } from './redis-layout';
+import { DEFAULT_GROUP, keyedListKey, newerListKey, type RedisLayout, type TypeKeys } from './redis-layout';
 import type { NewerVersionWait } from './stored-types';
 
 /**
@@ -22,7 +22,7 @@ export async function newerVersions(client: RedisClient, keys: TypeKeys): Promis
   const versions = Object.keys(since);
   if (versions.length === 0) return [];
   const pipeline = client.pipeline();
-  for (const version of versions) pipeline.llen(`${keys.newer}:${version}`);
+  for (const version of versions) pipeline.llen(newerListKey(keys, version));
   const lengths = pipelineValues(await pipeline.exec()) as number[];
   return versions.map((version, i) => ({ version: Number(version), events: lengths[i]!, since: Number(since[version]) })).filter((w) => w.events > 0);
 }
@@ -49,11 +49,10 @@ export async function newerVersionWaits(client: RedisClient, layout: RedisLayout
  * have rewritten its body since it was left there).
  */
 export async function waitsForReader(client: RedisClient, keys: TypeKeys, id: string): Promise<boolean> {
-  const own = keys.meta.slice(0, -':m'.length);
-  const key = await client.hget(`${own}:kid`, id);
-  if (key !== null && (await client.lpos(`${own}:kq:${key}`, id)) !== null) return true;
+  const key = await client.hget(keys.keyedIds, id);
+  if (key !== null && (await client.lpos(keyedListKey(keys, key), id)) !== null) return true;
   const versions = await client.hkeys(keys.newer);
-  for (const version of versions) if ((await client.lpos(`${keys.newer}:${version}`, id)) !== null) return true;
+  for (const version of versions) if ((await client.lpos(newerListKey(keys, version), id)) !== null) return true;
   return false;
 }
 
@@ -69,9 +68,8 @@ const OLDEST_KEYS_READ = 100;
 export async function oldestReadyDue(client: RedisClient, keys: TypeKeys, readyHead: string | undefined, waitingKeys: readonly string[]): Promise<number | undefined> {
   const heads = readyHead === undefined ? [] : [readyHead];
   if (waitingKeys.length > 0) {
-    const own = keys.meta.slice(0, -':m'.length);
     const pipeline = client.pipeline();
-    for (const key of waitingKeys.slice(0, OLDEST_KEYS_READ)) pipeline.lindex(`${own}:kq:${key}`, 0);
+    for (const key of waitingKeys.slice(0, OLDEST_KEYS_READ)) pipeline.lindex(keyedListKey(keys, key), 0);
     for (const id of pipelineValues(await pipeline.exec())) if (typeof id === 'string') heads.push(id);
   }
   if (heads.length === 0) return undefined;

@@ -4,6 +4,8 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/faults/**/*.test.ts'],
+    // Builds the embedded Lua scripts and the dashboard's page, as for npm test.
+    globalSetup: ['test/support/global-setup.ts'],
     testTimeout: 600_000,
     hookTimeout: 60_000,
     fileParallelism: false,

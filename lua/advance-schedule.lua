@@ -5,11 +5,11 @@
 -- KEYS[1] recurring: recurring schedules hash (name -> definition JSON)
 -- KEYS[2] slotGuard: slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
--- ARGV[1] schedule name
--- ARGV[2] the definition as read
--- ARGV[3] the definition to store
--- Returns 1 when stored, 0 when the definition had changed (advanced, replaced or removed).
+-- ARGV[1] name (string): schedule name
+-- ARGV[2] read (string): the definition as read
+-- ARGV[3] to_store (string): the definition to store
+-- REPLY (number): 1 when stored, 0 when the definition had changed (advanced, replaced or removed).
 
-if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+if redis.call('HGET', KEYS[1], name) ~= read then return 0 end
+redis.call('HSET', KEYS[1], name, to_store)
 return 1

@@ -13,20 +13,18 @@
 -- KEYS[10] groups: group registry (includes/group-keys.lua)
 -- KEYS[11] pending: pending hash: an event delivered to named groups is removed from each
 -- KEYS[12] errorLog: error-log hash (id -> its last failures; includes/error-log-append.lua)
--- ARGV[1] id
--- ARGV[2] idempotency window ms: a cancelled id is marked for that long, so a
+-- ARGV[1] id (string): the event's id
+-- ARGV[2] window_ms (number): idempotency window ms: a cancelled id is marked for that long, so a
 --         late re-send of its enqueue does not bring it back (0: no mark)
--- Returns 1 when the event existed, 0 otherwise.
+-- REPLY (number): 1 when the event existed, 0 otherwise.
 -- @include envelope-parse
 -- @include now-ms
 -- @include remove-from-any-state
 
-local id = ARGV[1]
 local value = redis.call('HGET', KEYS[1], id)
 if not value then return 0 end
 redis.call('HDEL', KEYS[1], id)
 local _, due = envelope_parse(value)
 remove_from_any_state({ meta = KEYS[1], schedule = KEYS[2], ready = KEYS[3], in_flight = KEYS[4], dead = KEYS[5], errors = KEYS[6], error_log = KEYS[12], legacy = KEYS[7], groups = KEYS[10], pending = KEYS[11] }, id, due)
-local window = tonumber(ARGV[2])
-if window > 0 then redis.call('ZADD', KEYS[9], now_ms() + window, id) end
+if window_ms > 0 then redis.call('ZADD', KEYS[9], now_ms() + window_ms, id) end
 return 1

@@ -8,14 +8,14 @@
 -- KEYS[2] meta: meta hash (names the keyed lists and the flow hash)
 -- KEYS[3] slotGuard: slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
--- ARGV[1..] id, key of each
--- Returns how many ids were sorted.
+-- ARGV[1..] sorted {id: string, key: string}: each ready id and its key
+-- REPLY (number): how many ids were sorted.
 -- @include keyed-keys
 -- @include limit-keys
 
 local k = keyed_keys(KEYS[2])
 local moved = 0
-for i = 1, #ARGV, 2 do
+for i = sorted_at, sorted_at + 2 * sorted_n - 1, 2 do
   local id, key = ARGV[i], ARGV[i + 1]
   if redis.call('LREM', KEYS[1], 1, id) == 1 then
     redis.call('RPUSH', k.list .. key, id)

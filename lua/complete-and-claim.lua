@@ -27,44 +27,44 @@
 -- KEYS[12] errorLog: error-log hash (id -> its last failures; includes/error-log-append.lua)
 -- KEYS[13] handled: handled hash (id -> 'attempt|handled at|due|body'; includes/handled-keep.lua)
 -- KEYS[14] handledIndex: handled index zset (id -> handled at ms)
--- ARGV[1] most events to claim (0: only complete)
--- ARGV[2] lease ms
--- ARGV[3] max attempts
--- ARGV[4] idempotency window ms: completed ids are marked in the recent zset
---         for that long, so enqueueing one again is a duplicate (0: no marks)
--- ARGV[5] token of this claim, kept in the claim log with what it took ('': no log)
--- ARGV[6] how many of the events claimed start at once (free slots): their
---         leases are written started; the rest wait in the reader, not started
--- ARGV[7] n, how many start marks follow
--- ARGV[8 .. 7 + 2n] id, claim identity of each event claimed ahead whose handler started
--- ARGV[8 + 2n] c, how many confirmations follow (writes nothing)
--- ARGV[9 + 2n .. 8 + 2n + 2c] id, claim identity of each event claimed ahead that the
---         reader is about to start: refused unless its lease is still that
---         claim's and the type is not paused
--- Below, o = 8 + 2n + 2c, the position of the last confirmation's identity:
--- ARGV[o + 1] keepHandled: how many handled events to keep (0 or absent: none)
--- ARGV[o + 2] keepHandled: how long to keep them, ms (0: no age limit)
--- ARGV[o + 3] the newest class version the reader reads: an event written by a
---         newer one is not claimed but left, no attempt spent, in the queue's
---         list for its version (includes/newer-key.lua), which readers of that
+-- ARGV[1] most (number): most events to claim (0: only complete)
+-- ARGV[2] lease_ms (number): lease ms
+-- ARGV[3] max_attempts (number): max attempts
+-- ARGV[4] window_ms (number): idempotency window ms: completed ids are marked in the
+--         recent zset for that long, so enqueueing one again is a duplicate (0: no marks)
+-- ARGV[5] token (string): token of this claim, kept in the claim log with what it took
+--         ('': no log)
+-- ARGV[6] start_now (number): how many of the events claimed start at once (free slots):
+--         their leases are written started; the rest wait in the reader, not started
+-- ARGV[7] keep_count (number): keepHandled: how many handled events to keep (0: none)
+-- ARGV[8] keep_age (number): keepHandled: how long to keep them, ms (0: no age limit)
+-- ARGV[9] max_version (number): the newest class version the reader reads: an event
+--         written by a newer one is not claimed but left, no attempt spent, in the
+--         queue's list for its version (includes/newer-key.lua), which readers of that
 --         version or newer take from first
--- ARGV[o + 4] '1' when the reader sorts ready events by key (its handler's key
+-- ARGV[10] sorts_by_key (flag): the reader sorts ready events by key (its handler's key
 --         option, lua/classify.lua): its claims are stamped in the flow hash
---         (kseen). '' when not: while the queue is keyed it takes from the
+--         (kseen). When not: while the queue is keyed it takes from the
 --         ready list only once no reader that sorts has claimed for
 --         SORTER_GONE_MS, so that no event is left unsorted there once the
 --         handlers that sorted stopped, and per-key limits hold while they run
--- ARGV[o + 5 ..] id, claim identity of each succeeded event
--- Returns {Redis now ms, {position of each succeeded event not completed},
+-- ARGV[11..] started {id: string, claim: number}: each event claimed ahead whose handler
+--         started, and the identity of the claim that took it
+-- ARGV[..] confirmations {id: string, claim: number}: each event claimed ahead that the
+--         reader is about to start (writes nothing): refused unless its lease is still
+--         that claim's and the type is not paused
+-- ARGV[..] successes {id: string, claim: number}: each succeeded event
+-- REPLY {now: number, stale: number[], claimed: string[], dead: unknown[], paused: flag, claim_score: string, left: number, throttled_ms: number, freed: flag, refused: number[]}:
+--          Redis now ms, {position of each succeeded event not completed},
 --          {id, envelope, ...} claimed, {id, attempt, ...} dead-lettered,
---          1 if paused, identity of this claim's leases (not-started score) or '',
+--          paused, identity of this claim's leases (not-started score) or '',
 --          how many events this call left for a newer version,
 --          ms to wait when the queue's limits left no room (-1: until a running
 --          call ends; 0: not held back; includes/limit-room.lua),
---          1 if completions freed room a claim had found missing,
+--          whether completions freed room a claim had found missing,
 --          {position (from 1) of each confirmation refused: its lease is no
 --          longer that claim's (cancelled, replaced, expired; the handler must
---          not start), or the type is paused (it goes back unstarted)}}.
+--          not start), or the type is paused (it goes back unstarted)}.
 -- The claim takes no more than the queue's limits allow (src/service/flow-control.ts).
 -- Positions count the succeeded events from 1. Listing the stale ones, not a
 -- flag per event, keeps the usual reply (every success completed) short.
@@ -98,16 +98,15 @@ local flow = redis.call('HMGET', flow_key, unpack(FLOW_FIELDS))
 local stale = {}
 local removed = {}
 local now, now_us = now_ms_us()
-local n_starts = tonumber(ARGV[7])
-if n_starts > 0 then
+if started_n > 0 then
   -- A started lease keeps its claim's identity with its last bit set; one
   -- that changed meanwhile (expired, replaced) is no longer this claim's.
   local ids = {}
-  for i = 8, 7 + 2 * n_starts, 2 do ids[#ids + 1] = ARGV[i] end
+  for i = started_at, started_at + 2 * started_n - 1, 2 do ids[#ids + 1] = ARGV[i] end
   local leased = redis.call('ZMSCORE', KEYS[2], unpack(ids))
   local marks = {}
   for k, id in ipairs(ids) do
-    local identity = tonumber(ARGV[7 + 2 * k])
+    local identity = tonumber(ARGV[started_at - 1 + 2 * k])
     if leased[k] and tonumber(leased[k]) == identity then
       marks[#marks + 1] = string.format('%.0f', identity + 1)
       marks[#marks + 1] = id
@@ -115,37 +114,29 @@ if n_starts > 0 then
   end
   if #marks > 0 then redis.call('ZADD', KEYS[2], 'XX', unpack(marks)) end
 end
-local n_confirms = tonumber(ARGV[8 + 2 * n_starts] or '0')
 -- Paused: nothing is claimed, and no event held ahead is confirmed (the reader gives them back).
-local paused = (tonumber(ARGV[1]) > 0 or n_confirms > 0) and redis.call('EXISTS', KEYS[11]) == 1
+local paused = (most > 0 or confirmations_n > 0) and redis.call('EXISTS', KEYS[11]) == 1
 local refused = {}
-if n_confirms > 0 then
-  local first = 9 + 2 * n_starts
+if confirmations_n > 0 then
   local ids = {}
-  for i = first, first + 2 * n_confirms - 1, 2 do ids[#ids + 1] = ARGV[i] end
+  for i = confirmations_at, confirmations_at + 2 * confirmations_n - 1, 2 do ids[#ids + 1] = ARGV[i] end
   -- A lease that changed meanwhile (cancelled, replaced, expired) is no longer this claim's.
   local leased = paused and {} or redis.call('ZMSCORE', KEYS[2], unpack(ids))
-  for k = 1, n_confirms do
-    if not (leased[k] and lease_fences(tonumber(leased[k]), tonumber(ARGV[first - 1 + 2 * k]))) then refused[#refused + 1] = k end
+  for k = 1, confirmations_n do
+    if not (leased[k] and lease_fences(tonumber(leased[k]), tonumber(ARGV[confirmations_at - 1 + 2 * k]))) then refused[#refused + 1] = k end
   end
 end
-local o = 8 + 2 * n_starts + 2 * n_confirms
-local keep_count = tonumber(ARGV[o + 1] or '0')
-local keep_age = tonumber(ARGV[o + 2] or '0')
-local max_version = tonumber(ARGV[o + 3] or '') or math.huge
-local sorts_by_key = ARGV[o + 4] == '1'
 -- Instances with the key option beside ones without (a deploy changing it, a mismatch the log warns of):
 -- those without leave the ready list to those with it while these claim, and take over once they are gone.
 local SORTER_GONE_MS = 60000
 local sorter_here = flow[13] and now - tonumber(flow[13]) < SORTER_GONE_MS
-if sorts_by_key and tonumber(ARGV[1]) > 0 then redis.call('HSET', flow_key, 'kseen', now) end
-local first_success = o + 5
-if #ARGV >= first_success then
+if sorts_by_key and most > 0 then redis.call('HSET', flow_key, 'kseen', now) end
+if successes_n > 0 then
   local ids = {}
-  for i = first_success, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
+  for i = successes_at, successes_at + 2 * successes_n - 1, 2 do ids[#ids + 1] = ARGV[i] end
   local leased = redis.call('ZMSCORE', KEYS[2], unpack(ids))
   for k, id in ipairs(ids) do
-    if leased[k] and lease_fences(tonumber(leased[k]), tonumber(ARGV[first_success - 1 + 2 * k])) then
+    if leased[k] and lease_fences(tonumber(leased[k]), tonumber(ARGV[successes_at - 1 + 2 * k])) then
       removed[#removed + 1] = id
     else
       stale[#stale + 1] = k
@@ -182,13 +173,12 @@ if #ARGV >= first_success then
       end
       for _, id in ipairs(groups_release(KEYS[9], delivered)) do finished[#finished + 1] = id end
     end
-    local window = tonumber(ARGV[4])
     if #finished > 0 then
       redis.call('HDEL', KEYS[10], unpack(finished))
-      if window > 0 then
+      if window_ms > 0 then
         -- One score for every mark, written once rather than converted from a number per mark.
         local marks = {}
-        local until_ms = string.format('%d', now + window)
+        local until_ms = string.format('%d', now + window_ms)
         for i, id in ipairs(finished) do
           marks[2 * i - 1] = until_ms
           marks[2 * i] = id
@@ -211,7 +201,7 @@ if #removed > 0 and flow[5] then
 end
 
 local claimed, dead = {}, {}
-local count = tonumber(ARGV[1])
+local count = most
 if paused then
   if #removed > 0 then lease_unpin_if_idle(KEYS[2]) end
   return {now, stale, claimed, dead, 1, '', 0, 0, freed, refused}
@@ -281,13 +271,11 @@ end
 if not ids then
   if #removed > 0 then lease_unpin_if_idle(KEYS[2]) end
   -- The reader goes idle: its last claim was answered, so its log can go.
-  if count > 0 and ARGV[5] ~= '' then redis.call('DEL', KEYS[8]) end
+  if count > 0 and token ~= '' then redis.call('DEL', KEYS[8]) end
   return {now, stale, claimed, dead, 0, '', 0, 0, freed, refused}
 end
 
-local not_started, started = lease_claim_scores(now + tonumber(ARGV[2]), now_us)
-local start_now = tonumber(ARGV[6])
-local max_attempts = tonumber(ARGV[3])
+local not_started, started = lease_claim_scores(now + lease_ms, now_us)
 local values = redis.call('HMGET', KEYS[3], unpack(ids))
 -- A named group's header carries its attempt and due time; the body is the type's.
 local bodies = group_queue and redis.call('HMGET', KEYS[10], unpack(ids))
@@ -339,10 +327,10 @@ end
 if n_leases > 0 then
   redis.call('ZADD', KEYS[2], LEASE_PIN_SCORE, LEASE_PIN, unpack(leases))
   -- Overwrites the reader's previous log: a reader has one claim in flight at a time.
-  if ARGV[5] ~= '' then redis.call('SET', KEYS[8], ARGV[5] .. ':' .. cmsgpack.pack(leases), 'PX', ARGV[2]) end
+  if token ~= '' then redis.call('SET', KEYS[8], token .. ':' .. cmsgpack.pack(leases), 'PX', lease_ms) end
   -- Each call of a key counts against the key's own limits while it runs.
   if key_of then
-    local lease_until = now + tonumber(ARGV[2])
+    local lease_until = now + lease_ms
     local kper = tonumber(flow[8] or '')
     for k = 1, n_claimed, 2 do
       local id = claimed[k]
@@ -350,7 +338,7 @@ if n_leases > 0 then
       if key then
         local kk = keyed_keys(KEYS[3])
         redis.call('ZADD', kk.running .. key, lease_until, id)
-        expire_optional(kk.running .. key, tonumber(ARGV[2]) + 1000)
+        expire_optional(kk.running .. key, lease_ms + 1000)
         redis.call('HSET', kk.id_key, id, key)
         if kper then
           redis.call('ZADD', kk.rate .. key, now, not_started .. ':' .. k)

@@ -8,11 +8,11 @@
 -- KEYS[5] slotGuard: slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
 -- KEYS[6] errorLog: error-log hash (id -> its last failures; includes/error-log-append.lua)
--- ARGV[1] id
--- ARGV[2] identity of the claim that ran it (its not-started lease score)
--- ARGV[3] attempt
--- ARGV[4] reason
--- Returns 1 when dead-lettered, 0 when the claim was stale.
+-- ARGV[1] id (string): the event's id
+-- ARGV[2] claim (number): identity of the claim that ran it (its not-started lease score)
+-- ARGV[3] attempt (number): the attempt that ran
+-- ARGV[4] reason (string): why it is dead-lettered
+-- REPLY (number): 1 when dead-lettered, 0 when the claim was stale.
 -- @include envelope-make
 -- @include error-log-append
 -- @include envelope-parse
@@ -21,9 +21,8 @@
 -- @include lease-remove
 -- @include now-ms
 
-local id = ARGV[1]
 local score = redis.call('ZSCORE', KEYS[2], id)
-if not score or not lease_fences(tonumber(score), tonumber(ARGV[2])) then return 0 end
+if not score or not lease_fences(tonumber(score), claim) then return 0 end
 local value = redis.call('HGET', KEYS[1], id)
 if not value then return 0 end
 lease_remove(KEYS[2], id)
@@ -32,10 +31,10 @@ keyed_release(KEYS[1], { id })
 -- A value without a header (corrupted by hand) is kept as it is: it is the evidence.
 if string.match(value, '^%d+|%d+|') then
   local _, due, body = envelope_parse(value)
-  redis.call('HSET', KEYS[1], id, envelope_make(tonumber(ARGV[3]), due, body))
+  redis.call('HSET', KEYS[1], id, envelope_make(attempt, due, body))
 end
 local now = now_ms()
 redis.call('ZADD', KEYS[3], now, id)
-redis.call('HSET', KEYS[4], id, ARGV[4])
-error_log_append(KEYS[6], id, tonumber(ARGV[3]), now, ARGV[4])
+redis.call('HSET', KEYS[4], id, reason)
+error_log_append(KEYS[6], id, attempt, now, reason)
 return 1

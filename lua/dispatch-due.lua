@@ -25,34 +25,35 @@
 -- KEYS[13] handled: handled hash (the history, includes/handled-keep.lua)
 -- KEYS[14] handledIndex: handled index zset (id -> handled at ms): records older than
 --         ARGV[7] are dropped here, at most 1,000 a call
--- ARGV[1] most events to move in this call
--- ARGV[2] '1' when a handler of the default group runs here: once the type has
+-- ARGV[1] limit (number): most events to move in this call
+-- ARGV[2] default_here (flag): a handler of the default group runs here: once the type has
 --         named groups, the default group is registered too, so it keeps getting events
--- ARGV[3] a new marker value, when the caller registered something on this
+-- ARGV[3] new_marker (string): a new marker value, when the caller registered something on this
 --         queue (a named group) and so wants the marker's value; '' otherwise.
 --         A missing marker (Redis lost its data: a restart without persistence,
 --         FLUSHALL, a failover to an empty replica) is set to it. Every
 --         instance remembers the value it saw: a changed value tells each of
 --         them, not only the first to look, that its registrations are gone
--- ARGV[4] wake channel: when this call moved events to a ready list, it says
+-- ARGV[4] wake_channel (string): wake channel: when this call moved events to a ready list, it says
 --         so there ('<queue tag>|-1'), so that the readers of every instance
 --         look at once ('': say nothing)
--- ARGV[5] the queue's tag (a group's keys: its queue's)
--- ARGV[6] '1' when the caller saw this queue's marker before: a missing one
+-- ARGV[5] queue_tag (string): the queue's tag (a group's keys: its queue's)
+-- ARGV[6] marker_seen (flag): the caller saw this queue's marker before: a missing one
 --         now means Redis lost the registrations (not a queue never registered)
--- ARGV[7] keepHandled.ageMs: how long the history keeps a record ('' or 0: no age limit)
--- ARGV[8..] the groups the caller's instance handles on this queue ('default'
+-- ARGV[7] keep_age_ms (number): keepHandled.ageMs: how long the history keeps a record (0: no age limit)
+-- ARGV[8..] groups (string[]): the groups the caller's instance handles on this queue ('default'
 --         among them when a default-group handler runs there), given with
---         ARGV[3]. While the marker is missing they are registered again in
+--         new_marker. While the marker is missing they are registered again in
 --         this call, before anything moves, so an event that falls due right
---         after a data loss reaches them. When the loss is known (ARGV[6])
+--         after a data loss reaches them. When the loss is known (marker_seen)
 --         and the registry then lacks 'default', the events already in the
 --         default group's ready list (moved there while the registrations
 --         were missing, by an instance that could not restore them: nobody
 --         takes from it) are handed to every registered group.
--- Returns {moved due, moved with expired lease, next due ms or -1, Redis now ms,
---          the marker's value (ARGV[3] given) or '', events handed from the
---          default group's ready list to the named groups}.
+-- REPLY {moved_due: number, moved_expired: number, next_due: number, now: number, marker: string, handed_to_groups: number}:
+-- moved due, moved with expired lease, next due ms or -1, Redis now ms, the marker's
+-- value (new_marker given) or '', events handed from the default group's ready list
+-- to the named groups.
 -- @include envelope-make
 -- @include envelope-parse
 -- @include group-keys
@@ -68,7 +69,6 @@
 
 local UNSTARTED = 'lease expired before its handler started (the instance that claimed it ahead stopped); attempt not counted'
 
-local limit = tonumber(ARGV[1])
 local now = now_ms()
 
 -- The caller's groups, registered again (the marker was missing); 'default' only beside a named
@@ -77,11 +77,11 @@ local now = now_ms()
 -- event would have. Returns how many events were handed over.
 local function register_again(loss_known)
   local named = false
-  for i = 8, #ARGV do
+  for i = groups_at, groups_at + groups_n - 1 do
     if ARGV[i] ~= 'default' then named = true end
   end
   if not named then return 0 end
-  for i = 8, #ARGV do redis.call('HSETNX', KEYS[8], ARGV[i], now) end
+  for i = groups_at, groups_at + groups_n - 1 do redis.call('HSETNX', KEYS[8], ARGV[i], now) end
   if not loss_known or redis.call('HEXISTS', KEYS[8], 'default') == 1 then return 0 end
   local stranded = redis.call('LRANGE', KEYS[3], 0, -1)
   if #stranded == 0 then return 0 end
@@ -117,21 +117,21 @@ end
 
 local marker = ''
 local rescued = 0
-if (ARGV[3] or '') ~= '' then
+if new_marker ~= '' then
   marker = redis.call('GET', KEYS[12])
   if not marker then
     -- With pcall: at Redis's memory limit it is refused, and the script must go on freeing memory;
     -- then the value is not known yet, rather than new on every look.
-    local set = redis.pcall('SET', KEYS[12], ARGV[3])
-    marker = (type(set) == 'table' and set.err) and '' or ARGV[3]
-    if marker ~= '' then rescued = register_again(ARGV[6] == '1') end
+    local set = redis.pcall('SET', KEYS[12], new_marker)
+    marker = (type(set) == 'table' and set.err) and '' or new_marker
+    if marker ~= '' then rescued = register_again(marker_seen) end
   end
 end
 
 if redis.call('EXISTS', KEYS[10]) == 1 then return {0, 0, -1, now, marker, rescued} end
 -- Written once, and with pcall: at Redis's memory limit this write, the first
 -- of the call, is refused, and the script must still go on freeing memory.
-if ARGV[2] == '1' and redis.call('EXISTS', KEYS[8]) == 1 and redis.call('HEXISTS', KEYS[8], 'default') == 0 then
+if default_here and redis.call('EXISTS', KEYS[8]) == 1 and redis.call('HEXISTS', KEYS[8], 'default') == 0 then
   redis.pcall('HSET', KEYS[8], 'default', now)
 end
 
@@ -240,7 +240,7 @@ local function take_expired()
 end
 
 -- The history's records past keepHandled.ageMs: dropped as time passes, not only at the next completion.
-local keep_age = tonumber(ARGV[7] or '') or 0
+local keep_age = keep_age_ms
 if keep_age > 0 then handled_trim_age(KEYS[13], KEYS[14], now, keep_age) end
 
 -- Idempotency marks whose window ended: the head is the oldest, so one look
@@ -258,5 +258,5 @@ local expired = move_here(take_expired())
 local next_at = next_due(KEYS[1], KEYS[2])
 local legacy = tonumber(redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')[2])
 if legacy and (next_at < 0 or legacy < next_at) then next_at = legacy end
-if due + expired + rescued > 0 and (ARGV[4] or '') ~= '' then redis.call('PUBLISH', ARGV[4], ARGV[5] .. '|-1') end
+if due + expired + rescued > 0 and wake_channel ~= '' then redis.call('PUBLISH', wake_channel, queue_tag .. '|-1') end
 return {due, expired, next_at, now, marker, rescued}

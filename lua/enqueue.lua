@@ -2,41 +2,42 @@
 -- for one event or a batch of events of one type.
 -- KEYS[1] meta: meta hash      (id -> envelope)
 -- KEYS[2] schedule: schedule index (bucket -> earliest due ms; see includes/schedule-buckets-constants.lua)
--- KEYS[3] ready: ready list
--- KEYS[4] inFlight: in-flight zset (id -> lease score, includes/lease-constants.lua)
--- KEYS[5] dead: dead zset      (id -> dead-lettered at ms)
--- KEYS[6] errors: errors hash    (id -> last error)
--- KEYS[7] legacySchedule: legacy schedule zset (id -> due ms), written by 0.1; only emptied
--- KEYS[8] slotGuard: slot guard: never written; declared so that Redis refuses the script
---         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
--- KEYS[9] recent: recent zset    (id -> end of its idempotency window ms): ids handled or
+-- KEYS[3] recent: recent zset    (id -> end of its idempotency window ms): ids handled or
 --         cancelled lately; enqueueing one again without replace is a duplicate
+-- KEYS[4] slotGuard: slot guard: never written; declared so that Redis refuses the script
+--         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
+-- KEYS[5] ready: ready list
+-- KEYS[6] inFlight: in-flight zset (id -> lease score, includes/lease-constants.lua)
+-- KEYS[7] dead: dead zset      (id -> dead-lettered at ms)
+-- KEYS[8] errors: errors hash    (id -> last error)
+-- KEYS[9] legacySchedule: legacy schedule zset (id -> due ms), written by 0.1; only emptied
 -- KEYS[10] groups: group registry (includes/group-keys.lua)
 -- KEYS[11] pending: pending hash: a replaced event delivered to named groups leaves each
 -- KEYS[12] errorLog: error-log hash (id -> its last failures; includes/error-log-append.lua)
--- ARGV[1] '1' to replace stored events, '0' to leave them as they are
--- ARGV[2] wake channel
--- ARGV[3] wake message (the type's key tag)
--- ARGV[4..] per event: id, body json, due ('+<ms from Redis now>' or '<absolute ms>')
--- Returns one status per event: 1 stored, 0 already stored or handled within
+-- ARGV[1] replace (flag): replace stored events, rather than leave them as they are
+-- ARGV[2] wake_channel (string): wake channel
+-- ARGV[3] wake_tag (string): wake message (the type's key tag)
+-- ARGV[4..] events {id: string, body: string, due: string}: per event, its id, body json
+--         and due ('+<ms from Redis now>' or '<absolute ms>')
+-- REPLY (unknown[]): one status per event: 1 stored, 0 already stored or handled within
 -- the idempotency window (untouched), 2 replaced; for one event, its status
 -- alone (a number: Redis sends it for less than a list of one).
 --
 -- A call that does not replace reads and writes only the meta hash, the
 -- schedule and the recent zset. It may name just those and the slot guard,
--- as four keys, ARGV as above: seven keys fewer are less for the client to
--- write and for Redis to read on every enqueue.
+-- its first four keys, ARGV as above: eight keys fewer are less for the client
+-- to write and for Redis to read on every enqueue.
 -- KEYS(plain) meta schedule recent slotGuard
 
-local RECENT = KEYS[9] or KEYS[3]
+local RECENT = KEYS[3]
 
 -- One new event into a bucket that starts at or before its due time and has
 -- room: the most common call, taken before any helper below is defined, as
 -- defining them costs Redis more than this path's own work (~10.5 -> ~8 µs a
 -- call). It is schedule_target + schedule_fill of includes/schedule-buckets-constants.lua for
 -- that one case (BUCKET_MAX 64); everything else goes the general way.
-if #ARGV == 6 and ARGV[1] ~= '1' then
-  local spec, due = ARGV[6], nil
+if events_n == 1 and not replace then
+  local spec, due = ARGV[events_at + 2], nil
   if string.byte(spec, 1) == 43 then -- '+': relative to Redis's now
     local t = redis.call('TIME')
     due = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(string.sub(spec, 2))
@@ -57,11 +58,11 @@ if #ARGV == 6 and ARGV[1] ~= '1' then
       below = redis.call('ZRANGE', KEYS[2], printed, '-inf', 'BYSCORE', 'REV', 'LIMIT', 0, 1)[1]
     end
     -- An id handled lately goes the general way, which knows idempotency windows.
-    if below and not redis.call('ZSCORE', RECENT, ARGV[4]) then
+    if below and not redis.call('ZSCORE', RECENT, ARGV[events_at]) then
       local bucket = KEYS[2] .. ':' .. below
       if redis.call('ZCARD', bucket) < 64 then
-        if redis.call('HSETNX', KEYS[1], ARGV[4], '0|' .. printed .. '|' .. ARGV[5]) == 0 then return 0 end
-        redis.call('ZADD', bucket, printed, ARGV[4])
+        if redis.call('HSETNX', KEYS[1], ARGV[events_at], '0|' .. printed .. '|' .. ARGV[events_at + 1]) == 0 then return 0 end
+        redis.call('ZADD', bucket, printed, ARGV[events_at])
         return 1
       end
     end
@@ -74,12 +75,11 @@ end
 -- @include remove-from-any-state
 -- @include schedule-add
 
-local replace = ARGV[1] == '1'
 if replace and not KEYS[12] then
   return redis.error_reply('ERR enqueue: replacing needs all 12 keys, not the four of a plain enqueue')
 end
 -- The queue's keys for remove_from_any_state: only a replacing call (all 12 keys) removes.
-local QUEUE = replace and { meta = KEYS[1], schedule = KEYS[2], ready = KEYS[3], in_flight = KEYS[4], dead = KEYS[5], errors = KEYS[6], error_log = KEYS[12], legacy = KEYS[7], groups = KEYS[10], pending = KEYS[11] } or nil
+local QUEUE = replace and { meta = KEYS[1], schedule = KEYS[2], ready = KEYS[5], in_flight = KEYS[6], dead = KEYS[7], errors = KEYS[8], error_log = KEYS[12], legacy = KEYS[9], groups = KEYS[10], pending = KEYS[11] } or nil
 local now
 local function due_of(due_spec)
   if string.byte(due_spec, 1) == 43 then -- '+': relative to Redis's now
@@ -105,7 +105,7 @@ end
 -- Dispatchers sleep until the earliest due time they know; when an event
 -- moved the schedule's earliest due time earlier, tell them.
 local function announce(due)
-  redis.call('PUBLISH', ARGV[2], ARGV[3] .. '|' .. due)
+  redis.call('PUBLISH', wake_channel, wake_tag .. '|' .. due)
 end
 
 -- Whether `mark` (a recent zset score) still holds its id's idempotency window.
@@ -116,13 +116,13 @@ local function within_window(mark)
 end
 
 -- One new event that needs a new bucket or the index changed: HSETNX tests and stores in one call.
-if #ARGV == 6 and not replace then
-  local id = ARGV[4]
+if events_n == 1 and not replace then
+  local id = ARGV[events_at]
   local mark = redis.call('ZSCORE', RECENT, id)
   if within_window(mark) then return 0 end
-  local due = due_of(ARGV[6])
+  local due = due_of(ARGV[events_at + 2])
   -- The store first: at Redis's memory limit it is refused, and nothing else changes.
-  if redis.call('HSETNX', KEYS[1], id, envelope_make(0, due, ARGV[5])) == 0 then return 0 end
+  if redis.call('HSETNX', KEYS[1], id, envelope_make(0, due, ARGV[events_at + 1])) == 0 then return 0 end
   if mark then redis.call('ZREM', RECENT, id) end
   if schedule_add(KEYS[2], { { due, id } }) then announce(due) end
   return 1
@@ -133,7 +133,7 @@ end
 -- appended to through counters: Lua 5.1 computes #t by a search on every use
 -- (~5% of a 250-event call).
 local ids, n = {}, 0
-for i = 4, #ARGV, 3 do n = n + 1 ids[n] = ARGV[i] end
+for i = events_at, events_at + 3 * events_n - 1, 3 do n = n + 1 ids[n] = ARGV[i] end
 local stored = redis.call('HMGET', KEYS[1], unpack(ids))
 -- Marks of ids handled or cancelled lately: within its window a mark makes a
 -- plain enqueue a duplicate; an expired one, or a replace, clears it.
@@ -146,7 +146,7 @@ local taken = {} -- id -> its place in schedule
 local earliest_new = -1
 for k = 1, n do
   local id = ids[k]
-  local body, due_spec = ARGV[2 + 3 * k], ARGV[3 + 3 * k]
+  local body, due_spec = ARGV[events_at - 2 + 3 * k], ARGV[events_at - 1 + 3 * k]
   local exists = stored[k] ~= false or taken[id] ~= nil
   local recent = not exists and not replace and within_window(marks[k])
   if marks[k] and not recent and not taken[id] then

@@ -19,11 +19,11 @@
 -- KEYS[10] recent: recent zset    (id -> end of its idempotency window ms)
 -- KEYS[11] slotGuard: slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
--- ARGV[1] token of the move
--- ARGV[2] wake channel ('' for none)
--- ARGV[3] wake message prefix (this queue's tag)
--- ARGV[4..] record json of each event (migrate-out.lua)
--- Returns how many events were stored.
+-- ARGV[1] token (string): token of the move
+-- ARGV[2] wake_channel (string): wake channel ('' for none)
+-- ARGV[3] wake_tag (string): wake message prefix (this queue's tag)
+-- ARGV[4..] records (string[]): record json of each event (migrate-out.lua)
+-- REPLY (number): how many events were stored.
 -- @include envelope-parse
 -- @include group-keys
 -- @include now-ms
@@ -32,7 +32,7 @@
 -- A resend of a move comes from its moving hash: within seconds, or after a crash, within hours at worst.
 local MOVE_TOKEN_KEPT_MS = 86400000
 
-if redis.call('ZSCORE', KEYS[9], ARGV[1]) then return 0 end
+if redis.call('ZSCORE', KEYS[9], token) then return 0 end
 local now = now_ms()
 redis.call('ZREMRANGEBYSCORE', KEYS[9], '-inf', now - MOVE_TOKEN_KEPT_MS)
 local stored = 0
@@ -50,7 +50,7 @@ local function store_in(k, id, state, due, dead)
   end
 end
 local own = { schedule = KEYS[2], ready = KEYS[3], dead = KEYS[4] }
-for i = 4, #ARGV do
+for i = records_at, records_at + records_n - 1 do
   local record = cjson.decode(ARGV[i])
   local id = record.id
   local mark = tonumber(redis.call('ZSCORE', KEYS[10], id) or '0')
@@ -74,9 +74,9 @@ for i = 4, #ARGV do
     end
   end
 end
-redis.call('ZADD', KEYS[9], now, ARGV[1])
-if ARGV[2] ~= '' then
-  if any_ready then redis.call('PUBLISH', ARGV[2], ARGV[3] .. '|-1') end
-  if earliest then redis.call('PUBLISH', ARGV[2], ARGV[3] .. '|' .. string.format('%d', earliest)) end
+redis.call('ZADD', KEYS[9], now, token)
+if wake_channel ~= '' then
+  if any_ready then redis.call('PUBLISH', wake_channel, wake_tag .. '|-1') end
+  if earliest then redis.call('PUBLISH', wake_channel, wake_tag .. '|' .. string.format('%d', earliest)) end
 end
 return stored

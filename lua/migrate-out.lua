@@ -19,9 +19,9 @@
 -- KEYS[11] moving: moving hash (id -> 'token|taken at ms|record json' of an event between partitions)
 -- KEYS[12] slotGuard: slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
--- ARGV[1] token of this move (the caller's batch)
--- ARGV[2..] ids
--- Returns {id, record json, ...} of the events taken out.
+-- ARGV[1] token (string): token of this move (the caller's batch)
+-- ARGV[2..] ids (string[]): the ids to move
+-- REPLY (string[]): {id, record json, ...} of the events taken out.
 -- @include envelope-parse
 -- @include group-keys
 -- @include groups-constants
@@ -52,7 +52,7 @@ for _, group in ipairs(named_groups(KEYS[9])) do
   if redis.call('HGET', KEYS[9], group) == GROUP_REMOVING then removing[#removing + 1] = group_keys(KEYS[1], group) end
 end
 local out = {}
-for i = 2, #ARGV do
+for i = ids_at, ids_at + ids_n - 1 do
   local id = ARGV[i]
   local value = redis.call('HGET', KEYS[1], id)
   local busy = value == nil or value == false or redis.call('ZSCORE', KEYS[4], id)
@@ -110,7 +110,7 @@ for i = 2, #ARGV do
     -- Held by no one any more (its last holder was a group being removed): it ends here.
     if record.state or #record.groups > 0 then
       local json = cjson.encode(record)
-      redis.call('HSET', KEYS[11], id, ARGV[1] .. '|' .. now .. '|' .. json)
+      redis.call('HSET', KEYS[11], id, token .. '|' .. now .. '|' .. json)
       out[#out + 1] = id
       out[#out + 1] = json
     end

@@ -7,10 +7,10 @@
 -- KEYS[2] sharedMeta: the type's meta hash, where bodies live
 -- KEYS[3] slotGuard: slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
--- ARGV[1] most ids
--- Returns {id, envelope (false when gone), ...}.
+-- ARGV[1] most (number): most ids
+-- REPLY (string[]): {id, envelope ('' when gone), ...}.
 
-local ids = redis.call('LRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)
+local ids = redis.call('LRANGE', KEYS[1], 0, most - 1)
 if #ids == 0 then return {} end
 local values = redis.call('HMGET', KEYS[2], unpack(ids))
 local out = {}

@@ -8,17 +8,17 @@
 -- KEYS[6] sharedMeta: the type's meta hash, where bodies live: KEYS[2] itself for the
 --         default group; a named group's KEYS[2] holds only headers
 -- KEYS[7] errorLog: error-log hash (id -> its last failures; includes/error-log-append.lua)
--- ARGV[1] most events to purge when no ids are given
--- ARGV[2..] ids to purge; none means the oldest ARGV[1] dead letters
--- Returns how many events were purged.
+-- ARGV[1] most (number): most events to purge when no ids are given
+-- ARGV[2..] ids (string[]): ids to purge; none means the oldest `most` dead letters
+-- REPLY (number): how many events were purged.
 -- @include groups-release
 
 local group_queue = KEYS[6] ~= KEYS[2]
 local ids = {}
-if #ARGV > 1 then
-  for i = 2, #ARGV do ids[#ids + 1] = ARGV[i] end
+if ids_n > 0 then
+  for i = ids_at, ids_at + ids_n - 1 do ids[#ids + 1] = ARGV[i] end
 else
-  ids = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)
+  ids = redis.call('ZRANGE', KEYS[1], 0, most - 1)
 end
 
 local purged = 0

@@ -8,12 +8,13 @@
 -- KEYS[3] meta: meta hash (names the queue's flow hash, includes/limit-keys.lua)
 -- KEYS[4] slotGuard: slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
--- ARGV[1] id
--- ARGV[2] identity of the claim that ran it (its not-started lease score)
--- ARGV[3] how long to hold the queue, ms
--- Returns {1 when given back, 0 when the claim was stale (the hold is set either way:
--- the provider's word holds for every call), ms until the queue's hold ends (a longer
--- one already set included): the caller wakes the readers of every instance then}.
+-- ARGV[1] id (string): the event's id
+-- ARGV[2] claim (number): identity of the claim that ran it (its not-started lease score)
+-- ARGV[3] hold_ms (number): how long to hold the queue, ms
+-- REPLY {given_back: flag, held_ms: number}: given back (false when the claim was stale;
+-- the hold is set either way: the provider's word holds for every call), and ms until the
+-- queue's hold ends (a longer one already set included): the caller wakes the readers of
+-- every instance then.
 -- @include lease-fences
 -- @include keyed-release
 -- @include lease-give-back
@@ -22,14 +23,14 @@
 
 local flow_key = limit_keys(KEYS[3])
 local now = now_ms()
-local until_ms = now + tonumber(ARGV[3])
+local until_ms = now + hold_ms
 local held = tonumber(redis.call('HGET', flow_key, 'hold') or '') or 0
 if held < until_ms then
   redis.call('HSET', flow_key, 'hold', string.format('%d', until_ms))
   held = until_ms
 end
-local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if not score or not lease_fences(tonumber(score), tonumber(ARGV[2])) then return {0, held - now} end
-lease_give_back(KEYS[1], KEYS[2], { ARGV[1] })
-keyed_release(KEYS[3], { ARGV[1] })
+local score = redis.call('ZSCORE', KEYS[1], id)
+if not score or not lease_fences(tonumber(score), claim) then return {0, held - now} end
+lease_give_back(KEYS[1], KEYS[2], { id })
+keyed_release(KEYS[3], { id })
 return {1, held - now}

@@ -9,12 +9,12 @@
 -- KEYS[3] marker: the queue's marker: set with its first registration and never removed,
 --         so that its absence tells the instances that Redis lost their
 --         registrations (dispatch-due.lua)
--- ARGV[1] group name
--- ARGV[2] the marker's value, if it has none yet
--- Returns 1 when newly registered, 0 when it already was (or is the default
+-- ARGV[1] group (string): group name
+-- ARGV[2] marker (string): the marker's value, if it has none yet
+-- REPLY (number): 1 when newly registered, 0 when it already was (or is the default
 -- group of a type without named groups, which needs no registry).
 -- @include now-ms
 
-if ARGV[1] == 'default' and redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-redis.call('SET', KEYS[3], ARGV[2], 'NX')
-return redis.call('HSETNX', KEYS[1], ARGV[1], now_ms())
+if group == 'default' and redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('SET', KEYS[3], marker, 'NX')
+return redis.call('HSETNX', KEYS[1], group, now_ms())

@@ -9,8 +9,8 @@
 -- KEYS[3] ready: ready list
 -- KEYS[4] slotGuard: slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
--- ARGV[1] token of the claim whose reply was lost
--- Returns how many events went back to the head of the ready list.
+-- ARGV[1] token (string): token of the claim whose reply was lost
+-- REPLY (number): how many events went back to the head of the ready list.
 -- @include lease-fences
 -- @include lease-give-back
 
@@ -18,7 +18,7 @@ local log = redis.call('GET', KEYS[1])
 if not log then return 0 end
 local cut = string.find(log, ':', 1, true)
 -- Another token: the lost call never ran, and the log is of a claim its reader got.
-if not cut or string.sub(log, 1, cut - 1) ~= ARGV[1] then return 0 end
+if not cut or string.sub(log, 1, cut - 1) ~= token then return 0 end
 redis.call('DEL', KEYS[1])
 
 local leases = cmsgpack.unpack(string.sub(log, cut + 1))

@@ -10,9 +10,10 @@
 -- KEYS[3] sharedMeta: the type's meta hash (bodies; the group's keys sit under the same base)
 -- KEYS[4] slotGuard: slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
--- ARGV[1] group name (never 'default')
--- ARGV[2] most events to drop in this call
--- Returns {1 if the group was registered (not already being removed) when this call began, events left in it}.
+-- ARGV[1] group (string): group name (never 'default')
+-- ARGV[2] most (number): most events to drop in this call
+-- REPLY {existed: flag, left: number}: whether the group was registered (not already being
+-- removed) when this call began, and the events left in it.
 -- @include group-keys
 -- @include groups-constants
 -- @include groups-release
@@ -20,12 +21,12 @@
 -- @include limit-keys
 -- @include newer-key
 
-local was = redis.call('HGET', KEYS[1], ARGV[1])
+local was = redis.call('HGET', KEYS[1], group)
 if not was then return {0, 0} end
 local existed = was ~= GROUP_REMOVING and 1 or 0
-if existed == 1 then redis.call('HSET', KEYS[1], ARGV[1], GROUP_REMOVING) end
-local g = group_keys(KEYS[3], ARGV[1])
-local ids = redis.call('HRANDFIELD', g.meta, tonumber(ARGV[2]))
+if existed == 1 then redis.call('HSET', KEYS[1], group, GROUP_REMOVING) end
+local g = group_keys(KEYS[3], group)
+local ids = redis.call('HRANDFIELD', g.meta, most)
 if #ids > 0 then
   redis.call('HDEL', g.meta, unpack(ids))
   -- Their leases and dead letters go too: a handler of the group still running
@@ -55,6 +56,6 @@ if left == 0 then
   -- And its flow state: limits, hold, rate window.
   local flow_key, rate_key = limit_keys(g.meta)
   redis.call('UNLINK', flow_key, rate_key)
-  redis.call('HDEL', KEYS[1], ARGV[1])
+  redis.call('HDEL', KEYS[1], group)
 end
 return {existed, left}

@@ -6,23 +6,23 @@
 -- KEYS[5] slotGuard: slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
 -- KEYS[6] errorLog: error-log hash (id -> its last failures; includes/error-log-append.lua)
--- ARGV[1] wake channel
--- ARGV[2] wake message (the type's key tag)
--- ARGV[3] most events to replay when no ids are given
--- ARGV[4..] ids to replay; none means the oldest ARGV[3] dead letters
--- Returns {how many events were replayed, how many dead letters were taken}:
--- a dead letter whose envelope is gone (deleted by hand) is taken and dropped,
--- as there is nothing to replay.
+-- ARGV[1] wake_channel (string): wake channel
+-- ARGV[2] wake_tag (string): wake message (the type's key tag)
+-- ARGV[3] most (number): most events to replay when no ids are given
+-- ARGV[4..] ids (string[]): ids to replay; none means the oldest `most` dead letters
+-- REPLY {done: number, taken: number}: how many events were replayed, how many dead
+-- letters were taken: a dead letter whose envelope is gone (deleted by hand) is taken
+-- and dropped, as there is nothing to replay.
 -- @include envelope-make
 -- @include envelope-parse
 -- @include now-ms
 -- @include schedule-add
 
 local ids = {}
-if #ARGV > 3 then
-  for i = 4, #ARGV do ids[#ids + 1] = ARGV[i] end
+if ids_n > 0 then
+  for i = ids_at, ids_at + ids_n - 1 do ids[#ids + 1] = ARGV[i] end
 else
-  ids = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[3]) - 1)
+  ids = redis.call('ZRANGE', KEYS[1], 0, most - 1)
 end
 
 local now = now_ms()
@@ -46,6 +46,6 @@ for _, id in ipairs(ids) do
 end
 if replayed > 0 then
   schedule_add(KEYS[2], schedule)
-  redis.call('PUBLISH', ARGV[1], ARGV[2] .. '|' .. now)
+  redis.call('PUBLISH', wake_channel, wake_tag .. '|' .. now)
 end
 return {replayed, taken}

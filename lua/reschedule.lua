@@ -9,11 +9,11 @@
 -- KEYS[4] legacySchedule: legacy schedule zset (id -> due ms), written by 0.1; only emptied
 -- KEYS[5] slotGuard: slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
--- ARGV[1] wake channel
--- ARGV[2] wake message (the type's key tag)
--- ARGV[3] id
--- ARGV[4] new due: '+<ms from Redis now>' or '<absolute ms>'
--- Returns the new due ms, or -1 when the event is not stored, or is in flight or dead.
+-- ARGV[1] wake_channel (string): wake channel
+-- ARGV[2] wake_tag (string): wake message (the type's key tag)
+-- ARGV[3] id (string): the event's id
+-- ARGV[4] due_spec (string): new due: '+<ms from Redis now>' or '<absolute ms>'
+-- REPLY (number): the new due ms, or -1 when the event is not stored, or is in flight or dead.
 -- @include envelope-make
 -- @include envelope-parse
 -- @include keyed-remove
@@ -22,7 +22,6 @@
 -- @include schedule-add
 -- @include schedule-remove
 
-local id = ARGV[3]
 local value = redis.call('HGET', KEYS[1], id)
 if not value then return -1 end
 local attempt, due, body = envelope_parse(value)
@@ -35,7 +34,7 @@ if not schedule_remove(KEYS[2], id, due)
   return -1
 end
 
-local spec, new_due = ARGV[4], nil
+local spec, new_due = due_spec, nil
 if string.byte(spec, 1) == 43 then -- '+': relative to Redis's now
   new_due = now_ms() + tonumber(string.sub(spec, 2))
 else
@@ -44,6 +43,6 @@ end
 redis.call('HSET', KEYS[1], id, envelope_make(attempt, new_due, body))
 -- Dispatchers sleep until the earliest due time they know: tell them when it moved earlier.
 if schedule_add(KEYS[2], { { new_due, id } }) then
-  redis.call('PUBLISH', ARGV[1], ARGV[2] .. '|' .. new_due)
+  redis.call('PUBLISH', wake_channel, wake_tag .. '|' .. new_due)
 end
 return new_due

@@ -7,12 +7,12 @@
 -- KEYS[5] slotGuard: slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
 -- KEYS[6] errorLog: error-log hash (id -> its last failures; includes/error-log-append.lua)
--- ARGV[1] id
--- ARGV[2] identity of the claim that ran it (its not-started lease score)
--- ARGV[3] attempt that failed
--- ARGV[4] backoff ms
--- ARGV[5] error text
--- Returns the new due ms, or -1 when the claim was stale.
+-- ARGV[1] id (string): the event's id
+-- ARGV[2] claim (number): identity of the claim that ran it (its not-started lease score)
+-- ARGV[3] attempt (number): attempt that failed
+-- ARGV[4] backoff_ms (number): backoff ms
+-- ARGV[5] error_text (string): error text
+-- REPLY (number): the new due ms, or -1 when the claim was stale.
 -- @include envelope-make
 -- @include error-log-append
 -- @include envelope-parse
@@ -22,20 +22,18 @@
 -- @include now-ms
 -- @include schedule-add
 
-local id = ARGV[1]
 local score = redis.call('ZSCORE', KEYS[2], id)
-if not score or not lease_fences(tonumber(score), tonumber(ARGV[2])) then return -1 end
+if not score or not lease_fences(tonumber(score), claim) then return -1 end
 local value = redis.call('HGET', KEYS[1], id)
 if not value then return -1 end
 local _, _, body = envelope_parse(value)
-local attempt = tonumber(ARGV[3])
 lease_remove(KEYS[2], id)
 -- Its key's concurrency (HandlerOptions.perKey) is free again.
 keyed_release(KEYS[1], { id })
 
-local due = now_ms() + tonumber(ARGV[4])
+local due = now_ms() + backoff_ms
 redis.call('HSET', KEYS[1], id, envelope_make(attempt, due, body))
 schedule_add(KEYS[3], { { due, id } })
-redis.call('HSET', KEYS[4], id, ARGV[5])
-error_log_append(KEYS[6], id, attempt, due - tonumber(ARGV[4]), ARGV[5])
+redis.call('HSET', KEYS[4], id, error_text)
+error_log_append(KEYS[6], id, attempt, due - backoff_ms, error_text)
 return due

@@ -7,13 +7,14 @@
 -- KEYS[1] sharedMeta: the type's meta hash, where bodies live
 -- KEYS[2] slotGuard: slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
--- ARGV[1..] per event: id, the body as read, the body to store instead
--- Returns how many bodies were rewritten.
+-- ARGV[1..] bodies {id: string, from: string, to: string}: per event, its id, the body
+--           as read, the body to store instead
+-- REPLY (number): how many bodies were rewritten.
 -- @include envelope-make
 -- @include envelope-parse
 
 local ids = {}
-for i = 1, #ARGV, 3 do ids[#ids + 1] = ARGV[i] end
+for i = bodies_at, bodies_at + 3 * bodies_n - 1, 3 do ids[#ids + 1] = ARGV[i] end
 if #ids == 0 then return 0 end
 local values = redis.call('HMGET', KEYS[1], unpack(ids))
 local pairs_out = {}
@@ -21,9 +22,9 @@ for k, id in ipairs(ids) do
   local value = values[k]
   if value then
     local attempt, due, body = envelope_parse(value)
-    if body == ARGV[3 * k - 1] then
+    if body == ARGV[bodies_at + 3 * k - 2] then
       pairs_out[#pairs_out + 1] = id
-      pairs_out[#pairs_out + 1] = envelope_make(attempt, due, ARGV[3 * k])
+      pairs_out[#pairs_out + 1] = envelope_make(attempt, due, ARGV[bodies_at + 3 * k - 1])
     end
   end
 end

@@ -6,6 +6,8 @@
 //   dist/cjs/<entry>.cjs      CommonJS, what `require` loads       (+ .map)
 //   dist/types/**/*.d.ts      declarations, by tsc                 (+ .d.ts.map)
 //   dist/types/<entry>.d.mts  the same declarations, for `import`
+//   dist/lua/<script>.lua     each script as Redis runs it (includes inlined, arguments
+//                             named), for producers in other languages: ./lua/* in exports
 //
 // It writes to stderr only: `npm pack --json` prints the build's stdout into its JSON.
 //
@@ -27,6 +29,7 @@ import { createRequire } from 'node:module';
 import { basename, dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
+import { writeAssembledScripts } from './embed-lua.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const DIST = join(ROOT, 'dist');
@@ -158,6 +161,8 @@ function checkManifestTargets() {
     else if (value && typeof value === 'object') Object.values(value).forEach(walk);
   };
   walk(manifest.exports);
+  // A subpath pattern (./lua/*) names a directory's files, not one file.
+  for (let i = targets.length - 1; i >= 0; i--) if (targets[i].includes('*')) targets[i] = dirname(targets[i]);
   walk([manifest.main, manifest.module, manifest.types, manifest.bin]);
   const missing = targets.filter((target) => !existsSync(join(ROOT, target)));
   if (missing.length > 0) throw new Error(`package.json names files the build did not write: ${missing.join(', ')}`);
@@ -169,6 +174,7 @@ mkdirSync(DIST);
 const builds = await Promise.all([...ENTRIES.flatMap((entry) => [bundle(entry, 'esm'), bundle(entry, 'cjs')]), ...BINS.map((bin) => bundle(bin, 'cjs'))]);
 checkOneCopyEach(builds);
 for (const bin of BINS) chmodSync(join(DIST, bin.dir, `${bin.name}.cjs`), 0o755);
+writeAssembledScripts(join(DIST, 'lua'));
 declarations();
 checkManifestTargets();
 console.error(`built dist/ (${ENTRIES.map((e) => e.subpath).join(', ')}; ${BINS.map((b) => `${b.dir}/${b.name}.cjs`).join(', ')}) in ${Math.round(performance.now() - started)} ms`);

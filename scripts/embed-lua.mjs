@@ -13,20 +13,25 @@
 //   caller gives by name (claimLog). src/redis/lua-scripts.ts builds each call's
 //   KEYS from this list, so adding a key is a change to the header alone. A
 //   `-- KEYS(<variant>) <name> <name> ...` line names a shorter set the script
-//   also takes (enqueue's plain calls).
+//   also takes: its first keys, so that each key has one position in every call
+//   (enqueue's plain calls).
+// - its contract, from its header's `-- ARGV` and `-- REPLY` lines
+//   (scripts/lua-contract.mjs): a Lua prelude binds each argument to a local of
+//   its name, and the module gets the types, encoder and decoder that
+//   src/redis/lua-scripts.ts calls with, so a header and its caller cannot
+//   disagree without the type check failing.
 //
 //   node scripts/embed-lua.mjs           writes the module (only when it changed)
-//   node scripts/embed-lua.mjs --check   exits 1 when the module is out of date
-//   EMBED_LUA=check (environment)         the same, wherever it runs: test/package.test.ts
-//                                         packs with it, so a test never rewrites src/
 //
-// test/embedded-lua.test.ts imports embedLua() and fails when the committed
-// module differs from what lua/ gives now. The output depends on the scripts'
-// text alone (files in name order, no dates), so running it twice changes nothing.
+// The module is built, never committed (.gitignore): `npm install` (prepare),
+// npm test, typecheck, build and the tests' global setup write it. The output
+// depends on the scripts' text alone (files in name order, no dates), so
+// writing it twice gives the same bytes (test/embedded-lua.test.ts checks).
 // It writes to stderr only: `npm pack --json` prints the build's stdout into its JSON.
-import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
-import { dirname, join, relative } from 'node:path';
+import { mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { argsType, decoderSource, encoderSource, luaPrelude, positionalReads, readContract, replyType } from './lua-contract.mjs';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 export const GENERATED = join('src', 'redis', 'lua-sources.generated.ts');
@@ -61,22 +66,58 @@ export function expandLua(luaDir, source, from = 'the Lua text') {
   return expand(source, from);
 }
 
-/** One script of `luaDir`, its includes inlined (each once), its keys by name, and the commands it may run. */
+/** The locals a Lua text declares with `local` (not loop variables or parameters). */
+function declaredLocals(lua) {
+  const names = new Set();
+  for (const m of lua.replace(/--.*$/gm, '').matchAll(/\blocal\s+(?:function\s+(\w+)|([\w\s,]+?)\s*(?:=|\n|$))/gm)) {
+    if (m[1]) names.add(m[1]);
+    else for (const name of m[2].split(',')) names.add(name.trim());
+  }
+  return names;
+}
+
+/**
+ * One script of `luaDir`: its includes inlined (each once) after the prelude
+ * that names its arguments, its keys by name, its argument and reply contract
+ * (scripts/lua-contract.mjs), and the commands it may run.
+ */
 export function expandScript(luaDir, name) {
+  const from = `lua/${name}.lua`;
   const source = read(join(luaDir, `${name}.lua`));
-  const lua = expandLua(luaDir, source, `lua/${name}.lua`);
-  const declared = [...source.matchAll(KEYS)].map((m) => ({ n: Number(m[1]), key: m[2] }));
-  declared.forEach((d, i) => {
-    if (d.n !== i + 1) throw new Error(`lua/${name}.lua declares KEYS[${d.n}] where KEYS[${i + 1}] comes next: number its keys 1, 2, 3...`);
+  const contract = readContract(source, from);
+  const body = expandLua(luaDir, source, from);
+  const reads = positionalReads(body);
+  if (reads.length > 0) throw new Error(`${from} reads ARGV by position (${reads[0].trim()}): declare the argument in its header and use its name`);
+  const prelude = luaPrelude(contract);
+  const bound = [...contract.scalars.map((s) => s.name), ...contract.lists.flatMap((l) => [`${l.name}_at`, `${l.name}_n`])];
+  // The script's own locals, and those its includes declare at their top level (not inside their functions).
+  const declared = new Set([
+    ...declaredLocals(source),
+    ...declaredLocals(
+      body
+        .split('\n')
+        .filter((line) => line.startsWith('local '))
+        .join('\n'),
+    ),
+  ]);
+  for (const local of bound) if (declared.has(local)) throw new Error(`${from} declares a local '${local}', the name of one of its arguments: rename one`);
+  // The prelude goes where the header ends: before the first line of code.
+  const lines = body.split('\n');
+  const first = lines.findIndex((line) => line.trim() !== '' && !line.startsWith('--'));
+  const lua = first < 0 ? `${body}\n${prelude}\n` : [...lines.slice(0, first), prelude, ...lines.slice(first)].join('\n');
+  const declaredKeys = [...source.matchAll(KEYS)].map((m) => ({ n: Number(m[1]), key: m[2] }));
+  declaredKeys.forEach((d, i) => {
+    if (d.n !== i + 1) throw new Error(`${from} declares KEYS[${d.n}] where KEYS[${i + 1}] comes next: number its keys 1, 2, 3...`);
   });
-  const keys = declared.map((d) => d.key);
+  const keys = declaredKeys.map((d) => d.key);
   const variants = Object.fromEntries([...source.matchAll(KEY_VARIANT)].map((m) => [m[1], m[2].trim().split(/\s+/)]));
   for (const [variant, names] of Object.entries(variants)) {
-    for (const key of names) if (!keys.includes(key)) throw new Error(`lua/${name}.lua: KEYS(${variant}) names ${key}, which is none of its KEYS[n]`);
+    // A shorter set is the first keys of the full one: each key has one position in every call.
+    if (names.some((key, i) => keys[i] !== key)) throw new Error(`${from}: KEYS(${variant}) must be its first ${names.length} KEYS, in order (${keys.slice(0, names.length).join(' ')})`);
   }
   // The commands the script may run, includes too: what an ACL user needs for it (src/redis/permissions.ts).
   const commands = [...new Set([...lua.matchAll(COMMAND)].map((m) => m[1]))].sort();
-  return { lua, numberOfKeys: keys.length, keys, variants, commands };
+  return { lua, numberOfKeys: keys.length, keys, variants, commands, contract };
 }
 
 /** A template literal holding `text` exactly. */
@@ -87,59 +128,106 @@ function templateLiteral(text) {
 /** The text of src/redis/lua-sources.generated.ts for the scripts under `root`/lua. */
 export function embedLua(root = ROOT) {
   const luaDir = join(root, 'lua');
-  const names = readdirSync(luaDir)
-    .filter((file) => file.endsWith('.lua'))
-    .map((file) => file.slice(0, -'.lua'.length))
-    .sort();
-  const entries = names.map((name) => {
-    const { lua, keys, variants, commands } = expandScript(luaDir, name);
-    const list = (names) => `[${names.map((k) => `'${k}'`).join(', ')}]`;
+  const names = scriptNames(luaDir);
+  const list = (names) => `[${names.map((k) => `'${k}'`).join(', ')}]`;
+  const scripts = names.map((name) => ({ name, ...expandScript(luaDir, name) }));
+  const entries = scripts.map(({ name, lua, keys, variants, commands, contract }) => {
     const variantText = Object.entries(variants)
       .map(([variant, names]) => `${variant}: ${list(names)}`)
       .join(', ');
-    return `  '${name}': {\n    keys: ${list(keys)},\n    variants: { ${variantText} },\n    commands: ${list(commands)},\n    lua: ${templateLiteral(lua)},\n  },\n`;
+    const encoder = encoderSource(contract);
+    const param = /\ba\./.test(encoder) ? 'a' : '_a';
+    return [
+      `  '${name}': {`,
+      `    keys: ${list(keys)},`,
+      `    variants: { ${variantText} },`,
+      `    commands: ${list(commands)},`,
+      `    encode: (${param}) => { ${encoder} },`,
+      `    decode: (r) => { ${decoderSource(contract, `LuaReplies['${name}']`)} },`,
+      `    lua: ${templateLiteral(lua)},`,
+      '  },',
+      '',
+    ].join('\n');
   });
   return [
-    '// Generated by scripts/embed-lua.mjs from lua/, which stays the source of truth: do not edit.',
-    '// After changing lua/, run `npm run embed-lua` (npm run build runs it too) and commit this file.',
+    '// Generated by scripts/embed-lua.mjs from lua/, which stays the source of truth: built, never committed.',
+    "// npm test, npm run build, npm run typecheck, the tests' global setup and `npm install` write it.",
     '',
-    '/** A script of lua/ with its `-- @include` lines inlined, its keys by name in order (and shorter sets it also takes), and the commands it may run. */',
-    'export interface EmbeddedLua {',
+    '/**',
+    ' * A script of lua/ with its `-- @include` lines inlined after the prelude that names its arguments,',
+    ' * its keys by name in order (and the shorter sets it also takes: its first keys), the commands it may',
+    ' * run, and its contract: the encoder of its arguments and the decoder of its reply, from its header.',
+    ' */',
+    'export interface EmbeddedLua<A, R> {',
     '  readonly lua: string;',
     '  readonly keys: readonly string[];',
     '  readonly variants: Readonly<Record<string, readonly string[]>>;',
     '  readonly commands: readonly string[];',
+    '  readonly encode: (args: A) => Array<string | number>;',
+    '  readonly decode: (reply: unknown) => R;',
     '}',
     '',
-    `export type LuaScriptName = ${names.map((name) => `'${name}'`).join(' | ') || 'never'};`,
+    "/** Each script's arguments, by the names of its header's `-- ARGV` lines. */",
+    'export interface LuaArgs {',
+    ...scripts.map(({ name, contract }) => `  '${name}': ${argsType(contract)};`),
+    '}',
     '',
-    'export const LUA_SOURCES: Readonly<Record<LuaScriptName, EmbeddedLua>> = {',
+    "/** Each script's reply, by the names of its header's `-- REPLY` line. */",
+    'export interface LuaReplies {',
+    ...scripts.map(({ name, contract }) => `  '${name}': ${replyType(contract)};`),
+    '}',
+    '',
+    'export type LuaScriptName = keyof LuaArgs;',
+    '',
+    'export const LUA_SOURCES: { readonly [N in LuaScriptName]: EmbeddedLua<LuaArgs[N], LuaReplies[N]> } = {',
     entries.join('') + '};',
     '',
   ].join('\n');
 }
 
-function main(args) {
-  const target = join(ROOT, GENERATED);
-  const wanted = embedLua(ROOT);
+/** The names of the scripts of `luaDir` (its *.lua files), in order. */
+function scriptNames(luaDir) {
+  return readdirSync(luaDir)
+    .filter((file) => file.endsWith('.lua'))
+    .map((file) => file.slice(0, -'.lua'.length))
+    .sort();
+}
+
+/**
+ * Writes src/redis/lua-sources.generated.ts under `root` when it differs from
+ * what lua/ gives now; true when it wrote. The tests' global setup, npm test,
+ * typecheck, build and `npm install` (prepare) call it.
+ */
+export function ensureEmbeddedLua(root = ROOT) {
+  const target = join(root, GENERATED);
+  const wanted = embedLua(root);
   let current;
   try {
     current = readFileSync(target, 'utf8');
   } catch {
     current = undefined;
   }
-  if (args.includes('--check') || process.env.EMBED_LUA === 'check') {
-    if (current === wanted) return;
-    console.error(`${GENERATED} is out of date with lua/: run \`npm run embed-lua\` and commit it`);
-    process.exitCode = 1;
-    return;
-  }
-  if (current === wanted) {
-    console.error(`${GENERATED} is up to date`);
-  } else {
-    writeFileSync(target, wanted);
-    console.error(`wrote ${relative(process.cwd(), target) || GENERATED}`);
-  }
+  if (current === wanted) return false;
+  writeFileSync(target, wanted);
+  return true;
 }
 
-if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) main(process.argv.slice(2));
+/**
+ * Writes each script as Redis runs it (includes inlined, arguments named: the
+ * text the service loads) to `dir`/<name>.lua, for producers in other
+ * languages (docs/wire-format.md); the package ships them as dist/lua/.
+ */
+export function writeAssembledScripts(dir, root = ROOT) {
+  const luaDir = join(root, 'lua');
+  mkdirSync(dir, { recursive: true });
+  const names = scriptNames(luaDir);
+  for (const name of names) writeFileSync(join(dir, `${name}.lua`), expandScript(luaDir, name).lua);
+  return names;
+}
+
+function main() {
+  const wrote = ensureEmbeddedLua(ROOT);
+  console.error(wrote ? `wrote ${GENERATED}` : `${GENERATED} is up to date`);
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) main();

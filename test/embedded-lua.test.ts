@@ -5,19 +5,20 @@ import { describe, expect, it } from 'vitest';
 import { GENERATED, ROOT, embedLua, expandScript } from '../scripts/embed-lua.mjs';
 import { RedisLayout } from '../src/redis/redis-layout';
 import { loadLua } from '../src/redis/lua-scripts';
+import { LUA_SOURCES } from '../src/redis/lua-sources.generated';
 
 /**
  * The service runs the scripts compiled into src/redis/lua-sources.generated.ts,
- * never lua/ itself: an edit of lua/ counts only once `npm run embed-lua` has
- * written it there.
+ * never lua/ itself. That module is built, never committed (`npm install`,
+ * npm test, typecheck, build and the tests' global setup write it), so it must
+ * come out the same each time from the same lua/.
  */
 describe('the embedded Lua scripts', () => {
-  it('are what lua/ holds now', () => {
-    const committed = readFileSync(join(ROOT, GENERATED), 'utf8');
-    const fromLua = embedLua(ROOT);
-    if (committed !== fromLua) {
-      expect.fail(`${GENERATED} does not match lua/: run \`npm run embed-lua\` and commit it (npm run build does it too)`);
-    }
+  it('are built from lua/ alone: the same bytes every time, and the module the tests run is that build', () => {
+    const once = embedLua(ROOT);
+    expect(embedLua(ROOT)).toBe(once);
+    expect(readFileSync(join(ROOT, GENERATED), 'utf8')).toBe(once);
+    expect(readFileSync(join(ROOT, '.gitignore'), 'utf8').split('\n')).toContain(GENERATED);
   });
 
   it('hold every script with its includes inlined and its keys counted', () => {
@@ -70,19 +71,97 @@ describe('the embedded Lua scripts', () => {
     expect(loadLua('enqueue').variants.plain).toEqual(['meta', 'schedule', 'recent', 'slotGuard']);
   });
 
-  it('refuses includes that form a cycle, and numbers its keys 1, 2, 3', () => {
+  it('refuses includes that form a cycle, keys out of order, and a shorter key set that is not the first keys', () => {
     const dir = mkdtempSync(join(tmpdir(), 'rde-lua-'));
     try {
       mkdirSync(join(dir, 'includes'));
       writeFileSync(join(dir, 'includes', 'a.lua'), '-- @include b\nlocal function a() return b() end\n');
       writeFileSync(join(dir, 'includes', 'b.lua'), '-- @include a\nlocal function b() return a() end\n');
-      writeFileSync(join(dir, 'loop.lua'), '-- KEYS[1] meta: m\n-- @include a\nreturn a()\n');
+      writeFileSync(join(dir, 'loop.lua'), '-- KEYS[1] meta: m\n-- REPLY (number): n\n-- @include a\nreturn a()\n');
       expect(() => expandScript(dir, 'loop')).toThrow(/cycle: a -> b -> a/);
-      writeFileSync(join(dir, 'gap.lua'), '-- KEYS[1] meta: m\n-- KEYS[3] ready: r\nreturn 1\n');
+      writeFileSync(join(dir, 'gap.lua'), '-- KEYS[1] meta: m\n-- KEYS[3] ready: r\n-- REPLY (number): n\nreturn 1\n');
       expect(() => expandScript(dir, 'gap')).toThrow(/KEYS\[3\] where KEYS\[2\] comes next/);
+      writeFileSync(join(dir, 'variant.lua'), '-- KEYS[1] meta: m\n-- KEYS[2] ready: r\n-- KEYS(short) ready\n-- REPLY (number): n\nreturn 1\n');
+      expect(() => expandScript(dir, 'variant')).toThrow(/KEYS\(short\) must be its first 1 KEYS/);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  it('take their arguments by the names their headers declare: no position by hand, no local hiding one, a reply declared', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'rde-lua-'));
+    const script = (name: string, text: string) => {
+      writeFileSync(join(dir, `${name}.lua`), `-- KEYS[1] meta: m\n${text}`);
+      return () => expandScript(dir, name);
+    };
+    try {
+      mkdirSync(join(dir, 'includes'));
+      expect(script('positional', '-- ARGV[1] id (string): i\n-- REPLY (number): n\nreturn ARGV[1]\n')).toThrow(/reads ARGV by position \(return ARGV\[1\]\)/);
+      expect(script('counted', '-- ARGV[1..] ids (string[]): i\n-- REPLY (number): n\nreturn #ARGV == 2\n')).toThrow(/reads ARGV by position/);
+      expect(script('hidden', '-- ARGV[1] id (string): i\n-- REPLY (number): n\nlocal id = 1\nreturn id\n')).toThrow(/declares a local 'id', the name of one of its arguments/);
+      expect(script('order', '-- ARGV[2] id (string): i\n-- REPLY (number): n\nreturn 1\n')).toThrow(/ARGV\[2\] where ARGV\[1\] comes next/);
+      expect(script('after', '-- ARGV[1..] ids (string[]): i\n-- ARGV[2] id (string): i\n-- REPLY (number): n\nreturn 1\n')).toThrow(/comes after a list; scalars go first/);
+      expect(script('untyped', '-- ARGV[1] id: i\n-- REPLY (number): n\nreturn 1\n')).toThrow(/declares no argument/);
+      expect(script('silent', '-- ARGV[1] id (string): i\nreturn 1\n')).toThrow(/declares no reply/);
+      expect(script('prose', '-- ARGV[1] id (string): i\n-- Returns 1\nreturn 1\n')).toThrow(/is no reply declaration/);
+      const { lua, contract } = script(
+        'named',
+        '-- ARGV[1] most (number): m\n-- ARGV[2] on (flag): f\n-- ARGV[3..] first {id: string, claim: number}: a\n-- ARGV[..] rest (string[]): b\n-- REPLY {n: number, ok: flag}: r\nreturn {most, first_n}\n',
+      )();
+      expect(contract.scalars.map((s: { name: string }) => s.name)).toEqual(['most', 'on']);
+      expect(lua).toContain("local most, on = tonumber(ARGV[1]), ARGV[2] == '1'");
+      expect(lua).toContain('local first_n = tonumber(ARGV[3])');
+      expect(lua).toContain('local rest_at = first_at + 2 * first_n');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('are each named in docs/state-machine.md, with the states they change', () => {
+    const doc = readFileSync(join(ROOT, 'docs', 'state-machine.md'), 'utf8');
+    const unnamed = scriptNames().filter((name) => !doc.includes(`| \`${name}.lua\` |`));
+    expect(unnamed, 'scripts missing from the table "Every script" of docs/state-machine.md').toEqual([]);
+  });
+
+  it('encode arguments as their headers place them, and decode replies by name', () => {
+    const claim = LUA_SOURCES['complete-and-claim'];
+    const encoded = claim.encode({
+      most: 3,
+      leaseMs: 30_000,
+      maxAttempts: 5,
+      windowMs: 0,
+      token: 't',
+      startNow: 1,
+      keepCount: 0,
+      keepAge: 0,
+      maxVersion: 2,
+      sortsByKey: true,
+      started: [{ id: 's', claim: 7 }],
+      confirmations: [],
+      successes: [
+        { id: 'a', claim: 1 },
+        { id: 'b', claim: 2 },
+      ],
+    });
+    // Ten scalars, then each list but the last with its length in front.
+    expect(encoded).toEqual([3, 30_000, 5, 0, 't', 1, 0, 0, 2, '1', 1, 's', 7, 0, 'a', 1, 'b', 2]);
+    expect(claim.decode([1, [2], [], [], 1, '9', 0, -1, 0, []])).toEqual({
+      now: 1,
+      stale: [2],
+      claimed: [],
+      dead: [],
+      paused: true,
+      claimScore: '9',
+      left: 0,
+      throttledMs: -1,
+      freed: false,
+      refused: [],
+    });
+    // A caller that passes what the header does not declare fails the type check (npm test runs it on this file).
+    // @ts-expect-error: complete-and-claim declares `most`, not `count`
+    expect(() => claim.encode({ count: 3 })).toThrow();
+    // @ts-expect-error: dispatch-due's reply has no field `moved`
+    expect(LUA_SOURCES['dispatch-due'].decode([1, 2, 3, 4, '', 0]).moved).toBeUndefined();
   });
 });
 

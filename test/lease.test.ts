@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { type DelayedEventService, fixedBackoff } from '../src';
 import { LuaScripts, loadLua } from '../src/redis/lua-scripts';
+import { LUA_SOURCES } from '../src/redis/lua-sources.generated';
 import { RedisLayout } from '../src/redis/redis-layout';
 import { WorkItem } from './support/events';
 import { useRedis } from './support/harness';
@@ -168,13 +169,21 @@ describe('leases', () => {
       `${keys}:el`,
       `${keys}:h`,
       `${keys}:hi`,
-      1,
-      -1_000,
-      5,
-      0,
-      '',
-      1,
-      0,
+      ...LUA_SOURCES['complete-and-claim'].encode({
+        most: 1,
+        leaseMs: -1_000,
+        maxAttempts: 5,
+        windowMs: 0,
+        token: '',
+        startNow: 1,
+        keepCount: 0,
+        keepAge: 0,
+        maxVersion: 1,
+        sortsByKey: false,
+        started: [],
+        confirmations: [],
+        successes: [],
+      }),
     );
     expect(await leasedIds(client, `${keys}:f`)).toEqual(['stalled']);
     const dispatch = loadLua('dispatch-due');
@@ -195,9 +204,7 @@ describe('leases', () => {
       `${keys}:here`,
       `${keys}:h`,
       `${keys}:hi`,
-      100,
-      '0',
-      '',
+      ...LUA_SOURCES['dispatch-due'].encode({ limit: 100, defaultHere: false, newMarker: '', wakeChannel: '', queueTag: '', markerSeen: false, keepAgeMs: 0, groups: [] }),
     );
     expect(await client.lrange(`${keys}:r`, 0, -1)).toEqual(['stalled']);
     expect(await client.exists(`${keys}:f`)).toBe(0);

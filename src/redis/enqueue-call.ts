@@ -1,29 +1,26 @@
 import { NotReplicatedError } from '../core/errors';
 import type { CallDeadlines } from './call-deadlines';
+import { LUA_SOURCES } from './lua-sources.generated';
 import type { RedisClient } from './redis-client';
 import { type LoadedScript, followRedirection, isCluster, isMissingScript, isRedirection } from './script-calls';
 import type { Durability, ScheduledBody } from './script-results';
 
-/** The arguments of one lua/enqueue.lua call: its keys, then the flags, then id, body and due of each event. */
+/** The arguments of one lua/enqueue.lua call: its keys, then what its header declares (the generated encoder places them). */
 export function enqueueArguments(keyArgs: readonly string[], replace: boolean, wakeChannel: string, tag: string, events: ReadonlyArray<ScheduledBody>): Array<string | number> {
-  const args: Array<string | number> = [...keyArgs, replace ? '1' : '0', wakeChannel, tag];
   // Events of one call mostly share a delay: its argument is built once.
   let lastDelay = -1;
   let delayArg = '';
   const sentAt = performance.now();
-  for (const e of events) {
-    if ('delayMs' in e.due) {
-      const delay = Math.max(0, Math.round(e.due.delayMs - (sentAt - e.requestedAt)));
-      if (delay !== lastDelay) {
-        lastDelay = delay;
-        delayArg = `+${delay}`;
-      }
-      args.push(e.id, e.body, delayArg);
-    } else {
-      args.push(e.id, e.body, e.due.atMs);
+  const entries = events.map((e) => {
+    if (!('delayMs' in e.due)) return { id: e.id, body: e.body, due: String(e.due.atMs) };
+    const delay = Math.max(0, Math.round(e.due.delayMs - (sentAt - e.requestedAt)));
+    if (delay !== lastDelay) {
+      lastDelay = delay;
+      delayArg = `+${delay}`;
     }
-  }
-  return args;
+    return { id: e.id, body: e.body, due: delayArg };
+  });
+  return [...keyArgs, ...LUA_SOURCES.enqueue.encode({ replace, wakeChannel, wakeTag: tag, events: entries })];
 }
 
 /**

@@ -7,6 +7,7 @@ import { ScriptPermissions } from './permissions';
 import { READY_WAIT_MS, ReadyGate, isUnsent, typedConnectionError } from './ready-gate';
 import type { RedisClient } from './redis-client';
 import type { TypeKeys } from './redis-layout';
+import { LUA_SOURCES, type LuaArgs, type LuaReplies } from './lua-sources.generated';
 import { type LoadedScript, SCRIPT_NAMES, type ScriptName, evalScript, isCluster, loadScript } from './script-calls';
 import {
   type ClaimLog,
@@ -126,17 +127,27 @@ export class LuaScripts {
     return list;
   }
 
-  private run(name: ScriptName, keyArgs: readonly string[], ...argv: Array<string | number>): Promise<unknown> {
+  /**
+   * Runs script `name` with its arguments by the names its header declares:
+   * the generated encoder positions them and the decoder names the reply's
+   * fields (scripts/lua-contract.mjs), so a header and its caller agree or
+   * the type check fails.
+   */
+  private run<N extends ScriptName>(name: N, keyArgs: readonly string[], args: LuaArgs[N]): Promise<LuaReplies[N]> {
     // Sent only on a ready connection: a call that gave up waiting was never sent (src/redis/ready-gate.ts).
     const waiting = this.gate.wait();
-    if (waiting) return waiting.then(() => this.run(name, keyArgs, ...argv));
+    if (waiting) return waiting.then(() => this.run(name, keyArgs, args));
     const script = this.scripts[name];
-    const args = [...keyArgs, ...argv];
-    const checking = this.permitted(script, String(args[0]));
-    const call = () => this.deadlines.bound(evalScript(this.client, script, args, script.numberOfKeys, this.permissions, this.gate), name);
-    return (checking ? checking.then(call) : call()).then(undefined, (error: unknown) => {
-      throw typedConnectionError(error, name);
-    });
+    const contract = LUA_SOURCES[name];
+    const argv = [...keyArgs, ...contract.encode(args)];
+    const checking = this.permitted(script, String(argv[0]));
+    const call = () => this.deadlines.bound(evalScript(this.client, script, argv, script.numberOfKeys, this.permissions, this.gate), name);
+    return (checking ? checking.then(call) : call()).then(
+      (reply) => contract.decode(reply),
+      (error: unknown) => {
+        throw typedConnectionError(error, name);
+      },
+    );
   }
 
   /** Undefined when the user may run `script` on the queue of `key` (known already); else the check under way (src/redis/permissions.ts). */
@@ -185,27 +196,18 @@ export class LuaScripts {
     registrations?: { readonly newMarker: string; readonly markerSeenBefore: boolean; readonly groups: readonly string[] },
   ): Promise<DispatchResult> {
     // The history (keepHandled) loses what is past its age here, as time passes (lua/dispatch-due.lua).
-    const keepAge = this.keepHandled.ageMs > 0 && this.keepHandled.count > 0 ? this.keepHandled.ageMs : '';
-    const [movedDue, movedExpired, nextDue, now, marker, rescued] = (await this.run(
-      'dispatch-due',
-      this.keysOf('dispatch-due', keys),
+    const keepAgeMs = this.keepHandled.ageMs > 0 && this.keepHandled.count > 0 ? this.keepHandled.ageMs : 0;
+    const reply = await this.run('dispatch-due', this.keysOf('dispatch-due', keys), {
       limit,
-      defaultGroupHere ? '1' : '0',
-      registrations?.newMarker ?? '',
-      this.wakeChannel,
-      keys.queueTag,
-      registrations?.markerSeenBefore ? '1' : '',
-      keepAge,
-      ...(registrations?.groups ?? []),
-    )) as [number, number, number, number, string, number];
-    return {
-      movedDue: movedDue ?? 0,
-      movedExpired: movedExpired ?? 0,
-      nextDue: nextDue ?? -1,
-      now: now ?? Date.now(),
-      marker: String(marker ?? ''),
-      handedToGroups: rescued ?? 0,
-    };
+      defaultHere: defaultGroupHere,
+      newMarker: registrations?.newMarker ?? '',
+      wakeChannel: this.wakeChannel,
+      queueTag: keys.queueTag,
+      markerSeen: registrations?.markerSeenBefore ?? false,
+      keepAgeMs,
+      groups: registrations?.groups ?? [],
+    });
+    return reply;
   }
 
   /**
@@ -229,21 +231,25 @@ export class LuaScripts {
       readonly sortsByKey?: boolean;
     } = {},
   ): Promise<ClaimResult> {
-    const started = options.started ?? [];
-    const confirm = options.confirm ?? [];
-    const args: Array<string | number> = [count, leaseMs, maxAttempts, this.idempotencyWindowMs, claim.token, options.startNow ?? count, started.length];
-    for (const s of started) args.push(s.id, s.claim);
-    args.push(confirm.length);
-    for (const c of confirm) args.push(c.id, c.claim);
-    args.push(this.keepHandled.count, this.keepHandled.ageMs, options.maxVersion ?? MAX_EVENT_VERSION, options.sortsByKey ? '1' : '');
-    for (const s of succeeded) args.push(s.id, s.claim);
-    const [now, stalePositions, flat, dead, paused, claimScore, left, throttled, freed, refused] = (await this.run(
-      'complete-and-claim',
-      this.keysOf('complete-and-claim', keys, { claimLog: claim.log }),
-      ...args,
-    )) as [number, number[], string[], string[], number, string, number, number, number, number[]];
+    const reply = await this.run('complete-and-claim', this.keysOf('complete-and-claim', keys, { claimLog: claim.log }), {
+      most: count,
+      leaseMs,
+      maxAttempts,
+      windowMs: this.idempotencyWindowMs,
+      token: claim.token,
+      startNow: options.startNow ?? count,
+      keepCount: this.keepHandled.count,
+      keepAge: this.keepHandled.ageMs,
+      maxVersion: options.maxVersion ?? MAX_EVENT_VERSION,
+      sortsByKey: options.sortsByKey ?? false,
+      started: options.started ?? [],
+      confirmations: options.confirm ?? [],
+      successes: succeeded,
+    });
+    const flat = reply.claimed;
+    const dead = reply.dead;
     const claimed: ClaimedRecord[] = [];
-    const identity = Number(claimScore);
+    const identity = Number(reply.claimScore);
     const startNow = options.startNow ?? count;
     for (let i = 0; i < flat.length; i += 2) {
       const envelope = parseEnvelope(flat[i + 1]!);
@@ -251,35 +257,35 @@ export class LuaScripts {
       claimed.push({ id: flat[i]!, claim: identity, started: i < 2 * startNow, attempt: envelope.attempt + 1, dueAt: envelope.dueAt, body: envelope.body });
     }
     const deadLettered: Array<{ id: string; attempt: number }> = [];
-    for (let i = 0; i < dead.length; i += 2) deadLettered.push({ id: dead[i]!, attempt: Number(dead[i + 1]) });
+    for (let i = 0; i < dead.length; i += 2) deadLettered.push({ id: String(dead[i]), attempt: Number(dead[i + 1]) });
     return {
-      now,
-      stale: stalePositions.map((position) => position - 1),
+      now: reply.now,
+      stale: reply.stale.map((position) => position - 1),
       claimed,
       deadLettered,
-      paused: paused === 1,
-      leftForNewerVersion: left,
-      throttledMs: throttled,
-      freed: freed === 1,
-      refused: (refused ?? []).map((position) => position - 1),
+      paused: reply.paused,
+      leftForNewerVersion: reply.left,
+      throttledMs: reply.throttledMs,
+      freed: reply.freed,
+      refused: (reply.refused ?? []).map((position) => position - 1),
     };
   }
 
   /** Returns the new due time, or undefined when the claim was stale. The error is stored cut to MAX_ERROR_BYTES. */
   async retry(keys: TypeKeys, event: ClaimedRef & { readonly attempt: number }, backoffMs: number, error: string): Promise<number | undefined> {
-    const due = (await this.run('retry', this.keysOf('retry', keys), event.id, event.claim, event.attempt, backoffMs, boundErrorText(error))) as number;
+    const due = await this.run('retry', this.keysOf('retry', keys), { id: event.id, claim: event.claim, attempt: event.attempt, backoffMs, errorText: boundErrorText(error) });
     return due < 0 ? undefined : due;
   }
 
   /** True when dead-lettered, false when the claim was stale. The reason is stored cut to MAX_ERROR_BYTES. */
   async deadLetter(keys: TypeKeys, event: ClaimedRef & { readonly attempt: number }, reason: string): Promise<boolean> {
-    return (await this.run('dead-letter', this.keysOf('dead-letter', keys), event.id, event.claim, event.attempt, boundErrorText(reason))) === 1;
+    return (await this.run('dead-letter', this.keysOf('dead-letter', keys), { id: event.id, claim: event.claim, attempt: event.attempt, reason: boundErrorText(reason) })) === 1;
   }
 
   /** Removes an event in any state; `mark: false` leaves no idempotency mark (an occurrence its schedule will enqueue again). */
   async cancel(keys: TypeKeys, id: string, mark = true): Promise<boolean> {
-    const window = mark ? this.idempotencyWindowMs : 0;
-    return (await this.run('cancel', this.keysOf('cancel', keys), id, window)) === 1;
+    const windowMs = mark ? this.idempotencyWindowMs : 0;
+    return (await this.run('cancel', this.keysOf('cancel', keys), { id, windowMs })) === 1;
   }
 
   /** Registers subscriber group `group` of a queue (a type or one partition); true when it is new. */
@@ -289,7 +295,8 @@ export class LuaScripts {
     // script was sent again; events falling due meanwhile would miss the group.
     const script = this.scripts['register-group'];
     await this.gate.wait();
-    const registered = this.deadlines.bound(this.client.eval(script.lua, script.numberOfKeys, ...this.keysOf('register-group', keys), group, newMarkerValue()), 'register-group');
+    const args = LUA_SOURCES['register-group'].encode({ group, marker: newMarkerValue() });
+    const registered = this.deadlines.bound(this.client.eval(script.lua, script.numberOfKeys, ...this.keysOf('register-group', keys), ...args), 'register-group');
     return (
       (await registered.then(undefined, (error: unknown) => {
         throw typedConnectionError(error, 'register-group');
@@ -299,8 +306,7 @@ export class LuaScripts {
 
   /** Unregisters a named group and drops up to `limit` of the events it holds; says whether it was registered and how many are left. */
   async removeGroup(keys: TypeKeys, group: string, limit: number): Promise<{ existed: boolean; left: number }> {
-    const [existed, left] = (await this.run('remove-group', this.keysOf('remove-group', keys), group, limit)) as [number, number];
-    return { existed: existed === 1, left };
+    return this.run('remove-group', this.keysOf('remove-group', keys), { group, most: limit });
   }
 
   /**
@@ -310,13 +316,13 @@ export class LuaScripts {
    */
   async reschedule(keys: TypeKeys, id: string, due: DueSpec): Promise<number | undefined> {
     const spec = 'delayMs' in due ? `+${Math.max(0, Math.round(due.delayMs))}` : String(Math.round(due.atMs));
-    const newDue = (await this.run('reschedule', this.keysOf('reschedule', keys), this.wakeChannel, keys.tag, id, spec)) as number;
+    const newDue = await this.run('reschedule', this.keysOf('reschedule', keys), { wakeChannel: this.wakeChannel, wakeTag: keys.tag, id, dueSpec: spec });
     return newDue < 0 ? undefined : newDue;
   }
 
   /** Stores a recurring schedule's next definition if it is still `read`; false when another instance changed it first. */
   async advanceSchedule(keys: TypeKeys, name: string, read: string, next: string): Promise<boolean> {
-    return (await this.run('advance-schedule', this.keysOf('advance-schedule', keys), name, read, next)) === 1;
+    return (await this.run('advance-schedule', this.keysOf('advance-schedule', keys), { name, read, toStore: next })) === 1;
   }
 
   /**
@@ -324,20 +330,18 @@ export class LuaScripts {
    * claim that took it; resolves how many went back to READY.
    */
   async releaseUnstarted(keys: TypeKeys, events: ReadonlyArray<ClaimedRef>): Promise<number> {
-    const args: Array<string | number> = [];
-    for (const e of events) args.push(e.id, e.claim);
-    return (await this.run('release-unstarted', this.keysOf('release-unstarted', keys), ...args)) as number;
+    return this.run('release-unstarted', this.keysOf('release-unstarted', keys), { events });
   }
 
   /** Gives a running event back to READY without spending its attempt, and holds the queue for `holdMs`; true when given back. */
   async rateLimited(keys: TypeKeys, event: ClaimedRef, holdMs: number): Promise<{ givenBack: boolean; heldForMs: number }> {
-    const [givenBack, heldForMs] = (await this.run('rate-limited', this.keysOf('rate-limited', keys), event.id, event.claim, Math.ceil(holdMs))) as [number, number];
-    return { givenBack: givenBack === 1, heldForMs: Number(heldForMs) };
+    const reply = await this.run('rate-limited', this.keysOf('rate-limited', keys), { id: event.id, claim: event.claim, holdMs: Math.ceil(holdMs) });
+    return { givenBack: reply.givenBack, heldForMs: Number(reply.heldMs) };
   }
 
   /** The ids at the head of the ready list and their bodies ('' when gone), for a reader that sorts them by key. */
   async peekReady(keys: TypeKeys, most: number): Promise<Array<{ id: string; body: string }>> {
-    const flat = (await this.run('peek-ready', this.keysOf('peek-ready', keys), most)) as string[];
+    const flat = await this.run('peek-ready', this.keysOf('peek-ready', keys), { most });
     const out: Array<{ id: string; body: string }> = [];
     for (let i = 0; i < flat.length; i += 2) out.push({ id: flat[i]!, body: flat[i + 1] ? parseEnvelope(flat[i + 1]!).body : '' });
     return out;
@@ -346,33 +350,29 @@ export class LuaScripts {
   /** Moves ready ids to their keys' lists (those still in the ready list); resolves how many. */
   async classify(keys: TypeKeys, sorted: ReadonlyArray<{ readonly id: string; readonly key: string }>): Promise<number> {
     if (sorted.length === 0) return 0;
-    const args: string[] = [];
-    for (const s of sorted) args.push(s.id, s.key);
-    return (await this.run('classify', this.keysOf('classify', keys), ...args)) as number;
+    return this.run('classify', this.keysOf('classify', keys), { sorted });
   }
 
   /** Wakes the instances if a claim found the queue's concurrency limit full; true when one had. */
   async wakeWaiters(keys: TypeKeys): Promise<boolean> {
-    return (await this.run('wake-waiters', this.keysOf('wake-waiters', keys), this.wakeChannel, `${keys.queueTag}|-1`)) === 1;
+    return (await this.run('wake-waiters', this.keysOf('wake-waiters', keys), { wakeChannel: this.wakeChannel, wakeMessage: `${keys.queueTag}|-1` })) === 1;
   }
 
   /** Rewrites stored bodies still as read (`from`) to `to`, keeping each event's state; resolves how many were rewritten. */
   async upgradeBodies(keys: TypeKeys, bodies: ReadonlyArray<{ readonly id: string; readonly from: string; readonly to: string }>): Promise<number> {
     if (bodies.length === 0) return 0;
-    const args: string[] = [];
-    for (const b of bodies) args.push(b.id, b.from, b.to);
-    return (await this.run('upgrade-bodies', this.keysOf('upgrade-bodies', keys), ...args)) as number;
+    return this.run('upgrade-bodies', this.keysOf('upgrade-bodies', keys), { bodies });
   }
 
   /** Rewrites a schedule's definition if it is still `from`; true when rewritten. */
   async upgradeSchedule(keys: TypeKeys, name: string, from: string, to: string): Promise<boolean> {
-    return (await this.run('upgrade-schedule', this.keysOf('upgrade-schedule', keys), name, from, to)) === 1;
+    return (await this.run('upgrade-schedule', this.keysOf('upgrade-schedule', keys), { name, read: from, toStore: to })) === 1;
   }
 
   /** Takes the events of `ids` no holder has in flight out of their queue, into its moving hash; resolves their records. */
   async migrateOut(keys: TypeKeys, token: string, ids: readonly string[]): Promise<Array<{ id: string; record: string }>> {
     if (ids.length === 0) return [];
-    const flat = (await this.run('migrate-out', this.keysOf('migrate-out', keys), token, ...ids)) as string[];
+    const flat = await this.run('migrate-out', this.keysOf('migrate-out', keys), { token, ids });
     const out: Array<{ id: string; record: string }> = [];
     for (let i = 0; i < flat.length; i += 2) out.push({ id: flat[i]!, record: flat[i + 1]! });
     return out;
@@ -381,28 +381,27 @@ export class LuaScripts {
   /** Stores moved records in their new queue, once per token; resolves how many were stored (0 when the token was stored before). */
   async migrateIn(keys: TypeKeys, token: string, records: readonly string[]): Promise<number> {
     if (records.length === 0) return 0;
-    return (await this.run('migrate-in', this.keysOf('migrate-in', keys), token, this.wakeChannel, keys.tag, ...records)) as number;
+    return this.run('migrate-in', this.keysOf('migrate-in', keys), { token, wakeChannel: this.wakeChannel, wakeTag: keys.tag, records });
   }
 
   /** Drops the moving records of the move `token` (not a newer move of the same id); resolves how many. */
   async migrateDone(keys: TypeKeys, token: string, ids: readonly string[]): Promise<number> {
     if (ids.length === 0) return 0;
-    return (await this.run('migrate-done', this.keysOf('migrate-done', keys), token, ...ids)) as number;
+    return this.run('migrate-done', this.keysOf('migrate-done', keys), { token, ids });
   }
 
   /** Gives back the events of the claim `token` whose reply was lost; resolves how many went back to READY. */
   async releaseClaim(keys: TypeKeys, claim: ClaimLog): Promise<number> {
-    return (await this.run('release-claim', this.keysOf('release-claim', keys, { claimLog: claim.log }), claim.token)) as number;
+    return this.run('release-claim', this.keysOf('release-claim', keys, { claimLog: claim.log }), { token: claim.token });
   }
 
   /** How many were replayed, and how many dead letters were taken (those without an envelope are dropped). */
   async replayDead(keys: TypeKeys, ids: readonly string[], limit: number): Promise<DeadLetterStep> {
-    const [done, taken] = (await this.run('replay-dead', this.keysOf('replay-dead', keys), this.wakeChannel, keys.tag, limit, ...ids)) as [number, number];
-    return { done, taken };
+    return this.run('replay-dead', this.keysOf('replay-dead', keys), { wakeChannel: this.wakeChannel, wakeTag: keys.tag, most: limit, ids });
   }
 
   async purgeDead(keys: TypeKeys, ids: readonly string[], limit: number): Promise<DeadLetterStep> {
-    const purged = (await this.run('purge-dead', this.keysOf('purge-dead', keys), limit, ...ids)) as number;
+    const purged = await this.run('purge-dead', this.keysOf('purge-dead', keys), { most: limit, ids });
     return { done: purged, taken: purged };
   }
 }

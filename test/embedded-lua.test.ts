@@ -117,6 +117,20 @@ describe('the embedded Lua scripts', () => {
     }
   });
 
+  it('read the flow hash by field name: each FLOW_<FIELD> is the place of its field in FLOW_FIELDS, and no script reads it by number', () => {
+    const source = readFileSync(join(ROOT, 'lua', 'includes', 'limit-keys.lua'), 'utf8');
+    const fields = JSON.parse(`[${/local FLOW_FIELDS = \{ (.*) \}/.exec(source)![1]!.replace(/'/g, '"')}]`) as string[];
+    const places = new Map<string, number>();
+    for (const m of source.matchAll(/^local (FLOW_[A-Z_, ]+) = ([\d, ]+)$/gm)) {
+      const names = m[1]!.split(',').map((n) => n.trim());
+      const values = m[2]!.split(',').map((v) => Number(v.trim()));
+      names.forEach((name, i) => places.set(name, values[i]!));
+    }
+    expect([...places.keys()].sort()).toEqual(fields.map((f) => `FLOW_${f.toUpperCase()}`).sort());
+    for (const [name, place] of places) expect(fields[place - 1], name).toBe(name.slice('FLOW_'.length).toLowerCase());
+    for (const name of scriptNames()) expect(loadLua(name).lua.replace(/--.*$/gm, ''), name).not.toMatch(/flow\[\d/);
+  });
+
   it('are each named in docs/state-machine.md, with the states they change', () => {
     const doc = readFileSync(join(ROOT, 'docs', 'state-machine.md'), 'utf8');
     const unnamed = scriptNames().filter((name) => !doc.includes(`| \`${name}.lua\` |`));

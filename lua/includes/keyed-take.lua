@@ -1,4 +1,5 @@
 -- @include keyed-keys
+-- @include limit-keys
 
 -- Up to `count` ready ids from the keys in turn (round robin, one id per key
 -- per turn), each key within its own limits (`flow` holds kmax, kper, kconc
@@ -9,7 +10,7 @@
 -- calls hold them (their end wakes the readers).
 local function keyed_take(meta_key, flow, count, now, limited)
   local k = keyed_keys(meta_key)
-  local kmax, kper, kconc = tonumber(flow[7] or ''), tonumber(flow[8] or ''), tonumber(flow[9] or '')
+  local kmax, kper, kconc = tonumber(flow[FLOW_KMAX] or ''), tonumber(flow[FLOW_KPER] or ''), tonumber(flow[FLOW_KCONC] or '')
   local ids, keys = {}, {}
   local held = false
   local held_ms = -1

@@ -30,5 +30,10 @@ local function limit_keys(meta_key)
   return own .. ':fc', own .. ':rl'
 end
 
--- The fields of the flow hash, in the order flow_read returns them.
+-- The fields of the flow hash, as one HMGET reads them (complete-and-claim.lua),
+-- and each one's place in its reply: scripts read `flow[FLOW_THR]`, never a
+-- number (test/embedded-lua.test.ts checks that the two lists agree). Locals,
+-- not a table of names: reading one costs nothing more than a number.
 local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks', 'kseen', 'mv' }
+local FLOW_MAX, FLOW_PER, FLOW_CONC, FLOW_HOLD, FLOW_THR, FLOW_V, FLOW_KMAX = 1, 2, 3, 4, 5, 6, 7
+local FLOW_KPER, FLOW_KCONC, FLOW_KEYED, FLOW_KC, FLOW_KS, FLOW_KSEEN, FLOW_MV = 8, 9, 10, 11, 12, 13, 14

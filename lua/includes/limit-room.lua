@@ -10,26 +10,26 @@
 local function limit_room(meta_key, flow, in_flight_key, wanted, now)
   local flow_key, rl_key = limit_keys(meta_key)
   -- Paused (or waiting) while the type's partitions change: the limits hold across both settings.
-  local moving = tonumber(flow[14] or '')
+  local moving = tonumber(flow[FLOW_MV] or '')
   if moving and moving > now then return 0, moving - now, false, 0 end
-  local hold = tonumber(flow[4] or '')
+  local hold = tonumber(flow[FLOW_HOLD] or '')
   if hold then
     if hold > now then return 0, hold - now, false, 0 end
     redis.call('HDEL', flow_key, 'hold')
   end
   local room = wanted
-  local conc = tonumber(flow[3] or '')
+  local conc = tonumber(flow[FLOW_CONC] or '')
   if conc then
     local leases = redis.call('ZCARD', in_flight_key)
     -- The pin is there exactly while a lease is.
     local running = leases > 0 and leases - 1 or 0
     room = math.min(room, conc - running)
     if room <= 0 then
-      if not flow[5] then redis.call('HSET', flow_key, 'thr', '1') end
+      if not flow[FLOW_THR] then redis.call('HSET', flow_key, 'thr', '1') end
       return 0, -1, false, 0
     end
   end
-  local max, per = tonumber(flow[1] or ''), tonumber(flow[2] or '')
+  local max, per = tonumber(flow[FLOW_MAX] or ''), tonumber(flow[FLOW_PER] or '')
   if max and per then
     redis.call('ZREMRANGEBYSCORE', rl_key, '-inf', now - per)
     local used = redis.call('ZCARD', rl_key)

@@ -1,0 +1,72 @@
+-- Phase of complete-and-claim.lua: IN_FLIGHT -> (removed), or HANDLED with
+-- keepHandled, for each success still fenced by its claim (`stale` lists the
+-- others); ids marked for the idempotency window; `freed` when a concurrency
+-- limit a claim found full has room again.
+if successes_n > 0 then
+  local ids = {}
+  for i = successes_at, successes_at + 2 * successes_n - 1, 2 do ids[#ids + 1] = ARGV[i] end
+  local leased = redis.call('ZMSCORE', KEYS[2], unpack(ids))
+  for k, id in ipairs(ids) do
+    if leased[k] and lease_fences(tonumber(leased[k]), tonumber(ARGV[successes_at - 1 + 2 * k])) then
+      removed[#removed + 1] = id
+    else
+      stale[#stale + 1] = k
+    end
+  end
+  if #removed > 0 then
+    redis.call('ZREM', KEYS[2], unpack(removed))
+    if keep_count > 0 then
+      -- The history keeps what ran: the attempt (the envelope's plus the one in flight), when, the due time and the body.
+      local headers = redis.call('HMGET', KEYS[3], unpack(removed))
+      local bodies = group_queue and redis.call('HMGET', KEYS[10], unpack(removed)) or headers
+      local records = {}
+      for k, id in ipairs(removed) do
+        if headers[k] and bodies[k] then
+          local attempt, due = envelope_parse(headers[k])
+          local _, _, body = envelope_parse(bodies[k])
+          records[#records + 1] = id
+          records[#records + 1] = (attempt + 1) .. '|' .. now .. '|' .. due .. '|' .. body
+        end
+      end
+      handled_keep(KEYS[13], KEYS[14], records, now, keep_count, keep_age)
+    end
+    -- The ids whose bodies go now: all of them, unless other groups still hold some.
+    local finished = removed
+    if group_queue then
+      redis.call('HDEL', KEYS[3], unpack(removed))
+      finished = groups_release(KEYS[9], removed)
+    elseif redis.call('EXISTS', KEYS[9]) == 1 then
+      local held = redis.call('HMGET', KEYS[9], unpack(removed))
+      local delivered = {}
+      finished = {}
+      for k, id in ipairs(removed) do
+        if held[k] then delivered[#delivered + 1] = id else finished[#finished + 1] = id end
+      end
+      for _, id in ipairs(groups_release(KEYS[9], delivered)) do finished[#finished + 1] = id end
+    end
+    if #finished > 0 then
+      redis.call('HDEL', KEYS[10], unpack(finished))
+      if window_ms > 0 then
+        -- One score for every mark, written once rather than converted from a number per mark.
+        local marks = {}
+        local until_ms = string.format('%d', now + window_ms)
+        for i, id in ipairs(finished) do
+          marks[2 * i - 1] = until_ms
+          marks[2 * i] = id
+        end
+        redis.call('ZADD', KEYS[7], unpack(marks))
+      end
+    end
+  end
+  -- An event that failed before, or whose lease ran out before it started, has an error recorded.
+  if #removed > 0 and redis.call('EXISTS', KEYS[5]) == 1 then redis.call('HDEL', KEYS[5], unpack(removed)) end
+  if #removed > 0 and redis.call('EXISTS', KEYS[12]) == 1 then redis.call('HDEL', KEYS[12], unpack(removed)) end
+end
+-- Room freed under a concurrency limit that a claim found full: the caller wakes the instances.
+local freed = 0
+if #removed > 0 and flow[FLOW_KS] then keyed_release(KEYS[3], removed) end
+if #removed > 0 and flow[FLOW_THR] then
+  redis.call('HDEL', flow_key, 'thr')
+  flow[FLOW_THR] = false
+  freed = 1
+end

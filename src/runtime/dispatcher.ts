@@ -1,5 +1,5 @@
-import { Observable } from 'rxjs';
-import { type BackgroundService, SubscribedLoop } from './background-service';
+import type { Observable } from 'rxjs';
+import { type BackgroundService, LoopService } from './background-service';
 import { type LuaScripts, newMarkerValue } from '../redis/lua-scripts';
 import { METRIC, type Metrics } from './metrics';
 import { OutageBackoff, sleep } from './outage-backoff';
@@ -41,7 +41,7 @@ export interface DispatcherRegistrations {
  */
 export class Dispatcher implements BackgroundService {
   private readonly wakeup = new Wakeup();
-  private readonly lifecycle = new SubscribedLoop(this.run());
+  private readonly lifecycle = new LoopService((signal) => this.run(signal));
 
   constructor(
     private readonly keys: TypeKeys,
@@ -64,21 +64,20 @@ export class Dispatcher implements BackgroundService {
     return this.lifecycle.stop();
   }
 
-  /** The dispatch loop; it runs while subscribed. */
-  run(): Observable<never> {
-    return new Observable<never>(() => {
-      const stop = new AbortController();
-      stop.signal.addEventListener('abort', () => this.wakeup.wake(), { once: true });
-      const wakeSubscription = this.wakes$.subscribe((wake) => {
-        // A wake with a due time below 0 says events are ready (for readers), not that one is due sooner.
-        if (wake.due >= 0 && (wake.tag === this.keys.tag || wake.tag === WAKE_ALL)) this.nudge();
-      });
-      void this.loop(stop.signal);
-      return () => {
-        stop.abort();
-        wakeSubscription.unsubscribe();
-      };
+  /** The dispatch loop, until `signal` aborts (LoopService). */
+  private async run(signal: AbortSignal): Promise<void> {
+    const onAbort = () => this.wakeup.wake();
+    signal.addEventListener('abort', onAbort, { once: true });
+    const wakeSubscription = this.wakes$.subscribe((wake) => {
+      // A wake with a due time below 0 says events are ready (for readers), not that one is due sooner.
+      if (wake.due >= 0 && (wake.tag === this.keys.tag || wake.tag === WAKE_ALL)) this.nudge();
     });
+    try {
+      await this.loop(signal);
+    } finally {
+      wakeSubscription.unsubscribe();
+      signal.removeEventListener('abort', onAbort);
+    }
   }
 
   /** What a look sends of this instance's registrations: only while it has named groups on the queue. */
@@ -98,6 +97,8 @@ export class Dispatcher implements BackgroundService {
       try {
         const result = await this.scripts.dispatchDue(this.keys, this.settings.batchSize, this.settings.defaultGroupHere, this.registrationsNow());
         backoff.reset();
+        // Stopped while the look ran: what it reports may send more (registering groups again); nothing is sent now.
+        if (signal.aborted) break;
         if (result.marker !== '') this.settings.registrations?.onMarker(result.marker);
         if (result.handedToGroups > 0) this.metrics.count(METRIC.dispatched, { ...tags, reason: 'due' }, result.handedToGroups);
         if (result.movedDue + result.movedExpired + result.handedToGroups > 0) this.settings.onMoved?.();

@@ -304,18 +304,35 @@ export class DelayedEventService extends InspectionCalls {
    * The order, and why: docs/architecture.md, "Shutdown".
    */
   close(): Promise<void> {
-    this.closing ??= (async () => {
-      // Enqueues accepted before close are sent before the connections are released.
-      this.enqueuer.flush();
-      await this.recurring.stop();
-      await this.handlers.stopAll();
-      // The last slot's counts, if Redis takes them within a second.
-      await this.activityRecorder?.close().catch(() => undefined);
-      this.metrics.complete();
-      this.log.close();
-      await this.connections.close();
-    })();
+    this.closing ??= this.stopInOrder();
     return this.closing;
+  }
+
+  /**
+   * What close() stops, in order. Each stop resolves once its part will touch
+   * Redis no more (src/runtime/background-service.ts), so each step may count
+   * on everything before it being still.
+   */
+  private async stopInOrder(): Promise<void> {
+    const steps: ReadonlyArray<() => unknown> = [
+      // Enqueues accepted before close are sent first: their callers were told they would be.
+      () => this.enqueuer.flush(),
+      // Schedules next: an occurrence enqueued later would wait for a handler that is stopping.
+      () => this.recurring.stop(),
+      // Handlers: readers claim no more and give back what waits unstarted, running calls get
+      // closeTimeoutMs and their results are written, then dispatchers and repartitioners end.
+      () => this.handlers.stopAll(),
+      // The activity's last slot: only now does it hold every handled event.
+      () => this.activityRecorder?.close().catch(() => undefined),
+      // Nothing more will be measured or logged.
+      () => {
+        this.metrics.complete();
+        this.log.close();
+      },
+      // Connections last: every step above may still use them.
+      () => this.connections.close(),
+    ];
+    for (const step of steps) await step();
   }
 
   /** Every instance that handles events or schedules them advances every schedule under the prefix. */

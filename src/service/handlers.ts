@@ -356,8 +356,8 @@ export class Handlers {
   private async unregister(registration: Registration): Promise<void> {
     clearInterval(registration.limitsRefresh);
     for (const { queueTag, reader } of registration.readers) this.readersByQueue.get(queueTag)?.delete(reader);
-    for (const dispatcher of registration.dispatchers) void dispatcher.stop(0);
-    await registration.consumer.stop(this.parts.options.closeTimeoutMs);
+    // Stopped together: the dispatchers' stops resolve once their looks in flight are answered.
+    await Promise.all([...registration.dispatchers.map((dispatcher) => dispatcher.stop(0)), registration.consumer.stop(this.parts.options.closeTimeoutMs)]);
     const command = this.parts.connections.command;
     await Promise.all((registration.sortedQueues ?? []).map((keys) => this.parts.scripts.bounded('forget-sorter', () => forgetSorter(command, keys)).catch(() => undefined)));
   }

@@ -1,6 +1,5 @@
 import { whenReady } from '../redis/ready-gate';
 import { randomBytes } from 'node:crypto';
-import { Observable } from 'rxjs';
 import type { DelayedEventInstance, EventRoute } from '../core/delayed-event.decorator';
 import { InvalidOptionError } from '../core/errors';
 import { type AllowedKeys, checkArgumentKeys } from '../core/option-keys';
@@ -15,7 +14,7 @@ import type { RedisLayout } from '../redis/redis-layout';
 import { METRIC, type Metrics } from '../runtime/metrics';
 import { OutageBackoff, sleep } from '../runtime/outage-backoff';
 import { Wakeup } from '../runtime/wakeup';
-import { type BackgroundService, SubscribedLoop } from '../runtime/background-service';
+import { type BackgroundService, LoopService } from '../runtime/background-service';
 
 export interface ScheduleOptions {
   /** Context every occurrence carries. */
@@ -101,7 +100,7 @@ export function occurrenceId(name: string, at: number): string {
  */
 export class RecurringSchedules implements BackgroundService {
   private readonly wakeup = new Wakeup();
-  private readonly lifecycle = new SubscribedLoop(this.run());
+  private readonly lifecycle = new LoopService((signal) => this.loop(signal));
   /** Per type (its route as JSON), the schedules defined here, by name, and the marker value seen when they were stored. */
   private readonly definedHere = new Map<string, { readonly route: EventRoute; readonly schedules: Map<string, DefinedHere>; marker: string | null }>();
 
@@ -201,32 +200,32 @@ export class RecurringSchedules implements BackgroundService {
     return this.lifecycle.stop();
   }
 
-  /** The loop; it runs while subscribed. */
-  run(): Observable<never> {
-    return new Observable<never>(() => {
-      const stop = new AbortController();
-      stop.signal.addEventListener('abort', () => this.wakeup.wake(), { once: true });
-      void this.loop(stop.signal);
-      return () => stop.abort();
-    });
-  }
-
+  /**
+   * The loop, until `signal` aborts (LoopService): stopped, a tick sends
+   * nothing more, though a schedule it began advancing is finished first
+   * (its occurrences enqueued, its next occurrence moved on), so no
+   * definition is left half-settled.
+   */
   private async loop(signal: AbortSignal): Promise<void> {
+    const onAbort = () => this.wakeup.wake();
+    signal.addEventListener('abort', onAbort, { once: true });
     const backoff = new OutageBackoff();
     while (!signal.aborted) {
       this.wakeup.clear();
       try {
         // The command connection keeps no offline queue: wait for it (at start-up, after an outage).
         await whenReady(this.client);
-        await this.restoreDefinedHere();
-        await this.advanceAll();
+        await this.restoreDefinedHere(signal);
+        await this.advanceAll(signal);
         backoff.reset();
         await this.wakeup.wait(this.settings.pollIntervalMs);
       } catch {
+        if (signal.aborted) break;
         this.metrics.count(METRIC.redisErrors, { loop: 'recurring', type: '' });
         await sleep(backoff.next(), signal);
       }
     }
+    signal.removeEventListener('abort', onAbort);
   }
 
   /**
@@ -235,10 +234,10 @@ export class RecurringSchedules implements BackgroundService {
    * One removed by another instance (the marker is there, the schedule not)
    * is forgotten here instead.
    */
-  private async restoreDefinedHere(): Promise<void> {
+  private async restoreDefinedHere(signal: AbortSignal): Promise<void> {
     for (const here of this.definedHere.values()) {
       const { route, schedules } = here;
-      if (schedules.size === 0) continue;
+      if (schedules.size === 0 || signal.aborted) continue;
       const { marker, names: stored } = await this.store.markerAndNames(route);
       if (marker !== null && marker === here.marker) {
         // The same Redis data as when they were stored: one gone was removed on purpose.
@@ -251,9 +250,14 @@ export class RecurringSchedules implements BackgroundService {
     }
   }
 
-  private async advanceAll(): Promise<void> {
+  private async advanceAll(signal: AbortSignal): Promise<void> {
+    if (signal.aborted) return;
     for (const route of await this.store.routes()) {
-      for (const { json, definition } of await this.store.readAll(route)) await this.advance(json, definition);
+      if (signal.aborted) return;
+      for (const { json, definition } of await this.store.readAll(route)) {
+        if (signal.aborted) return;
+        await this.advance(json, definition);
+      }
     }
   }
 

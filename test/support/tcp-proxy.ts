@@ -8,6 +8,8 @@ interface Link {
   blackholed: boolean;
   /** Commands still reach Redis, but its replies are dropped: Redis runs them and the client never hears. */
   repliesLost: boolean;
+  /** Replies held back (holdReplies) until releaseReplies(), in order. */
+  held?: Buffer[];
 }
 
 /**
@@ -22,6 +24,20 @@ export class TcpProxy {
     private readonly links: Set<Link>,
     private readonly log: { sent: string; silenceAfter?: string; blackholeNew?: boolean },
   ) {}
+
+  /** From now on, Redis's replies wait here, on every open connection, until releaseReplies(): each call sent meanwhile is in flight. */
+  holdReplies(): void {
+    for (const link of this.links) link.held ??= [];
+  }
+
+  /** Sends the replies held back, in order, and stops holding. */
+  releaseReplies(): void {
+    for (const link of this.links) {
+      const held = link.held ?? [];
+      link.held = undefined;
+      for (const chunk of held) link.client.write(chunk);
+    }
+  }
 
   /** From now on, every new connection is taken and black-holed: nothing ever answers it, as a frozen Redis would not. */
   blackholeNewConnections(): void {
@@ -47,8 +63,9 @@ export class TcpProxy {
         if (log.silenceAfter && chunk.toString('latin1').toUpperCase().includes(log.silenceAfter)) link.repliesLost = true;
         upstream.write(chunk);
       });
-      upstream.on('data', (chunk) => {
-        if (!link.blackholed && !link.repliesLost) client.write(chunk);
+      upstream.on('data', (chunk: Buffer) => {
+        if (link.held) link.held.push(chunk);
+        else if (!link.blackholed && !link.repliesLost) client.write(chunk);
       });
       const close = () => {
         links.delete(link);

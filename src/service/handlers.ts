@@ -1,33 +1,27 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import type { Observable, Subscription } from 'rxjs';
-import { type DelayedEventInstance, type EventClass, type EventRoute, eventRouteOf, eventVersioningOf } from '../core/delayed-event.decorator';
+import type { Subscription } from 'rxjs';
+import { type DelayedEventInstance, type EventClass, eventRouteOf, eventVersioningOf } from '../core/delayed-event.decorator';
 import { HandlerAlreadyRegisteredError, InvalidOptionError } from '../core/errors';
-import type { EventCodec } from '../core/event-codec';
-import type { EventContextStore } from '../core/event-context';
-import { checkGroupOption } from '../core/names';
-import { checkRetryPolicy } from '../core/retry-policy';
 import { INSTANCES_QUESTION, type InstanceHandler, announceReady, answerInstances } from '../redis/instance-registry';
 import { LuaScripts } from '../redis/lua-scripts';
-import type { RedisConnections } from '../redis/redis-connections';
-import { DEFAULT_GROUP, type RedisLayout, type TypeKeys } from '../redis/redis-layout';
-import type { ActivityRecorder } from '../runtime/activity-log';
+import { DEFAULT_GROUP, type TypeKeys } from '../redis/redis-layout';
 import type { BackgroundService } from '../runtime/background-service';
 import { Consumer, type ConsumerQueue } from '../runtime/consumer';
 import { type BatchHandler, BatchConsumer, type BatchSettings } from '../runtime/batch-consumer';
-import { Dispatcher } from '../runtime/dispatcher';
+import type { Dispatcher } from '../runtime/dispatcher';
 import { type EventHandler, passThroughContextHandler } from '../runtime/handler-invocation';
-import { METRIC, type Metrics } from '../runtime/metrics';
-import { ReadyReader } from '../runtime/ready-reader';
+import { METRIC } from '../runtime/metrics';
+import type { ReadyReader } from '../runtime/ready-reader';
 import { Repartitioner, SETTING_STALE_MS } from '../runtime/repartitioner';
 import { PartitionMoves } from '../redis/partition-moves';
-import type { ServiceLog } from '../runtime/service-log';
-import { WAKE_ALL, type Wake } from '../runtime/wake-listener';
+import { WAKE_ALL } from '../runtime/wake-listener';
 import { DEAD_LETTER_CHUNK } from './inspection-types';
-import { type ResolvedOptions, integer, positive } from './service-options';
+import { integer, positive } from './service-options';
 import { checkOptionKeys } from '../core/option-keys';
-import { checkAgainstPartitions, checkFlowLimits, isLimited, limitsOfPartition } from './flow-control';
-import { BATCH_HANDLER_OPTION_KEYS, type BatchHandlerOptions, DEFAULT_PREFETCH, HANDLER_OPTION_KEYS, type HandlerOptions } from './handler-options';
+import { groupName, planHandler } from './handler-plan';
+import { type HandlersParts, type PartitionHost, wirePartition } from './partition-wiring';
+import { BATCH_HANDLER_OPTION_KEYS, type BatchHandlerOptions, type HandlerOptions } from './handler-options';
 
 export type { BatchHandlerOptions, HandlerOptions } from './handler-options';
 import { keySorter, storeLimitsWhenReady } from './flow-registration';
@@ -53,28 +47,7 @@ interface Registration {
 /** How often a handler with limits stores them again (one read when they are there). */
 const LIMITS_REFRESH_MS = 60_000;
 
-export interface HandlersParts {
-  readonly options: ResolvedOptions;
-  readonly layout: RedisLayout;
-  readonly connections: RedisConnections;
-  /** The command connection's scripts: group registrations go on both connections. */
-  readonly scripts: LuaScripts;
-  readonly codec: EventCodec;
-  readonly contextStore: EventContextStore;
-  readonly metrics: Metrics;
-  readonly log: ServiceLog;
-  readonly activity: ActivityRecorder | undefined;
-  readonly wakes$: Observable<Wake>;
-  readonly isClosing: () => boolean;
-  /** Told of each type handled here (its gauges are then sampled, and the recurring loop runs). */
-  readonly onHandled: (route: EventRoute) => void;
-}
-
-/** Validates a group option; undefined is the default group. */
-export function groupName(group: string | undefined): string {
-  if (group === undefined) return DEFAULT_GROUP;
-  return checkGroupOption(group);
-}
+export type { HandlersParts } from './partition-wiring';
 
 /**
  * Handler registration and consumption: per handled type (and partition) a
@@ -163,65 +136,25 @@ export class Handlers {
     const type = route.type;
     this.parts.codec.assertBuildable(eventClass);
     if (typeof handler !== 'function') throw new TypeError(`handler for '${type}' must be a function`);
-    // Left out (from JavaScript), one call at a time: not NaN free slots, which would never claim.
-    const parallelism = integer('parallelism', parallelismGiven, 1, 1, 10_000);
-    // A batch handler's options were checked by addBatch, against its own list.
-    if (!batch) checkOptionKeys(options, HANDLER_OPTION_KEYS, `addHandler(${type})`);
-    const group = groupName(options.group);
+    const plan = planHandler(route, parallelismGiven, options, { handlerTimeoutMs: settings.handlerTimeoutMs, leaseGraceMs: settings.leaseGraceMs, retry: settings.retry }, batch);
+    const { group, limited } = plan;
     const registrationKey = `${type}|${group}`;
     if (this.registrations.has(registrationKey)) throw new HandlerAlreadyRegisteredError(type, group);
-    const timeoutMs = positive('timeoutMs', options.timeoutMs, settings.handlerTimeoutMs);
-    const limits = checkFlowLimits(options);
-    checkAgainstPartitions(limits, route.partitions);
     const sortByKey = options.key ? keySorter(eventClass, (event: T) => options.key!.call(options, event), this.parts.codec) : undefined;
-    const limited = isLimited(limits);
-    // Claimed ahead, an event would count against the limits without running: with limits, claims are for free slots only.
-    const prefetch = limited || batch ? 0 : integer('prefetch', options.prefetch, DEFAULT_PREFETCH, 0, 10_000);
-    // A batch call holds a slot per event: limits and readers count events, not calls.
-    const slots = batch ? batch.maxBatch * batch.calls : parallelism;
-    // An event of a batch may wait maxWaitMs to gather, and for a call to end, before its own call starts.
-    // (at worst behind every call running, once each: calls + 1 timeouts).
-    const leaseMs = (batch ? (batch.calls + 1) * timeoutMs + batch.maxWaitMs : timeoutMs) + settings.leaseGraceMs;
-    const retry = checkRetryPolicy(options.retry ?? settings.retry, 'retry');
     const version = eventVersioningOf(eventClass).version;
 
-    // Per partition: the type's dispatcher moves due events to every registered group;
-    // a named group also runs its own, for its retries and expired leases, and a reader.
-    const dispatchSettings = { batchSize: settings.dispatchBatchSize, pollIntervalMs: settings.pollIntervalMs };
     const scripts = this.scriptsOfHandlers();
     const dispatchers: Dispatcher[] = [];
     const limitsStored: Array<Promise<void>> = [];
-    const queues: ConsumerQueue[] = layout.partitionsOf(route).map((shared, p) => {
-      this.groups.register(shared, group);
-      limitsStored.push(this.registerLimits(layout.forGroup(shared, group), limitsOfPartition(limits, route.partitions, p)));
-      // The default group's handlers here keep getting events once the type has named groups.
-      if (group !== DEFAULT_GROUP && this.registrations.has(`${type}|${DEFAULT_GROUP}`)) this.groups.register(shared, DEFAULT_GROUP);
-      // The named groups here are this instance's to restore if Redis loses them: every look of the type's
-      // dispatcher registers them again while the queue's marker is missing, before it moves anything.
-      const registrations = this.groups.forDispatcher(shared, group);
-      const onMoved = () => this.nudgeReaders(shared.tag);
-      const typeDispatcher = new Dispatcher(shared, scripts, metrics, { ...dispatchSettings, defaultGroupHere: group === DEFAULT_GROUP, registrations, onMoved }, this.parts.wakes$);
-      dispatchers.push(typeDispatcher);
-      const keys = layout.forGroup(shared, group);
-      let ownDispatcher = typeDispatcher;
-      if (keys !== shared) {
-        ownDispatcher = new Dispatcher(keys, scripts, metrics, { ...dispatchSettings, defaultGroupHere: false, onMoved }, this.parts.wakes$);
-        dispatchers.push(ownDispatcher);
-      }
-      const reader = new ReadyReader(keys, scripts, metrics, {
-        leaseMs,
-        graceMs: settings.leaseGraceMs,
-        maxAttempts: retry.maxAttempts,
-        blockMs: settings.readerBlockMs,
-        activity: this.parts.activity?.of(type),
-        version,
-        onLeftForNewerVersion: () => announceReady(this.parts.connections.command, layout.wakeChannel, shared.tag).catch(() => undefined),
-        onFreed: () => announceReady(this.parts.connections.command, layout.wakeChannel, shared.tag).catch(() => undefined),
-        ...(sortByKey ? { sortByKey } : {}),
-        ...(batch ? { confirmedByConsumer: true } : {}),
-      });
-      return { keys, reader, onRetryScheduled: () => ownDispatcher.nudge() };
-    });
+    const wiring = { plan, version, sortByKey, confirmedByConsumer: batch !== undefined, scripts, dispatchers, limitsStored };
+    const host: PartitionHost = {
+      parts: this.parts,
+      groups: this.groups,
+      handlesDefaultGroup: () => this.registrations.has(`${type}|${DEFAULT_GROUP}`),
+      registerLimits: (keys, limits) => this.registerLimits(keys, limits),
+      nudgeReaders: (queueTag) => this.nudgeReaders(queueTag),
+    };
+    const queues: ConsumerQueue[] = layout.partitionsOf(route).map((shared, p) => wirePartition(host, shared, p, wiring));
     const readers = queues.map((q) => ({ queueTag: q.keys.queueTag, reader: q.reader }));
     for (const { queueTag, reader } of readers) {
       let set = this.readersByQueue.get(queueTag);
@@ -240,17 +173,17 @@ export class Handlers {
       queues,
       eventClass,
       handler,
-      parallelism: slots,
-      prefetch,
-      timeoutMs,
-      retry,
+      parallelism: plan.slots,
+      prefetch: plan.prefetch,
+      timeoutMs: plan.timeoutMs,
+      retry: plan.retry,
       scripts,
       codec: this.parts.codec,
       metrics,
       contextStore: this.parts.contextStore,
       contextHandler: settings.contextHandler ?? passThroughContextHandler,
       activity: this.parts.activity?.of(type),
-      limited: limits.globalConcurrency !== undefined || limits.perKey !== undefined,
+      limited: plan.countsRunning,
       // A hold set here ends: this instance's readers look at once, and every other instance's on the wake-up.
       onHoldEnded: (keys: TypeKeys) => {
         this.nudgeReaders(keys.queueTag);
@@ -288,13 +221,13 @@ export class Handlers {
     this.parts.onHandled(route);
     const limitsRefresh = limited
       ? setInterval(() => {
-          for (const [p, shared] of layout.partitionsOf(route).entries()) void this.registerLimits(layout.forGroup(shared, group), limitsOfPartition(limits, route.partitions, p));
+          for (const [p, shared] of layout.partitionsOf(route).entries()) void this.registerLimits(layout.forGroup(shared, group), plan.partitionLimits[p]!);
         }, LIMITS_REFRESH_MS).unref()
       : undefined;
     this.registrations.set(registrationKey, {
       type,
       group,
-      parallelism,
+      parallelism: plan.parallelism,
       version,
       ...(limitsRefresh ? { limitsRefresh } : {}),
       ...(sortByKey ? { sortedQueues: queues.map((q) => q.keys) } : {}),

@@ -1,0 +1,90 @@
+import type { EventRoute } from '../core/delayed-event.decorator';
+import { checkGroupOption } from '../core/names';
+import { checkOptionKeys } from '../core/option-keys';
+import { type RetryPolicy, checkRetryPolicy } from '../core/retry-policy';
+import type { StoredLimits } from '../redis/flow-limits';
+import { DEFAULT_GROUP } from '../redis/redis-layout';
+import { type FlowLimits, checkAgainstPartitions, checkFlowLimits, isLimited, limitsOfPartition } from './flow-control';
+import { DEFAULT_PREFETCH, HANDLER_OPTION_KEYS, type HandlerOptions } from './handler-options';
+import { integer, positive } from './service-options';
+
+/** A batch handler's call shape, as addBatchHandler checked it. */
+export interface BatchShape {
+  /** Most events in one call. */
+  readonly maxBatch: number;
+  /** How long the first event of a batch waits for more before the call. */
+  readonly maxWaitMs: number;
+  /** Most calls at once. */
+  readonly calls: number;
+}
+
+/** What a handler registration is, decided from its options alone: no Redis, no loops. */
+export interface HandlerPlan {
+  readonly type: string;
+  readonly group: string;
+  /** The handler's calls at once, as given (a batch handler's: its calls). */
+  readonly parallelism: number;
+  /** Slots the readers and limits count: events, so a batch call holds one per event. */
+  readonly slots: number;
+  /** Events claimed ahead of the free slots (0 with limits or a batch handler). */
+  readonly prefetch: number;
+  readonly timeoutMs: number;
+  /** How long a claim's lease lasts: what the handler may take, and the grace. */
+  readonly leaseMs: number;
+  readonly retry: RetryPolicy;
+  readonly limits: FlowLimits;
+  /** Limits that bound claims: then claims are for free slots only, and wait for the limits to be stored. */
+  readonly limited: boolean;
+  /** Limits that count calls running (global concurrency, per key): results free room. */
+  readonly countsRunning: boolean;
+  /** The limits each partition stores: its share of the type's. */
+  readonly partitionLimits: readonly StoredLimits[];
+}
+
+/** The service-wide settings a plan reads. */
+export interface PlanDefaults {
+  readonly handlerTimeoutMs: number;
+  readonly leaseGraceMs: number;
+  readonly retry: RetryPolicy;
+}
+
+/** Validates a group option; undefined is the default group. */
+export function groupName(group: string | undefined): string {
+  if (group === undefined) return DEFAULT_GROUP;
+  return checkGroupOption(group);
+}
+
+/**
+ * The plan of addHandler (or, with `batch`, addBatchHandler, whose own
+ * options were checked against their list): every option checked, with an
+ * InvalidOptionError that says what to fix, and the lease arithmetic. An event
+ * of a batch may wait maxWaitMs to gather, and for every call running to end
+ * once (calls + 1 timeouts), before its own call starts: its lease covers that.
+ */
+export function planHandler<T>(route: EventRoute, parallelismGiven: number | undefined, options: HandlerOptions<T>, defaults: PlanDefaults, batch?: BatchShape): HandlerPlan {
+  // Left out (from JavaScript), one call at a time: not NaN free slots, which would never claim.
+  const parallelism = integer('parallelism', parallelismGiven, 1, 1, 10_000);
+  if (!batch) checkOptionKeys(options, HANDLER_OPTION_KEYS, `addHandler(${route.type})`);
+  const group = groupName(options.group);
+  const timeoutMs = positive('timeoutMs', options.timeoutMs, defaults.handlerTimeoutMs);
+  const limits = checkFlowLimits(options);
+  checkAgainstPartitions(limits, route.partitions);
+  const limited = isLimited(limits);
+  // Claimed ahead, an event would count against the limits without running: with limits, claims are for free slots only.
+  const prefetch = limited || batch ? 0 : integer('prefetch', options.prefetch, DEFAULT_PREFETCH, 0, 10_000);
+  const leaseMs = (batch ? (batch.calls + 1) * timeoutMs + batch.maxWaitMs : timeoutMs) + defaults.leaseGraceMs;
+  return {
+    type: route.type,
+    group,
+    parallelism,
+    slots: batch ? batch.maxBatch * batch.calls : parallelism,
+    prefetch,
+    timeoutMs,
+    leaseMs,
+    retry: checkRetryPolicy(options.retry ?? defaults.retry, 'retry'),
+    limits,
+    limited,
+    countsRunning: limits.globalConcurrency !== undefined || limits.perKey !== undefined,
+    partitionLimits: Array.from({ length: route.partitions }, (_, p) => limitsOfPartition(limits, route.partitions, p)),
+  };
+}

@@ -1,0 +1,102 @@
+import type { Observable } from 'rxjs';
+import type { EventRoute } from '../core/delayed-event.decorator';
+import type { EventCodec } from '../core/event-codec';
+import type { EventContextStore } from '../core/event-context';
+import { announceReady } from '../redis/instance-registry';
+import type { RedisConnections } from '../redis/redis-connections';
+import type { ActivityRecorder } from '../runtime/activity-log';
+import type { Metrics } from '../runtime/metrics';
+import type { ServiceLog } from '../runtime/service-log';
+import type { Wake } from '../runtime/wake-listener';
+import type { ResolvedOptions } from './service-options';
+import type { StoredLimits } from '../redis/flow-limits';
+import type { LuaScripts } from '../redis/lua-scripts';
+import { DEFAULT_GROUP, type RedisLayout, type TypeKeys } from '../redis/redis-layout';
+import type { ConsumerQueue } from '../runtime/consumer';
+import { Dispatcher } from '../runtime/dispatcher';
+import { ReadyReader, type ReaderSettings } from '../runtime/ready-reader';
+import type { GroupRegistrations } from './group-registrations';
+import type { HandlerPlan } from './handler-plan';
+
+/** What Handlers is made of (the service's composition root hands it these). */
+export interface HandlersParts {
+  readonly options: ResolvedOptions;
+  readonly layout: RedisLayout;
+  readonly connections: RedisConnections;
+  /** The command connection's scripts: group registrations go on both connections. */
+  readonly scripts: LuaScripts;
+  readonly codec: EventCodec;
+  readonly contextStore: EventContextStore;
+  readonly metrics: Metrics;
+  readonly log: ServiceLog;
+  readonly activity: ActivityRecorder | undefined;
+  readonly wakes$: Observable<Wake>;
+  readonly isClosing: () => boolean;
+  /** Told of each type handled here (its gauges are then sampled, and the recurring loop runs). */
+  readonly onHandled: (route: EventRoute) => void;
+}
+
+/** What wiring a partition needs of the Handlers that own it. */
+export interface PartitionHost {
+  readonly parts: HandlersParts;
+  readonly groups: GroupRegistrations;
+  /** A handler of the type's default group runs here. */
+  handlesDefaultGroup(): boolean;
+  registerLimits(keys: TypeKeys, limits: StoredLimits): Promise<void>;
+  nudgeReaders(queueTag: string): void;
+}
+
+/** One handler's settings for each of its partitions, and where the partitions' parts are gathered. */
+export interface PartitionWiring {
+  readonly plan: HandlerPlan;
+  readonly version: number;
+  readonly sortByKey: ReaderSettings['sortByKey'] | undefined;
+  readonly confirmedByConsumer: boolean;
+  readonly scripts: LuaScripts;
+  readonly dispatchers: Dispatcher[];
+  readonly limitsStored: Array<Promise<void>>;
+}
+
+/**
+ * One partition (`shared`, number `p`) of a handler: its group registered
+ * (and the default group, when one of its handlers runs here), its limits
+ * stored, the type's dispatcher (it moves due events to every registered
+ * group), a named group's own dispatcher (its retries and expired leases),
+ * and the reader that claims for the consumer. Nothing starts here.
+ */
+export function wirePartition(host: PartitionHost, shared: TypeKeys, p: number, wiring: PartitionWiring): ConsumerQueue {
+  const { options: settings, layout, metrics } = host.parts;
+  const { plan, version, sortByKey, scripts, dispatchers, limitsStored } = wiring;
+  const { type, group } = plan;
+  const dispatchSettings = { batchSize: settings.dispatchBatchSize, pollIntervalMs: settings.pollIntervalMs };
+  host.groups.register(shared, group);
+  limitsStored.push(host.registerLimits(layout.forGroup(shared, group), plan.partitionLimits[p]!));
+  // The default group's handlers here keep getting events once the type has named groups.
+  if (group !== DEFAULT_GROUP && host.handlesDefaultGroup()) host.groups.register(shared, DEFAULT_GROUP);
+  // The named groups here are this instance's to restore if Redis loses them: every look of the type's
+  // dispatcher registers them again while the queue's marker is missing, before it moves anything.
+  const registrations = host.groups.forDispatcher(shared, group);
+  const onMoved = () => host.nudgeReaders(shared.tag);
+  const typeDispatcher = new Dispatcher(shared, scripts, metrics, { ...dispatchSettings, defaultGroupHere: group === DEFAULT_GROUP, registrations, onMoved }, host.parts.wakes$);
+  dispatchers.push(typeDispatcher);
+  const keys = layout.forGroup(shared, group);
+  let ownDispatcher = typeDispatcher;
+  if (keys !== shared) {
+    ownDispatcher = new Dispatcher(keys, scripts, metrics, { ...dispatchSettings, defaultGroupHere: false, onMoved }, host.parts.wakes$);
+    dispatchers.push(ownDispatcher);
+  }
+  const announce = () => announceReady(host.parts.connections.command, layout.wakeChannel, shared.tag).catch(() => undefined);
+  const reader = new ReadyReader(keys, scripts, metrics, {
+    leaseMs: plan.leaseMs,
+    graceMs: settings.leaseGraceMs,
+    maxAttempts: plan.retry.maxAttempts,
+    blockMs: settings.readerBlockMs,
+    activity: host.parts.activity?.of(type),
+    version,
+    onLeftForNewerVersion: announce,
+    onFreed: announce,
+    ...(sortByKey ? { sortByKey } : {}),
+    ...(wiring.confirmedByConsumer ? { confirmedByConsumer: true } : {}),
+  });
+  return { keys, reader, onRetryScheduled: () => ownDispatcher.nudge() };
+}

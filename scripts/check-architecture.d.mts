@@ -8,3 +8,7 @@ export declare function findCycles(graph: Map<string, string[]>): string[][];
 export declare function commandProblems(root?: string): string[];
 /** Each import that crosses the layers the wrong way, said in a line. */
 export declare function layeringProblems(graph: Map<string, string[]>, root?: string): string[];
+/** The most lines a hand-written file of src/ or lua/ may have. */
+export declare const MAX_LINES: number;
+/** Each hand-written file of src/ and lua/ over MAX_LINES lines, said in a line. */
+export declare function sizeProblems(root?: string): string[];

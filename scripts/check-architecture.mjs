@@ -16,6 +16,10 @@
 //   commands: service, cli, dashboard and integrations call src/redis/, which
 //   alone knows the storage format.
 //
+// - no hand-written file of src/ or lua/ is over MAX_LINES lines (generated
+//   ones aside): a file that long does several things, and the next feature
+//   would land in it too.
+//
 //   node scripts/check-architecture.mjs     prints each problem; exits 1 if any
 import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -146,12 +150,33 @@ export function layeringProblems(graph, root = ROOT) {
   return problems;
 }
 
+/** The most lines a hand-written file of src/ or lua/ may have. */
+export const MAX_LINES = 400;
+
+/** Each hand-written file of src/ and lua/ over MAX_LINES lines, said in a line. */
+export function sizeProblems(root = ROOT) {
+  const problems = [];
+  const walk = (dir) => {
+    for (const name of readdirSync(dir)) {
+      const path = join(dir, name);
+      if (statSync(path).isDirectory()) walk(path);
+      else if (/\.(ts|tsx|mts|lua)$/.test(name) && !name.includes('.generated.')) {
+        const lines = readFileSync(path, 'utf8').split('\n').length - 1;
+        if (lines > MAX_LINES) problems.push(`${relative(root, path)} has ${lines} lines, over ${MAX_LINES}: split it by what its parts do`);
+      }
+    }
+  };
+  walk(join(root, 'src'));
+  walk(join(root, 'lua'));
+  return problems;
+}
+
 function main() {
   const graph = importGraph(ROOT);
-  const problems = [...findCycles(graph).map((cycle) => `import cycle: ${cycle.join(' -> ')}`), ...layeringProblems(graph, ROOT), ...commandProblems(ROOT)];
+  const problems = [...findCycles(graph).map((cycle) => `import cycle: ${cycle.join(' -> ')}`), ...layeringProblems(graph, ROOT), ...commandProblems(ROOT), ...sizeProblems(ROOT)];
   for (const problem of problems) console.error(problem);
   if (problems.length > 0) {
-    console.error(`${problems.length} architecture problem(s); docs/architecture.md gives the layers`);
+    console.error(`${problems.length} architecture problem(s); docs/architecture.md gives the layers, CONTRIBUTING.md the file sizes`);
     process.exitCode = 1;
   }
 }

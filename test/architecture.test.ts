@@ -1,7 +1,9 @@
 import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ROOT, commandProblems, findCycles, importGraph, layeringProblems } from '../scripts/check-architecture.mjs';
+import { MAX_LINES, ROOT, commandProblems, findCycles, importGraph, layeringProblems, sizeProblems } from '../scripts/check-architecture.mjs';
 
 /**
  * The layers docs/architecture.md draws hold in the imports: core imports
@@ -40,6 +42,21 @@ describe('the shape of src/', () => {
     );
     broken.set('src/redis/redis-layout.ts', [...(graph.get('src/redis/redis-layout.ts') ?? []), 'src/core/names.ts']);
     expect(findCycles(broken).some((cycle) => cycle.includes('src/core/names.ts') && cycle.includes('src/redis/redis-layout.ts'))).toBe(true);
+  });
+
+  it('keeps every hand-written file of src/ and lua/ within 400 lines, and says which one is not', () => {
+    expect(sizeProblems(ROOT)).toEqual([]);
+    const root = mkdtempSync(join(tmpdir(), 'rde-size-'));
+    try {
+      mkdirSync(join(root, 'src', 'redis'), { recursive: true });
+      mkdirSync(join(root, 'lua', 'includes'), { recursive: true });
+      writeFileSync(join(root, 'src', 'redis', 'long.ts'), 'x;\n'.repeat(MAX_LINES + 1));
+      writeFileSync(join(root, 'src', 'redis', 'long.generated.ts'), 'x;\n'.repeat(5_000));
+      writeFileSync(join(root, 'lua', 'includes', 'fits.lua'), '--\n'.repeat(MAX_LINES));
+      expect(sizeProblems(root)).toEqual([`src/redis/long.ts has ${MAX_LINES + 1} lines, over ${MAX_LINES}: split it by what its parts do`]);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
   });
 
   it('runs as the lint step does, exiting 0', () => {

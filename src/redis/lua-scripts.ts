@@ -12,7 +12,6 @@ import { type LoadedScript, SCRIPT_NAMES, type ScriptName, evalScript, isCluster
 import {
   type ClaimLog,
   type ClaimResult,
-  type ClaimedRecord,
   type ClaimedRef,
   type DeadLetterStep,
   type DispatchResult,
@@ -20,6 +19,7 @@ import {
   type DueSpec,
   type EnqueueStatus,
   type ScheduledBody,
+  claimResultOf,
   enqueueStatuses,
   newMarkerValue,
 } from './script-results';
@@ -246,29 +246,7 @@ export class LuaScripts {
       confirmations: options.confirm ?? [],
       successes: succeeded,
     });
-    const flat = reply.claimed;
-    const dead = reply.dead;
-    const claimed: ClaimedRecord[] = [];
-    const identity = Number(reply.claimScore);
-    const startNow = options.startNow ?? count;
-    for (let i = 0; i < flat.length; i += 2) {
-      const envelope = parseEnvelope(flat[i + 1]!);
-      // The envelope keeps the attempt before the claim; the claim's is the next.
-      claimed.push({ id: flat[i]!, claim: identity, started: i < 2 * startNow, attempt: envelope.attempt + 1, dueAt: envelope.dueAt, body: envelope.body });
-    }
-    const deadLettered: Array<{ id: string; attempt: number }> = [];
-    for (let i = 0; i < dead.length; i += 2) deadLettered.push({ id: String(dead[i]), attempt: Number(dead[i + 1]) });
-    return {
-      now: reply.now,
-      stale: reply.stale.map((position) => position - 1),
-      claimed,
-      deadLettered,
-      paused: reply.paused,
-      leftForNewerVersion: reply.left,
-      throttledMs: reply.throttledMs,
-      freed: reply.freed,
-      refused: (reply.refused ?? []).map((position) => position - 1),
-    };
+    return claimResultOf(reply, options.startNow ?? count);
   }
 
   /** Returns the new due time, or undefined when the claim was stale. The error is stored cut to MAX_ERROR_BYTES. */

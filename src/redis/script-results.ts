@@ -1,4 +1,6 @@
 import { randomBytes } from 'node:crypto';
+import { parseEnvelope } from '../core/envelope';
+import type { LuaReplies } from './lua-sources.generated';
 
 // What the scripts of lua/ take and answer, as LuaScripts (src/redis/lua-scripts.ts) types them.
 
@@ -108,4 +110,32 @@ function enqueueStatus(status: number): EnqueueStatus {
 /** The enqueue script's reply: one status per event, or one event's status alone. */
 export function enqueueStatuses(reply: unknown): EnqueueStatus[] {
   return typeof reply === 'number' ? [enqueueStatus(reply)] : (reply as number[]).map(enqueueStatus);
+}
+
+/**
+ * complete-and-claim's reply as the reader takes it: each claimed envelope
+ * split (its attempt is the claim's, one more than stored), the first
+ * `startNow` marked started, positions counted from 0.
+ */
+export function claimResultOf(reply: LuaReplies['complete-and-claim'], startNow: number): ClaimResult {
+  const flat = reply.claimed;
+  const claimed: ClaimedRecord[] = [];
+  const identity = Number(reply.claimScore);
+  for (let i = 0; i < flat.length; i += 2) {
+    const envelope = parseEnvelope(flat[i + 1]!);
+    claimed.push({ id: flat[i]!, claim: identity, started: i < 2 * startNow, attempt: envelope.attempt + 1, dueAt: envelope.dueAt, body: envelope.body });
+  }
+  const deadLettered: Array<{ id: string; attempt: number }> = [];
+  for (let i = 0; i < reply.dead.length; i += 2) deadLettered.push({ id: String(reply.dead[i]), attempt: Number(reply.dead[i + 1]) });
+  return {
+    now: reply.now,
+    stale: reply.stale.map((position) => position - 1),
+    claimed,
+    deadLettered,
+    paused: reply.paused,
+    leftForNewerVersion: reply.left,
+    throttledMs: reply.throttledMs,
+    freed: reply.freed,
+    refused: reply.refused.map((position) => position - 1),
+  };
 }

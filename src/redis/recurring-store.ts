@@ -47,19 +47,25 @@ function parsed(json: string): StoredDefinition {
  * advancing one is a script (LuaScripts.advanceSchedule).
  */
 export class RecurringStore {
+  /**
+   * `bound` runs each Redis call under the service's call deadline (LuaScripts.bounded):
+   * a call on a connection that went silent fails in time, so the recurring loop
+   * that waits on it stops in time too (src/runtime/background-service.ts).
+   */
   constructor(
     private readonly client: RedisClient,
     private readonly layout: RedisLayout,
+    private readonly bound: <R>(name: string, work: () => Promise<R>) => Promise<R> = (_name, work) => work(),
   ) {}
 
   async read(route: EventRoute, name: string): Promise<StoredDefinition | undefined> {
-    const json = await this.client.hget(this.layout.recurringOf(route).recurring, name);
+    const json = await this.bound('recurring-store', () => this.client.hget(this.layout.recurringOf(route).recurring, name));
     return json === null ? undefined : parsed(json);
   }
 
   /** A type's definitions, by name. */
   async readAll(route: EventRoute): Promise<StoredDefinition[]> {
-    const stored = await this.client.hgetall(this.layout.recurringOf(route).recurring);
+    const stored = await this.bound('recurring-store', () => this.client.hgetall(this.layout.recurringOf(route).recurring));
     return Object.values(stored)
       .map(parsed)
       .sort((a, b) => a.definition.name.localeCompare(b.definition.name));
@@ -67,13 +73,13 @@ export class RecurringStore {
 
   /** The routes of every type with schedules under the prefix. */
   async routes(): Promise<EventRoute[]> {
-    const types = await this.client.hgetall(this.layout.recurringIndex);
+    const types = await this.bound('recurring-store', () => this.client.hgetall(this.layout.recurringIndex));
     return Object.entries(types).map(([type, partitions]) => ({ type, partitions: Number(partitions) }));
   }
 
   /** The route of a type that has schedules, by name; undefined when it has none. */
   async routeOf(type: string): Promise<EventRoute | undefined> {
-    const partitions = await this.client.hget(this.layout.recurringIndex, type);
+    const partitions = await this.bound('recurring-store', () => this.client.hget(this.layout.recurringIndex, type));
     return partitions === null ? undefined : { type, partitions: Number(partitions) };
   }
 
@@ -84,7 +90,7 @@ export class RecurringStore {
    */
   async markerAndNames(route: EventRoute): Promise<{ marker: string | null; names: string[] }> {
     const keys = this.layout.recurringOf(route);
-    const replies = await this.client.multi().get(keys.recurringMarker).hkeys(keys.recurring).exec();
+    const replies = await this.bound('recurring-store', () => this.client.multi().get(keys.recurringMarker).hkeys(keys.recurring).exec());
     for (const [error] of replies ?? []) if (error) throw error;
     return { marker: (replies?.[0]?.[1] as string | null | undefined) ?? null, names: (replies?.[1]?.[1] as string[] | undefined) ?? [] };
   }
@@ -92,7 +98,7 @@ export class RecurringStore {
   /** Sets the marker if it is missing, and reads it. */
   async ensureMarker(route: EventRoute): Promise<string | null> {
     const keys = this.layout.recurringOf(route);
-    const replies = await this.client.multi().set(keys.recurringMarker, newMarkerValue(), 'NX').get(keys.recurringMarker).exec();
+    const replies = await this.bound('recurring-store', () => this.client.multi().set(keys.recurringMarker, newMarkerValue(), 'NX').get(keys.recurringMarker).exec());
     return (replies?.[1]?.[1] as string | null | undefined) ?? null;
   }
 
@@ -103,23 +109,25 @@ export class RecurringStore {
   async write(definition: ScheduleDefinition): Promise<{ previous: StoredDefinition | undefined; marker: string | null }> {
     const route = { type: definition.type, partitions: definition.partitions };
     const keys = this.layout.recurringOf(route);
-    const replies = await this.client
-      .multi()
-      .hget(keys.recurring, definition.name)
-      .hset(keys.recurring, definition.name, JSON.stringify(definition))
-      .set(keys.recurringMarker, newMarkerValue(), 'NX')
-      .get(keys.recurringMarker)
-      .exec();
+    const replies = await this.bound('recurring-store', () =>
+      this.client
+        .multi()
+        .hget(keys.recurring, definition.name)
+        .hset(keys.recurring, definition.name, JSON.stringify(definition))
+        .set(keys.recurringMarker, newMarkerValue(), 'NX')
+        .get(keys.recurringMarker)
+        .exec(),
+    );
     const previous = replies?.[0]?.[1] as string | null | undefined;
     const marker = (replies?.[3]?.[1] as string | null | undefined) ?? null;
-    await this.client.hset(this.layout.recurringIndex, definition.type, String(definition.partitions));
+    await this.bound('recurring-store', () => this.client.hset(this.layout.recurringIndex, definition.type, String(definition.partitions)));
     return { previous: previous ? parsed(previous) : undefined, marker };
   }
 
   /** Removes a schedule, reading it in the same transaction; what it was, if it existed. */
   async remove(route: EventRoute, name: string): Promise<ScheduleDefinition | undefined> {
     const keys = this.layout.recurringOf(route);
-    const replies = await this.client.multi().hget(keys.recurring, name).hdel(keys.recurring, name).exec();
+    const replies = await this.bound('recurring-store', () => this.client.multi().hget(keys.recurring, name).hdel(keys.recurring, name).exec());
     const previous = replies?.[0]?.[1] as string | null | undefined;
     return previous ? parsed(previous).definition : undefined;
   }

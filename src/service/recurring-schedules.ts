@@ -114,7 +114,7 @@ export class RecurringSchedules implements BackgroundService {
     private readonly metrics: Metrics,
     private readonly settings: RecurringSettings,
   ) {
-    this.store = new RecurringStore(client, layout);
+    this.store = new RecurringStore(client, layout, (name, work) => scripts.bounded(name, work));
   }
 
   /**

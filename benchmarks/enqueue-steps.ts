@@ -19,6 +19,7 @@ import { DelayedEvent, DelayedEventService } from '../src';
 import { EventCodec } from '../src/core/event-codec';
 import { EventContextStore } from '../src/core/event-context';
 import { loadLua } from '../src/redis/lua-scripts';
+import { LUA_SOURCES } from '../src/redis/lua-sources.generated';
 import { RedisLayout } from '../src/redis/redis-layout';
 import { RedisServer } from '../test/support/redis-server';
 import { PAYLOAD_S } from './adapters/bench-queue';
@@ -62,7 +63,8 @@ async function main(): Promise<void> {
   const fields = keys as unknown as Record<string, string>;
   const plainKeys = plain.map((k) => fields[k]!);
   const body = (n: number) => JSON.stringify([Date.now(), { n, s: PAYLOAD_S }]);
-  const scriptArgs = (n: number) => [...plainKeys, '0', 'steps:nobody-listens', keys.tag, `f${n}`, body(n), `+${DELAY_MS}`];
+  const scriptArgs = (n: number) =>
+    LUA_SOURCES.enqueue.encode({ replace: false, wakeChannel: 'steps:nobody-listens', wakeTag: keys.tag, events: [{ id: `f${n}`, body: body(n), due: `+${DELAY_MS}` }] }, [...plainKeys]);
 
   // What the service does in this process before the call leaves: check and serialize the event, capture the context.
   const codec = new EventCodec(512 * 1024);

@@ -1,6 +1,7 @@
 import { Redis } from 'ioredis';
 import { loadLua } from '../src/redis/lua-scripts';
-import { RedisLayout } from '../src/redis/redis-layout';
+import { LUA_SOURCES } from '../src/redis/lua-sources.generated';
+import { RedisLayout, type TypeKeys } from '../src/redis/redis-layout';
 import { PAYLOAD_S } from './adapters/bench-queue';
 
 /**
@@ -66,41 +67,43 @@ export async function scriptFloorMicros(port: number, row: ScriptFloorRow, count
   const sha = async (lua: string) => (await redis.script('LOAD', lua)) as string;
   const emptySha = await sha('return 1');
   const enqueueSha = await sha(loadLua('enqueue').lua);
-  // The keys and arguments LuaScripts sends (src/redis/lua-scripts.ts), so the floor is measured on the scripts as run:
-  // every key for the batches below, the four a plain enqueue names for one event at a time.
-  const enqueueKeys = [keys.meta, keys.schedule, keys.ready, keys.inFlight, keys.dead, keys.errors, keys.legacySchedule, keys.slotGuard, keys.recent, keys.groups, keys.pending, keys.errorLog];
-  const enqueueArgs = (ids: readonly number[], due: string) => [...enqueueKeys, '0', `${keys.tag}:nobody-listens`, keys.tag, ...ids.flatMap((n) => [`${n}`, body(n), due])];
-  const plainArgs = (layout: { meta: string; schedule: string; recent: string; slotGuard: string; tag: string }, n: number) => [
-    layout.meta,
-    layout.schedule,
-    layout.recent,
-    layout.slotGuard,
-    '0',
-    `${layout.tag}:nobody-listens`,
-    layout.tag,
-    `${n}`,
-    body(n),
-    '+60000',
-  ];
-  const claimKeys = [
-    keys.ready,
-    keys.inFlight,
-    keys.meta,
-    keys.dead,
-    keys.errors,
-    keys.slotGuard,
-    keys.recent,
-    `${keys.claimLogPrefix}floor`,
-    keys.pending,
-    keys.sharedMeta,
-    keys.paused,
-    keys.errorLog,
-    keys.handled,
-    keys.handledIndex,
-  ];
-  // Lease ms, max attempts, idempotency window, claim token; the one claimed starts at once; no start marks; no history
-  // kept; any class version; not sorted by key. The success to record follows (lua/complete-and-claim.lua).
-  const claimArgs = [60_000, 10, 300_000, 'floor', 1, 0, 0, 0, 1_000_000, ''];
+  // The keys and arguments LuaScripts sends (src/redis/lua-scripts.ts): each script's keys as its header names them,
+  // its arguments through the generated encoder, so the floor is measured on the scripts as run.
+  const fields = keys as unknown as Record<string, string>;
+  const keysOf = (name: 'enqueue' | 'dispatch-due' | 'complete-and-claim') => loadLua(name).keys.map((key) => (key === 'claimLog' ? `${keys.claimLogPrefix}floor` : fields[key]!));
+  const enqueueKeys = keysOf('enqueue');
+  const enqueueArgs = (ids: readonly number[], due: string) =>
+    LUA_SOURCES.enqueue.encode({ replace: false, wakeChannel: `${keys.tag}:nobody-listens`, wakeTag: keys.tag, events: ids.map((n) => ({ id: `${n}`, body: body(n), due })) }, [...enqueueKeys]);
+  // The four keys a plain enqueue names for one event at a time: its first four.
+  const plainArgs = (layout: TypeKeys, n: number) =>
+    LUA_SOURCES.enqueue.encode({ replace: false, wakeChannel: `${layout.tag}:nobody-listens`, wakeTag: layout.tag, events: [{ id: `${n}`, body: body(n), due: '+60000' }] }, [
+      layout.meta,
+      layout.schedule,
+      layout.recent,
+      layout.slotGuard,
+    ]);
+  const claimKeys = keysOf('complete-and-claim');
+  // One event claimed at a time and started at once; no history kept; any class version; not sorted by key;
+  // the success of the event claimed before completes in the same call.
+  const claimArgs = (successes: ReadonlyArray<{ id: string; claim: number }>) =>
+    LUA_SOURCES['complete-and-claim'].encode(
+      {
+        most: 1,
+        leaseMs: 60_000,
+        maxAttempts: 10,
+        windowMs: 300_000,
+        token: 'floor',
+        startNow: 1,
+        keepCount: 0,
+        keepAge: 0,
+        maxVersion: 1_000_000,
+        sortsByKey: false,
+        started: [],
+        confirmations: [],
+        successes,
+      },
+      [...claimKeys],
+    );
   try {
     if (row === 'one enqueue at a time') {
       let n = 0;
@@ -118,7 +121,7 @@ export async function scriptFloorMicros(port: number, row: ScriptFloorRow, count
       return { emptyScript, ourScripts, flatSchedule: { micros: flat, bytes: flatBytes, ourBytes } };
     }
     // As the reader calls it with one slot: complete the event handled before, claim the next.
-    const emptyScript = await microsPerCall(count, () => redis.evalsha(emptySha, claimKeys.length, ...claimKeys, 1, ...claimArgs, 'some-id', 1));
+    const emptyScript = await microsPerCall(count, () => redis.evalsha(emptySha, claimKeys.length, ...claimArgs([{ id: 'some-id', claim: 1 }])));
     // Ready events, moved there by our own scripts: enqueued due now, then dispatched.
     for (let from = 0; from < count; from += 250) {
       await redis.evalsha(
@@ -132,19 +135,21 @@ export async function scriptFloorMicros(port: number, row: ScriptFloorRow, count
     }
     const dispatchSha = await sha(loadLua('dispatch-due').lua);
     for (let moved = 0; moved < count; ) {
-      const dispatchKeys = [keys.schedule, keys.inFlight, keys.ready, keys.legacySchedule, keys.meta, keys.slotGuard, keys.recent, keys.groups, keys.pending, keys.paused, keys.errors, keys.marker];
-      const [due] = (await redis.evalsha(dispatchSha, dispatchKeys.length, ...dispatchKeys, 1_000, '0', '')) as number[];
+      const dispatchKeys = keysOf('dispatch-due');
+      const dispatchArgs = { limit: 1_000, defaultHere: false, newMarker: '', wakeChannel: '', queueTag: keys.tag, markerSeen: false, keepAgeMs: 0, groups: [] };
+      const [due] = (await redis.evalsha(dispatchSha, dispatchKeys.length, ...LUA_SOURCES['dispatch-due'].encode(dispatchArgs, [...dispatchKeys]))) as number[];
       if (!due) throw new Error(`script floor: only ${moved} of ${count} events became ready`);
       moved += due;
     }
     const claimSha = await sha(loadLua('complete-and-claim').lua);
-    let previous: [string, string] | undefined;
+    let previous: Array<{ id: string; claim: number }> = [];
     let claimed = 0;
     const ourScripts = await microsPerCall(count + 1, async () => {
-      const [, , flat, , , claim] = (await redis.evalsha(claimSha, claimKeys.length, ...claimKeys, 1, ...claimArgs, ...(previous ?? []))) as [number, number[], string[], string[], number, string];
-      if (flat.length > 0) {
+      const reply = LUA_SOURCES['complete-and-claim'].decode(await redis.evalsha(claimSha, claimKeys.length, ...claimArgs(previous)));
+      previous = [];
+      if (reply.claimed.length > 0) {
         // The next call completes it, named by its claim.
-        previous = [flat[0]!, claim];
+        previous = [{ id: reply.claimed[0]!, claim: Number(reply.claimScore) }];
         claimed++;
       }
     });

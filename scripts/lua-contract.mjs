@@ -115,10 +115,10 @@ export function replyType({ reply }) {
   return `{ ${reply.fields.map((f) => `readonly ${camel(f.name)}${f.optional ? '?' : ''}: ${tsReply[f.type]}${f.optional ? ' | undefined' : ''}`).join('; ')} }`;
 }
 
-/** The body of the encoder: `a` is the arguments object, the result the ARGV list. */
+/** The body of the encoder: `a` is the arguments object, `v` the list it appends the ARGV to (after the keys), and returns. */
 export function encoderSource({ scalars, lists }) {
   const value = (s) => (s.type === 'flag' ? `a.${camel(s.name)} ? '1' : ''` : `a.${camel(s.name)}`);
-  const lines = [`const v: Array<string | number> = [${scalars.map(value).join(', ')}];`];
+  const lines = [scalars.length > 0 ? `v.push(${scalars.map(value).join(', ')});` : ''];
   lists.forEach((list, i) => {
     const name = `a.${camel(list.name)}`;
     if (i < lists.length - 1) lines.push(`v.push(${name}.length);`);

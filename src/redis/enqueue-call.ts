@@ -20,7 +20,7 @@ export function enqueueArguments(keyArgs: readonly string[], replace: boolean, w
     }
     return { id: e.id, body: e.body, due: delayArg };
   });
-  return [...keyArgs, ...LUA_SOURCES.enqueue.encode({ replace, wakeChannel, wakeTag: tag, events: entries })];
+  return LUA_SOURCES.enqueue.encode({ replace, wakeChannel, wakeTag: tag, events: entries }, keyArgs.slice());
 }
 
 /**

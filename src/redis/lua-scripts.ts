@@ -139,7 +139,7 @@ export class LuaScripts {
     if (waiting) return waiting.then(() => this.run(name, keyArgs, args));
     const script = this.scripts[name];
     const contract = LUA_SOURCES[name];
-    const argv = [...keyArgs, ...contract.encode(args)];
+    const argv = contract.encode(args, keyArgs.slice());
     const checking = this.permitted(script, String(argv[0]));
     const call = () => this.deadlines.bound(evalScript(this.client, script, argv, script.numberOfKeys, this.permissions, this.gate), name);
     return (checking ? checking.then(call) : call()).then(

@@ -15,18 +15,23 @@ import { waitFor } from './support/wait-for';
 describe('stopped means stopped', () => {
   const redis = useRedis();
 
-  it('nothing reaches Redis after close() resolves, though dispatch, claim and schedule ticks were in flight', async () => {
+  it('nothing reaches Redis after close() resolves, though dispatch, claim, schedule and gauge ticks were in flight', async () => {
     const proxy = await TcpProxy.start(redis.server.port);
     const app = new Redis(proxy.url);
     const monitor = await new Redis(redis.server.url).monitor();
     try {
-      const service = redis.service({ redis: app, pollIntervalMs: 20 });
+      // Gauges sampled often, and listened to: their samples are calls of the service too.
+      const service = redis.service({ redis: app, pollIntervalMs: 20, gaugeIntervalMs: 50 });
+      const gauges: string[] = [];
+      service.metrics$.subscribe((m) => {
+        if (m.kind === 'gauge') gauges.push(m.name);
+      });
       const handled: string[] = [];
       service.addHandler(WorkItem, (e) => {
         handled.push(e.id);
       });
       await service.schedule('pulse', new WorkItem('', 1), { every: 100 });
-      await waitFor(() => handled.length >= 2, 'two occurrences handled');
+      await waitFor(() => handled.length >= 2 && gauges.length > 0, 'two occurrences handled and gauges sampled');
 
       const seen: Array<{ at: number; command: string }> = [];
       monitor.on('monitor', (time: string, args: string[], source: string) => seen.push({ at: Number(time) * 1_000, command: `${source} ${args.join(' ').slice(0, 100)}` }));

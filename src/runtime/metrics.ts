@@ -127,6 +127,8 @@ export interface GaugeSample {
 export class Metrics {
   private readonly recorded = new Subject<Metric>();
   private readonly closed = new Subject<void>();
+  /** The gauge sample under way, if any: complete() waits for its Redis calls. */
+  private sampling: Promise<unknown> | undefined;
   readonly metrics$: Observable<Metric>;
 
   constructor(
@@ -137,7 +139,13 @@ export class Metrics {
   ) {
     const gauges$ = timer(0, gaugeIntervalMs).pipe(
       // A slow Redis must not pile up samples, and a failed sample must not end the stream.
-      exhaustMap(() => defer(() => sampleGauges().catch(() => [] as GaugeSample[]))),
+      exhaustMap(() =>
+        defer(() => {
+          const sample = sampleGauges().catch(() => [] as GaugeSample[]);
+          this.sampling = sample;
+          return sample;
+        }),
+      ),
       exhaustMap((samples) => from(samples.map((s): Metric => ({ ...s, kind: 'gauge', at: Date.now() })))),
       takeUntil(this.closed),
     );
@@ -168,8 +176,18 @@ export class Metrics {
     if (this.recorded.observed) this.recorded.next({ name, kind: 'timing', value: ms, tags, at: Date.now() });
   }
 
-  complete(): void {
+  /**
+   * Ends the stream; resolves once a gauge sample under way has had its
+   * answers (or after `maxWaitMs`): its calls are Redis work of the service,
+   * which close() promises is over when it resolves.
+   */
+  complete(maxWaitMs = 0): Promise<void> {
     this.closed.next();
     this.recorded.complete();
+    const sampling = this.sampling;
+    if (!sampling || maxWaitMs <= 0) return Promise.resolve();
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, maxWaitMs)));
+    return Promise.race([sampling.then(() => undefined), late]).finally(() => clearTimeout(timer));
   }
 }

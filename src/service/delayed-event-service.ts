@@ -324,10 +324,11 @@ export class DelayedEventService extends InspectionCalls {
       () => this.handlers.stopAll(),
       // The activity's last slot: only now does it hold every handled event.
       () => this.activityRecorder?.close().catch(() => undefined),
-      // Nothing more will be measured or logged.
+      // Nothing more will be measured or logged; a gauge sample under way gets its answers first.
       () => {
-        this.metrics.complete();
+        const sampled = this.metrics.complete(this.options.commandTimeoutMs);
         this.log.close();
+        return sampled;
       },
       // Connections last: every step above may still use them.
       () => this.connections.close(),

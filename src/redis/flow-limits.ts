@@ -41,18 +41,20 @@ function parse(stored: Record<string, string>): StoredLimits {
  * Stores a queue's limits (or none), as the handler registered last set them:
  * the claims of every instance read them there, so instances never disagree
  * on what is enforced. Resolves what was stored before, when it differs.
+ * One transaction, read and write together: one round trip, so nothing is
+ * left to send once it has been answered (a close under way never sees a
+ * second call go out after it).
  */
 export async function storeLimits(client: RedisClient, keys: TypeKeys, limits: StoredLimits): Promise<StoredLimits | undefined> {
   const { flow } = keys;
-  const before = parse(await client.hgetall(flow));
-  const same = JSON.stringify(before) === JSON.stringify(parse(fields(limits)));
-  if (same) return undefined;
-  // Only the limits' fields: the hash also holds a hold, a full mark and the newer-version mark.
-  const pipeline = client.multi().hdel(flow, 'max', 'per', 'conc', 'kmax', 'kper', 'kconc', 'keyed');
   const values = fields(limits);
-  if (Object.keys(values).length > 0) pipeline.hset(flow, values);
-  await pipeline.exec();
-  return before;
+  // Only the limits' fields: the hash also holds a hold, a full mark and the newer-version mark.
+  const transaction = client.multi().hgetall(flow).hdel(flow, 'max', 'per', 'conc', 'kmax', 'kper', 'kconc', 'keyed');
+  if (Object.keys(values).length > 0) transaction.hset(flow, values);
+  const replies = await transaction.exec();
+  for (const [error] of replies ?? []) if (error) throw error;
+  const before = parse((replies?.[0]?.[1] as Record<string, string> | undefined) ?? {});
+  return JSON.stringify(before) === JSON.stringify(parse(values)) ? undefined : before;
 }
 
 function fields(limits: StoredLimits): Record<string, string> {

@@ -44,7 +44,7 @@ interface Registration {
   readonly sortedQueues?: readonly TypeKeys[];
 }
 
-/** How often a handler with limits stores them again (one read when they are there). */
+/** How often a handler with limits stores them again (one transaction; a change since is logged). */
 const LIMITS_REFRESH_MS = 60_000;
 
 export type { HandlersParts } from './partition-wiring';

@@ -52,6 +52,8 @@ export function wakeListener(connections: RedisConnections, channel: string, set
     };
     let connection = listen();
     let probing = false;
+    /** Set at teardown: a probe still waiting must not open a new connection after it. */
+    let torn = false;
     const watchdog = setInterval(() => {
       // Only a connection that says it is up is probed: one reconnecting is ioredis's to mend.
       if (probing || connection.status !== 'ready') return;
@@ -60,7 +62,7 @@ export function wakeListener(connections: RedisConnections, channel: string, set
       let answered = false;
       const timeout = setTimeout(() => {
         probing = false;
-        if (answered || probed !== connection) return;
+        if (torn || answered || probed !== connection) return;
         connections.release(probed);
         connection = listen();
         settings.onReset();
@@ -77,6 +79,7 @@ export function wakeListener(connections: RedisConnections, channel: string, set
     }, settings.pingEveryMs);
     watchdog.unref();
     return () => {
+      torn = true;
       clearInterval(watchdog);
       connections.release(connection);
     };

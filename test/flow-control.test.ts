@@ -99,6 +99,8 @@ describe('flow control across the fleet', () => {
     await waitFor(() => ledger.length === 120, 'every event handled', 20_000);
     expect(mostAtOnce(ledger)).toBeLessThanOrEqual(4);
     expect(mostAtOnce(ledger)).toBe(4);
+    // A call's lease goes when its success is written, riding on its reader's next call: a moment after the handler ends.
+    await waitFor(async () => (await producer.limits(WorkItem))?.default?.running === 0, 'every lease released');
     expect(await producer.limits(WorkItem)).toEqual({ default: { concurrency: 4, running: 0 } });
     // 30 batches of 4 at 30 ms: no instance waited out its 60-second poll, so wake-ups came when room freed.
     expect(performance.now() - began).toBeLessThan(10_000);

@@ -13,7 +13,7 @@
 -- KEYS[6] slotGuard: slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
 -- KEYS[7] recent: recent zset    (id -> end of its idempotency window ms); marks whose
---         window ended are dropped here, at most ARGV[1] a call
+--         window ended are dropped here, at most `limit` a call
 -- KEYS[8] groups: group registry (group -> registered at ms): a due event goes to every
 --         group in it; none, or only 'default': to the ready list alone. A named
 --         group's own keys name a registry never written: its retries are its own.
@@ -24,7 +24,7 @@
 --         registrations of groups and recurring schedules made on this queue
 -- KEYS[13] handled: handled hash (the history, includes/handled-keep.lua)
 -- KEYS[14] handledIndex: handled index zset (id -> handled at ms): records older than
---         ARGV[7] are dropped here, at most 1,000 a call
+--         `keep_age_ms` are dropped here, at most 1,000 a call
 -- ARGV[1] limit (number): most events to move in this call
 -- ARGV[2] default_here (flag): a handler of the default group runs here: once the type has
 --         named groups, the default group is registered too, so it keeps getting events

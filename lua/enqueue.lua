@@ -19,7 +19,7 @@
 -- ARGV[3] wake_tag (string): wake message (the type's key tag)
 -- ARGV[4..] events {id: string, body: string, due: string}: per event, its id, body json
 --         and due ('+<ms from Redis now>' or '<absolute ms>')
--- REPLY (unknown[]): one status per event: 1 stored, 0 already stored or handled within
+-- REPLY (unknown): one status per event: 1 stored, 0 already stored or handled within
 -- the idempotency window (untouched), 2 replaced; for one event, its status
 -- alone (a number: Redis sends it for less than a list of one).
 --

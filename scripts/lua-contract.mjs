@@ -10,7 +10,9 @@
 //                                                a further list: each list but the
 //                                                last goes with its length in front
 //   -- ARGV[2..] ids (string[]): text           a list of single values
-//   -- REPLY (number): text                     a reply of one value ...
+//   -- REPLY (number): text                     a reply of one value (number, string,
+//                                                flag, number[], string[], unknown[],
+//                                                or unknown: read by its caller) ...
 //   -- REPLY {now: number, stale: number[], paused: flag, marker?: string}: text
 //                                                ... or a list read as named fields
 //                                                (flag: 1 is true; ?: may be absent)
@@ -25,7 +27,7 @@ const SCALAR = /^-- ARGV\[(\d+)\] (\w+) \((number|string|flag)\):/;
 const LIST = /^-- ARGV\[(\d*)\.\.\] (\w+) (?:\{([^}]*)\}|\((number|string)\[\]\)):/;
 const ANY_ARGV = /^-- ARGV\[/;
 const REPLY = /^-- REPLY (?:\((\w+(?:\[\])?)\)|\{([^}]*)\}):/;
-const REPLY_TYPES = new Set(['number', 'string', 'flag', 'number[]', 'string[]', 'unknown[]']);
+const REPLY_TYPES = new Set(['number', 'string', 'flag', 'number[]', 'string[]', 'unknown[]', 'unknown']);
 
 export const camel = (name) => name.replace(/_([a-z])/g, (_, c) => c.toUpperCase());
 
@@ -97,7 +99,7 @@ export function luaPrelude({ scalars, lists }) {
 }
 
 const tsScalar = { number: 'number', string: 'string', flag: 'boolean' };
-const tsReply = { number: 'number', string: 'string', flag: 'boolean', 'number[]': 'number[]', 'string[]': 'string[]', 'unknown[]': 'unknown[]' };
+const tsReply = { number: 'number', string: 'string', flag: 'boolean', 'number[]': 'number[]', 'string[]': 'string[]', 'unknown[]': 'unknown[]', unknown: 'unknown' };
 
 /** The TypeScript type of a script's arguments. */
 export function argsType({ scalars, lists }) {

@@ -45,6 +45,17 @@ describe('a handler plan', () => {
     ]);
   });
 
+  it('asks about the group before the other options: a second handler in a group is refused as such, whatever else it says', () => {
+    const taken = new Error('already registered');
+    const checkGroup = (group: string) => {
+      if (group === 'audit') throw taken;
+    };
+    expect(() => planHandler(route, 1, { group: 'audit', timeoutMs: -1 }, defaults, undefined, checkGroup)).toThrow(taken);
+    expect(() => planHandler(route, 1, { group: 'billing', timeoutMs: -1 }, defaults, undefined, checkGroup)).toThrow(InvalidOptionError);
+    // The group's own name is checked first: a bad name is an option error, not a registration.
+    expect(() => planHandler(route, 1, { group: '' }, defaults, undefined, checkGroup)).toThrow(InvalidOptionError);
+  });
+
   it('refuses what it cannot honour, naming the option: bounds, an unknown or misspelt key, a limit too small to share', () => {
     const refused = (parallelism: number | undefined, options: object, partitions = 1) => {
       try {

@@ -52,7 +52,9 @@ export async function storeLimits(client: RedisClient, keys: TypeKeys, limits: S
   const transaction = client.multi().hgetall(flow).hdel(flow, 'max', 'per', 'conc', 'kmax', 'kper', 'kconc', 'keyed');
   if (Object.keys(values).length > 0) transaction.hset(flow, values);
   const replies = await transaction.exec();
-  for (const [error] of replies ?? []) if (error) throw error;
+  // As in 0.4: a refused read is retried, a refused write is not (an ACL without +hset leaves the queue unlimited).
+  const readError = replies?.[0]?.[0];
+  if (readError) throw readError;
   const before = parse((replies?.[0]?.[1] as Record<string, string> | undefined) ?? {});
   return JSON.stringify(before) === JSON.stringify(parse(values)) ? undefined : before;
 }

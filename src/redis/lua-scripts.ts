@@ -177,7 +177,7 @@ export class LuaScripts {
     const args = enqueueArguments(keyArgs, replace, this.wakeChannel, keys.tag, events);
     const statuses = durability
       ? await enqueueDurably(this.client, this.scripts.enqueue, args, keyArgs.length, durability, this.deadlines)
-      : ((await this.deadlines.bound(evalScript(this.client, this.scripts.enqueue, args, keyArgs.length, this.permissions, this.gate), 'enqueue')) as number | number[]);
+      : LUA_SOURCES.enqueue.decode(await this.deadlines.bound(evalScript(this.client, this.scripts.enqueue, args, keyArgs.length, this.permissions, this.gate), 'enqueue'));
     return enqueueStatuses(statuses);
   }
 
@@ -267,19 +267,20 @@ export class LuaScripts {
   }
 
   /** Registers subscriber group `group` of a queue (a type or one partition); true when it is new. */
-  async registerGroup(keys: TypeKeys, group: string): Promise<boolean> {
+  async registerGroup(keys: TypeKeys, group: string, signal?: AbortSignal): Promise<boolean> {
     // With its text, not its SHA: addHandler does not wait for the registration, and an enqueue
     // sent right after must not run first, as it would while a NOSCRIPT reply came back and the
     // script was sent again; events falling due meanwhile would miss the group.
     const script = this.scripts['register-group'];
     await this.gate.wait();
+    // The wait for a connection may outlast the service: a registration is not sent after close().
+    if (signal?.aborted) return false;
     const args = LUA_SOURCES['register-group'].encode({ group, marker: newMarkerValue() });
     const registered = this.deadlines.bound(this.client.eval(script.lua, script.numberOfKeys, ...this.keysOf('register-group', keys), ...args), 'register-group');
-    return (
-      (await registered.then(undefined, (error: unknown) => {
-        throw typedConnectionError(error, 'register-group');
-      })) === 1
-    );
+    const reply = await registered.then(undefined, (error: unknown) => {
+      throw typedConnectionError(error, 'register-group');
+    });
+    return LUA_SOURCES['register-group'].decode(reply) === 1;
   }
 
   /** Unregisters a named group and drops up to `limit` of the events it holds; says whether it was registered and how many are left. */

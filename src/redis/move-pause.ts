@@ -43,9 +43,10 @@ export class MovePause {
   }
 
   /** Every group's queue of `queues` that has limits, with its longest rate window. */
-  private async limited(queues: readonly TypeKeys[]): Promise<LimitedQueue[]> {
+  private async limited(queues: readonly TypeKeys[], signal?: AbortSignal): Promise<LimitedQueue[]> {
     const found: LimitedQueue[] = [];
     for (const queue of queues) {
+      if (signal?.aborted) break;
       const groups = [DEFAULT_GROUP, ...(await this.client.hkeys(queue.groups)).filter((g) => g !== DEFAULT_GROUP)];
       for (const group of groups) {
         const keys = this.layout.forGroup(queue, group);
@@ -91,10 +92,12 @@ export class MovePause {
    * The queues moved to (`mine`) start claiming at `from` (Redis ms): until
    * then they wait. Resolves whether any waits; `from` at or before now lifts the wait.
    */
-  async waitUntil(mine: readonly TypeKeys[], from: number): Promise<boolean> {
-    const queues = await this.limited(mine);
+  async waitUntil(mine: readonly TypeKeys[], from: number, signal?: AbortSignal): Promise<boolean> {
+    const queues = await this.limited(mine, signal);
+    if (signal?.aborted) return false;
     const now = await this.now();
     for (const { flow } of queues) {
+      if (signal?.aborted) return false;
       if (from > now) await this.client.hset(flow, 'mv', String(Math.min(from, now + MOVE_PAUSE_MS)));
       else await this.client.hdel(flow, 'mv');
     }
@@ -107,12 +110,14 @@ export class MovePause {
    * claiming, so `mine` wait (MOVE_PAUSE_MS at most) until the repartitioner's
    * first sweep says from when they may start. Resolves whether they wait.
    */
-  async waitIfMoving(type: string, partitions: number, mine: readonly TypeKeys[], recentMs: number): Promise<boolean> {
+  async waitIfMoving(type: string, partitions: number, mine: readonly TypeKeys[], recentMs: number, signal?: AbortSignal): Promise<boolean> {
     const settings = await this.client.hgetall(this.layout.layoutOf(type));
+    // Stopped meanwhile (the service closes): no more calls.
+    if (signal?.aborted) return false;
     const now = Date.now();
     // Instances with limits announce their setting (an unpartitioned one too): another one in use lately may be claiming.
     const announced = Object.entries(settings).some(([field, at]) => field !== 'current' && Number(field) !== partitions && now - Number(at) < recentMs);
     if (!announced) return false;
-    return this.waitUntil(mine, (await this.now()) + MOVE_PAUSE_MS);
+    return this.waitUntil(mine, (await this.now()) + MOVE_PAUSE_MS, signal);
   }
 }

@@ -50,8 +50,8 @@ export class PartitionMoves {
   }
 
   /** Before a handler with limits first claims: its queues wait while another setting may be claiming. */
-  waitIfMoving(type: string, partitions: number, mine: readonly TypeKeys[], recentMs: number): Promise<boolean> {
-    return this.bounded(() => this.movePause.waitIfMoving(type, partitions, mine, recentMs));
+  waitIfMoving(type: string, partitions: number, mine: readonly TypeKeys[], recentMs: number, signal?: AbortSignal): Promise<boolean> {
+    return this.bounded(() => this.movePause.waitIfMoving(type, partitions, mine, recentMs, signal));
   }
 
   /**
@@ -77,13 +77,14 @@ export class PartitionMoves {
    * deadlines (nothing waits for it; a lost reply costs only this word, said
    * again a minute later), so it never counts as a stuck call of the caller's.
    */
-  announceInPassing(type: string, partitions: number): void {
-    this.say(type, partitions).catch(() => undefined);
+  announceInPassing(type: string, partitions: number, signal?: AbortSignal): Promise<void> {
+    return this.say(type, partitions, false, signal).catch(() => undefined);
   }
 
-  private async say(type: string, partitions: number, always = false): Promise<void> {
+  private async say(type: string, partitions: number, always = false, signal?: AbortSignal): Promise<void> {
     const key = this.layout.layoutOf(type);
     if (partitions === 1 && !always && (await this.client.exists(key)) === 0) return;
+    if (signal?.aborted) return;
     await this.client.hset(key, String(partitions), String(Date.now()));
   }
 

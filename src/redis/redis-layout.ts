@@ -159,6 +159,11 @@ export function keyedListKey(keys: TypeKeys, key: string): string {
   return `${keys.keyedList}${key}`;
 }
 
+/** The suffixes of the keys typeKeyOf() recognises: meta, groups, paused, handledIndex (forType). */
+const TYPE_MARK_KINDS = ['m', 'groups', 'p', 'hi'] as const;
+export type TypeMarkKind = (typeof TYPE_MARK_KINDS)[number];
+const isTypeMarkKind = (suffix: string): suffix is TypeMarkKind => (TYPE_MARK_KINDS as readonly string[]).includes(suffix);
+
 export class RedisLayout {
   /** Keys by tag: every enqueue and claim asks, and building seven strings each time shows in profiles. */
   private readonly byTag = new Map<string, TypeKeys>();
@@ -205,6 +210,24 @@ export class RedisLayout {
   /** Pub/sub channel on which enqueues announce a due time earlier than any the dispatchers know. */
   get wakeChannel(): string {
     return `${this.prefix}:wake`;
+  }
+
+  /**
+   * For the Inspector's SCAN of the types in use: a pattern that matches at
+   * least the keys only a type in use has (its meta hash, group registry,
+   * pause flag and history index, named as forType() names them), and the
+   * test of a key it returned: its tag and which of those it is, or undefined.
+   */
+  get typeKeysPattern(): string {
+    return `${this.prefix}:{*}:[mgph]*`;
+  }
+
+  typeKeyOf(key: string): { readonly tag: string; readonly kind: TypeMarkKind } | undefined {
+    const start = `${this.prefix}:{`;
+    const close = key.indexOf('}', start.length);
+    if (!key.startsWith(start) || close < 0 || key[close + 1] !== ':') return undefined;
+    const kind = key.slice(close + 2);
+    return isTypeMarkKind(kind) ? { tag: key.slice(start.length, close), kind } : undefined;
   }
 
   /** The keys of a type with one partition, or of partition `partition` of a partitioned type. */

@@ -12,22 +12,18 @@ const SCAN_COUNT = 1_000;
  * the index of the types with recurring schedules, with how many each has.
  */
 export async function scanTypes(client: RedisClient, layout: RedisLayout): Promise<EventTypeInfo[]> {
-  const prefix = `${layout.prefix}:{`;
-  const tags = new Map<string, Set<string>>(); // tag -> which of m, groups, p it has
+  const tags = new Map<string, Set<string>>(); // tag -> which of m, groups, p, hi it has
   for (const master of await masters(client)) {
     let cursor = '0';
     do {
-      const [next, keys] = await master.scan(cursor, 'MATCH', `${prefix}*}:[mgph]*`, 'COUNT', SCAN_COUNT);
+      const [next, keys] = await master.scan(cursor, 'MATCH', layout.typeKeysPattern, 'COUNT', SCAN_COUNT);
       cursor = next;
       for (const key of keys) {
-        const close = key.indexOf('}', prefix.length);
-        if (!key.startsWith(prefix) || close < 0) continue;
-        const suffix = key.slice(close + 2);
-        if (key[close + 1] !== ':' || (suffix !== 'm' && suffix !== 'groups' && suffix !== 'p' && suffix !== 'hi')) continue;
-        const tag = key.slice(prefix.length, close);
-        const seen = tags.get(tag) ?? new Set<string>();
-        seen.add(suffix);
-        tags.set(tag, seen);
+        const found = layout.typeKeyOf(key);
+        if (!found) continue;
+        const seen = tags.get(found.tag) ?? new Set<string>();
+        seen.add(found.kind);
+        tags.set(found.tag, seen);
       }
     } while (cursor !== '0');
   }

@@ -1,5 +1,6 @@
 import type { RedisClient } from '../redis/redis-client';
 import type { RedisLayout } from '../redis/redis-layout';
+import type { BackgroundService } from './background-service';
 
 /**
  * What the fleet did per type, over time: every instance adds its own counts
@@ -120,10 +121,11 @@ export class TypeActivity {
 }
 
 /** Adds this instance's counts into the type's slot hashes (see the top of this file), every slot and on close. */
-export class ActivityRecorder {
+export class ActivityRecorder implements BackgroundService {
   private readonly types = new Map<string, TypeActivity>();
-  private readonly timer: NodeJS.Timeout;
+  private timer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> | undefined;
+  private stopping: Promise<void> | undefined;
 
   constructor(
     private readonly client: RedisClient,
@@ -132,8 +134,14 @@ export class ActivityRecorder {
     private readonly timeoutMs: number,
     /** Told when Redis refuses the writes (an ACL without +hincrby or +pexpire): the charts stay empty. */
     private readonly onRefused: (error: Error) => void = () => undefined,
-  ) {
-    this.timer = setInterval(() => void this.flush(), ACTIVITY_SLOT_MS);
+  ) {}
+
+  /** Writes every ACTIVITY_SLOT_MS from now on. */
+  start(): void {
+    if (this.timer || this.stopping) return;
+    this.timer = setInterval(() => {
+      if (!this.stopping) void this.flush();
+    }, ACTIVITY_SLOT_MS);
     this.timer.unref();
   }
 
@@ -183,17 +191,28 @@ export class ActivityRecorder {
     );
   }
 
-  /** Stops the timer and writes what is left, if Redis takes it within a second. */
-  async close(): Promise<void> {
+  /**
+   * Stops the timer and writes what is left, if Redis takes it within a
+   * second (and commandTimeoutMs). A periodic write under way is waited for
+   * first, within the same bound: should it outlast the bound, what is left
+   * is not written at all, rather than sent after stop() resolved.
+   */
+  stop(): Promise<void> {
+    this.stopping ??= this.writeLast();
+    return this.stopping;
+  }
+
+  private async writeLast(): Promise<void> {
     clearInterval(this.timer);
     const bound = Math.min(this.timeoutMs, CLOSE_FLUSH_MS);
     let timer: NodeJS.Timeout | undefined;
+    let late = false;
     const written = (async () => {
-      // A periodic write still under way holds what it took: wait for it, then write the rest.
       await this.flushing;
-      await this.flush(bound);
+      if (!late) await this.flush(bound);
     })();
     await Promise.race([written, new Promise<void>((resolve) => (timer = setTimeout(resolve, bound)))]);
+    late = true;
     clearTimeout(timer);
   }
 }

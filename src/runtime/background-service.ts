@@ -1,10 +1,11 @@
 /**
- * The one shape of every background loop (dispatchers, handler consumers,
- * the recurring-schedule loop, the repartitioner): started once, stopped
- * once. stop() resolves when the loop will touch Redis no more, or when
- * `timeoutMs` has passed for one that waits on user code (a consumer's
- * running handlers). docs/architecture.md gives the order the service stops
- * them in, and why.
+ * The one shape of every background part (dispatchers, handler consumers
+ * and the readers they own, the recurring-schedule loop, the repartitioner,
+ * the errands beside them, the activity recorder, the wake-up listener,
+ * metrics): started once, stopped once. stop() resolves when the part will
+ * touch Redis no more, or when `timeoutMs` has passed for one that waits on
+ * user code (a consumer's running handlers). docs/architecture.md gives the
+ * order the service stops them in, and why.
  */
 export interface BackgroundService {
   start(): void;
@@ -38,5 +39,65 @@ export class LoopService implements BackgroundService {
   stop(): Promise<void> {
     this.stopping.abort();
     return this.running ?? Promise.resolve();
+  }
+}
+
+/**
+ * The one-off Redis calls made beside the loops (a group registration or a
+ * queue's limits retried through an outage, a wake-up published when a hold
+ * ends, an answer to instances()), under the same contract: run() starts one
+ * unless stop() was called, a retry waits through after(), and stop()
+ * resolves once those under way have ended. A retry waiting for its turn is
+ * dropped: what it would have sent, the next instance to start sends. Work of
+ * several calls checks the signal it is given before each: a call never
+ * answered (a connection gone silent) is waited for up to stop()'s
+ * `timeoutMs`, and nothing follows it once stop() resolved.
+ */
+export class Errands implements BackgroundService {
+  private readonly stopping = new AbortController();
+  private readonly running = new Set<Promise<unknown>>();
+  private readonly timers = new Set<NodeJS.Timeout>();
+
+  /** Aborted by stop(): work that waits (a retry's backoff) ends its wait on it. */
+  get signal(): AbortSignal {
+    return this.stopping.signal;
+  }
+
+  get stopped(): boolean {
+    return this.stopping.signal.aborted;
+  }
+
+  /** Errands run as they come: there is nothing to start. */
+  start(): void {}
+
+  /** Starts `work` now, unless stopped; stop() waits for it. Its failure is the work's own to handle. */
+  run(work: (signal: AbortSignal) => Promise<unknown>): void {
+    if (this.stopped) return;
+    const running: Promise<unknown> = work(this.stopping.signal)
+      .catch(() => undefined)
+      .finally(() => this.running.delete(running));
+    this.running.add(running);
+  }
+
+  /** Calls `work` after `ms`, unless stopped by then. */
+  after(ms: number, work: () => void): void {
+    if (this.stopped) return;
+    const timer = setTimeout(() => {
+      this.timers.delete(timer);
+      if (!this.stopped) work();
+    }, ms);
+    timer.unref();
+    this.timers.add(timer);
+  }
+
+  async stop(timeoutMs: number): Promise<void> {
+    this.stopping.abort();
+    for (const timer of this.timers) clearTimeout(timer);
+    this.timers.clear();
+    if (this.running.size === 0) return;
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)));
+    await Promise.race([Promise.all(this.running), late]);
+    clearTimeout(timer);
   }
 }

@@ -1,5 +1,5 @@
 import { type Subscription, merge } from 'rxjs';
-import type { BackgroundService } from './background-service';
+import type { BackgroundService, Errands } from './background-service';
 import type { DelayedEventInstance, EventClass } from '../core/delayed-event.decorator';
 import { type DecodedEvent, type EventCodec, DecodeError } from '../core/event-codec';
 import type { EventContextStore } from '../core/event-context';
@@ -47,6 +47,8 @@ export interface ConsumerParts<T extends DelayedEventInstance> {
   readonly limited?: boolean;
   /** A hold this consumer set (rate-limited) ended: the readers of every instance should look now. */
   readonly onHoldEnded?: (keys: TypeKeys) => void;
+  /** Where its one-off calls run (the wake-up of instances waiting for room): close() waits for them. */
+  readonly errands: Errands;
 }
 
 /**
@@ -112,7 +114,8 @@ export class Consumer<T extends DelayedEventInstance> implements BackgroundServi
   /** Stops claiming, waits up to `timeoutMs` for running handlers; resolves true when all finished. */
   async stop(timeoutMs: number): Promise<boolean> {
     for (const controller of this.stopping) controller.abort();
-    this.holds.clear();
+    // A result written after this (a call that ends while we wait) sets no timer: nothing wakes from here once stopped.
+    this.holds.stop();
     // The wait is cut short when the handlers finish: its timer must not keep the process alive after close().
     const waiting = new AbortController();
     const drained = await Promise.race([this.finished.then(() => true), sleep(timeoutMs, waiting.signal).then(() => false)]);
@@ -268,7 +271,7 @@ export class Consumer<T extends DelayedEventInstance> implements BackgroundServi
 
   /** A call ended other than by success (which rides on the reader's claim, and wakes from there): room under the concurrency limit. */
   private wakeWaiters(keys: TypeKeys): void {
-    if (this.parts.limited) this.parts.scripts.wakeWaiters(keys).catch(() => undefined);
+    if (this.parts.limited) this.parts.errands.run(() => this.parts.scripts.wakeWaiters(keys));
   }
 
   private noticeDeadLetter(claimed: ClaimedEvent, reason: string, error: string, payload: unknown): void {

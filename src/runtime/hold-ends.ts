@@ -10,11 +10,13 @@ import type { TypeKeys } from '../redis/redis-layout';
  */
 export class HoldEnds {
   private readonly timers = new Map<TypeKeys, { readonly endsAt: number; readonly timer: NodeJS.Timeout }>();
+  private stopped = false;
 
   constructor(private readonly onEnd: (keys: TypeKeys) => void) {}
 
   /** The queue is held for `ms` more (Redis's word, a longer hold set earlier included). */
   set(keys: TypeKeys, ms: number): void {
+    if (this.stopped) return;
     const endsAt = performance.now() + ms;
     const running = this.timers.get(keys);
     if (running && running.endsAt >= endsAt) return;
@@ -31,8 +33,9 @@ export class HoldEnds {
     this.timers.set(keys, { endsAt, timer });
   }
 
-  /** Stopping: no more wake-ups from here. */
-  clear(): void {
+  /** Stopping: no more wake-ups from here, from the holds set so far or any set later. */
+  stop(): void {
+    this.stopped = true;
     for (const { timer } of this.timers.values()) clearTimeout(timer);
     this.timers.clear();
   }

@@ -1,3 +1,4 @@
+import type { BackgroundService } from './background-service';
 import { type Observable, Subject, defer, exhaustMap, from, merge, share, takeUntil, timer } from 'rxjs';
 
 export type MetricKind = 'counter' | 'gauge' | 'timing';
@@ -124,10 +125,10 @@ export interface GaugeSample {
  * Collects what the service does into one hot stream. Gauges cost Redis calls,
  * so they are sampled only while somebody is subscribed.
  */
-export class Metrics {
+export class Metrics implements BackgroundService {
   private readonly recorded = new Subject<Metric>();
   private readonly closed = new Subject<void>();
-  /** The gauge sample under way, if any: complete() waits for its Redis calls. */
+  /** The gauge sample under way, if any: stop() waits for its Redis calls. */
   private sampling: Promise<unknown> | undefined;
   readonly metrics$: Observable<Metric>;
 
@@ -151,6 +152,9 @@ export class Metrics {
     );
     this.metrics$ = merge(this.recorded, gauges$).pipe(share());
   }
+
+  /** Gauges are sampled while somebody subscribes to metrics$, from the first subscriber on: nothing to start. */
+  start(): void {}
 
   /** Whether anybody subscribed: hot paths skip building tags when not. */
   get listening(): boolean {
@@ -181,7 +185,7 @@ export class Metrics {
    * answers (or after `maxWaitMs`): its calls are Redis work of the service,
    * which close() promises is over when it resolves.
    */
-  complete(maxWaitMs = 0): Promise<void> {
+  stop(maxWaitMs = 0): Promise<void> {
     this.closed.next();
     this.recorded.complete();
     const sampling = this.sampling;

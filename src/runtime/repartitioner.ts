@@ -1,7 +1,7 @@
 import type { EventRoute } from '../core/delayed-event.decorator';
 import type { PartitionMoves } from '../redis/partition-moves';
 import type { TypeKeys } from '../redis/redis-layout';
-import type { BackgroundService } from './background-service';
+import { type BackgroundService, LoopService } from './background-service';
 import { METRIC, type Metrics } from './metrics';
 import { OutageBackoff, sleep } from './outage-backoff';
 
@@ -30,8 +30,7 @@ const MINE_SCAN_MS = 30_000;
  * so nothing is claimed twice or lost.
  */
 export class Repartitioner implements BackgroundService {
-  private readonly stopping = new AbortController();
-  private running: Promise<void> | undefined;
+  private readonly lifecycle = new LoopService((signal) => this.loop(signal));
   private minesScannedAt = 0;
 
   constructor(
@@ -50,12 +49,12 @@ export class Repartitioner implements BackgroundService {
   private waiting = false;
 
   start(): void {
-    this.running ??= this.loop();
+    this.lifecycle.start();
   }
 
-  async stop(): Promise<void> {
-    this.stopping.abort();
-    await this.running;
+  /** Resolves once the move step under way is done: none is left half-way by this instance. */
+  stop(): Promise<void> {
+    return this.lifecycle.stop();
   }
 
   /** One sweep; resolves whether anything is still to move (so the next comes soon). */
@@ -95,14 +94,14 @@ export class Repartitioner implements BackgroundService {
     const sources = new Set([...probed, ...others.flatMap((s) => this.moves.queuesOf(type, s.partitions))]);
     const emptied = new Set<TypeKeys>();
     for (const queue of sources) {
-      if (mineSet.has(queue) || this.stopping.signal.aborted) continue;
+      if (mineSet.has(queue) || this.lifecycle.stopped) continue;
       if (await this.moves.holdsAny(queue)) moved += (await this.moves.moveOut(queue, this.route)).moved;
       if (await this.moves.holdsAny(queue)) busy = true;
       else emptied.add(queue);
     }
     // Schedules live in {type} (1 partition) or {type#0} (more): before settings were announced, both are looked at.
     for (const setting of new Set([...others.map((s) => s.partitions), ...(misplacedHere ? [1, 2] : [])])) {
-      if (!this.stopping.signal.aborted) moved += await this.moves.moveSchedules(setting, this.route);
+      if (!this.lifecycle.stopped) moved += await this.moves.moveSchedules(setting, this.route);
     }
     // A queue of this setting holds ids another setting hashes elsewhere only if that one writes to it
     // (partition p < N) and does not split ours (N a multiple of ours): 4 -> 8 does, 8 -> 4 and 1 -> 8 do not.
@@ -112,7 +111,7 @@ export class Repartitioner implements BackgroundService {
     const scanMine = (first && misplacedHere) || now - this.minesScannedAt >= MINE_SCAN_MS;
     let leftMine = 0;
     for (const [p, queue] of mine.entries()) {
-      if (this.stopping.signal.aborted) break;
+      if (this.lifecycle.stopped) break;
       if (scanMine && ((first && misplacedHere) || others.some((s) => splits(s, p)))) {
         const result = await this.moves.moveOut(queue, this.route);
         moved += result.moved;
@@ -149,10 +148,11 @@ export class Repartitioner implements BackgroundService {
     this.waiting = waiting;
   }
 
-  private async loop(): Promise<void> {
+  /** Sweeps until `signal` aborts (LoopService). */
+  private async loop(signal: AbortSignal): Promise<void> {
     const backoff = new OutageBackoff();
     let first = true;
-    while (!this.stopping.signal.aborted) {
+    while (!signal.aborted) {
       let busy: boolean;
       try {
         // Not before the connection is ready: it keeps no offline queue, and a sweep sent early would fail.
@@ -161,12 +161,12 @@ export class Repartitioner implements BackgroundService {
         first = false;
         backoff.reset();
       } catch {
-        if (this.stopping.signal.aborted) return;
+        if (signal.aborted) return;
         this.metrics.count(METRIC.redisErrors, { loop: 'repartition', type: this.route.type });
-        await sleep(backoff.next(), this.stopping.signal);
+        await sleep(backoff.next(), signal);
         continue;
       }
-      await sleep(busy ? BUSY_SWEEP_MS : IDLE_SWEEP_MS, this.stopping.signal);
+      await sleep(busy ? BUSY_SWEEP_MS : IDLE_SWEEP_MS, signal);
     }
   }
 }

@@ -1,6 +1,7 @@
-import { Observable, share } from 'rxjs';
+import { Observable, Subject, type Subscriber, share, takeUntil } from 'rxjs';
 import type { RedisClient } from '../redis/redis-client';
 import type { RedisConnections } from '../redis/redis-connections';
+import type { BackgroundService } from './background-service';
 
 /** Tag of the wake-up sent when the subscription (re)starts: messages may have been missed, every dispatcher should look. */
 export const WAKE_ALL = '*';
@@ -29,59 +30,82 @@ export interface WakeListenerSettings {
  * exists only while one listens. A lost message only costs latency: dispatchers
  * also poll. A subscriber only listens, so a half-open connection (a network cut
  * that sends no reset) would stay silent for good: a PING that goes unanswered
- * replaces it.
+ * replaces it. Once stopped, it ends its subscribers and opens no connection
+ * again, a probe still waiting included.
  */
-export function wakeListener(connections: RedisConnections, channel: string, settings: WakeListenerSettings): Observable<Wake> {
-  return new Observable<Wake>((subscriber) => {
-    // ioredis re-subscribes by itself after a reconnect; whatever was published
-    // while we were not subscribed is caught by a look at every type.
-    const lookEverywhere = () => subscriber.next({ tag: WAKE_ALL, due: 0 });
-    const listen = (): RedisClient => {
-      const connection = connections.duplicateForWaiting();
-      connection.on('message', (from: string, message: string) => {
-        if (from !== channel) return;
-        const cut = message.lastIndexOf('|');
-        subscriber.next({ tag: message.slice(0, cut), due: Number(message.slice(cut + 1)) });
-      });
-      connection.on('ready', lookEverywhere);
-      connection.subscribe(channel).then(lookEverywhere, (error: unknown) => {
-        // Refused (an ACL without +subscribe or the channel): dispatchers still poll every pollIntervalMs.
-        if (error instanceof Error && /^NOPERM\b/.test(error.message)) settings.onRefused?.(error);
-      });
-      return connection;
-    };
-    let connection = listen();
-    let probing = false;
-    /** Set at teardown: a probe still waiting must not open a new connection after it. */
-    let torn = false;
-    const watchdog = setInterval(() => {
-      // Only a connection that says it is up is probed: one reconnecting is ioredis's to mend.
-      if (probing || connection.status !== 'ready') return;
-      probing = true;
-      const probed = connection;
-      let answered = false;
-      const timeout = setTimeout(() => {
+export class WakeListener implements BackgroundService {
+  readonly wakes$: Observable<Wake>;
+  private readonly stopping = new Subject<void>();
+  private stopped = false;
+
+  constructor(connections: RedisConnections, channel: string, settings: WakeListenerSettings) {
+    const listening = new Observable<Wake>((subscriber) => {
+      if (this.stopped) return subscriber.complete();
+      return listen(connections, channel, settings, subscriber);
+    });
+    this.wakes$ = listening.pipe(takeUntil(this.stopping), share());
+  }
+
+  /** It listens from its first subscriber on: nothing to start. */
+  start(): void {}
+
+  /** Ends every subscription: the subscriber connection is released, and none is opened after. */
+  stop(): Promise<void> {
+    this.stopped = true;
+    this.stopping.next();
+    return Promise.resolve();
+  }
+}
+
+function listen(connections: RedisConnections, channel: string, settings: WakeListenerSettings, subscriber: Subscriber<Wake>): () => void {
+  // ioredis re-subscribes by itself after a reconnect; whatever was published
+  // while we were not subscribed is caught by a look at every type.
+  const lookEverywhere = () => subscriber.next({ tag: WAKE_ALL, due: 0 });
+  const open = (): RedisClient => {
+    const connection = connections.duplicateForWaiting();
+    connection.on('message', (from: string, message: string) => {
+      if (from !== channel) return;
+      const cut = message.lastIndexOf('|');
+      subscriber.next({ tag: message.slice(0, cut), due: Number(message.slice(cut + 1)) });
+    });
+    connection.on('ready', lookEverywhere);
+    connection.subscribe(channel).then(lookEverywhere, (error: unknown) => {
+      // Refused (an ACL without +subscribe or the channel): dispatchers still poll every pollIntervalMs.
+      if (error instanceof Error && /^NOPERM\b/.test(error.message)) settings.onRefused?.(error);
+    });
+    return connection;
+  };
+  let connection = open();
+  let probing = false;
+  /** Set at teardown: a probe still waiting must not open a new connection after it. */
+  let torn = false;
+  const watchdog = setInterval(() => {
+    // Only a connection that says it is up is probed: one reconnecting is ioredis's to mend.
+    if (probing || connection.status !== 'ready') return;
+    probing = true;
+    const probed = connection;
+    let answered = false;
+    const timeout = setTimeout(() => {
+      probing = false;
+      if (torn || answered || probed !== connection) return;
+      connections.release(probed);
+      connection = open();
+      settings.onReset();
+    }, settings.pingTimeoutMs);
+    timeout.unref();
+    probed.ping().then(
+      () => {
+        answered = true;
         probing = false;
-        if (torn || answered || probed !== connection) return;
-        connections.release(probed);
-        connection = listen();
-        settings.onReset();
-      }, settings.pingTimeoutMs);
-      timeout.unref();
-      probed.ping().then(
-        () => {
-          answered = true;
-          probing = false;
-          clearTimeout(timeout);
-        },
-        () => undefined,
-      );
-    }, settings.pingEveryMs);
-    watchdog.unref();
-    return () => {
-      torn = true;
-      clearInterval(watchdog);
-      connections.release(connection);
-    };
-  }).pipe(share());
+        clearTimeout(timeout);
+      },
+      () => undefined,
+    );
+  }, settings.pingEveryMs);
+  watchdog.unref();
+  return () => {
+    torn = true;
+    clearInterval(watchdog);
+    connections.release(connection);
+  };
 }

@@ -14,7 +14,8 @@ import { ActivityRecorder } from '../runtime/activity-log';
 import type { EventHandler } from '../runtime/handler-invocation';
 import { METRIC, type Metric, Metrics } from '../runtime/metrics';
 import { ServiceLog } from '../runtime/service-log';
-import { type Wake, wakeListener } from '../runtime/wake-listener';
+import { WakeListener } from '../runtime/wake-listener';
+import { Errands } from '../runtime/background-service';
 import { BATCH_OPTION_KEYS, type BatchEntry, type EnqueueOptions, Enqueuer } from './enqueuer';
 import { checkArgumentKeys } from '../core/option-keys';
 import { type BatchHandlerOptions, type HandlerOptions, Handlers } from './handlers';
@@ -48,6 +49,9 @@ export class DelayedEventService extends InspectionCalls {
   private readonly log: ServiceLog;
   private readonly contextStore = new EventContextStore();
   private readonly activityRecorder: ActivityRecorder | undefined;
+  private readonly wakeListener: WakeListener;
+  /** The one-off calls beside the loops: registrations retried, wake-ups said, limits stored. */
+  private readonly errands = new Errands();
   private readonly enqueuer: Enqueuer;
   private readonly handlers: Handlers;
   private readonly recurring: RecurringSchedules;
@@ -78,7 +82,8 @@ export class DelayedEventService extends InspectionCalls {
           this.log.degraded('activity', `Redis refuses the activity counts (${error.message}); the dashboard's charts stay empty: grant +hincrby and +pexpire, or set recordActivity: false`),
         )
       : undefined;
-    const wakes$: Observable<Wake> = wakeListener(this.connections, layout.wakeChannel, {
+    this.activityRecorder?.start();
+    this.wakeListener = new WakeListener(this.connections, layout.wakeChannel, {
       pingEveryMs: settings.readerBlockMs,
       pingTimeoutMs: settings.watchdogGraceMs,
       onReset: () => this.metrics.count(METRIC.wakeListenerResets, {}),
@@ -127,8 +132,9 @@ export class DelayedEventService extends InspectionCalls {
       metrics: this.metrics,
       log: this.log,
       activity: this.activityRecorder,
-      wakes$,
+      wakes$: this.wakeListener.wakes$,
       isClosing,
+      errands: this.errands,
       onHandled: (route) => {
         this.healthState.know(route);
         this.startRecurring();
@@ -146,7 +152,7 @@ export class DelayedEventService extends InspectionCalls {
       handlersHere: () => this.handlers.running(),
       handlingRefusal: () => this.handlers.refusal,
       newerVersionWarnMs: settings.newerVersionWarnMs,
-      announce: (route) => partitionMoves.announceInPassing(route.type, route.partitions),
+      announce: (route) => this.errands.run((signal) => partitionMoves.announceInPassing(route.type, route.partitions, signal)),
     });
   }
 
@@ -322,11 +328,16 @@ export class DelayedEventService extends InspectionCalls {
       // Handlers: readers claim no more and give back what waits unstarted, running calls get
       // closeTimeoutMs and their results are written, then dispatchers and repartitioners end.
       () => this.handlers.stopAll(),
+      // The one-off calls the parts above started (a limit stored, a wake-up said): none starts now,
+      // and one never answered is given commandTimeoutMs.
+      () => this.errands.stop(this.options.commandTimeoutMs),
+      // Nobody listens for wake-ups any more; a probe of its connection under way opens no other.
+      () => this.wakeListener.stop(),
       // The activity's last slot: only now does it hold every handled event.
-      () => this.activityRecorder?.close().catch(() => undefined),
+      () => this.activityRecorder?.stop().catch(() => undefined),
       // Nothing more will be measured or logged; a gauge sample under way gets its answers first.
       () => {
-        const sampled = this.metrics.complete(this.options.commandTimeoutMs);
+        const sampled = this.metrics.stop(this.options.commandTimeoutMs);
         this.log.close();
         return sampled;
       },

@@ -5,6 +5,7 @@ import type { LuaScripts } from '../redis/lua-scripts';
 import type { RedisConnections } from '../redis/redis-connections';
 import type { TypeKeys } from '../redis/redis-layout';
 import { METRIC, type Metrics } from '../runtime/metrics';
+import type { Errands } from '../runtime/background-service';
 import { OutageBackoff } from '../runtime/outage-backoff';
 import type { ServiceLog } from '../runtime/service-log';
 import { createHash } from 'node:crypto';
@@ -16,7 +17,8 @@ export interface LimitsParts {
   readonly connections: RedisConnections;
   readonly metrics: Metrics;
   readonly log: ServiceLog;
-  readonly isClosing: () => boolean;
+  /** Where the attempts run: once stopped, none is sent and the wait for one resolves. */
+  readonly errands: Errands;
 }
 
 /**
@@ -24,29 +26,32 @@ export interface LimitsParts {
  * claims read them: the handler registered last sets them. One that changes
  * what another instance set is said in the log (a deploy changing a limit,
  * or instances started with different ones). Retried through an outage;
- * resolves once stored (or the service closes).
+ * resolves once stored, or once the errands stop (the service closes).
  */
 export function storeLimitsWhenReady(parts: LimitsParts, keys: TypeKeys, limits: StoredLimits): Promise<void> {
   const backoff = new OutageBackoff();
+  const { errands } = parts;
   return new Promise<void>((stored) => {
-    const attempt = (): void => {
-      if (parts.isClosing()) return stored();
-      const waiting = parts.scripts.gate.wait();
-      (waiting ?? Promise.resolve())
-        .then(() => parts.scripts.bounded('store-limits', () => storeLimits(parts.connections.command, keys, limits)))
-        .then(
-          (before) => {
-            if (before && (before.rate || before.concurrency !== undefined || before.perKey)) {
-              parts.log.limitsChanged({ type: keys.type, group: keys.group, queue: keys.queueTag, before, now: limits });
-            }
-            stored();
-          },
-          () => {
-            parts.metrics.count(METRIC.redisErrors, { loop: 'connection', type: keys.type });
-            setTimeout(attempt, backoff.next()).unref();
-          },
-        );
-    };
+    if (errands.stopped) return stored();
+    errands.signal.addEventListener('abort', () => stored(), { once: true });
+    const attempt = (): void =>
+      errands.run(() =>
+        (parts.scripts.gate.wait() ?? Promise.resolve())
+          // The wait for a connection may outlast close(): nothing is sent after it.
+          .then(() => (errands.stopped ? undefined : parts.scripts.bounded('store-limits', () => storeLimits(parts.connections.command, keys, limits))))
+          .then(
+            (before) => {
+              if (before && (before.rate || before.concurrency !== undefined || before.perKey)) {
+                parts.log.limitsChanged({ type: keys.type, group: keys.group, queue: keys.queueTag, before, now: limits });
+              }
+              stored();
+            },
+            () => {
+              parts.metrics.count(METRIC.redisErrors, { loop: 'connection', type: keys.type });
+              errands.after(backoff.next(), attempt);
+            },
+          ),
+      );
     attempt();
   });
 }

@@ -2,6 +2,7 @@ import type { LuaScripts } from '../redis/lua-scripts';
 import { DEFAULT_GROUP, type TypeKeys } from '../redis/redis-layout';
 import type { DispatcherRegistrations } from '../runtime/dispatcher';
 import { METRIC, type Metrics } from '../runtime/metrics';
+import type { Errands } from '../runtime/background-service';
 import { OutageBackoff } from '../runtime/outage-backoff';
 import type { ServiceLog } from '../runtime/service-log';
 
@@ -11,6 +12,8 @@ export interface GroupRegistrationParts {
   readonly metrics: Metrics;
   readonly log: ServiceLog;
   readonly isClosing: () => boolean;
+  /** Where the attempts run: none is sent once they stop. */
+  readonly errands: Errands;
   /** The groups this instance handles `type` in now. */
   readonly groupsOf: (type: string) => string[];
 }
@@ -33,16 +36,17 @@ export class GroupRegistrations {
    */
   register(shared: TypeKeys, group: string): void {
     const backoff = new OutageBackoff();
-    const attempt = (): void => {
-      if (this.parts.isClosing()) return;
-      Promise.all(this.parts.scripts().map((scripts) => scripts.registerGroup(shared, group))).then(
-        () => undefined,
-        () => {
-          this.parts.metrics.count(METRIC.redisErrors, { loop: 'connection', type: shared.type });
-          setTimeout(attempt, backoff.next()).unref();
-        },
+    const { errands } = this.parts;
+    const attempt = (): void =>
+      errands.run((signal) =>
+        Promise.all(this.parts.scripts().map((scripts) => scripts.registerGroup(shared, group, signal))).then(
+          () => undefined,
+          () => {
+            this.parts.metrics.count(METRIC.redisErrors, { loop: 'connection', type: shared.type });
+            errands.after(backoff.next(), attempt);
+          },
+        ),
       );
-    };
     attempt();
   }
 

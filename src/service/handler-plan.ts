@@ -61,11 +61,20 @@ export function groupName(group: string | undefined): string {
  * of a batch may wait maxWaitMs to gather, and for every call running to end
  * once (calls + 1 timeouts), before its own call starts: its lease covers that.
  */
-export function planHandler<T>(route: EventRoute, parallelismGiven: number | undefined, options: HandlerOptions<T>, defaults: PlanDefaults, batch?: BatchShape): HandlerPlan {
+export function planHandler<T>(
+  route: EventRoute,
+  parallelismGiven: number | undefined,
+  options: HandlerOptions<T>,
+  defaults: PlanDefaults,
+  batch?: BatchShape,
+  /** Asked once the group is known, before the other options are checked: a handler already registered in it throws first, as in 0.4. */
+  checkGroup: (group: string) => void = () => undefined,
+): HandlerPlan {
   // Left out (from JavaScript), one call at a time: not NaN free slots, which would never claim.
   const parallelism = integer('parallelism', parallelismGiven, 1, 1, 10_000);
   if (!batch) checkOptionKeys(options, HANDLER_OPTION_KEYS, `addHandler(${route.type})`);
   const group = groupName(options.group);
+  checkGroup(group);
   const timeoutMs = positive('timeoutMs', options.timeoutMs, defaults.handlerTimeoutMs);
   const limits = checkFlowLimits(options);
   checkAgainstPartitions(limits, route.partitions);

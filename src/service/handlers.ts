@@ -77,6 +77,7 @@ export class Handlers {
       metrics: parts.metrics,
       log: parts.log,
       isClosing: parts.isClosing,
+      errands: parts.errands,
       groupsOf: (type) => this.groupsOf(type),
     });
   }
@@ -104,7 +105,7 @@ export class Handlers {
    */
   private answerInstances(question: number): void {
     const answer = { id: this.instanceId, host: hostname(), pid: process.pid, startedAt: this.startedAt, handlers: this.running() };
-    answerInstances(this.parts.connections.command, this.parts.layout.wakeChannel, question, answer).catch(() => undefined);
+    this.parts.errands.run(() => answerInstances(this.parts.connections.command, this.parts.layout.wakeChannel, question, answer));
   }
 
   /** The handlers registered here, and how many calls each is running: what this instance answers instances(). */
@@ -136,10 +137,12 @@ export class Handlers {
     const type = route.type;
     this.parts.codec.assertBuildable(eventClass);
     if (typeof handler !== 'function') throw new TypeError(`handler for '${type}' must be a function`);
-    const plan = planHandler(route, parallelismGiven, options, { handlerTimeoutMs: settings.handlerTimeoutMs, leaseGraceMs: settings.leaseGraceMs, retry: settings.retry }, batch);
+    const defaults = { handlerTimeoutMs: settings.handlerTimeoutMs, leaseGraceMs: settings.leaseGraceMs, retry: settings.retry };
+    const plan = planHandler(route, parallelismGiven, options, defaults, batch, (group) => {
+      if (this.registrations.has(`${type}|${group}`)) throw new HandlerAlreadyRegisteredError(type, group);
+    });
     const { group, limited } = plan;
     const registrationKey = `${type}|${group}`;
-    if (this.registrations.has(registrationKey)) throw new HandlerAlreadyRegisteredError(type, group);
     const sortByKey = options.key ? keySorter(eventClass, (event: T) => options.key!.call(options, event), this.parts.codec) : undefined;
     const version = eventVersioningOf(eventClass).version;
 
@@ -153,6 +156,7 @@ export class Handlers {
       handlesDefaultGroup: () => this.registrations.has(`${type}|${DEFAULT_GROUP}`),
       registerLimits: (keys, limits) => this.registerLimits(keys, limits),
       nudgeReaders: (queueTag) => this.nudgeReaders(queueTag),
+      announceReady: (queueTag) => this.announceReady(queueTag),
     };
     const queues: ConsumerQueue[] = layout.partitionsOf(route).map((shared, p) => wirePartition(host, shared, p, wiring));
     const readers = queues.map((q) => ({ queueTag: q.keys.queueTag, reader: q.reader }));
@@ -187,8 +191,9 @@ export class Handlers {
       // A hold set here ends: this instance's readers look at once, and every other instance's on the wake-up.
       onHoldEnded: (keys: TypeKeys) => {
         this.nudgeReaders(keys.queueTag);
-        announceReady(this.parts.connections.command, layout.wakeChannel, keys.queueTag).catch(() => undefined);
+        this.announceReady(keys.queueTag);
       },
+      errands: this.parts.errands,
     };
     const consumer = batch ? new BatchConsumer<T>(consumerParts, batch) : new Consumer<T>(consumerParts);
     for (const dispatcher of dispatchers) dispatcher.start();
@@ -198,11 +203,14 @@ export class Handlers {
     // another partitions setting of the type may be claiming: the repartitioner says when (src/redis/move-pause.ts).
     if (limited) {
       const shared = layout.partitionsOf(route);
-      void Promise.all(limitsStored)
-        .then(() => moves.waitIfMoving(type, route.partitions, shared, SETTING_STALE_MS).catch(() => false))
-        .then(() => {
-          if (this.registrations.get(registrationKey)?.consumer === (consumer as unknown)) consumer.start();
-        });
+      const registered = () => this.registrations.get(registrationKey)?.consumer === (consumer as unknown);
+      this.parts.errands.run(async (signal) => {
+        await Promise.all(limitsStored);
+        // Stored, or given up because the service closes or the handler was removed meanwhile: then nothing more is sent.
+        if (!registered()) return;
+        await moves.waitIfMoving(type, route.partitions, shared, SETTING_STALE_MS, signal).catch(() => false);
+        if (registered()) consumer.start();
+      });
     } else {
       consumer.start();
     }
@@ -210,7 +218,7 @@ export class Handlers {
       const onResumed = () => {
         for (const shared of layout.partitionsOf(route)) {
           this.nudgeReaders(shared.tag);
-          announceReady(this.parts.connections.command, layout.wakeChannel, shared.tag).catch(() => undefined);
+          this.announceReady(shared.tag);
         }
       };
       const hasLimits = () => [...this.registrations.values()].some((r) => r.type === type && r.limitsRefresh !== undefined);
@@ -221,7 +229,7 @@ export class Handlers {
     this.parts.onHandled(route);
     const limitsRefresh = limited
       ? setInterval(() => {
-          for (const [p, shared] of layout.partitionsOf(route).entries()) void this.registerLimits(layout.forGroup(shared, group), plan.partitionLimits[p]!);
+          for (const [p, shared] of layout.partitionsOf(route).entries()) this.parts.errands.run(() => this.registerLimits(layout.forGroup(shared, group), plan.partitionLimits[p]!));
         }, LIMITS_REFRESH_MS).unref()
       : undefined;
     this.registrations.set(registrationKey, {
@@ -303,6 +311,11 @@ export class Handlers {
   /** The groups this instance handles `type` in. */
   private groupsOf(type: string): string[] {
     return [...this.registrations.values()].filter((r) => r.type === type).map((r) => r.group);
+  }
+
+  /** Events may be ready in a queue: every instance's readers look (on the wake-up channel). */
+  private announceReady(queueTag: string): void {
+    this.parts.errands.run(() => announceReady(this.parts.connections.command, this.parts.layout.wakeChannel, queueTag));
   }
 
   /** Events may be ready in a queue: its readers here look at once. */

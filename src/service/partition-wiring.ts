@@ -2,11 +2,11 @@ import type { Observable } from 'rxjs';
 import type { EventRoute } from '../core/delayed-event.decorator';
 import type { EventCodec } from '../core/event-codec';
 import type { EventContextStore } from '../core/event-context';
-import { announceReady } from '../redis/instance-registry';
 import type { RedisConnections } from '../redis/redis-connections';
 import type { ActivityRecorder } from '../runtime/activity-log';
 import type { Metrics } from '../runtime/metrics';
 import type { ServiceLog } from '../runtime/service-log';
+import type { Errands } from '../runtime/background-service';
 import type { Wake } from '../runtime/wake-listener';
 import type { ResolvedOptions } from './service-options';
 import type { StoredLimits } from '../redis/flow-limits';
@@ -32,6 +32,8 @@ export interface HandlersParts {
   readonly activity: ActivityRecorder | undefined;
   readonly wakes$: Observable<Wake>;
   readonly isClosing: () => boolean;
+  /** Where the handlers' one-off calls run (limits stored, groups registered, wake-ups said): close() waits for them. */
+  readonly errands: Errands;
   /** Told of each type handled here (its gauges are then sampled, and the recurring loop runs). */
   readonly onHandled: (route: EventRoute) => void;
 }
@@ -44,6 +46,8 @@ export interface PartitionHost {
   handlesDefaultGroup(): boolean;
   registerLimits(keys: TypeKeys, limits: StoredLimits): Promise<void>;
   nudgeReaders(queueTag: string): void;
+  /** Tells every instance's readers that events may be ready in the queue (an errand). */
+  announceReady(queueTag: string): void;
 }
 
 /** One handler's settings for each of its partitions, and where the partitions' parts are gathered. */
@@ -85,7 +89,7 @@ export function wirePartition(host: PartitionHost, shared: TypeKeys, p: number, 
     ownDispatcher = new Dispatcher(keys, scripts, metrics, { ...dispatchSettings, defaultGroupHere: false, onMoved }, host.parts.wakes$);
     dispatchers.push(ownDispatcher);
   }
-  const announce = () => announceReady(host.parts.connections.command, layout.wakeChannel, shared.tag).catch(() => undefined);
+  const announce = () => host.announceReady(shared.tag);
   const reader = new ReadyReader(keys, scripts, metrics, {
     leaseMs: plan.leaseMs,
     graceMs: settings.leaseGraceMs,

@@ -72,6 +72,7 @@
 -- before this claim (the claim's is one more), and the caller splits it.
 -- @include envelope-attempt-version
 -- @include envelope-parse
+-- @include event-attempts
 -- @include expire-optional
 -- @include error-log-append
 -- @include handled-keep

@@ -18,7 +18,8 @@ export type { DelayedEventServiceOptions } from './service/service-options';
 export { DelayedEvent, type DelayedEventInstance, type DelayedEventOptions, type EventClass, type Upcaster } from './core/delayed-event.decorator';
 export { DELAY_TEXT_HELP, type Delay, type Duration, parseDelayText } from './core/duration';
 export type { EventContext } from './core/event-context';
-export type { ContextHandler, Delivery, EventHandler, HandlerResult } from './runtime/handler-invocation';
+export { type ContextHandler, type Delivery, type EventHandler, type HandlerResult, outcomeWritten } from './runtime/handler-invocation';
+export { HANDLED_OUTCOMES, type HandledOutcome } from './runtime/outcomes';
 export type { Durability, EnqueueStatus } from './redis/lua-scripts';
 export { METRIC, METRIC_TAGS, type Metric, type MetricKind, type MetricName, type MetricTags } from './runtime/metrics';
 export type { Logger } from './runtime/service-log';
@@ -46,3 +47,4 @@ export {
   ServiceClosedError,
   UnregisteredEventClassError,
 } from './core/errors';
+export { Snoozed, type SnoozeOptions } from './core/snoozed';

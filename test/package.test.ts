@@ -74,10 +74,13 @@ const registration = registerPrometheusMetrics(service, { registry });
 const handled = new Promise((resolve) => service.addHandler(Ping, async () => void setImmediate(resolve), 1));
 await service.enqueue(new Ping('p-1'), 0);
 await handled;
-const text = await registry.metrics();
+// A call is counted once its result is written, a moment after the handler returns.
+let line;
+for (const deadline = Date.now() + 5000; line === undefined && Date.now() < deadline; await new Promise((r) => setTimeout(r, 10))) {
+  line = (await registry.metrics()).split('\\n').find((l) => l.startsWith('delayed_events_handled_total{'));
+}
 registration.unregister();
 await service.close();
-const line = text.split('\\n').find((l) => l.startsWith('delayed_events_handled_total{'));
 console.log(JSON.stringify({ line }));
 `;
 

@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { bodyWithExtras } from '../src/core/stored-body';
 import { type EnqueueStatus, LuaScripts } from '../src/redis/lua-scripts';
 import { LEASE_PIN, RedisLayout, type TypeKeys } from '../src/redis/redis-layout';
 import { useRedis } from './support/harness';
@@ -26,10 +27,18 @@ interface Modelled {
   noted: boolean;
   /** The event class version its body was written at: 1 (no number in front) or 3 (`3|`). */
   version: 1 | 3;
+  /** Its own attempts (enqueue's maxAttempts), when it has them; else MAX_ATTEMPTS. */
+  most?: 1 | 3;
+  /** How many times a handler snoozed it. */
+  snoozes: number;
 }
 
-/** A body as the codec writes it at each version; the scripts read only the number in front. */
-const bodyAt = (version: 1 | 3) => (version === 1 ? '[0,{}]' : '3|[0,{}]');
+/** A body as the codec writes it at each version; the scripts read only the number in front, and its own attempts at the end. */
+const bodyAt = (version: 1 | 3, extras: { maxAttempts?: number; snoozes?: number } = {}) => {
+  const json = bodyWithExtras('[0,{}]', extras) ?? '[0,{}]';
+  return version === 1 ? json : `3|${json}`;
+};
+const bodyOf = (m: Modelled) => bodyAt(m.version, { ...(m.most ? { maxAttempts: m.most } : {}), snoozes: m.snoozes });
 /** Every claim made in a run, current or long stale: results may name any of them, late. */
 interface Delivery {
   readonly id: string;
@@ -45,7 +54,8 @@ const operation = fc.oneof(
     weight: 3,
     arbitrary: fc.record({
       kind: fc.constant('enqueue' as const),
-      entries: fc.array(fc.tuple(id, fc.boolean(), fc.constantFrom<1 | 3>(1, 3)), { minLength: 1, maxLength: 6 }),
+      // With its own attempts or not: fewer (1) or more (3) than the handler's MAX_ATTEMPTS.
+      entries: fc.array(fc.tuple(id, fc.boolean(), fc.constantFrom<1 | 3>(1, 3), fc.constantFrom<1 | 3 | undefined>(undefined, 1, 3)), { minLength: 1, maxLength: 6 }),
       replace: fc.boolean(),
     }),
   },
@@ -77,6 +87,8 @@ const operation = fc.oneof(
   // Successes recorded together, as a reader sends those of one tick: each is fenced on its own.
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('complete batch' as const), deliveries: fc.uniqueArray(delivery, { minLength: 2, maxLength: 5 }) }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('fail' as const), delivery, then: fc.constantFrom('retry now', 'retry later', 'dead letter') }) },
+  // A handler snoozed (lua/snooze.lua): back to SCHEDULED, the attempt unspent, the snooze counted in the body.
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('snooze' as const), delivery, due: fc.boolean() }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('give back' as const), deliveries: fc.uniqueArray(delivery, { minLength: 1, maxLength: 4 }) }) },
   // A handler said its provider rate-limited it (lua/rate-limited.lua): results of any claim so far, late ones included.
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('rate limited' as const), delivery }) },
@@ -146,13 +158,13 @@ describe('the event state machine', () => {
             const later = Date.now() + 3_600_000;
             const statuses = await scripts.enqueue(
               keys,
-              op.entries.map(([eventId, due, version]) => ({ id: eventId, body: bodyAt(version), due: { atMs: due ? 1 : later }, requestedAt: 0 })),
+              op.entries.map(([eventId, due, version, most]) => ({ id: eventId, body: bodyAt(version, most ? { maxAttempts: most } : {}), due: { atMs: due ? 1 : later }, requestedAt: 0 })),
               op.replace,
             );
-            const expected: EnqueueStatus[] = op.entries.map(([eventId, due, version]) => {
+            const expected: EnqueueStatus[] = op.entries.map(([eventId, due, version, most]) => {
               const stored = model.has(eventId);
               if (stored && !op.replace) return 'duplicate';
-              model.set(eventId, { state: 'scheduled', attempt: 0, due, noted: false, version });
+              model.set(eventId, { state: 'scheduled', attempt: 0, due, noted: false, version, snoozes: 0, ...(most ? { most } : {}) });
               ready = ready.filter((r) => r !== eventId);
               parked = parked.filter((r) => r !== eventId);
               unsort(eventId);
@@ -240,7 +252,7 @@ describe('the event state machine', () => {
                 // Not claimed, no attempt spent: left, READY, for a reader of its version.
                 parked.push(p);
                 left++;
-              } else if (m.attempt >= MAX_ATTEMPTS) {
+              } else if (m.attempt >= (m.most ?? MAX_ATTEMPTS)) {
                 // An event back from an expired lease on its last attempt is dead-lettered, not run again.
                 Object.assign(m, { state: 'dead', noted: false });
                 deadLettered.push({ id: p, attempt: m.attempt });
@@ -307,6 +319,16 @@ describe('the event state machine', () => {
             }
             // A result of a claim that is not the one in flight changes nothing.
             expect(done).toBe(current);
+          } else if (op.kind === 'snooze') {
+            // Only the claim in flight snoozes: the body is stored again with one snooze more, the attempt unspent.
+            const d = deliveryAt(op.delivery);
+            if (!d) continue;
+            const current = isCurrent(d);
+            const m = model.get(d.id);
+            const body = m ? bodyOf({ ...m, snoozes: m.snoozes + 1 }) : bodyAt(1, { snoozes: 1 });
+            const due = await scripts.snooze(keys, d, op.due ? 0 : 3_600_000, body, false);
+            expect(typeof due === 'number').toBe(current);
+            if (current) Object.assign(m!, { state: 'scheduled', due: op.due, attempt: m!.attempt - 1, snoozes: m!.snoozes + 1, claim: undefined, started: undefined, noted: false });
           } else if (op.kind === 'give back') {
             // Events claimed ahead and never started: those still in flight for that claim go back to the head of READY, in order, their attempt unspent.
             const given = picked(op.deliveries);
@@ -390,14 +412,14 @@ describe('the event state machine', () => {
             ready = ready.slice(head.length);
           } else if (op.kind === 'upgrade') {
             // upgradeStored: every version-1 body rewritten at version 3, in whatever state, fenced by the body read.
-            const old = [...model].filter(([, m]) => m.version === 1).map(([eventId]) => eventId);
+            const old = [...model].filter(([, m]) => m.version === 1);
             expect(
               await scripts.upgradeBodies(
                 keys,
-                old.map((eventId) => ({ id: eventId, from: bodyAt(1), to: bodyAt(3) })),
+                old.map(([eventId, m]) => ({ id: eventId, from: bodyOf(m), to: bodyOf({ ...m, version: 3 }) })),
               ),
             ).toBe(old.length);
-            for (const eventId of old) model.get(eventId)!.version = 3;
+            for (const [, m] of old) m.version = 3;
           } else if (op.kind === 'reschedule') {
             const m = model.get(op.id);
             const movable = m?.state === 'scheduled' || m?.state === 'ready';
@@ -450,7 +472,7 @@ describe('the event state machine', () => {
         // In flight, the envelope keeps the attempt before the claim; the lease carries the one running.
         const attempt = Number(envelopes[eventId]!.split('|')[0]);
         expect({ id: eventId, attempt }).toEqual({ id: eventId, attempt: m.state === 'inFlight' ? m.attempt - 1 : m.attempt });
-        expect(envelopes[eventId]!.endsWith(`|${bodyAt(m.version)}`)).toBe(true);
+        expect(envelopes[eventId]!.endsWith(`|${bodyOf(m)}`)).toBe(true);
       }
       for (const erred of await client.hkeys(keys.errors)) expect(model.has(erred)).toBe(true);
       // The error log goes with the event, and keeps ten failures at most.

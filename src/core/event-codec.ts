@@ -1,3 +1,4 @@
+import { type BodyExtras, formatExtras, parseExtras } from './body-extras';
 import { type ClassConstructor, instanceToPlain, plainToInstance } from 'class-transformer';
 import { type DelayedEventInstance, type EventClass, type EventRoute, eventRouteOf, eventVersioningOf } from './delayed-event.decorator';
 import { InvalidEventError, PayloadTooLargeError, SerializationError, describe } from './errors';
@@ -26,6 +27,8 @@ export interface DecodedEvent<T> {
   readonly enqueuedAt: number;
   /** The version it was stored at (before upcasting). */
   readonly version: number;
+  /** Its own attempts and snooze count (src/core/body-extras.ts). */
+  readonly extras: BodyExtras;
 }
 
 /**
@@ -57,6 +60,8 @@ function lossyOwnKey(value: object): string | undefined {
   for (const key of Object.keys(value)) if (LOSSY_KEYS.has(key)) return `event.${key}`;
   return undefined;
 }
+
+const NO_EXTRAS: BodyExtras = Object.freeze({});
 
 /** A stored body that cannot become an event again; the consumer dead-letters it with this reason. */
 export class DecodeError extends Error {}
@@ -94,7 +99,7 @@ export class EventCodec {
     this.buildable.add(eventClass);
   }
 
-  encode(event: DelayedEventInstance, context: EventContext | undefined, enqueuedAt: number): EncodedEvent {
+  encode(event: DelayedEventInstance, context: EventContext | undefined, enqueuedAt: number, extras: BodyExtras = {}): EncodedEvent {
     if (event === null || typeof event !== 'object') throw new InvalidEventError(`expected an instance of a @DelayedEvent class, got ${event === null ? 'null' : typeof event}`);
     const route = eventRouteOf(event.constructor);
     this.assertBuildable(event.constructor);
@@ -116,7 +121,10 @@ export class EventCodec {
       if (lossy) throw new SerializationError(type, new Error(`key ${lossy} would be dropped by class-transformer when stored or read back; rename it`));
       const payload: Record<string, unknown> = flat ?? instanceToPlain(event);
       if (!flat && payload.id === id) delete payload.id;
-      body = JSON.stringify(context !== undefined && Object.keys(context).length > 0 ? [enqueuedAt, payload, context] : [enqueuedAt, payload]);
+      const hasContext = context !== undefined && Object.keys(context).length > 0;
+      const extra = formatExtras(extras);
+      // The extras go fourth, after a context ({} when there is none): see src/core/body-extras.ts.
+      body = JSON.stringify(extra !== undefined ? [enqueuedAt, payload, hasContext ? context : {}, extra] : hasContext ? [enqueuedAt, payload, context] : [enqueuedAt, payload]);
       body = versionedBody(body, version);
     } catch (error) {
       if (error instanceof SerializationError) throw error;
@@ -144,11 +152,13 @@ export class EventCodec {
       throw new DecodeError(`stored body is not JSON (${describe(error)})`);
     }
     let enqueuedAt: unknown, payload: unknown, context: unknown;
+    let extras: BodyExtras = NO_EXTRAS;
     if (Array.isArray(parsed)) {
       // Indexes, not array destructuring: that goes through the iterator protocol, once per event.
       enqueuedAt = parsed[0];
       payload = parsed[1];
       context = parsed[2];
+      if (parsed.length > 3) extras = parseExtras(parsed[3]);
     } else if (parsed !== null && typeof parsed === 'object') {
       ({ t: enqueuedAt, p: payload, c: context } = parsed as ObjectBody);
     }
@@ -168,7 +178,7 @@ export class EventCodec {
     if (!(event instanceof eventClass) || event.id !== id) {
       throw new DecodeError(`payload id ${JSON.stringify(event?.id)} does not match stored id ${JSON.stringify(id)}`);
     }
-    return { event, context: isEventContext(context) ? context : {}, enqueuedAt: typeof enqueuedAt === 'number' ? enqueuedAt : 0, version };
+    return { event, context: isEventContext(context) ? context : {}, enqueuedAt: typeof enqueuedAt === 'number' ? enqueuedAt : 0, version, extras };
   }
 }
 

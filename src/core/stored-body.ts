@@ -1,3 +1,4 @@
+import { type BodyExtras, formatExtras, parseExtras } from './body-extras';
 import { type EventContext, isEventContext } from './event-context';
 
 /** An event read without its class (by type name): the stored payload as parsed JSON, with its id. */
@@ -37,6 +38,8 @@ export interface ParsedBody {
   readonly version: number;
   /** Why the body could not be read, when it could not. */
   readonly error?: string;
+  /** Its own attempts and snooze count (src/core/body-extras.ts). */
+  readonly extras: BodyExtras;
 }
 
 /**
@@ -50,19 +53,44 @@ export function parseStoredBody(id: string, body: string): ParsedBody {
   try {
     parsed = JSON.parse(json);
   } catch (error) {
-    return { event: undefined, context: {}, enqueuedAt: undefined, version, error: `stored body is not JSON (${(error as Error).message})` };
+    return { event: undefined, context: {}, enqueuedAt: undefined, version, error: `stored body is not JSON (${(error as Error).message})`, extras: {} };
   }
   let enqueuedAt: unknown, payload: unknown, context: unknown;
+  let extras: BodyExtras = {};
   if (Array.isArray(parsed)) {
     [enqueuedAt, payload, context] = parsed as unknown[];
+    extras = parseExtras(parsed[3]);
   } else if (parsed !== null && typeof parsed === 'object') {
     ({ t: enqueuedAt, p: payload, c: context } = parsed as { t?: unknown; p?: unknown; c?: unknown });
   }
   const at = typeof enqueuedAt === 'number' && Number.isFinite(enqueuedAt) ? enqueuedAt : undefined;
   const ctx = isEventContext(context) ? context : {};
   if (payload === null || typeof payload !== 'object' || Array.isArray(payload)) {
-    return { event: undefined, context: ctx, enqueuedAt: at, version, error: 'stored body has no event payload object' };
+    return { event: undefined, context: ctx, enqueuedAt: at, version, error: 'stored body has no event payload object', extras };
   }
   // The hash field holds the id; the body leaves it out (and a 0.1 body holds it already).
-  return { event: { ...(payload as Record<string, unknown>), id }, context: ctx, enqueuedAt: at, version };
+  return { event: { ...(payload as Record<string, unknown>), id }, context: ctx, enqueuedAt: at, version, extras };
+}
+
+/**
+ * `body` (a stored body, its version prefix included) with `extras` in place
+ * of those it held, the rest as it was. Undefined when the body is no array
+ * of at least two elements (then it is left as it is).
+ */
+export function bodyWithExtras(body: string, extras: BodyExtras): string | undefined {
+  const { version, json } = splitBodyVersion(body);
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(json);
+  } catch {
+    return undefined;
+  }
+  if (!Array.isArray(parsed) || parsed.length < 2) return undefined;
+  const extra = formatExtras(extras);
+  const elements: unknown[] = parsed.slice(0, 3);
+  if (extra !== undefined) {
+    if (elements.length < 3 || elements[2] === null || typeof elements[2] !== 'object') elements[2] = {};
+    elements[3] = extra;
+  }
+  return versionedBody(JSON.stringify(elements), version);
 }

@@ -255,6 +255,17 @@ export class LuaScripts {
     return due < 0 ? undefined : due;
   }
 
+  /**
+   * A snooze (lua/snooze.lua): back to SCHEDULED after `delayMs`, the attempt
+   * unspent, `body` stored (its snooze count one more, maybe a new payload).
+   * The new due time; 'stale' when the claim was; 'refused' when a new
+   * payload was, the type having more than one group.
+   */
+  async snooze(keys: TypeKeys, event: ClaimedRef & { readonly attempt: number }, delayMs: number, body: string, replaces: boolean): Promise<number | 'stale' | 'refused'> {
+    const due = await this.run('snooze', this.keysOf('snooze', keys), { id: event.id, claim: event.claim, attempt: event.attempt, delayMs, body, replaces });
+    return due === -1 ? 'stale' : due === -2 ? 'refused' : due;
+  }
+
   /** True when dead-lettered, false when the claim was stale. The reason is stored cut to MAX_ERROR_BYTES. */
   async deadLetter(keys: TypeKeys, event: ClaimedRef & { readonly attempt: number }, reason: string): Promise<boolean> {
     return (await this.run('dead-letter', this.keysOf('dead-letter', keys), { id: event.id, claim: event.claim, attempt: event.attempt, reason: boundErrorText(reason) })) === 1;

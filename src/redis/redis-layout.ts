@@ -31,6 +31,8 @@ export interface TypeKeys {
    * retries are delivered to it alone.
    */
   readonly groups: string;
+  /** The type's group registry, `groups` of its default group: a named group's own `groups` is never written. */
+  readonly sharedGroups: string;
   /** Hash: id -> how many groups still hold the event, for events delivered to named groups. */
   readonly pending: string;
   /** String: while it exists, the type's events are neither dispatched nor claimed, in every instance. */
@@ -244,6 +246,7 @@ export class RedisLayout {
       meta: `${base}:m`,
       sharedMeta: `${base}:m`,
       groups: `${base}:groups`,
+      sharedGroups: `${base}:groups`,
       pending: `${base}:n`,
       paused: `${base}:p`,
       marker: `${base}:here`,
@@ -292,6 +295,7 @@ export class RedisLayout {
       meta: `${own}:m`,
       sharedMeta: queue.meta,
       groups: `${own}:groups`,
+      sharedGroups: queue.groups,
       pending: queue.pending,
       paused: queue.paused,
       marker: queue.marker,

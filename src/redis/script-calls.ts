@@ -29,6 +29,7 @@ export const SCRIPT_NAMES = [
   'migrate-in',
   'migrate-done',
   'rate-limited',
+  'snooze',
   'wake-waiters',
   'peek-ready',
   'classify',

@@ -1,6 +1,7 @@
 import type { RedisClient } from '../redis/redis-client';
 import type { RedisLayout } from '../redis/redis-layout';
 import type { BackgroundService } from './background-service';
+import { HANDLED_OUTCOMES, type HandledOutcome } from './outcomes';
 
 /**
  * What the fleet did per type, over time: every instance adds its own counts
@@ -38,10 +39,16 @@ export interface ActivitySlot {
   readonly at: Date;
   /** Events stored by enqueues (recurring occurrences included). */
   readonly enqueued: number;
-  /** Handler calls that succeeded, in every group. */
+  /** Handler calls that succeeded, in every group (outcome `success`). */
   readonly handled: number;
-  /** Handler calls that failed (each retry counts once). */
+  /** Handler calls that failed (each retry counts once; outcome `failure`). */
   readonly failed: number;
+  /** Handler calls that snoozed their event (outcome `snoozed`; new in 0.6). */
+  readonly snoozed: number;
+  /** Handler calls that said their provider rate-limited them (outcome `rate-limited`; new in 0.6). */
+  readonly rateLimited: number;
+  /** Handler calls whose result was fenced off: the event was cancelled, replaced or redelivered meanwhile (outcome `stale`; new in 0.6). */
+  readonly stale: number;
   /** Events dead-lettered, for any reason. */
   readonly deadLettered: number;
   /** Lateness of the events claimed in this slot (due time to claim): median and 99th percentile, ms, to within 19%; undefined when none were. */
@@ -54,12 +61,19 @@ interface SlotCounts {
   enqueued: number;
   handled: number;
   failed: number;
+  snoozed: number;
+  rateLimited: number;
+  stale: number;
   deadLettered: number;
   /** Claims per lateness bucket (see latenessBucket). */
   readonly lateness: number[];
 }
 
-const emptyCounts = (): SlotCounts => ({ enqueued: 0, handled: 0, failed: 0, deadLettered: 0, lateness: [] });
+const emptyCounts = (): SlotCounts => ({ enqueued: 0, handled: 0, failed: 0, snoozed: 0, rateLimited: 0, stale: 0, deadLettered: 0, lateness: [] });
+
+/** The slot hash's field of each outcome (docs/redis-layout.md, "Activity"). */
+const OUTCOME_FIELDS = { success: 'ok', failure: 'fail', snoozed: 'snz', 'rate-limited': 'rl', stale: 'stale' } as const;
+const OUTCOME_COUNTS = { success: 'handled', failure: 'failed', snoozed: 'snoozed', 'rate-limited': 'rateLimited', stale: 'stale' } as const;
 
 /**
  * One type's counts in this instance: plain increments on the event path
@@ -84,7 +98,7 @@ export class TypeActivity {
 
   private end(): void {
     const c = this.counts;
-    if (c.enqueued + c.handled + c.failed + c.deadLettered + c.lateness.length === 0) return;
+    if (c.enqueued + c.handled + c.failed + c.snoozed + c.rateLimited + c.stale + c.deadLettered + c.lateness.length === 0) return;
     this.ended.push({ slot: this.slot, counts: c });
     if (this.ended.length > UNSENT_SLOTS_KEPT) this.ended.shift();
     this.counts = emptyCounts();
@@ -94,11 +108,10 @@ export class TypeActivity {
     this.current().enqueued += count;
   }
 
-  /** A handler call ended; `latenessMs` is from the event's due time to its claim. */
-  handled(ok: boolean, latenessMs: number): void {
+  /** A handler call ended and its result was written; `latenessMs` is from the event's due time to its claim. */
+  handled(outcome: HandledOutcome, latenessMs: number): void {
     const c = this.current();
-    if (ok) c.handled++;
-    else c.failed++;
+    c[OUTCOME_COUNTS[outcome]]++;
     const k = latenessBucket(latenessMs);
     c.lateness[k] = (c.lateness[k] ?? 0) + 1;
   }
@@ -168,8 +181,10 @@ export class ActivityRecorder implements BackgroundService {
         for (const { slot, counts } of slots) {
           const key = this.layout.activityKey(type, slot);
           if (counts.enqueued > 0) pipeline.hincrby(key, 'enq', counts.enqueued);
-          if (counts.handled > 0) pipeline.hincrby(key, 'ok', counts.handled);
-          if (counts.failed > 0) pipeline.hincrby(key, 'fail', counts.failed);
+          for (const outcome of HANDLED_OUTCOMES) {
+            const n = counts[OUTCOME_COUNTS[outcome]];
+            if (n > 0) pipeline.hincrby(key, OUTCOME_FIELDS[outcome], n);
+          }
           if (counts.deadLettered > 0) pipeline.hincrby(key, 'dead', counts.deadLettered);
           counts.lateness.forEach((n, k) => n > 0 && pipeline.hincrby(key, `l${k}`, n));
           pipeline.pexpire(key, ACTIVITY_RETENTION_MS + ACTIVITY_SLOT_MS);
@@ -248,8 +263,11 @@ function slotOf(slot: number, fields: Record<string, string>): ActivitySlot {
   return {
     at: new Date(slot),
     enqueued: count('enq'),
-    handled: count('ok'),
-    failed: count('fail'),
+    handled: count(OUTCOME_FIELDS.success),
+    failed: count(OUTCOME_FIELDS.failure),
+    snoozed: count(OUTCOME_FIELDS.snoozed),
+    rateLimited: count(OUTCOME_FIELDS['rate-limited']),
+    stale: count(OUTCOME_FIELDS.stale),
     deadLettered: count('dead'),
     latenessP50Ms: percentile(0.5),
     latenessP99Ms: percentile(0.99),

@@ -1,11 +1,13 @@
 import { type Observable, firstValueFrom, isObservable } from 'rxjs';
 import type { DelayedEventInstance } from '../core/delayed-event.decorator';
 import { PermanentFailure, RateLimited, describe } from '../core/errors';
+import { Snoozed } from '../core/snoozed';
 import type { DecodedEvent } from '../core/event-codec';
 import type { EventContext } from '../core/event-context';
 import { Consumer, type ConsumerParts } from './consumer';
 import { FifoTimeouts } from './fifo-timeouts';
 import { type Delivery, type HandlerDelivery, type Outcome, failed, failure } from './handler-invocation';
+import type { HandledOutcome } from './outcomes';
 import { METRIC } from './metrics';
 import type { ClaimedEvent } from './ready-reader';
 
@@ -14,7 +16,8 @@ import type { ClaimedEvent } from './ready-reader';
  * (its first value): nothing or `true`, every event succeeded; `false` (or a
  * throw), every event failed; an array of one outcome per event, in order
  * (`true` or nothing: success; `false` or an Error: failure; a
- * `PermanentFailure`: dead letter; a `RateLimited`: back, attempt unspent);
+ * `PermanentFailure`: dead letter; a `RateLimited`: back, attempt unspent;
+ * a `Snoozed`, as `deliveries[i].snooze(delay)` gives: again after the delay);
  * or an array of the ids that failed (the others succeeded).
  */
 export type BatchResult = boolean | void | ReadonlyArray<boolean | void | Error | undefined> | readonly string[];
@@ -112,16 +115,17 @@ export class BatchConsumer<T extends DelayedEventInstance> extends Consumer<T> {
     ended();
     const durationMs = performance.now() - started;
     for (const w of batch) w.giveSlot(durationMs / batch.length);
-    if (metrics.listening) metrics.timing(METRIC.handlerDuration, { ...tags, outcome: outcomes.every((o) => o.ok) ? 'success' : 'failure' }, durationMs);
-    await Promise.all(
+    const handled = await Promise.all(
       batch.map(async (w, i) => {
         try {
-          await this.settle(w.claimed, w.decoded.event, outcomes[i]!, w.delivery);
+          return await this.settle(w.claimed, w.decoded.event, outcomes[i]!, w.delivery);
         } finally {
           w.done();
         }
       }),
     );
+    // One timing per call: its outcome is its events' when they share one, else `failure` if any failed.
+    if (metrics.listening) metrics.timing(METRIC.handlerDuration, { ...tags, outcome: callOutcome(handled) }, durationMs);
   }
 
   /**
@@ -220,12 +224,20 @@ function outcomesOf<T>(value: unknown, batch: ReadonlyArray<Waiting<T>>): Outcom
       return value.map((v: unknown) => {
         if (v === true || v === undefined) return SUCCESS;
         if (v === false) return failure('batch handler returned false for it');
-        if (v instanceof Error || PermanentFailure.is(v) || RateLimited.holdOf(v) !== undefined) return failed(v);
-        return failure(`batch handler returned ${describe(v)} for it; expected true, false or an Error`);
+        if (v instanceof Error || PermanentFailure.is(v) || RateLimited.holdOf(v) !== undefined || Snoozed.is(v)) return failed(v);
+        return failure(`batch handler returned ${describe(v)} for it; expected true, false, an Error or a snooze`);
       });
     }
     return batch.map(() => failure(`batch handler returned ${describe(value)}; expected nothing, a boolean, an outcome per event or the ids that failed`));
   } catch (error) {
     return batch.map(() => failed(error));
   }
+}
+
+/** A batch call's outcome, for its one timing: its events' when they share one; else `failure` if any failed, else the first not `success`. */
+function callOutcome(handled: readonly HandledOutcome[]): HandledOutcome {
+  const first = handled[0] ?? 'success';
+  if (handled.every((h) => h === first)) return first;
+  if (handled.includes('failure')) return 'failure';
+  return handled.find((h) => h !== 'success') ?? 'success';
 }

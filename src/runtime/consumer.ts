@@ -1,9 +1,11 @@
 import { type Subscription, merge } from 'rxjs';
 import type { BackgroundService, Errands } from './background-service';
+import type { HandledOutcome } from './outcomes';
 import type { DelayedEventInstance, EventClass } from '../core/delayed-event.decorator';
 import { type DecodedEvent, type EventCodec, DecodeError } from '../core/event-codec';
 import type { EventContextStore } from '../core/event-context';
-import { type ContextHandler, type EventHandler, HandlerDelivery, type Outcome, invokeHandler } from './handler-invocation';
+import { type ContextHandler, type EventHandler, HandlerDelivery, type Outcome, failure, invokeHandler } from './handler-invocation';
+import { bodyWithExtras } from '../core/stored-body';
 import { MAX_ERROR_BYTES, boundErrorText, describe } from '../core/errors';
 import type { TypeActivity } from './activity-log';
 import { FifoTimeouts } from './fifo-timeouts';
@@ -45,6 +47,8 @@ export interface ConsumerParts<T extends DelayedEventInstance> {
   readonly activity?: TypeActivity;
   /** A concurrency limit applies: a result that ends a call wakes the instances waiting for room. */
   readonly limited?: boolean;
+  /** Snoozes an event may take before it is dead-lettered (reason snoozes-exhausted). */
+  readonly maxSnoozes: number;
   /** A hold this consumer set (rate-limited) ended: the readers of every instance should look now. */
   readonly onHoldEnded?: (keys: TypeKeys) => void;
   /** Where its one-off calls run (the wake-up of instances waiting for room): close() waits for them. */
@@ -158,7 +162,9 @@ export class Consumer<T extends DelayedEventInstance> implements BackgroundServi
 
   /** A Delivery for a claimed event, as its handler gets it. */
   protected deliveryOf(claimed: ClaimedEvent, decoded: DecodedEvent<T>): HandlerDelivery {
-    return new HandlerDelivery(claimed.id, this.parts.type, claimed.attempt, this.parts.retry.maxAttempts, claimed.dueAt, decoded.enqueuedAt, this.parts.group);
+    const { extras } = decoded;
+    const maxAttempts = extras.maxAttempts ?? this.parts.retry.maxAttempts;
+    return new HandlerDelivery(claimed.id, this.parts.type, claimed.attempt, maxAttempts, claimed.dueAt, decoded.enqueuedAt, this.parts.group, extras.snoozes ?? 0);
   }
 
   protected async handle(claimed: ClaimedEvent): Promise<void> {
@@ -173,9 +179,9 @@ export class Consumer<T extends DelayedEventInstance> implements BackgroundServi
         return;
       }
       const metrics = this.parts.metrics;
+      const delivery = this.deliveryOf(claimed, decoded);
       const started = performance.now();
       let outcome: Outcome;
-      const delivery = this.deliveryOf(claimed, decoded);
       try {
         const invoked = invokeHandler({
           handler: this.parts.handler,
@@ -193,19 +199,36 @@ export class Consumer<T extends DelayedEventInstance> implements BackgroundServi
       }
       const durationMs = performance.now() - started;
       giveSlot(durationMs);
-      if (metrics.listening) metrics.timing(METRIC.handlerDuration, { ...this.tags, outcome: outcome.ok ? 'success' : 'failure' }, durationMs);
-      await this.settle(claimed, decoded.event, outcome, delivery);
+      const handled = await this.settle(claimed, decoded.event, outcome, delivery);
+      if (metrics.listening) metrics.timing(METRIC.handlerDuration, { ...this.tags, outcome: handled }, durationMs);
     } finally {
       giveSlot();
     }
   }
 
-  /** Records one event's outcome (complete, rate-limited, dead letter or retry), fenced by its claim. */
-  protected async settle(claimed: ClaimedEvent, event: T, outcome: Outcome, delivery: HandlerDelivery): Promise<void> {
+  /**
+   * Records one event's outcome (complete, rate-limited, dead letter or
+   * retry), fenced by its claim, and counts it as what it turned out to be
+   * (src/runtime/outcomes.ts): a result fenced off is `stale`, whatever the
+   * handler said.
+   */
+  protected async settle(claimed: ClaimedEvent, event: T, outcome: Outcome, delivery: HandlerDelivery): Promise<HandledOutcome> {
+    let handled: HandledOutcome = 'stale';
+    try {
+      handled = await this.write(claimed, event, outcome, delivery);
+    } finally {
+      // An integration waits for it (a span ends with it): said whatever happened.
+      delivery.written(handled);
+    }
+    const metrics = this.parts.metrics;
+    this.parts.activity?.handled(handled, claimed.claimedAt - claimed.dueAt);
+    if (metrics.listening) metrics.count(METRIC.handled, { ...this.tags, outcome: handled });
+    return handled;
+  }
+
+  private async write(claimed: ClaimedEvent, event: T, outcome: Outcome, delivery: HandlerDelivery): Promise<HandledOutcome> {
     const keys = claimed.keys;
     const metrics = this.parts.metrics;
-    this.parts.activity?.handled(outcome.ok, claimed.claimedAt - claimed.dueAt);
-    if (metrics.listening) metrics.count(METRIC.handled, { ...this.tags, outcome: outcome.ok ? 'success' : 'failure' });
     const hold = delivery.heldForMs ?? (outcome.ok ? undefined : outcome.rateLimitedMs);
     if (hold !== undefined) {
       const refused = delivery.heldRefused ?? (outcome.ok ? undefined : outcome.rateLimitedRefused);
@@ -220,24 +243,76 @@ export class Consumer<T extends DelayedEventInstance> implements BackgroundServi
       if (givenBack) metrics.count(METRIC.rateLimited, this.tags);
       this.holds.set(keys, heldForMs);
       this.wakeWaiters(keys);
-    } else if (outcome.ok) {
-      await this.record(() => claimed.reader.complete(claimed));
-    } else if (outcome.permanent || claimed.attempt >= this.parts.retry.maxAttempts) {
-      const attempt = ` (attempt ${claimed.attempt} of ${this.parts.retry.maxAttempts})`;
+      return givenBack ? 'rate-limited' : 'stale';
+    }
+    if (outcome.ok) return (await this.record(() => claimed.reader.complete(claimed))) ? 'success' : 'stale';
+    if (outcome.snooze && delivery.snoozes < this.parts.maxSnoozes) return this.snooze(claimed, event, outcome.snooze, delivery);
+    if (outcome.snooze) {
+      const reason = `snoozed ${delivery.snoozes} times, as many as maxSnoozes allows (attempt ${claimed.attempt} of ${delivery.maxAttempts})`;
+      if (metrics.noticing) this.noticeDeadLetter(claimed, 'snoozes-exhausted', reason, event);
+      const dead = await this.record(() => this.parts.scripts.deadLetter(keys, claimed, reason), 'snoozes-exhausted');
+      this.wakeWaiters(keys);
+      return dead ? 'failure' : 'stale';
+    }
+    if (outcome.permanent || claimed.attempt >= delivery.maxAttempts) {
+      const attempt = ` (attempt ${claimed.attempt} of ${delivery.maxAttempts})`;
       // Cut before the attempt is added, so that what is stored still says which attempt it was.
       const reason = `${boundErrorText(outcome.error, MAX_ERROR_BYTES - attempt.length)}${attempt}`;
       if (this.parts.metrics.noticing) this.noticeDeadLetter(claimed, outcome.permanent ? 'permanent' : 'attempts-exhausted', reason, event);
-      await this.record(() => this.parts.scripts.deadLetter(keys, claimed, reason), outcome.permanent ? 'permanent' : 'attempts-exhausted');
+      const dead = await this.record(() => this.parts.scripts.deadLetter(keys, claimed, reason), outcome.permanent ? 'permanent' : 'attempts-exhausted');
       this.wakeWaiters(keys);
-    } else {
-      const backoffMs = safeBackoff(this.parts.retry, claimed.attempt, outcome.cause, event);
-      const recorded = await this.record(async () => (await this.parts.scripts.retry(keys, claimed, backoffMs, outcome.error)) !== undefined);
-      if (recorded) {
-        this.parts.metrics.count(METRIC.retries, this.tags);
-        this.retryScheduled.get(keys.tag)?.();
-      }
-      this.wakeWaiters(keys);
+      return dead ? 'failure' : 'stale';
     }
+    const backoffMs = safeBackoff(this.parts.retry, claimed.attempt, outcome.cause, event);
+    const recorded = await this.record(async () => (await this.parts.scripts.retry(keys, claimed, backoffMs, outcome.error)) !== undefined);
+    if (recorded) {
+      this.parts.metrics.count(METRIC.retries, this.tags);
+      this.retryScheduled.get(keys.tag)?.();
+    }
+    this.wakeWaiters(keys);
+    return recorded ? 'failure' : 'stale';
+  }
+
+  /**
+   * A snooze: back to SCHEDULED after its delay with the attempt unspent and
+   * the snooze counted in the body (lua/snooze.lua). A new payload must be
+   * the same class and id; refused (a failure, retried) otherwise, or when
+   * the type has more than one group.
+   */
+  private async snooze(claimed: ClaimedEvent, event: T, snooze: { readonly ms: number; readonly event: DelayedEventInstance | undefined }, delivery: HandlerDelivery): Promise<HandledOutcome> {
+    const keys = claimed.keys;
+    const given = snooze.event;
+    let body: string | undefined;
+    let refusal: string | undefined;
+    if (given !== undefined && (!(given instanceof this.parts.eventClass) || given.id !== claimed.id)) {
+      refusal = `snooze's event must be a ${this.parts.eventClass.name} with id ${JSON.stringify(claimed.id)}`;
+    } else {
+      try {
+        // Decoded again (it was, to call the handler): a snooze is rare, and the call needs none of this.
+        const stored = this.parts.codec.decode(this.parts.eventClass, claimed.id, claimed.body);
+        const extras = { ...stored.extras, snoozes: delivery.snoozes + 1 };
+        body = given ? this.parts.codec.encode(given, stored.context, stored.enqueuedAt, extras).body : bodyWithExtras(claimed.body, extras);
+      } catch (error) {
+        refusal = `snooze's event cannot be stored (${describe(error)})`;
+      }
+    }
+    if (body === undefined) return this.write(claimed, event, failure(`invalid snooze: ${refusal ?? 'the stored body cannot take a snooze count'}`), delivery);
+    let refused = false;
+    const snoozed = await this.record(async () => {
+      const due = await this.parts.scripts.snooze(keys, claimed, snooze.ms, body, given !== undefined);
+      refused = due === 'refused';
+      return typeof due === 'number';
+    });
+    if (refused) {
+      const text = `invalid snooze: a new event is refused while ${this.parts.type} has more than one subscriber group; snooze without { event }`;
+      return this.write(claimed, event, failure(text), delivery);
+    }
+    if (snoozed) {
+      this.parts.metrics.count(METRIC.snoozed, this.tags);
+      this.retryScheduled.get(keys.tag)?.();
+    }
+    this.wakeWaiters(keys);
+    return snoozed ? 'snoozed' : 'stale';
   }
 
   /**

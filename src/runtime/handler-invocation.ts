@@ -1,7 +1,11 @@
 import { type Observable, firstValueFrom, isObservable } from 'rxjs';
+import type { DelayedEventInstance } from '../core/delayed-event.decorator';
+import { type Delay, MAX_DELAY_MS } from '../core/duration';
+import { Snoozed, type SnoozeOptions } from '../core/snoozed';
 import { PermanentFailure, UNPRINTABLE, describe, rateLimitedAsk, rateLimitedHoldOf } from '../core/errors';
 import type { EventContext, EventContextStore } from '../core/event-context';
 import type { FifoTimeouts } from './fifo-timeouts';
+import type { HandledOutcome } from './outcomes';
 
 /**
  * What a handler answers, at once, as a Promise or as an Observable (its first
@@ -12,7 +16,7 @@ import type { FifoTimeouts } from './fifo-timeouts';
  * Failure for good, dead-lettered at once: throwing (or rejecting, or erroring
  * the Observable with) a `PermanentFailure`.
  */
-export type HandlerResult = boolean | void | Promise<boolean | void> | Observable<boolean | void>;
+export type HandlerResult = boolean | void | Snoozed | Promise<boolean | void | Snoozed> | Observable<boolean | void | Snoozed>;
 
 /** Facts about this delivery of the event, for handlers that care. */
 export interface Delivery {
@@ -35,6 +39,16 @@ export interface Delivery {
    * (e.g. its Retry-After). The same as throwing `new RateLimited(ms)`.
    */
   rateLimited(ms: number): void;
+  /**
+   * Snoozes this delivery (new in 0.6): return what this gives
+   * (`return delivery.snooze({ minutes: 5 })`) and the event comes again
+   * after `delay`, without spending an attempt; `event` (same class and id)
+   * replaces its payload. Only a returned (or thrown) marker snoozes: calling
+   * this and returning something else does nothing. See `Snoozed`.
+   */
+  snooze(delay: Delay, options?: SnoozeOptions): Snoozed;
+  /** How many times a handler snoozed this event so far (new in 0.6). */
+  readonly snoozes: number;
 }
 
 /**
@@ -72,6 +86,8 @@ export type Outcome =
       readonly rateLimitedMs?: number;
       /** What a RateLimited asked for, as text, when it was out of range (then the hold is one second). */
       readonly rateLimitedRefused?: string;
+      /** A snooze: back to SCHEDULED after this long, attempt unspent; `event` replaces the payload. */
+      readonly snooze?: { readonly ms: number; readonly event: DelayedEventInstance | undefined };
     };
 
 const SUCCESS: Outcome = Object.freeze({ ok: true });
@@ -96,7 +112,12 @@ export class HandlerDelivery implements Delivery {
     readonly dueAt: number,
     readonly enqueuedAt: number,
     readonly group = 'default',
+    readonly snoozes = 0,
   ) {}
+
+  snooze(delay: Delay, options?: SnoozeOptions): Snoozed {
+    return new Snoozed(delay, options);
+  }
 
   get signal(): AbortSignal {
     return (this.#controller ??= new AbortController()).signal;
@@ -112,6 +133,35 @@ export class HandlerDelivery implements Delivery {
   abort(): void {
     this.#controller?.abort();
   }
+
+  /** The outcome once the result is written (HandledOutcome), for integrations that report it; made only when asked for. */
+  #written: HandledOutcome | undefined;
+  #whenWritten: ((outcome: HandledOutcome) => void) | undefined;
+  #writing: Promise<HandledOutcome> | undefined;
+
+  whenWritten(): Promise<HandledOutcome> {
+    if (this.#written !== undefined) return Promise.resolve(this.#written);
+    this.#writing ??= new Promise<HandledOutcome>((resolve) => (this.#whenWritten = resolve));
+    return this.#writing;
+  }
+
+  /** The consumer wrote the result: this is what became of the call. */
+  written(outcome: HandledOutcome): void {
+    this.#written = outcome;
+    this.#whenWritten?.(outcome);
+  }
+}
+
+/**
+ * What became of a call (HandledOutcome: success, failure, snoozed,
+ * rate-limited or stale), once its result is written; new in 0.6. For a
+ * contextHandler that reports it, as the OpenTelemetry integration does
+ * after `next()` settles: the result is written after the handler returns,
+ * so a handler that awaits its own outcome waits for good. Undefined for a
+ * Delivery the service did not make.
+ */
+export function outcomeWritten(delivery: Delivery): Promise<HandledOutcome> | undefined {
+  return delivery instanceof HandlerDelivery ? delivery.whenWritten() : undefined;
 }
 
 export interface Invocation<T> {
@@ -178,6 +228,7 @@ export function invokeHandler<T>(invocation: Invocation<T>): Outcome | Promise<O
  * throws, whatever was thrown.
  */
 export function failed(error: unknown): Outcome {
+  if (Snoozed.is(error)) return snoozedOutcome(error);
   const hold = rateLimitedAsk(error);
   if (hold !== undefined) return rateLimitedOutcome(hold, error);
   if (PermanentFailure.is(error)) {
@@ -211,6 +262,7 @@ async function settle(call: () => HandlerResult): Promise<boolean> {
 function interpret(result: unknown): Outcome {
   if (result === true || result === undefined) return SUCCESS;
   if (result === false) return failure('handler returned false');
+  if (Snoozed.is(result)) return snoozedOutcome(result);
   return failure(`handler returned ${describe(result)}; expected true or false (or nothing, for success)`);
 }
 
@@ -231,4 +283,19 @@ export function rateLimitedOutcome(hold: { readonly ms: number; readonly refused
     rateLimitedMs: hold.ms,
     ...(hold.refused !== undefined ? { rateLimitedRefused: hold.refused } : {}),
   };
+}
+
+/** The outcome of a call that snoozed its event; a Snoozed of another copy of the package is read with care. */
+export function snoozedOutcome(snoozed: Snoozed): Outcome {
+  let ms: unknown;
+  let event: unknown;
+  try {
+    ms = snoozed.delayMs;
+    event = snoozed.event;
+  } catch {
+    return failure('handler snoozed with a Snoozed whose delay cannot be read');
+  }
+  if (typeof ms !== 'number' || !Number.isSafeInteger(ms) || ms < 0 || ms > MAX_DELAY_MS) return failure(`handler snoozed for ${describe(ms)}; a snooze's delay is 0 to 100 years`);
+  const replacement = event === undefined || event === null || typeof event !== 'object' ? undefined : (event as DelayedEventInstance);
+  return { ok: false, timedOut: false, permanent: false, error: `snoozed for ${ms} ms`, cause: snoozed, snooze: { ms, event: replacement } };
 }

@@ -1,7 +1,8 @@
 import { type Observable, defer, of, throwError } from 'rxjs';
 import { type DelayedEventInstance, type EventClass, type EventRoute, eventRouteOf } from '../core/delayed-event.decorator';
 import { type Delay, dateToMillis, delayToMillis } from '../core/duration';
-import { ContextProviderError, InvalidArgumentError, RedisConnectionError, classifyRedisError } from '../core/errors';
+import { ContextProviderError, InvalidArgumentError, RedisConnectionError, classifyRedisError, describe } from '../core/errors';
+import type { BodyExtras } from '../core/body-extras';
 import { type AllowedKeys, checkArgumentKeys } from '../core/option-keys';
 import type { EncodedEvent, EventCodec } from '../core/event-codec';
 import type { EventContext, EventContextStore } from '../core/event-context';
@@ -21,6 +22,12 @@ export interface EnqueueOptions {
   readonly context?: EventContext;
   /** Replace the payload and due time of an event with the same type and id instead of leaving it as it is. */
   readonly replace?: boolean;
+  /**
+   * This event's attempts, in every group, instead of the handler's retry
+   * policy's (its backoff still applies): 1 to 100,000 (new in 0.6). An
+   * instance of 0.5 does not see it and uses its handler's.
+   */
+  readonly maxAttempts?: number;
 }
 
 /** One event of enqueueBatch: due after `delay` (default 0) or at `at`. */
@@ -29,14 +36,28 @@ export interface BatchEntry<T extends DelayedEventInstance = DelayedEventInstanc
   readonly delay?: Delay;
   readonly at?: Date;
   readonly context?: EventContext;
+  /** This event's attempts (EnqueueOptions.maxAttempts). */
+  readonly maxAttempts?: number;
 }
 
 /** Options of enqueue, enqueueWithDelay and enqueueAt, each once (src/core/option-keys.ts). */
-const ENQUEUE_OPTION_KEYS = { context: true, replace: true } as const satisfies AllowedKeys<EnqueueOptions>;
+const ENQUEUE_OPTION_KEYS = { context: true, replace: true, maxAttempts: true } as const satisfies AllowedKeys<EnqueueOptions>;
 /** What an entry of enqueueBatch may hold. */
-const BATCH_ENTRY_KEYS = { event: true, delay: true, at: true, context: true } as const satisfies AllowedKeys<BatchEntry>;
+const BATCH_ENTRY_KEYS = { event: true, delay: true, at: true, context: true, maxAttempts: true } as const satisfies AllowedKeys<BatchEntry>;
 /** enqueueBatch's own options. */
 export const BATCH_OPTION_KEYS = { replace: true } as const satisfies AllowedKeys<Pick<EnqueueOptions, 'replace'>>;
+
+/** Most attempts an event may ask for (EnqueueOptions.maxAttempts). */
+const MOST_ATTEMPTS = 100_000;
+
+/** The body extras of an enqueue's options, checked. */
+function extrasOf(maxAttempts: unknown, what: string): BodyExtras {
+  if (maxAttempts === undefined) return {};
+  if (typeof maxAttempts !== 'number' || !Number.isInteger(maxAttempts) || maxAttempts < 1 || maxAttempts > MOST_ATTEMPTS) {
+    throw new InvalidArgumentError(`maxAttempts of ${what}`, `must be a whole number from 1 to ${MOST_ATTEMPTS.toLocaleString('en-US')}, got ${describe(maxAttempts)}`);
+  }
+  return { maxAttempts };
+}
 
 /** An entry of enqueueBatch holds only what an entry may. */
 function checkBatchEntry(entry: unknown, index: number): void {
@@ -87,7 +108,7 @@ export class Enqueuer {
     let prepared: PreparedEvent;
     try {
       checkArgumentKeys(options, ENQUEUE_OPTION_KEYS, 'enqueue');
-      prepared = this.prepare(event, due, options.context, requestedAt, { batch: false, replace: options.replace === true });
+      prepared = this.prepare(event, due, options.context, requestedAt, { batch: false, replace: options.replace === true }, extrasOf(options.maxAttempts, 'enqueue'));
     } catch (error) {
       return Promise.reject(error);
     }
@@ -99,7 +120,7 @@ export class Enqueuer {
     let prepared: PreparedEvent;
     try {
       checkArgumentKeys(options, ENQUEUE_OPTION_KEYS, 'enqueue');
-      prepared = this.prepare(event, due, options.context, performance.now(), { batch: false, replace: options.replace === true });
+      prepared = this.prepare(event, due, options.context, performance.now(), { batch: false, replace: options.replace === true }, extrasOf(options.maxAttempts, 'enqueue'));
     } catch (error) {
       return throwError(() => error);
     }
@@ -114,7 +135,7 @@ export class Enqueuer {
       prepared = entries.map((entry, i) => {
         checkBatchEntry(entry, i);
         const due = () => (entry.at !== undefined ? { atMs: dateToMillis(entry.at) } : { delayMs: delayToMillis(entry.delay ?? 0) });
-        return this.prepare(entry.event, due, entry.context, calledAt, { batch: true, replace });
+        return this.prepare(entry.event, due, entry.context, calledAt, { batch: true, replace }, extrasOf(entry.maxAttempts, `enqueueBatch entry ${i}`));
       });
     } catch (error) {
       return throwError(() => error);
@@ -165,13 +186,20 @@ export class Enqueuer {
     });
   }
 
-  private prepare(event: DelayedEventInstance, due: () => DueSpec, context: EventContext | undefined, requestedAt: number, how: { readonly batch: boolean; readonly replace: boolean }): PreparedEvent {
+  private prepare(
+    event: DelayedEventInstance,
+    due: () => DueSpec,
+    context: EventContext | undefined,
+    requestedAt: number,
+    how: { readonly batch: boolean; readonly replace: boolean },
+    extras: BodyExtras = {},
+  ): PreparedEvent {
     this.parts.assertOpen();
     const { instrumentEnqueue: instrument, contextProvider } = this.parts.options;
     const store = this.parts.contextStore;
     const capture = () => context ?? (contextProvider ? provided(contextProvider, store.current()) : store.current());
     if (instrument === undefined) {
-      const encoded = this.parts.codec.encode(event, capture(), Date.now());
+      const encoded = this.parts.codec.encode(event, capture(), Date.now(), extras);
       return { route: encoded.route, type: encoded.type, id: encoded.id, body: encoded.body, due: due(), requestedAt };
     }
     let scope: EnqueueScope | undefined;
@@ -183,7 +211,7 @@ export class Enqueuer {
     }
     try {
       const captured = scope?.capture ? capturedWithin(scope.capture, capture) : capture();
-      const encoded = this.parts.codec.encode(event, captured, Date.now());
+      const encoded = this.parts.codec.encode(event, captured, Date.now(), extras);
       return { route: encoded.route, type: encoded.type, id: encoded.id, body: encoded.body, due: due(), requestedAt, scope };
     } catch (error) {
       if (scope) endScope(scope, { error });

@@ -17,6 +17,12 @@ export interface HandlerOptions<T = DelayedEventInstance> {
   readonly retry?: RetryPolicy;
   readonly timeoutMs?: number;
   /**
+   * Snoozes an event may take (`delivery.snooze`, `Snoozed`) before it is
+   * dead-lettered with reason `snoozes-exhausted`: 0 to 1,000,000, default
+   * 1,000 (new in 0.6). Counted per event, in its body, across groups.
+   */
+  readonly maxSnoozes?: number;
+  /**
    * Subscriber group to join (letters, digits, '_', '.', '-'; up to 64). Every
    * registered group receives every event; instances of one group share its
    * events. Default: the type's default group.
@@ -61,6 +67,7 @@ export interface HandlerOptions<T = DelayedEventInstance> {
 export const HANDLER_OPTION_KEYS = {
   retry: true,
   timeoutMs: true,
+  maxSnoozes: true,
   group: true,
   prefetch: true,
   rateLimit: true,
@@ -73,6 +80,7 @@ export const HANDLER_OPTION_KEYS = {
 export const BATCH_HANDLER_OPTION_KEYS = {
   retry: true,
   timeoutMs: true,
+  maxSnoozes: true,
   group: true,
   rateLimit: true,
   globalConcurrency: true,

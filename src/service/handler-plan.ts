@@ -32,6 +32,8 @@ export interface HandlerPlan {
   /** How long a claim's lease lasts: what the handler may take, and the grace. */
   readonly leaseMs: number;
   readonly retry: RetryPolicy;
+  /** Snoozes an event may take before it is dead-lettered. */
+  readonly maxSnoozes: number;
   readonly limits: FlowLimits;
   /** Limits that bound claims: then claims are for free slots only, and wait for the limits to be stored. */
   readonly limited: boolean;
@@ -61,6 +63,9 @@ export function groupName(group: string | undefined): string {
  * of a batch may wait maxWaitMs to gather, and for every call running to end
  * once (calls + 1 timeouts), before its own call starts: its lease covers that.
  */
+/** Snoozes an event may take by default: enough for a poll every minute for most of a day. */
+export const DEFAULT_MAX_SNOOZES = 1_000;
+
 export function planHandler<T>(
   route: EventRoute,
   parallelismGiven: number | undefined,
@@ -91,6 +96,7 @@ export function planHandler<T>(
     timeoutMs,
     leaseMs,
     retry: checkRetryPolicy(options.retry ?? defaults.retry, 'retry'),
+    maxSnoozes: integer('maxSnoozes', options.maxSnoozes, DEFAULT_MAX_SNOOZES, 0, 1_000_000),
     limits,
     limited,
     countsRunning: limits.globalConcurrency !== undefined || limits.perKey !== undefined,

@@ -181,6 +181,7 @@ export class Handlers {
       prefetch: plan.prefetch,
       timeoutMs: plan.timeoutMs,
       retry: plan.retry,
+      maxSnoozes: plan.maxSnoozes,
       scripts,
       codec: this.parts.codec,
       metrics,

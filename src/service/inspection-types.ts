@@ -1,3 +1,4 @@
+import type { BodyExtras } from '../core/body-extras';
 import type { Cluster, Redis } from 'ioredis';
 import type { DelayedEventInstance, EventClass } from '../core/delayed-event.decorator';
 import { boundErrorText, describe } from '../core/errors';
@@ -19,6 +20,10 @@ export interface InspectedEvent<T = JsonEvent> {
   readonly dueAt: Date;
   /** Attempts started: 0 while never handled; in flight, the one running. */
   readonly attempt: number;
+  /** Its own attempts, when it was enqueued with `maxAttempts` (new in 0.6); else its handler's apply. */
+  readonly maxAttempts?: number;
+  /** How many times a handler snoozed it, when it did (new in 0.6). */
+  readonly snoozes?: number;
   /** When it was first enqueued; undefined when its stored body does not say. */
   readonly enqueuedAt: Date | undefined;
   readonly context: EventContext;
@@ -121,6 +126,8 @@ export function inspectedEvent(codec: EventCodec, eventClass: EventClass | undef
     state: stored.state,
     dueAt: new Date(stored.dueAt),
     attempt: stored.attempt,
+    ...(decoded.extras.maxAttempts !== undefined ? { maxAttempts: decoded.extras.maxAttempts } : {}),
+    ...(decoded.extras.snoozes ? { snoozes: decoded.extras.snoozes } : {}),
     enqueuedAt: decoded.enqueuedAt === undefined ? undefined : new Date(decoded.enqueuedAt),
     context: decoded.context,
     // Bounded on read too: an error stored before text was bounded at the write may be megabytes.
@@ -141,17 +148,25 @@ export function decodeStored(
   eventClass: EventClass | undefined,
   id: string,
   body: string,
-): { event: unknown; context: EventContext; enqueuedAt: number | undefined; decodeError?: string; decodeMessage?: string } {
+): { event: unknown; context: EventContext; enqueuedAt: number | undefined; extras: BodyExtras; decodeError?: string; decodeMessage?: string } {
   if (eventClass) {
     try {
       const decoded = codec.decode(eventClass, id, body);
-      return { event: decoded.event, context: decoded.context, enqueuedAt: decoded.enqueuedAt || undefined };
+      return { event: decoded.event, context: decoded.context, enqueuedAt: decoded.enqueuedAt || undefined, extras: decoded.extras };
     } catch (error) {
-      return { event: undefined, context: {}, enqueuedAt: parseStoredBody(id, body).enqueuedAt, decodeError: describe(error), decodeMessage: error instanceof Error ? error.message : describe(error) };
+      const parsed = parseStoredBody(id, body);
+      return {
+        event: undefined,
+        context: {},
+        enqueuedAt: parsed.enqueuedAt,
+        extras: parsed.extras,
+        decodeError: describe(error),
+        decodeMessage: error instanceof Error ? error.message : describe(error),
+      };
     }
   }
   const parsed = parseStoredBody(id, body);
-  return { event: parsed.event, context: parsed.context, enqueuedAt: parsed.enqueuedAt, ...(parsed.error ? { decodeError: parsed.error, decodeMessage: parsed.error } : {}) };
+  return { event: parsed.event, context: parsed.context, enqueuedAt: parsed.enqueuedAt, extras: parsed.extras, ...(parsed.error ? { decodeError: parsed.error, decodeMessage: parsed.error } : {}) };
 }
 
 /** A dead letter as read, decoded with the caller's class (or, by type name, as parsed JSON). */

@@ -187,7 +187,7 @@ export async function upgradeStored<T extends DelayedEventInstance>(parts: Store
       if (version >= current) continue;
       try {
         const decoded = parts.codec.decode(eventClass, id, body);
-        rewrites.push({ id, from: body, to: parts.codec.encode(decoded.event, decoded.context, decoded.enqueuedAt).body });
+        rewrites.push({ id, from: body, to: parts.codec.encode(decoded.event, decoded.context, decoded.enqueuedAt, decoded.extras).body });
       } catch (error) {
         if (findings.wantsFailure()) findings.failures.push({ id, state: await stateOf(parts, keys, id, undefined), version, error: describeDecode(error) });
       }

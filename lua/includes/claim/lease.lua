@@ -31,9 +31,10 @@ for k, id in ipairs(ids) do
     end
     n_left = n_left + 1
   elseif value then
-    if attempt >= max_attempts then
+    local most = event_attempts(value, max_attempts)
+    if attempt >= most then
       redis.call('ZADD', KEYS[4], now, id)
-      local reason = 'lease expired on attempt ' .. attempt .. ' of ' .. max_attempts .. ': the handling process died or stalled'
+      local reason = 'lease expired on attempt ' .. attempt .. ' of ' .. most .. ': the handling process died or stalled'
       redis.call('HSET', KEYS[5], id, reason)
       error_log_append(KEYS[12], id, attempt, now, reason)
       dead[n_dead + 1] = id

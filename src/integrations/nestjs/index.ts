@@ -34,6 +34,7 @@ const ON_DELAYED_EVENT_KEYS = {
   timeoutMs: true,
   group: true,
   prefetch: true,
+  maxSnoozes: true,
   rateLimit: true,
   globalConcurrency: true,
   key: true,

@@ -16,7 +16,7 @@ import {
   propagation,
   trace,
 } from '@opentelemetry/api';
-import { type ContextHandler, type Delivery, type EnqueueInstrumentation, type EventContext, InvalidOptionError } from '../../index';
+import { type ContextHandler, type Delivery, type EnqueueInstrumentation, type EventContext, type HandledOutcome, InvalidOptionError, outcomeWritten } from '../../index';
 
 /** `messaging.system` of every span and metric. */
 export const MESSAGING_SYSTEM = 'reactive_delayed_events';
@@ -168,7 +168,9 @@ export function openTelemetry(options: OpenTelemetryOptions = {}): OpenTelemetry
     attempted(span, delivery);
     const started = performance.now();
     let ended = false;
-    const finish = (outcome: 'success' | 'failure', error?: unknown, message?: string) => {
+    // The span ends when the call did, and says what became of it once its result is written
+    // (src/runtime/outcomes.ts): a snooze, a hold or a stale result is no success, and no error either.
+    const finish = (outcome: HandledOutcome, error?: unknown, message?: string, endedAt: number = Date.now()) => {
       if (ended) return;
       ended = true;
       span.setAttribute(`${OWN}.outcome`, outcome);
@@ -177,6 +179,7 @@ export function openTelemetry(options: OpenTelemetryOptions = {}): OpenTelemetry
         'messaging.operation.name': 'process',
         'messaging.destination.name': delivery.type,
         'messaging.consumer.group.name': delivery.group,
+        [`${OWN}.outcome`]: outcome,
       };
       if (outcome === 'failure') {
         const type = error === undefined ? 'handler_failed' : errorType(error);
@@ -185,20 +188,36 @@ export function openTelemetry(options: OpenTelemetryOptions = {}): OpenTelemetry
         span.setStatus({ code: SpanStatusCode.ERROR, message: message ?? (error instanceof Error ? error.message : String(error)) });
         metricAttributes['error.type'] = type;
       }
-      span.end();
+      span.end(endedAt);
       consumed?.add(1, metricAttributes);
-      processing?.record((performance.now() - started) / 1_000, metricAttributes);
+      processing?.record(durationS, metricAttributes);
+    };
+    let durationS = 0;
+    /** The call ended: the outcome comes with the write, or is the call's own when the service did not make this Delivery. */
+    const callEnded = (own: HandledOutcome, error?: unknown, message?: string) => {
+      durationS = (performance.now() - started) / 1_000;
+      const endedAt = Date.now();
+      const written = outcomeWritten(delivery);
+      if (!written) return finish(own, error, message, endedAt);
+      written.then((outcome) => finish(outcome, outcome === 'failure' ? error : undefined, outcome === 'failure' ? message : undefined, endedAt));
     };
     // A handler that never finishes is given up at its timeout: its span ends then.
-    delivery.signal.addEventListener('abort', () => finish('failure', undefined, 'handler timed out'), { once: true });
+    delivery.signal.addEventListener(
+      'abort',
+      () => {
+        durationS = (performance.now() - started) / 1_000;
+        finish('failure', undefined, 'handler timed out');
+      },
+      { once: true },
+    );
     return otelContext.with(trace.setSpan(base, span), async () => {
       try {
         const ok = await next();
-        if (ok) finish('success');
-        else finish('failure', undefined, 'handler answered false');
+        if (ok) callEnded('success');
+        else callEnded('failure', undefined, 'handler answered false');
         return ok;
       } catch (error) {
-        finish('failure', error);
+        callEnded('failure', error);
         throw error;
       }
     });

@@ -51,6 +51,7 @@ const COUNTERS: Partial<Record<MetricName, { readonly name: string; readonly hel
   },
   [METRIC.repartitioned]: { name: 'repartitioned_total', help: "Stored events this process moved to their partition after the type's partitions setting changed." },
   [METRIC.throttled]: { name: 'throttled_total', help: "Claims held back by the type's flow limits (reason=rate|concurrency), or a hold a handler asked for." },
+  [METRIC.snoozed]: { name: 'snoozed_total', help: 'Handler calls that snoozed their event: back to SCHEDULED after the delay, attempt unspent.' },
   [METRIC.rateLimited]: { name: 'rate_limited_total', help: 'Handler calls that said their provider rate-limited them: the event went back to READY, attempt unspent, and the queue was held.' },
   [METRIC.batches]: { name: 'batches_total', help: 'Calls of batch handlers (addBatchHandler).' },
   [METRIC.batchedEvents]: { name: 'batched_events_total', help: 'Events handed to batch handlers: divided by batches_total, the mean batch size.' },

@@ -1,0 +1,40 @@
+/**
+ * What an event carries beside its payload and context (new in 0.6): its own
+ * attempt count (`enqueue(..., { maxAttempts })`) and how many times a
+ * handler snoozed it. Stored as a fourth element of the body's JSON array,
+ * a string such as `"rde;a=5;s=2"`: an instance of 0.5 reads the first
+ * three elements only, so it handles such an event as before, with its
+ * handler's attempts. The Lua scripts find `a` at the end of a body without
+ * parsing the JSON (lua/includes/event-attempts.lua): a payload or context is
+ * an object, so only this element ends a body with `"]`.
+ */
+export interface BodyExtras {
+  /** The event's own attempts, overriding the handler policy's. */
+  readonly maxAttempts?: number;
+  /** How many times a handler snoozed it so far. */
+  readonly snoozes?: number;
+}
+
+const TAG = 'rde';
+
+/** The string stored for `extras`, or undefined when there is nothing to store. */
+export function formatExtras(extras: BodyExtras): string | undefined {
+  let text = TAG;
+  if (extras.maxAttempts !== undefined) text += `;a=${extras.maxAttempts}`;
+  if (extras.snoozes !== undefined && extras.snoozes > 0) text += `;s=${extras.snoozes}`;
+  return text === TAG ? undefined : text;
+}
+
+/** The extras an element of a body holds; none for anything else (an older body, a hand-written one). */
+export function parseExtras(element: unknown): BodyExtras {
+  if (typeof element !== 'string' || !element.startsWith(TAG)) return {};
+  const extras: { maxAttempts?: number; snoozes?: number } = {};
+  for (const field of element.split(';').slice(1)) {
+    const [name, value] = field.split('=');
+    const n = Number(value);
+    if (!Number.isSafeInteger(n) || n < 0) continue;
+    if (name === 'a' && n >= 1) extras.maxAttempts = n;
+    else if (name === 's') extras.snoozes = n;
+  }
+  return extras;
+}

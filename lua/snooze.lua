@@ -1,6 +1,6 @@
 -- Transition: IN_FLIGHT -> SCHEDULED at now + delay, the attempt unspent: the
 -- handler snoozed the event (Delivery.snooze, a thrown or returned Snoozed;
--- new in 0.6). Fenced by the claim, like retry.lua. The stored attempt stays
+-- since 0.6). Fenced by the claim, like retry.lua. The stored attempt stays
 -- one less than this delivery's, so the next delivery has the same attempt.
 -- The body is stored again with its snooze count one more and, when the
 -- handler gave one, its new payload (src/core/body-extras.ts): in the type's

@@ -1,4 +1,4 @@
--- An event's own attempts (enqueue's maxAttempts, new in 0.6; src/core/body-extras.ts),
+-- An event's own attempts (enqueue's maxAttempts, since 0.6; src/core/body-extras.ts),
 -- read from the end of its stored value without parsing the JSON: only the extras
 -- element, a string, ends a body with '"]'. Otherwise `default`, the handler's.
 local function event_attempts(value, default)

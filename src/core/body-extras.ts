@@ -1,5 +1,5 @@
 /**
- * What an event carries beside its payload and context (new in 0.6): its own
+ * What an event carries beside its payload and context (since 0.6): its own
  * attempt count (`enqueue(..., { maxAttempts })`) and how many times a
  * handler snoozed it. Stored as a fourth element of the body's JSON array,
  * a string such as `"rde;a=5;s=2"`: an instance of 0.5 reads the first

@@ -17,7 +17,7 @@ const SNOOZE_OPTION_KEYS = { event: true } as const;
 const SNOOZED = Symbol.for('reactive-delayed-events:snoozed');
 
 /**
- * A handler's answer (new in 0.6): "not yet, ask me again after `delay`",
+ * A handler's answer (since 0.6): "not yet, ask me again after `delay`",
  * as in polling a provider until a payment settles. Return it
  * (`return delivery.snooze(delay)`) or throw it (`throw new Snoozed(delay)`):
  * the delivery goes back to SCHEDULED and comes again after `delay`, fenced

@@ -43,11 +43,11 @@ export interface ActivitySlot {
   readonly handled: number;
   /** Handler calls that failed (each retry counts once; outcome `failure`). */
   readonly failed: number;
-  /** Handler calls that snoozed their event (outcome `snoozed`; new in 0.6). */
+  /** Handler calls that snoozed their event (outcome `snoozed`; since 0.6). */
   readonly snoozed: number;
-  /** Handler calls that said their provider rate-limited them (outcome `rate-limited`; new in 0.6). */
+  /** Handler calls that said their provider rate-limited them (outcome `rate-limited`; since 0.6). */
   readonly rateLimited: number;
-  /** Handler calls whose result was fenced off: the event was cancelled, replaced or redelivered meanwhile (outcome `stale`; new in 0.6). */
+  /** Handler calls whose result was fenced off: the event was cancelled, replaced or redelivered meanwhile (outcome `stale`; since 0.6). */
   readonly stale: number;
   /** Events dead-lettered, for any reason. */
   readonly deadLettered: number;

@@ -40,14 +40,14 @@ export interface Delivery {
    */
   rateLimited(ms: number): void;
   /**
-   * Snoozes this delivery (new in 0.6): return what this gives
+   * Snoozes this delivery (since 0.6): return what this gives
    * (`return delivery.snooze({ minutes: 5 })`) and the event comes again
    * after `delay`, without spending an attempt; `event` (same class and id)
    * replaces its payload. Only a returned (or thrown) marker snoozes: calling
    * this and returning something else does nothing. See `Snoozed`.
    */
   snooze(delay: Delay, options?: SnoozeOptions): Snoozed;
-  /** How many times a handler snoozed this event so far (new in 0.6). */
+  /** How many times a handler snoozed this event so far (since 0.6). */
   readonly snoozes: number;
 }
 
@@ -154,7 +154,7 @@ export class HandlerDelivery implements Delivery {
 
 /**
  * What became of a call (HandledOutcome: success, failure, snoozed,
- * rate-limited or stale), once its result is written; new in 0.6. For a
+ * rate-limited or stale), once its result is written; since 0.6. For a
  * contextHandler that reports it, as the OpenTelemetry integration does
  * after `next()` settles: the result is written after the handler returns,
  * so a handler that awaits its own outcome waits for good. Undefined for a

@@ -24,7 +24,7 @@ export interface EnqueueOptions {
   readonly replace?: boolean;
   /**
    * This event's attempts, in every group, instead of the handler's retry
-   * policy's (its backoff still applies): 1 to 100,000 (new in 0.6). An
+   * policy's (its backoff still applies): 1 to 100,000 (since 0.6). An
    * instance of 0.5 does not see it and uses its handler's.
    */
   readonly maxAttempts?: number;

@@ -19,7 +19,7 @@ export interface HandlerOptions<T = DelayedEventInstance> {
   /**
    * Snoozes an event may take (`delivery.snooze`, `Snoozed`) before it is
    * dead-lettered with reason `snoozes-exhausted`: 0 to 1,000,000, default
-   * 1,000 (new in 0.6). Counted per event, in its body, across groups.
+   * 1,000 (since 0.6). Counted per event, in its body, across groups.
    */
   readonly maxSnoozes?: number;
   /**

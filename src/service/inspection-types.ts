@@ -20,9 +20,9 @@ export interface InspectedEvent<T = JsonEvent> {
   readonly dueAt: Date;
   /** Attempts started: 0 while never handled; in flight, the one running. */
   readonly attempt: number;
-  /** Its own attempts, when it was enqueued with `maxAttempts` (new in 0.6); else its handler's apply. */
+  /** Its own attempts, when it was enqueued with `maxAttempts` (since 0.6); else its handler's apply. */
   readonly maxAttempts?: number;
-  /** How many times a handler snoozed it, when it did (new in 0.6). */
+  /** How many times a handler snoozed it, when it did (since 0.6). */
   readonly snoozes?: number;
   /** When it was first enqueued; undefined when its stored body does not say. */
   readonly enqueuedAt: Date | undefined;

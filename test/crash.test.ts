@@ -32,6 +32,30 @@ describe('at least once across crashes', () => {
     }
   });
 
+  it('a process killed (SIGKILL) right after its handler snoozed an event loses nothing: another instance handles it after the snooze, attempt unspent', async () => {
+    const prefix = redis.prefix();
+    const doomed = new Worker({ ...redis.workerEnv(), PREFIX: prefix, MODE: 'snooze', SNOOZE_MS: '1500' });
+    try {
+      await doomed.waitForLine((l) => l.ready === true);
+      const producer = redis.service({ prefix });
+      await producer.enqueue(new WorkItem('sleeper', 3), 0);
+      // Counted once the snooze is written.
+      await doomed.waitForLine((l) => l.metric === 'delayed.queue.handled' && (l.tags as { outcome?: string } | undefined)?.outcome === 'snoozed');
+      await doomed.kill('SIGKILL');
+      const killedAt = Date.now();
+
+      const rescuer = redis.service({ prefix, pollIntervalMs: 50 });
+      const handled: Array<{ id: string; n: number; attempt: number; snoozes: number; at: number }> = [];
+      rescuer.addHandler(WorkItem, (e, _c, d) => (handled.push({ id: e.id, n: e.n, attempt: d.attempt, snoozes: d.snoozes, at: Date.now() }), true), 1);
+      await waitFor(() => handled.length === 1, 'handled after the snooze', 10_000);
+      expect(handled.map(({ at: _at, ...h }) => h)).toEqual([{ id: 'sleeper', n: 3, attempt: 1, snoozes: 1 }]);
+      // Not before the snooze ended: it was written before the kill, counted from then.
+      expect(handled[0]!.at - killedAt).toBeGreaterThan(500);
+    } finally {
+      await doomed.kill();
+    }
+  });
+
   it('events claimed ahead and never started spend no attempt when their process is killed (SIGKILL); those running do', async () => {
     const prefix = redis.prefix();
     const client = redis.client();

@@ -6,6 +6,7 @@
  *   MAX_ATTEMPTS  attempts per event (default 10)
  *   GROUP       the subscriber group to join (default: the default group)
  *   MODE=stall  attempt 1 blocks the whole event loop for STALL_MS, then succeeds; later attempts succeed at once
+ *   MODE=snooze every event is snoozed for SNOOZE_MS on its first delivery, then succeeds
  *   BATCH=<n>   a batch handler of up to n events instead (MODE=hang: its calls never finish)
  */
 import 'reflect-metadata';
@@ -48,6 +49,7 @@ if (process.env.BATCH) {
     WorkItem,
     (event, _context, delivery) => {
       report({ started: event.id, attempt: delivery.attempt });
+      if (process.env.MODE === 'snooze') return delivery.snoozes === 0 ? delivery.snooze(Number(process.env.SNOOZE_MS ?? 500)) : true;
       if (process.env.MODE === 'stall') {
         if (delivery.attempt > 1) return true;
         const until = Date.now() + Number(process.env.STALL_MS);

@@ -27,6 +27,7 @@ const onClusterToo = [
   'snooze',
   'event-attempts',
   'outcomes',
+  'priority',
   'timeout',
   'isolation',
   'schedule',

@@ -98,6 +98,7 @@ export async function scriptFloorMicros(port: number, row: ScriptFloorRow, count
         keepAge: 0,
         maxVersion: 1_000_000,
         sortsByKey: false,
+        agingMs: 60_000,
         started: [],
         confirmations: [],
         successes,

@@ -1,4 +1,4 @@
--- Transition: READY (the ready list) -> READY (its key's list), for a
+-- Transition: READY (the ready list or the priority set) -> READY (its key's list), for a
 -- handler that shares capacity fairly per key (HandlerOptions.key): each id
 -- still in the ready list goes to the list of the key the handler's key
 -- function gave it, and a key with nothing waiting joins the ring that
@@ -12,12 +12,13 @@
 -- REPLY (number): how many ids were sorted.
 -- @include keyed-keys
 -- @include limit-keys
+-- @include priority-remove
 
 local k = keyed_keys(KEYS[2])
 local moved = 0
 for i = sorted_at, sorted_at + 2 * sorted_n - 1, 2 do
   local id, key = ARGV[i], ARGV[i + 1]
-  if redis.call('LREM', KEYS[1], 1, id) == 1 then
+  if redis.call('LREM', KEYS[1], 1, id) == 1 or priority_remove(KEYS[2], id) then
     redis.call('RPUSH', k.list .. key, id)
     redis.call('HSET', k.id_key, id, key)
     if redis.call('HINCRBY', k.waiting, key, 1) == 1 then redis.call('RPUSH', k.ring, key) end

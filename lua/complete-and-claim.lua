@@ -48,7 +48,9 @@
 --         ready list only once no reader that sorts has claimed for
 --         SORTER_GONE_MS, so that no event is left unsorted there once the
 --         handlers that sorted stopped, and per-key limits hold while they run
--- ARGV[11..] started {id: string, claim: number}: each event claimed ahead whose handler
+-- ARGV[11] aging_ms (number): priorityAgingMs: a READY event with a priority due longer ago
+--         than this is served before the others, by due time (0: never; includes/priority.lua)
+-- ARGV[12..] started {id: string, claim: number}: each event claimed ahead whose handler
 --         started, and the identity of the claim that took it
 -- ARGV[..] confirmations {id: string, claim: number}: each event claimed ahead that the
 --         reader is about to start (writes nothing): refused unless its lease is still
@@ -88,6 +90,7 @@
 -- @include limit-room
 -- @include newer-key
 -- @include now-ms-us
+-- @include priority-keys
 
 local group_queue = KEYS[10] ~= KEYS[3]
 -- The queue's flow state, read once: limits, a hold, a full mark, events left for a newer version.

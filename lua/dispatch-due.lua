@@ -25,6 +25,8 @@
 -- KEYS[13] handled: handled hash (the history, includes/handled-keep.lua)
 -- KEYS[14] handledIndex: handled index zset (id -> handled at ms): records older than
 --         `keep_age_ms` are dropped here, at most 1,000 a call
+-- KEYS[15] sharedMeta: the type's meta hash, where bodies live (their priorities): KEYS[5]
+--         itself for the default group
 -- ARGV[1] limit (number): most events to move in this call
 -- ARGV[2] default_here (flag): a handler of the default group runs here: once the type has
 --         named groups, the default group is registered too, so it keeps getting events
@@ -65,6 +67,8 @@
 -- @include named-groups
 -- @include next-due
 -- @include now-ms
+-- @include ready-add
+-- @include ready-bodies
 -- @include schedule-take-due
 
 local UNSTARTED = 'lease expired before its handler started (the instance that claimed it ahead stopped); attempt not counted'
@@ -90,13 +94,15 @@ local function register_again(loss_known)
   -- One the named groups were handed already (the pending hash counts it) is the default group's own copy:
   -- it stays where it is. A missing envelope was cancelled meanwhile.
   local delivered = redis.call('HMGET', KEYS[9], unpack(stranded))
-  local ids, kept, headers, counts = {}, {}, {}, {}
+  local ids, kept, headers, counts, bodies, dues = {}, {}, {}, {}, {}, {}
   for k, id in ipairs(stranded) do
     if delivered[k] then
       kept[#kept + 1] = id
     elseif envelopes[k] then
       local _, due = envelope_parse(envelopes[k])
       ids[#ids + 1] = id
+      bodies[#ids] = envelopes[k]
+      dues[#ids] = due
       headers[#headers + 1] = id
       headers[#headers + 1] = envelope_make(0, due, '')
       counts[#counts + 1] = id
@@ -109,7 +115,7 @@ local function register_again(loss_known)
   for _, group in ipairs(groups) do
     local g = group_keys(KEYS[5], group)
     hset_pairs(g.meta, headers)
-    redis.call('RPUSH', g.ready, unpack(ids))
+    ready_add(g.meta, g.ready, ids, bodies, dues)
   end
   hset_pairs(KEYS[9], counts)
   return #ids
@@ -138,7 +144,7 @@ end
 -- Expired leases and the default group's own retries go back to its ready list.
 local function move_here(ids)
   if #ids == 0 then return 0 end
-  redis.call('RPUSH', KEYS[3], unpack(ids))
+  ready_add(KEYS[5], KEYS[3], ids, ready_bodies(KEYS[5], KEYS[15], ids))
   limit = limit - #ids
   return #ids
 end
@@ -152,29 +158,34 @@ local function move(ids)
   if #named == 0 then return move_here(ids) end
   local to_default = redis.call('HEXISTS', KEYS[8], 'default') == 1
   local delivered = redis.call('HMGET', KEYS[9], unpack(ids))
-  local again, fresh, headers, counts = {}, {}, {}, {}
+  local again, fresh, headers, counts, bodies, dues = {}, {}, {}, {}, {}, {}
+  local again_bodies, again_dues = {}, {}
   local envelopes = redis.call('HMGET', KEYS[5], unpack(ids))
   local holders = #named + (to_default and 1 or 0)
   for k, id in ipairs(ids) do
     if delivered[k] then
       again[#again + 1] = id
+      again_bodies[#again] = envelopes[k]
+      again_dues[#again] = envelopes[k] and select(2, envelope_parse(envelopes[k]))
     elseif envelopes[k] then -- a missing envelope was cancelled meanwhile
       fresh[#fresh + 1] = id
       local _, due = envelope_parse(envelopes[k])
+      bodies[#fresh] = envelopes[k]
+      dues[#fresh] = due
       headers[#headers + 1] = id
       headers[#headers + 1] = envelope_make(0, due, '')
       counts[#counts + 1] = id
       counts[#counts + 1] = holders
     end
   end
-  if #again > 0 then redis.call('RPUSH', KEYS[3], unpack(again)) end
+  ready_add(KEYS[5], KEYS[3], again, again_bodies, again_dues)
   if #fresh > 0 then
     for _, group in ipairs(named) do
       local g = group_keys(KEYS[5], group)
       hset_pairs(g.meta, headers)
-      redis.call('RPUSH', g.ready, unpack(fresh))
+      ready_add(g.meta, g.ready, fresh, bodies, dues)
     end
-    if to_default then redis.call('RPUSH', KEYS[3], unpack(fresh)) end
+    if to_default then ready_add(KEYS[5], KEYS[3], fresh, bodies, dues) end
     hset_pairs(KEYS[9], counts)
   end
   limit = limit - #ids

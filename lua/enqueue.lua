@@ -31,6 +31,17 @@
 
 local RECENT = KEYS[3]
 
+-- An event with a priority (since 0.6) marks its type: from then on, what enters
+-- READY is sorted by it (includes/priority.lua). Its body ends with the extras
+-- element, a string, which holds ';p=' (src/core/body-extras.ts).
+for i = events_at + 1, events_at + 3 * events_n - 2, 3 do
+  local body = ARGV[i]
+  if string.byte(body, -2) == 34 and string.find(body, ';p=', -48, true) then
+    redis.call('SET', string.sub(KEYS[1], 1, -3) .. ':pq', '1')
+    break
+  end
+end
+
 -- One new event into a bucket that starts at or before its due time and has
 -- room: the most common call, taken before any helper below is defined, as
 -- defining them costs Redis more than this path's own work (~10.5 -> ~8 µs a

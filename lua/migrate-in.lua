@@ -27,6 +27,8 @@
 -- @include envelope-parse
 -- @include group-keys
 -- @include now-ms
+-- @include priority-marker
+-- @include ready-add
 -- @include schedule-add
 
 -- A resend of a move comes from its moving hash: within seconds, or after a crash, within hours at worst.
@@ -38,18 +40,19 @@ redis.call('ZREMRANGEBYSCORE', KEYS[9], '-inf', now - MOVE_TOKEN_KEPT_MS)
 local stored = 0
 local earliest
 local any_ready = false
-local function store_in(k, id, state, due, dead)
+local function store_in(k, id, state, due, dead, body)
   if state == 'scheduled' then
     schedule_add(k.schedule, { { due, id } })
     if not earliest or due < earliest then earliest = due end
   elseif state == 'ready' then
-    redis.call('RPUSH', k.ready, id)
+    -- At the tail of its priority (includes/priority.lua).
+    ready_add(k.meta, k.ready, { id }, { body }, { due })
     any_ready = true
   elseif state == 'dead' then
     redis.call('ZADD', k.dead, dead, id)
   end
 end
-local own = { schedule = KEYS[2], ready = KEYS[3], dead = KEYS[4] }
+local own = { meta = KEYS[1], schedule = KEYS[2], ready = KEYS[3], dead = KEYS[4] }
 for i = records_at, records_at + records_n - 1 do
   local record = cjson.decode(ARGV[i])
   local id = record.id
@@ -58,7 +61,9 @@ for i = records_at, records_at + records_n - 1 do
     stored = stored + 1
     redis.call('HSET', KEYS[1], id, record.value)
     local _, due = envelope_parse(record.value)
-    store_in(own, id, record.state, tonumber(due), record.dead)
+    store_in(own, id, record.state, tonumber(due), record.dead, record.value)
+    -- An event with a priority marks its type here too.
+    if priority_of(record.value) > 0 then redis.call('SET', priority_marker(KEYS[1]), '1') end
     if record.error then redis.call('HSET', KEYS[5], id, record.error) end
     if record.log then redis.call('HSET', KEYS[6], id, record.log) end
     if record.pending then redis.call('HSET', KEYS[8], id, record.pending) end
@@ -68,7 +73,7 @@ for i = records_at, records_at + records_n - 1 do
       redis.call('HSETNX', KEYS[7], h.group, now)
       redis.call('HSET', g.meta, id, h.header)
       local _, group_due = envelope_parse(h.header)
-      if h.state ~= cjson.null then store_in(g, id, h.state, tonumber(group_due), h.dead) end
+      if h.state ~= cjson.null then store_in(g, id, h.state, tonumber(group_due), h.dead, record.value) end
       if h.error ~= cjson.null then redis.call('HSET', g.errors, id, h.error) end
       if h.log ~= cjson.null then redis.call('HSET', g.error_log, id, h.log) end
     end

@@ -28,6 +28,7 @@
 -- @include named-groups
 -- @include keyed-remove
 -- @include newer-remove
+-- @include priority-remove
 -- @include now-ms
 -- @include schedule-remove
 
@@ -39,7 +40,7 @@ local function take(k, id, due)
     redis.call('ZREM', k.dead, id)
     return 'dead', tonumber(dead)
   end
-  if redis.call('LREM', k.ready, 1, id) == 1 or keyed_remove(k.meta, id) or newer_remove(k.meta, id) then return 'ready' end
+  if redis.call('LREM', k.ready, 1, id) == 1 or priority_remove(k.meta, id) or keyed_remove(k.meta, id) or newer_remove(k.meta, id) then return 'ready' end
   return nil
 end
 

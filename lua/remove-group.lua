@@ -14,6 +14,7 @@
 -- ARGV[2] most (number): most events to drop in this call
 -- REPLY {existed: flag, left: number}: whether the group was registered (not already being
 -- removed) when this call began, and the events left in it.
+-- @include priority-keys
 -- @include group-keys
 -- @include groups-constants
 -- @include groups-release
@@ -53,6 +54,9 @@ if left == 0 then
   local kk = keyed_keys(g.meta)
   for _, key in ipairs(redis.call('HKEYS', kk.waiting)) do redis.call('UNLINK', kk.list .. key, kk.running .. key, kk.rate .. key) end
   redis.call('UNLINK', kk.id_key, kk.ring, kk.waiting)
+  -- And its events waiting by priority.
+  local pk = priority_keys(g.meta)
+  redis.call('UNLINK', pk.queue, pk.aging, pk.seq)
   -- And its flow state: limits, hold, rate window.
   local flow_key, rate_key = limit_keys(g.meta)
   redis.call('UNLINK', flow_key, rate_key)

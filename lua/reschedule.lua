@@ -18,6 +18,7 @@
 -- @include envelope-parse
 -- @include keyed-remove
 -- @include newer-remove
+-- @include priority-remove
 -- @include now-ms
 -- @include schedule-add
 -- @include schedule-remove
@@ -29,6 +30,7 @@ local attempt, due, body = envelope_parse(value)
 if not schedule_remove(KEYS[2], id, due)
   and redis.call('ZREM', KEYS[4], id) == 0
   and redis.call('LREM', KEYS[3], 1, id) == 0
+  and not priority_remove(KEYS[1], id)
   and not keyed_remove(KEYS[1], id)
   and not newer_remove(KEYS[1], id) then
   return -1

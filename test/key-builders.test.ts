@@ -20,16 +20,19 @@ describe('the Lua key builders', () => {
 -- @include newer-key
 -- @include group-keys
 -- @include bucket-key
-local meta, group, schedule = ARGV[1], ARGV[2], ARGV[3]
+-- @include priority-keys
+-- @include priority-marker
+local meta, group, schedule, shared = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local flow, rate_window = limit_keys(meta)
 return cjson.encode({
   flow = flow, rate_window = rate_window, newer = newer_key(meta), keyed = keyed_keys(meta),
   group = group_keys(meta, group), bucket = bucket_key(schedule, '1700000000000'),
+  priority = priority_keys(meta), marker = priority_marker(shared),
 })`,
   );
 
   async function built(keys: TypeKeys, group: string) {
-    const json = (await redis.client().eval(builders, 0, keys.meta, group, keys.schedule)) as string;
+    const json = (await redis.client().eval(builders, 0, keys.meta, group, keys.schedule, keys.sharedMeta)) as string;
     return JSON.parse(json) as {
       flow: string;
       rate_window: string;
@@ -37,6 +40,8 @@ return cjson.encode({
       keyed: Record<string, string>;
       group: Record<string, string>;
       bucket: string;
+      priority: Record<string, string>;
+      marker: string;
     };
   }
 
@@ -57,6 +62,8 @@ return cjson.encode({
         running: queue.keyRunning,
         rate: queue.keyRate,
       });
+      expect(lua.priority, queue.tag).toEqual({ queue: queue.readyByPriority, aging: queue.readyAging, seq: queue.readySeq });
+      expect(lua.marker, queue.tag).toBe(queue.priorityMarker);
       // The scripts append a version or a key to these: the helpers of RedisLayout do the same.
       expect(`${lua.newer}:2`).toBe(newerListKey(queue, 2));
       expect(`${lua.keyed.list}customer-7`).toBe(keyedListKey(queue, 'customer-7'));

@@ -180,6 +180,7 @@ describe('leases', () => {
         keepAge: 0,
         maxVersion: 1,
         sortsByKey: false,
+        agingMs: 60_000,
         started: [],
         confirmations: [],
         successes: [],
@@ -204,6 +205,7 @@ describe('leases', () => {
       `${keys}:here`,
       `${keys}:h`,
       `${keys}:hi`,
+      `${keys}:m`,
       ...LUA_SOURCES['dispatch-due'].encode({ limit: 100, defaultHere: false, newMarker: '', wakeChannel: '', queueTag: '', markerSeen: false, keepAgeMs: 0, groups: [] }),
     );
     expect(await client.lrange(`${keys}:r`, 0, -1)).toEqual(['stalled']);

@@ -4,6 +4,7 @@
 -- @include named-groups
 -- @include keyed-remove
 -- @include newer-remove
+-- @include priority-remove
 -- @include schedule-remove
 
 -- Takes `id` out of every named group, wherever it is there (cancel, replace).
@@ -19,6 +20,7 @@ local function groups_forget(registry_key, pending_key, meta_key, id)
         and not lease_remove(g.in_flight, id)
         and redis.call('ZREM', g.dead, id) == 0
         and redis.call('LREM', g.ready, 1, id) == 0
+        and not priority_remove(g.meta, id)
         and not keyed_remove(g.meta, id) then
         newer_remove(g.meta, id)
       end

@@ -2,6 +2,7 @@
 -- @include keyed-release
 -- @include keyed-remove
 -- @include newer-remove
+-- @include priority-remove
 -- @include lease-remove
 -- @include schedule-remove
 
@@ -18,6 +19,7 @@ local function remove_from_any_state(k, id, due)
     and not lease_remove(k.in_flight, id)
     and redis.call('ZREM', k.dead, id) == 0
     and redis.call('LREM', k.ready, 1, id) == 0
+    and not priority_remove(k.meta, id)
     and not keyed_remove(k.meta, id) then
     newer_remove(k.meta, id)
   end

@@ -1,7 +1,7 @@
 /**
  * What an event carries beside its payload and context (since 0.6): its own
- * attempt count (`enqueue(..., { maxAttempts })`) and how many times a
- * handler snoozed it. Stored as a fourth element of the body's JSON array,
+ * attempt count (`enqueue(..., { maxAttempts })`), its priority and how many
+ * times a handler snoozed it. Stored as a fourth element of the body's JSON array,
  * a string such as `"rde;a=5;s=2"`: an instance of 0.5 reads the first
  * three elements only, so it handles such an event as before, with its
  * handler's attempts. The Lua scripts find `a` at the end of a body without
@@ -13,28 +13,36 @@ export interface BodyExtras {
   readonly maxAttempts?: number;
   /** How many times a handler snoozed it so far. */
   readonly snoozes?: number;
+  /** Its priority when above 0 (0 is the best; since 0.6). */
+  readonly priority?: number;
 }
 
 const TAG = 'rde';
+
+/** How long an event with a priority has been due before it is served as the best, by default and at most (priorityAgingMs). */
+export const DEFAULT_PRIORITY_AGING_MS = 60_000;
+export const MAX_PRIORITY_AGING_MS = 30 * 24 * 3_600_000;
 
 /** The string stored for `extras`, or undefined when there is nothing to store. */
 export function formatExtras(extras: BodyExtras): string | undefined {
   let text = TAG;
   if (extras.maxAttempts !== undefined) text += `;a=${extras.maxAttempts}`;
   if (extras.snoozes !== undefined && extras.snoozes > 0) text += `;s=${extras.snoozes}`;
+  if (extras.priority !== undefined && extras.priority > 0) text += `;p=${extras.priority}`;
   return text === TAG ? undefined : text;
 }
 
 /** The extras an element of a body holds; none for anything else (an older body, a hand-written one). */
 export function parseExtras(element: unknown): BodyExtras {
   if (typeof element !== 'string' || !element.startsWith(TAG)) return {};
-  const extras: { maxAttempts?: number; snoozes?: number } = {};
+  const extras: { maxAttempts?: number; snoozes?: number; priority?: number } = {};
   for (const field of element.split(';').slice(1)) {
     const [name, value] = field.split('=');
     const n = Number(value);
     if (!Number.isSafeInteger(n) || n < 0) continue;
     if (name === 'a' && n >= 1) extras.maxAttempts = n;
     else if (name === 's') extras.snoozes = n;
+    else if (name === 'p' && n > 0) extras.priority = n;
   }
   return extras;
 }

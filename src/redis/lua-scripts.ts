@@ -1,6 +1,7 @@
 import { RedisConnectionError, boundErrorText } from '../core/errors';
 import { parseEnvelope } from '../core/envelope';
 import { MAX_EVENT_VERSION } from '../core/delayed-event.decorator';
+import { DEFAULT_PRIORITY_AGING_MS } from '../core/body-extras';
 import { CallDeadlines } from './call-deadlines';
 import { enqueueArguments, enqueueDurably } from './enqueue-call';
 import { ScriptPermissions } from './permissions';
@@ -229,6 +230,7 @@ export class LuaScripts {
       readonly confirm?: ReadonlyArray<ClaimedRef>;
       readonly maxVersion?: number;
       readonly sortsByKey?: boolean;
+      readonly agingMs?: number; // priorityAgingMs (0: never)
     } = {},
   ): Promise<ClaimResult> {
     const reply = await this.run('complete-and-claim', this.keysOf('complete-and-claim', keys, { claimLog: claim.log }), {
@@ -242,6 +244,7 @@ export class LuaScripts {
       keepAge: this.keepHandled.ageMs,
       maxVersion: options.maxVersion ?? MAX_EVENT_VERSION,
       sortsByKey: options.sortsByKey ?? false,
+      agingMs: options.agingMs ?? DEFAULT_PRIORITY_AGING_MS,
       started: options.started ?? [],
       confirmations: options.confirm ?? [],
       successes: succeeded,

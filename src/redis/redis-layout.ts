@@ -32,6 +32,8 @@ export interface TypeKeys {
    */
   readonly groups: string;
   /** The type's group registry, `groups` of its default group: a named group's own `groups` is never written. */
+  /** String: set once an event of the type was enqueued with a priority (lua/includes/priority.lua); until then nothing reads one. */
+  readonly priorityMarker: string;
   readonly sharedGroups: string;
   /** Hash: id -> how many groups still hold the event, for events delivered to named groups. */
   readonly pending: string;
@@ -115,6 +117,15 @@ export interface TypeKeys {
   readonly keysWaiting: string;
   readonly keyRunning: string;
   readonly keyRate: string;
+  /**
+   * READY events with a priority (since 0.6; lua/includes/priority.lua):
+   * sorted set id -> priority * 2^33 + sequence (the order claims take them),
+   * sorted set id -> due ms (aging), and the sequence's counter. Those of
+   * priority 0 stay on `ready`.
+   */
+  readonly readyByPriority: string;
+  readonly readyAging: string;
+  readonly readySeq: string;
 }
 
 /**
@@ -133,6 +144,9 @@ function derivedKeys(own: string) {
     keysWaiting: `${own}:kw`,
     keyRunning: `${own}:kf:`,
     keyRate: `${own}:kr:`,
+    readyByPriority: `${own}:rq`,
+    readyAging: `${own}:ra`,
+    readySeq: `${own}:rs`,
   };
 }
 
@@ -247,6 +261,7 @@ export class RedisLayout {
       sharedMeta: `${base}:m`,
       groups: `${base}:groups`,
       sharedGroups: `${base}:groups`,
+      priorityMarker: `${base}:pq`,
       pending: `${base}:n`,
       paused: `${base}:p`,
       marker: `${base}:here`,
@@ -296,6 +311,7 @@ export class RedisLayout {
       sharedMeta: queue.meta,
       groups: `${own}:groups`,
       sharedGroups: queue.groups,
+      priorityMarker: queue.priorityMarker,
       pending: queue.pending,
       paused: queue.paused,
       marker: queue.marker,

@@ -284,6 +284,8 @@ export class StoredEvents {
     pipeline.exists(keys.newer);
     // Ready events sorted by key (HandlerOptions.key) wait in their keys' lists; the counts of each are kept.
     pipeline.hgetall(keys.keysWaiting);
+    // Ready events with a priority wait beside the ready list (lua/includes/priority.lua), the oldest due first in :ra.
+    pipeline.zcard(keys.readyByPriority).zrange(keys.readyAging, '0', '0', 'WITHSCORES');
     const replies = (await pipeline.exec()) ?? [];
     const waitingByKey = Object.entries((replies[withFlags ? 10 : 7]?.[1] as Record<string, string> | undefined) ?? {}).filter(([, v]) => Number(v) > 0);
     const sortedByKey = waitingByKey.reduce((n, [, v]) => n + Number(v), 0);
@@ -294,9 +296,12 @@ export class StoredEvents {
       (replies[5]?.[1] as string[] | undefined)?.[0],
       waitingByKey.map(([key]) => key),
     );
-    const oldest = oldestDue !== undefined ? { oldestReadyMs: Math.max(0, Date.now() - oldestDue) } : {};
+    const prioritized = Number(replies[withFlags ? 11 : 8]?.[1] ?? 0);
+    const oldestPrioritized = (replies[withFlags ? 12 : 9]?.[1] as string[] | undefined)?.[1];
+    const oldestAll = oldestPrioritized === undefined ? oldestDue : Math.min(oldestDue ?? Number.POSITIVE_INFINITY, Number(oldestPrioritized));
+    const oldest = oldestAll !== undefined ? { oldestReadyMs: Math.max(0, Date.now() - oldestAll) } : {};
     const [stored = 0, readyListed = 0, inFlightMembers = 0, pinScore = 0, dead = 0, , pending = 0] = [0, 1, 2, 3, 4, 5, 6].map((i) => Number(replies[i]?.[1] ?? 0));
-    const ready = readyListed + sortedByKey;
+    const ready = readyListed + sortedByKey + prioritized;
     const inFlight = inFlightMembers - (pinScore > 0 ? 1 : 0);
     const groups = withFlags ? ((replies[8]?.[1] as string[] | undefined) ?? []) : [];
     const held = ready + inFlight + dead + parked;
@@ -336,8 +341,16 @@ export class StoredEvents {
       case 'scheduled':
         return scheduledEntries(this.client, keys, from, count);
       case 'ready': {
+        // The ready list first (priority 0), then those with a priority, best first.
         const ids = await this.client.lrange(keys.ready, from, from + count - 1);
-        return ids.map((id, i) => ({ id, key: from + i }));
+        const entries: Entry[] = ids.map((id, i) => ({ id, key: from + i }));
+        if (ids.length < count) {
+          const listed = await this.client.llen(keys.ready);
+          const start = Math.max(0, from - listed);
+          const more = await this.client.zrange(keys.readyByPriority, String(start), String(start + count - ids.length - 1));
+          entries.push(...more.map((id, i) => ({ id, key: listed + start + i })));
+        }
+        return entries;
       }
       case 'in-flight':
       case 'dead': {

@@ -45,10 +45,12 @@ export async function newerVersionWaits(client: RedisClient, layout: RedisLayout
 
 /**
  * Whether an event, in none of its queue's listed states, waits READY
- * elsewhere: in its key's list, or in any version's list (upgradeStored may
+ * elsewhere: by priority, in its key's list, or in any version's list (upgradeStored may
  * have rewritten its body since it was left there).
  */
 export async function waitsForReader(client: RedisClient, keys: TypeKeys, id: string): Promise<boolean> {
+  // With a priority (since 0.6): in the priority set beside the ready list (lua/includes/priority.lua).
+  if ((await client.zscore(keys.readyByPriority, id)) !== null) return true;
   const key = await client.hget(keys.keyedIds, id);
   if (key !== null && (await client.lpos(keyedListKey(keys, key), id)) !== null) return true;
   const versions = await client.hkeys(keys.newer);

@@ -28,6 +28,7 @@ export interface ReaderSettings {
   readonly activity?: TypeActivity;
   /** The event class's version here: events a newer class wrote are left, unclaimed, for instances that read them. */
   readonly version: number;
+  readonly priorityAgingMs: number; // events with a priority due longer ago are claimed first (0: never)
   /** Told when a claim left events for a newer version: instances that read it should look now. */
   readonly onLeftForNewerVersion?: () => void;
   /** Told when completions freed room under a concurrency limit that a claim had found full: instances should look now. */
@@ -248,6 +249,7 @@ export class ReadyReader {
               confirm,
               maxVersion: this.settings.version,
               sortsByKey: this.settings.sortByKey !== undefined,
+              agingMs: this.settings.priorityAgingMs,
             });
             lastCallMs = performance.now() - sentAt;
           } catch {

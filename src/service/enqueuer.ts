@@ -28,6 +28,12 @@ export interface EnqueueOptions {
    * instance of 0.5 does not see it and uses its handler's.
    */
   readonly maxAttempts?: number;
+  /**
+   * Its priority among READY events of its type: a whole number from 0
+   * (default, the best) to 1,000,000; lower first (since 0.6). It never
+   * makes an event run before its due time. An instance of 0.5 ignores it.
+   */
+  readonly priority?: number;
 }
 
 /** One event of enqueueBatch: due after `delay` (default 0) or at `at`. */
@@ -38,26 +44,36 @@ export interface BatchEntry<T extends DelayedEventInstance = DelayedEventInstanc
   readonly context?: EventContext;
   /** This event's attempts (EnqueueOptions.maxAttempts). */
   readonly maxAttempts?: number;
+  /** Its priority (EnqueueOptions.priority). */
+  readonly priority?: number;
 }
 
 /** Options of enqueue, enqueueWithDelay and enqueueAt, each once (src/core/option-keys.ts). */
-const ENQUEUE_OPTION_KEYS = { context: true, replace: true, maxAttempts: true } as const satisfies AllowedKeys<EnqueueOptions>;
+const ENQUEUE_OPTION_KEYS = { context: true, replace: true, maxAttempts: true, priority: true } as const satisfies AllowedKeys<EnqueueOptions>;
 /** What an entry of enqueueBatch may hold. */
-const BATCH_ENTRY_KEYS = { event: true, delay: true, at: true, context: true, maxAttempts: true } as const satisfies AllowedKeys<BatchEntry>;
+const BATCH_ENTRY_KEYS = { event: true, delay: true, at: true, context: true, maxAttempts: true, priority: true } as const satisfies AllowedKeys<BatchEntry>;
 /** enqueueBatch's own options. */
 export const BATCH_OPTION_KEYS = { replace: true } as const satisfies AllowedKeys<Pick<EnqueueOptions, 'replace'>>;
 
 /** Most attempts an event may ask for (EnqueueOptions.maxAttempts). */
 const MOST_ATTEMPTS = 100_000;
 
-/** The body extras of an enqueue's options, checked. */
-function extrasOf(maxAttempts: unknown, what: string): BodyExtras {
-  if (maxAttempts === undefined) return {};
-  if (typeof maxAttempts !== 'number' || !Number.isInteger(maxAttempts) || maxAttempts < 1 || maxAttempts > MOST_ATTEMPTS) {
+/** The worst priority (EnqueueOptions.priority); 0 is the best. */
+const WORST_PRIORITY = 1_000_000;
+
+/** The body extras of an enqueue's options (or a batch entry), checked. */
+function extrasOf(options: { readonly maxAttempts?: unknown; readonly priority?: unknown }, what: string): BodyExtras {
+  const { maxAttempts, priority } = options;
+  if (maxAttempts === undefined && priority === undefined) return NO_EXTRAS;
+  if (maxAttempts !== undefined && (typeof maxAttempts !== 'number' || !Number.isInteger(maxAttempts) || maxAttempts < 1 || maxAttempts > MOST_ATTEMPTS)) {
     throw new InvalidArgumentError(`maxAttempts of ${what}`, `must be a whole number from 1 to ${MOST_ATTEMPTS.toLocaleString('en-US')}, got ${describe(maxAttempts)}`);
   }
-  return { maxAttempts };
+  if (priority !== undefined && (typeof priority !== 'number' || !Number.isInteger(priority) || priority < 0 || priority > WORST_PRIORITY)) {
+    throw new InvalidArgumentError(`priority of ${what}`, `must be a whole number from 0 (the best) to ${WORST_PRIORITY.toLocaleString('en-US')}, got ${describe(priority)}`);
+  }
+  return { ...(maxAttempts !== undefined ? { maxAttempts: maxAttempts as number } : {}), ...(priority ? { priority: priority as number } : {}) };
 }
+const NO_EXTRAS: BodyExtras = Object.freeze({});
 
 /** An entry of enqueueBatch holds only what an entry may. */
 function checkBatchEntry(entry: unknown, index: number): void {
@@ -108,7 +124,7 @@ export class Enqueuer {
     let prepared: PreparedEvent;
     try {
       checkArgumentKeys(options, ENQUEUE_OPTION_KEYS, 'enqueue');
-      prepared = this.prepare(event, due, options.context, requestedAt, { batch: false, replace: options.replace === true }, extrasOf(options.maxAttempts, 'enqueue'));
+      prepared = this.prepare(event, due, options.context, requestedAt, { batch: false, replace: options.replace === true }, extrasOf(options, 'enqueue'));
     } catch (error) {
       return Promise.reject(error);
     }
@@ -120,7 +136,7 @@ export class Enqueuer {
     let prepared: PreparedEvent;
     try {
       checkArgumentKeys(options, ENQUEUE_OPTION_KEYS, 'enqueue');
-      prepared = this.prepare(event, due, options.context, performance.now(), { batch: false, replace: options.replace === true }, extrasOf(options.maxAttempts, 'enqueue'));
+      prepared = this.prepare(event, due, options.context, performance.now(), { batch: false, replace: options.replace === true }, extrasOf(options, 'enqueue'));
     } catch (error) {
       return throwError(() => error);
     }
@@ -135,7 +151,7 @@ export class Enqueuer {
       prepared = entries.map((entry, i) => {
         checkBatchEntry(entry, i);
         const due = () => (entry.at !== undefined ? { atMs: dateToMillis(entry.at) } : { delayMs: delayToMillis(entry.delay ?? 0) });
-        return this.prepare(entry.event, due, entry.context, calledAt, { batch: true, replace }, extrasOf(entry.maxAttempts, `enqueueBatch entry ${i}`));
+        return this.prepare(entry.event, due, entry.context, calledAt, { batch: true, replace }, extrasOf(entry, `enqueueBatch entry ${i}`));
       });
     } catch (error) {
       return throwError(() => error);

@@ -22,6 +22,8 @@ export interface HandlerOptions<T = DelayedEventInstance> {
    * 1,000 (since 0.6). Counted per event, in its body, across groups.
    */
   readonly maxSnoozes?: number;
+  /** This handler's priorityAgingMs (see the service option); since 0.6. */
+  readonly priorityAgingMs?: number;
   /**
    * Subscriber group to join (letters, digits, '_', '.', '-'; up to 64). Every
    * registered group receives every event; instances of one group share its
@@ -68,6 +70,7 @@ export const HANDLER_OPTION_KEYS = {
   retry: true,
   timeoutMs: true,
   maxSnoozes: true,
+  priorityAgingMs: true,
   group: true,
   prefetch: true,
   rateLimit: true,
@@ -81,6 +84,7 @@ export const BATCH_HANDLER_OPTION_KEYS = {
   retry: true,
   timeoutMs: true,
   maxSnoozes: true,
+  priorityAgingMs: true,
   group: true,
   rateLimit: true,
   globalConcurrency: true,

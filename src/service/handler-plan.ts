@@ -6,6 +6,7 @@ import type { StoredLimits } from '../redis/flow-limits';
 import { DEFAULT_GROUP } from '../redis/redis-layout';
 import { type FlowLimits, checkAgainstPartitions, checkFlowLimits, isLimited, limitsOfPartition } from './flow-control';
 import { DEFAULT_PREFETCH, HANDLER_OPTION_KEYS, type HandlerOptions } from './handler-options';
+import { DEFAULT_PRIORITY_AGING_MS, MAX_PRIORITY_AGING_MS } from '../core/body-extras';
 import { integer, positive } from './service-options';
 
 /** A batch handler's call shape, as addBatchHandler checked it. */
@@ -34,6 +35,8 @@ export interface HandlerPlan {
   readonly retry: RetryPolicy;
   /** Snoozes an event may take before it is dead-lettered. */
   readonly maxSnoozes: number;
+  /** How long an event with a priority waits before it is served as the best (0: never). */
+  readonly priorityAgingMs: number;
   readonly limits: FlowLimits;
   /** Limits that bound claims: then claims are for free slots only, and wait for the limits to be stored. */
   readonly limited: boolean;
@@ -46,6 +49,8 @@ export interface HandlerPlan {
 /** The service-wide settings a plan reads. */
 export interface PlanDefaults {
   readonly handlerTimeoutMs: number;
+  /** The service's priorityAgingMs. */
+  readonly priorityAgingMs?: number;
   readonly leaseGraceMs: number;
   readonly retry: RetryPolicy;
 }
@@ -97,6 +102,7 @@ export function planHandler<T>(
     leaseMs,
     retry: checkRetryPolicy(options.retry ?? defaults.retry, 'retry'),
     maxSnoozes: integer('maxSnoozes', options.maxSnoozes, DEFAULT_MAX_SNOOZES, 0, 1_000_000),
+    priorityAgingMs: integer('priorityAgingMs', options.priorityAgingMs, defaults.priorityAgingMs ?? DEFAULT_PRIORITY_AGING_MS, 0, MAX_PRIORITY_AGING_MS),
     limits,
     limited,
     countsRunning: limits.globalConcurrency !== undefined || limits.perKey !== undefined,

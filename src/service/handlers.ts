@@ -137,7 +137,7 @@ export class Handlers {
     const type = route.type;
     this.parts.codec.assertBuildable(eventClass);
     if (typeof handler !== 'function') throw new TypeError(`handler for '${type}' must be a function`);
-    const defaults = { handlerTimeoutMs: settings.handlerTimeoutMs, leaseGraceMs: settings.leaseGraceMs, retry: settings.retry };
+    const defaults = { handlerTimeoutMs: settings.handlerTimeoutMs, leaseGraceMs: settings.leaseGraceMs, retry: settings.retry, priorityAgingMs: settings.priorityAgingMs };
     const plan = planHandler(route, parallelismGiven, options, defaults, batch, (group) => {
       if (this.registrations.has(`${type}|${group}`)) throw new HandlerAlreadyRegisteredError(type, group);
     });

@@ -20,6 +20,8 @@ export interface InspectedEvent<T = JsonEvent> {
   readonly dueAt: Date;
   /** Attempts started: 0 while never handled; in flight, the one running. */
   readonly attempt: number;
+  /** Its priority among READY events: 0 (the best, and the default) to 1,000,000 (since 0.6). */
+  readonly priority: number;
   /** Its own attempts, when it was enqueued with `maxAttempts` (since 0.6); else its handler's apply. */
   readonly maxAttempts?: number;
   /** How many times a handler snoozed it, when it did (since 0.6). */
@@ -126,6 +128,7 @@ export function inspectedEvent(codec: EventCodec, eventClass: EventClass | undef
     state: stored.state,
     dueAt: new Date(stored.dueAt),
     attempt: stored.attempt,
+    priority: decoded.extras.priority ?? 0,
     ...(decoded.extras.maxAttempts !== undefined ? { maxAttempts: decoded.extras.maxAttempts } : {}),
     ...(decoded.extras.snoozes ? { snoozes: decoded.extras.snoozes } : {}),
     enqueuedAt: decoded.enqueuedAt === undefined ? undefined : new Date(decoded.enqueuedAt),

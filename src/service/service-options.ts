@@ -1,6 +1,7 @@
 import type { EventEmitter } from 'node:events';
 import type { Cluster, Redis } from 'ioredis';
 import { InvalidOptionError } from '../core/errors';
+import { DEFAULT_PRIORITY_AGING_MS, MAX_PRIORITY_AGING_MS } from '../core/body-extras';
 import { type AllowedKeys, checkOptionKeys } from '../core/option-keys';
 import type { EventContext } from '../core/event-context';
 import type { ContextHandler } from '../runtime/handler-invocation';
@@ -44,6 +45,13 @@ export interface DelayedEventServiceOptions {
   readonly leaseGraceMs?: number;
   /** Default retry policy; default exponential from 1 s, doubling, capped at 5 min, 10 attempts, 20% jitter. */
   readonly retry?: RetryPolicy;
+  /**
+   * An event with a priority that has been due this long is served as the
+   * best priority, in due order (no starvation); 0 never (strict
+   * priorities); default 60 s, at most 30 days (since 0.6). Per handler:
+   * HandlerOptions.priorityAgingMs.
+   */
+  readonly priorityAgingMs?: number;
   /** Largest serialized event (payload and context); default 512 KiB. */
   readonly maxPayloadBytes?: number;
   /**
@@ -143,6 +151,7 @@ const SERVICE_OPTION_KEYS = {
   pollIntervalMs: true,
   dispatchBatchSize: true,
   handlerTimeoutMs: true,
+  priorityAgingMs: true,
   leaseGraceMs: true,
   retry: true,
   maxPayloadBytes: true,
@@ -180,6 +189,7 @@ export function resolveOptions(options: DelayedEventServiceOptions): ResolvedOpt
     handlerTimeoutMs: positive('handlerTimeoutMs', options.handlerTimeoutMs, 30_000),
     leaseGraceMs: positive('leaseGraceMs', options.leaseGraceMs, 5_000),
     retry: checkRetryPolicy(options.retry ?? exponentialBackoff(DEFAULT_RETRY_POLICY_OPTIONS), 'retry'),
+    priorityAgingMs: integer('priorityAgingMs', options.priorityAgingMs, DEFAULT_PRIORITY_AGING_MS, 0, MAX_PRIORITY_AGING_MS),
     maxPayloadBytes: integer('maxPayloadBytes', options.maxPayloadBytes, 512 * 1024, 64, 256 * 1024 * 1024),
     closeTimeoutMs: positive('closeTimeoutMs', options.closeTimeoutMs, 10_000),
     commandTimeoutMs: positive('commandTimeoutMs', options.commandTimeoutMs, 10_000),

@@ -35,6 +35,7 @@ const ON_DELAYED_EVENT_KEYS = {
   group: true,
   prefetch: true,
   maxSnoozes: true,
+  priorityAgingMs: true,
   rateLimit: true,
   globalConcurrency: true,
   key: true,

@@ -31,14 +31,18 @@ interface Modelled {
   most?: 1 | 3;
   /** How many times a handler snoozed it. */
   snoozes: number;
+  /** Its priority: 0 waits READY on the ready list, above 0 in the priority set (lua/includes/priority-keys.lua). */
+  priority: number;
+  /** Due at ms 1 (enqueued or rescheduled as due): past any priorityAgingMs, so served first when the claim ages. */
+  epoch: boolean;
 }
 
 /** A body as the codec writes it at each version; the scripts read only the number in front, and its own attempts at the end. */
-const bodyAt = (version: 1 | 3, extras: { maxAttempts?: number; snoozes?: number } = {}) => {
+const bodyAt = (version: 1 | 3, extras: { maxAttempts?: number; snoozes?: number; priority?: number } = {}) => {
   const json = bodyWithExtras('[0,{}]', extras) ?? '[0,{}]';
   return version === 1 ? json : `3|${json}`;
 };
-const bodyOf = (m: Modelled) => bodyAt(m.version, { ...(m.most ? { maxAttempts: m.most } : {}), snoozes: m.snoozes });
+const bodyOf = (m: Modelled) => bodyAt(m.version, { ...(m.most ? { maxAttempts: m.most } : {}), snoozes: m.snoozes, priority: m.priority });
 /** Every claim made in a run, current or long stale: results may name any of them, late. */
 interface Delivery {
   readonly id: string;
@@ -55,7 +59,8 @@ const operation = fc.oneof(
     arbitrary: fc.record({
       kind: fc.constant('enqueue' as const),
       // With its own attempts or not: fewer (1) or more (3) than the handler's MAX_ATTEMPTS.
-      entries: fc.array(fc.tuple(id, fc.boolean(), fc.constantFrom<1 | 3>(1, 3), fc.constantFrom<1 | 3 | undefined>(undefined, 1, 3)), { minLength: 1, maxLength: 6 }),
+      // And a priority: 0 (the best, on the ready list) or above (in the priority set).
+      entries: fc.array(fc.tuple(id, fc.boolean(), fc.constantFrom<1 | 3>(1, 3), fc.constantFrom<1 | 3 | undefined>(undefined, 1, 3), fc.constantFrom(0, 0, 2, 5)), { minLength: 1, maxLength: 6 }),
       replace: fc.boolean(),
     }),
   },
@@ -77,6 +82,8 @@ const operation = fc.oneof(
       // Whether its handler sorts by key: while the queue is keyed, one that does not takes from the ready
       // list only once no reader that does has claimed for a minute (none here, once one has).
       sorts: fc.boolean(),
+      // priorityAgingMs: never, or 11 days: then only events due at ms 1 are past it (no boundary to race).
+      aging: fc.constantFrom(0, 1_000_000_000),
     }),
   },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('start' as const), deliveries: fc.uniqueArray(delivery, { minLength: 1, maxLength: 3 }) }) },
@@ -143,6 +150,18 @@ describe('the event state machine', () => {
           if (list.length === 0) ring = ring.filter((k) => k !== keyOf(eventId));
           return true;
         };
+        /** READY events with a priority, with the sequence number each got: claimed by priority, then sequence. */
+        let prioritized: Array<{ id: string; priority: number; seq: number }> = [];
+        let seq = 0;
+        const byPriority = () => [...prioritized].sort((x, y) => x.priority - y.priority || x.seq - y.seq).map((e) => e.id);
+        /** Out of the priority set; the sequence starts again once it is empty. Returns whether it was there. */
+        const unprioritize = (eventId: string) => {
+          const was = prioritized.some((e) => e.id === eventId);
+          prioritized = prioritized.filter((e) => e.id !== eventId);
+          if (prioritized.length === 0) seq = 0;
+          return was;
+        };
+        const prioritize = (eventId: string) => prioritized.push({ id: eventId, priority: model.get(eventId)!.priority, seq: ++seq });
         let paused = false;
         const inState = (state: State) => [...model].filter(([, m]) => m.state === state);
         const deliveryAt = (index: number): Delivery | undefined => deliveries[deliveries.length - 1 - (index % Math.max(1, deliveries.length))];
@@ -158,13 +177,19 @@ describe('the event state machine', () => {
             const later = Date.now() + 3_600_000;
             const statuses = await scripts.enqueue(
               keys,
-              op.entries.map(([eventId, due, version, most]) => ({ id: eventId, body: bodyAt(version, most ? { maxAttempts: most } : {}), due: { atMs: due ? 1 : later }, requestedAt: 0 })),
+              op.entries.map(([eventId, due, version, most, priority]) => ({
+                id: eventId,
+                body: bodyAt(version, { ...(most ? { maxAttempts: most } : {}), priority }),
+                due: { atMs: due ? 1 : later },
+                requestedAt: 0,
+              })),
               op.replace,
             );
-            const expected: EnqueueStatus[] = op.entries.map(([eventId, due, version, most]) => {
+            const expected: EnqueueStatus[] = op.entries.map(([eventId, due, version, most, priority]) => {
               const stored = model.has(eventId);
               if (stored && !op.replace) return 'duplicate';
-              model.set(eventId, { state: 'scheduled', attempt: 0, due, noted: false, version, snoozes: 0, ...(most ? { most } : {}) });
+              model.set(eventId, { state: 'scheduled', attempt: 0, due, noted: false, version, snoozes: 0, priority, epoch: due, ...(most ? { most } : {}) });
+              unprioritize(eventId);
               ready = ready.filter((r) => r !== eventId);
               parked = parked.filter((r) => r !== eventId);
               unsort(eventId);
@@ -196,8 +221,20 @@ describe('the event state machine', () => {
             expect(result.movedDue).toBe(Math.min(op.limit, dueNow.size));
             expect(result.movedExpired).toBe(Math.min(op.limit - result.movedDue, expired.size));
             const list = await client.lrange(keys.ready, 0, -1);
-            const moved = list.slice(ready.length);
+            // Those with a priority go to the priority set, each with the next number of its sequence.
+            const before = new Set(prioritized.map((e) => e.id));
+            const scored = await client.zrange(keys.readyByPriority, '0', '-1', 'WITHSCORES');
+            const toSet: Array<{ id: string; seq: number }> = [];
+            for (let i = 0; i < scored.length; i += 2) if (!before.has(scored[i]!)) toSet.push({ id: scored[i]!, seq: Number(scored[i + 1]) % 2 ** 33 });
+            toSet.sort((x, y) => x.seq - y.seq);
+            expect(toSet.map((e) => e.seq)).toEqual(toSet.map((_, i) => seq + i + 1));
+            const moved = [...list.slice(ready.length), ...toSet.map((e) => e.id)];
             expect(list.slice(0, ready.length)).toEqual(ready);
+            for (const eventId of list.slice(ready.length)) expect(model.get(eventId)?.priority, eventId).toBe(0);
+            for (const { id: eventId } of toSet) {
+              expect(model.get(eventId)?.priority, eventId).toBeGreaterThan(0);
+              prioritize(eventId);
+            }
             expect(moved.filter((m) => dueNow.has(m))).toHaveLength(result.movedDue);
             expect(moved.filter((m) => expired.has(m))).toHaveLength(result.movedExpired);
             for (const eventId of moved) {
@@ -216,6 +253,7 @@ describe('the event state machine', () => {
               startNow: op.startNow,
               maxVersion: op.reads,
               sortsByKey: op.sorts,
+              agingMs: op.aging,
             });
             // Those left for a reader of their version come first, then the ready list.
             const fromParked = op.reads === 3 ? parked.slice(0, op.count) : [];
@@ -239,9 +277,35 @@ describe('the event state machine', () => {
                 turns--;
               }
             }
-            const fromReady = keyed && (op.sorts || sorterSeen) ? [] : ready.slice(0, op.count - fromParked.length - fromKeys.length);
+            // Then READY: with aging, those of the priority set past it (due at ms 1, by id), each against the ready
+            // list's head by due time; then the ready list; then the set by priority.
+            const fromReady: string[] = [];
+            if (!(keyed && (op.sorts || sorterSeen))) {
+              const want = op.count - fromParked.length - fromKeys.length;
+              if (op.aging > 0 && prioritized.length > 0) {
+                const aged = prioritized
+                  .filter((e) => model.get(e.id)!.epoch)
+                  .map((e) => e.id)
+                  .sort()
+                  .slice(0, want);
+                let i = 0;
+                while (i < aged.length && fromReady.length < want) {
+                  if (ready.length > 0 && model.get(ready[0]!)!.epoch) fromReady.push(ready.shift()!);
+                  else {
+                    unprioritize(aged[i]!);
+                    fromReady.push(aged[i++]!);
+                  }
+                }
+              }
+              const plain = ready.slice(0, want - fromReady.length);
+              ready = ready.slice(plain.length);
+              fromReady.push(...plain);
+              for (const eventId of byPriority().slice(0, want - fromReady.length)) {
+                unprioritize(eventId);
+                fromReady.push(eventId);
+              }
+            }
             sorterSeen ||= op.sorts;
-            ready = ready.slice(fromReady.length);
             const popped = [...fromParked, ...fromKeys, ...fromReady];
             const claimed: Array<{ id: string; attempt: number; started: boolean }> = [];
             const deadLettered: Array<{ id: string; attempt: number }> = [];
@@ -315,7 +379,7 @@ describe('the event state machine', () => {
               if (current) Object.assign(m!, { state: 'dead', claim: undefined, started: undefined, noted: false });
             } else {
               done = (await scripts.retry(keys, d, op.then === 'retry now' ? 0 : 3_600_000, 'failed')) !== undefined;
-              if (current) Object.assign(m!, { state: 'scheduled', due: op.then === 'retry now', claim: undefined, started: undefined, noted: false });
+              if (current) Object.assign(m!, { state: 'scheduled', due: op.then === 'retry now', epoch: false, claim: undefined, started: undefined, noted: false });
             }
             // A result of a claim that is not the one in flight changes nothing.
             expect(done).toBe(current);
@@ -328,7 +392,7 @@ describe('the event state machine', () => {
             const body = m ? bodyOf({ ...m, snoozes: m.snoozes + 1 }) : bodyAt(1, { snoozes: 1 });
             const due = await scripts.snooze(keys, d, op.due ? 0 : 3_600_000, body, false);
             expect(typeof due === 'number').toBe(current);
-            if (current) Object.assign(m!, { state: 'scheduled', due: op.due, attempt: m!.attempt - 1, snoozes: m!.snoozes + 1, claim: undefined, started: undefined, noted: false });
+            if (current) Object.assign(m!, { state: 'scheduled', due: op.due, epoch: false, attempt: m!.attempt - 1, snoozes: m!.snoozes + 1, claim: undefined, started: undefined, noted: false });
           } else if (op.kind === 'give back') {
             // Events claimed ahead and never started: those still in flight for that claim go back to the head of READY, in order, their attempt unspent.
             const given = picked(op.deliveries);
@@ -382,13 +446,16 @@ describe('the event state machine', () => {
               expect(await scripts.migrateDone(keys, `move-${op.id}`, [op.id])).toBe(1);
               // A later move of the same id in this run reuses its token: the record of this one goes.
               await client.del(keys.moved);
-              const wasWaiting = ready.includes(op.id) || parked.includes(op.id) || unsort(op.id);
+              const wasWaiting = ready.includes(op.id) || parked.includes(op.id) || unsort(op.id) || unprioritize(op.id);
               ready = ready.filter((r) => r !== op.id);
               parked = parked.filter((r) => r !== op.id);
-              if (m.state === 'ready' || wasWaiting) ready = [...ready, op.id];
+              // Back at the tail of its priority.
+              if ((m.state === 'ready' || wasWaiting) && m.priority > 0) prioritize(op.id);
+              else if (m.state === 'ready' || wasWaiting) ready = [...ready, op.id];
             }
           } else if (op.kind === 'cancel') {
             expect(await scripts.cancel(keys, op.id)).toBe(model.delete(op.id));
+            unprioritize(op.id);
             ready = ready.filter((r) => r !== op.id);
             parked = parked.filter((r) => r !== op.id);
             unsort(op.id);
@@ -397,7 +464,8 @@ describe('the event state machine', () => {
             else await client.hdel(`${keys.meta.slice(0, -':m'.length)}:fc`, 'keyed');
             keyed = op.on;
           } else if (op.kind === 'sort') {
-            const head = ready.slice(0, op.count);
+            // The head of READY: the ready list, then the priority set in its order (lua/peek-ready.lua).
+            const head = [...ready.slice(0, op.count), ...byPriority().slice(0, Math.max(0, op.count - ready.length))];
             expect(
               await scripts.classify(
                 keys,
@@ -409,7 +477,8 @@ describe('the event state machine', () => {
               if (!lists.get(key)?.length) ring.push(key);
               lists.set(key, [...(lists.get(key) ?? []), eventId]);
             }
-            ready = ready.slice(head.length);
+            ready = ready.filter((r) => !head.includes(r));
+            for (const eventId of head) unprioritize(eventId);
           } else if (op.kind === 'upgrade') {
             // upgradeStored: every version-1 body rewritten at version 3, in whatever state, fenced by the body read.
             const old = [...model].filter(([, m]) => m.version === 1);
@@ -425,20 +494,24 @@ describe('the event state machine', () => {
             const movable = m?.state === 'scheduled' || m?.state === 'ready';
             const newDue = await scripts.reschedule(keys, op.id, { atMs: op.due ? 1 : Date.now() + 3_600_000 });
             expect(newDue !== undefined).toBe(movable);
-            if (movable) Object.assign(m, { state: 'scheduled', due: op.due });
+            if (movable) Object.assign(m, { state: 'scheduled', due: op.due, epoch: op.due });
+            if (movable) unprioritize(op.id);
             ready = ready.filter((r) => r !== op.id || !movable);
             parked = parked.filter((r) => r !== op.id || !movable);
             if (movable) unsort(op.id);
           } else if (op.kind === 'replay') {
             const dead = inState('dead');
             expect(await scripts.replayDead(keys, [], 100)).toEqual({ done: dead.length, taken: dead.length });
-            for (const [, m] of dead) Object.assign(m, { state: 'scheduled', attempt: 0, due: true, noted: false });
+            for (const [, m] of dead) Object.assign(m, { state: 'scheduled', attempt: 0, due: true, noted: false, epoch: false });
           } else {
             const isDead = model.get(op.id)?.state === 'dead';
             expect((await scripts.purgeDead(keys, [op.id], 100)).done).toBe(isDead ? 1 : 0);
             if (isDead) model.delete(op.id);
           }
           await expectRedisToHold(keys, model, ready, completed);
+          expect(await client.zrange(keys.readyByPriority, '0', '-1'), 'the priority set, in claim order').toEqual(byPriority());
+          expect((await client.zrange(keys.readyAging, '0', '-1')).sort()).toEqual(byPriority().sort());
+          expect(await client.exists(keys.readySeq)).toBe(prioritized.length > 0 ? 1 : 0);
           expect(await client.lrange(`${keys.newer}:3`, 0, -1)).toEqual(parked);
           const base = keys.meta.slice(0, -':m'.length);
           expect(await client.lrange(`${base}:ring`, 0, -1)).toEqual(ring);

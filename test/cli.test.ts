@@ -138,7 +138,7 @@ describe('the delayed-events CLI', () => {
     expect(scheduled.stdout).toMatch(
       /^ID\s+DUE\s+ATTEMPTS\s+ENQUEUED\nsooner\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ \(in 1h 59m\)\s+0\s+\S+ \S+ \((<1s|\d+s) ago|now\)\nlater\s+.*\(in 2h 59m\).*\n1-2 of 2 scheduled\n$/,
     );
-    expect(ready.stdout).toMatch(/^ID\s+DUE\s+ATTEMPTS\nready-1\s+.*\n1-1 of 1 ready\n$/);
+    expect(ready.stdout).toMatch(/^ID\s+DUE\s+ATTEMPTS\s+PRIORITY\nready-1\s+.*\s0\n1-1 of 1 ready\n$/);
     expect(inFlight.stdout).toMatch(/^ID\s+ATTEMPT\s+LEASE EXPIRES\s+DUE\nrunning\s+1\s+\S+ \S+ \(in \d+[hms]( \d+[ms])?\)/);
     expect(dead.stdout).toMatch(
       /^ID\s+DEAD SINCE\s+ATTEMPTS\s+LAST ERROR\ndead-1\s+.* ago\)\s+1\s+permanent failure: card declined \(attempt 1 of 3\)\ndead-2 .*\n1-2 of 3 dead; --offset 2 for more\n$/,
@@ -160,7 +160,7 @@ describe('the delayed-events CLI', () => {
     ]);
     expect(show.code).toBe(0);
     expect(show.stdout).toMatch(
-      /^id {10}later\ntype {8}cli\.payment\nstate {7}scheduled\ndue {9}\S+ \S+ \(in 2h 59m\)\nattempts {4}0\nenqueued .*\ncontext {5}\{"tenant":"acme"\}\nlast error {2}-\nevent {7}\{\n {14}"cents": 1999,\n {14}"id": "later"\n {12}\}\n$/,
+      /^id {10}later\ntype {8}cli\.payment\nstate {7}scheduled\ndue {9}\S+ \S+ \(in 2h 59m\)\nattempts {4}0\npriority {4}0\nenqueued .*\ncontext {5}\{"tenant":"acme"\}\nlast error {2}-\nevent {7}\{\n {14}"cents": 1999,\n {14}"id": "later"\n {12}\}\n$/,
     );
     expect(JSON.parse(showJson.stdout)).toMatchObject({ type: 'cli.payment', id: 'later', state: 'scheduled', attempt: 0, context: { tenant: 'acme' }, event: { id: 'later', cents: 1999 } });
     expect(showDead.stdout).toMatch(/state {7}dead\n[\s\S]*dead since {2}.* ago\)\n[\s\S]*last error {2}permanent failure: card declined \(attempt 1 of 3\)\n/);

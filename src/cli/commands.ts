@@ -94,7 +94,7 @@ export async function list(ctx: Context, type: string, options: PageOptions & { 
       case 'scheduled':
         return [e.id, when(e.dueAt, now), String(e.attempt), when(e.enqueuedAt, now)];
       case 'ready':
-        return [e.id, when(e.dueAt, now), String(e.attempt)];
+        return [e.id, when(e.dueAt, now), String(e.attempt), String(e.priority)];
       case 'in-flight':
         return [e.id, String(e.attempt), when(e.leaseExpiresAt, now), when(e.dueAt, now)];
       case 'dead':
@@ -105,7 +105,7 @@ export async function list(ctx: Context, type: string, options: PageOptions & { 
   });
   const headers: Record<EventState, string[]> = {
     scheduled: ['ID', 'DUE', 'ATTEMPTS', 'ENQUEUED'],
-    ready: ['ID', 'DUE', 'ATTEMPTS'],
+    ready: ['ID', 'DUE', 'ATTEMPTS', 'PRIORITY'],
     'in-flight': ['ID', 'ATTEMPT', 'LEASE EXPIRES', 'DUE'],
     dead: ['ID', 'DEAD SINCE', 'ATTEMPTS', 'LAST ERROR'],
     handled: ['ID', 'HANDLED', 'ATTEMPTS', 'DUE'],
@@ -122,9 +122,11 @@ function describeEvent(type: string, e: InspectedEvent<JsonEvent>): string {
     ['type', type],
     ['state', STATE_LABEL[e.state]],
     ['due', when(e.dueAt, now)],
-    ['attempts', String(e.attempt)],
+    ['attempts', e.maxAttempts === undefined ? String(e.attempt) : `${e.attempt} of ${e.maxAttempts}`],
+    ['priority', String(e.priority)],
     ['enqueued', when(e.enqueuedAt, now)],
   ];
+  if (e.snoozes) fields.push(['snoozes', String(e.snoozes)]);
   if (e.leaseExpiresAt) fields.push(['lease until', when(e.leaseExpiresAt, now)]);
   if (e.deadLetteredAt) fields.push(['dead since', when(e.deadLetteredAt, now)]);
   if (e.handledAt) fields.push(['handled', when(e.handledAt, now)]);

@@ -32,6 +32,10 @@ export interface InspectedEvent {
   readonly state: EventState;
   readonly dueAt: string;
   readonly attempt: number;
+  /** Since 0.6; absent from an older server. */
+  readonly priority?: number;
+  readonly maxAttempts?: number;
+  readonly snoozes?: number;
   readonly enqueuedAt?: string;
   readonly context: Readonly<Record<string, unknown>>;
   readonly lastError?: string;

@@ -74,7 +74,9 @@ export function EventPage(props: { type: string; id: string; readOnly: boolean }
               />
             )}
             <Field label="Due" value={`${absolute(e.dueAt)} (${relative(e.dueAt)})`} />
-            <Field label="Attempt" value={e.attempt} />
+            <Field label="Attempt" value={e.maxAttempts === undefined ? e.attempt : `${e.attempt} of ${e.maxAttempts}`} />
+            <Field label="Priority" value={e.priority} testId="event-priority" />
+            <Field label="Snoozes" value={e.snoozes} />
             <Field label="Enqueued" value={e.enqueuedAt && `${absolute(e.enqueuedAt)} (${relative(e.enqueuedAt)})`} />
             <Field label="Lease expires" value={e.leaseExpiresAt && `${absolute(e.leaseExpiresAt)} (${relative(e.leaseExpiresAt)})`} />
             <Field label="Dead-lettered" value={e.deadLetteredAt && `${absolute(e.deadLetteredAt)} (${relative(e.deadLetteredAt)})`} />

@@ -55,6 +55,23 @@ describe('priorities', () => {
     expect((await runInOrder(entries, { group: 'audit' })).order).toEqual(['a', 'b', 'c', 'd']);
   });
 
+  it('within a key (the key option), takes the best priority first', async () => {
+    const service = redis.service({ pollIntervalMs: 20 });
+    await service.pause(WorkItem);
+    const now = Date.now();
+    const entries: Array<[string, number]> = [
+      ['k-late', 8],
+      ['k-first', 0],
+      ['k-mid', 4],
+    ];
+    await firstValueFrom(service.enqueueBatch(entries.map(([id, priority], i) => ({ event: new WorkItem(id, 1), at: new Date(now - 1_000 + i), priority }))));
+    const order: string[] = [];
+    service.addHandler(WorkItem, (event) => void order.push(event.id), 1, { key: () => 'tenant-1', perKey: { globalConcurrency: 1 } });
+    await service.resume(WorkItem);
+    await waitFor(() => order.length === 3, 'every event handled');
+    expect(order).toEqual(['k-first', 'k-mid', 'k-late']);
+  });
+
   it('never runs an event before it is due, whatever its priority', async () => {
     const service = redis.service({ pollIntervalMs: 20 });
     const order: string[] = [];

@@ -32,8 +32,9 @@ describe('stopped means stopped', () => {
 
   it('nothing reaches Redis after close() resolves, though dispatch, claim, schedule and gauge ticks were in flight', async () => {
     const proxy = await TcpProxy.start(redis.server.port);
-    const app = new Redis(proxy.url);
+    // MONITOR first, on a quiet server: ioredis takes a command it sees in the chunk that answers MONITOR for a reply.
     const monitor = await new Redis(redis.server.url).monitor();
+    const app = new Redis(proxy.url);
     try {
       // Gauges sampled often, and listened to: their samples are calls of the service too.
       const service = redis.service({ redis: app, pollIntervalMs: 20, gaugeIntervalMs: 50 });
@@ -76,8 +77,9 @@ describe('stopped means stopped', () => {
 
   it('nor after a handler starting under limits, or a hold asked by a call that ended while close() waited for it', async () => {
     const proxy = await TcpProxy.start(redis.server.port);
-    const app = new Redis(proxy.url);
+    // MONITOR first, on a quiet server: ioredis takes a command it sees in the chunk that answers MONITOR for a reply.
     const monitor = await new Redis(redis.server.url).monitor();
+    const app = new Redis(proxy.url);
     try {
       const service = redis.service({ redis: app, pollIntervalMs: 20 });
       let endCall: (() => void) | undefined;

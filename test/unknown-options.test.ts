@@ -48,7 +48,7 @@ describe('unknown option keys are refused, saying which and what is allowed', ()
       'enqueue { replce: undefined }': () => service.enqueue(event, 0, { replce: undefined } as never),
       'enqueueWithDelay { after }': () => firstValueFrom(service.enqueueWithDelay(event, 0, { after: ['x'] } as never)),
       'enqueueAt { debounce }': () => firstValueFrom(service.enqueueAt(event, new Date(), { debounce: 5 } as never)),
-      'enqueueBatch entry { priority }': () => firstValueFrom(service.enqueueBatch([{ event, delay: 0, priority: 2 } as never])),
+      'enqueueBatch entry { priorty }': () => firstValueFrom(service.enqueueBatch([{ event, delay: 0, priorty: 2 } as never])),
       'enqueueBatch { replce }': () => firstValueFrom(service.enqueueBatch([{ event }], { replce: true } as never)),
       'schedule { overlap }': () => service.schedule('tick', new PaymentCheck(''), { every: 1_000 }, { overlap: 'skip' } as never),
       'schedule spec { evry }': () => service.schedule('tick', new PaymentCheck(''), { every: 1_000, evry: 5 } as never),
@@ -70,7 +70,8 @@ describe('unknown option keys are refused, saying which and what is allowed', ()
       expect((error as Error).message, name).toMatch(/options are /);
     }
     const misspelt = (await rejected(() => service.enqueue(event, 0, { priorty: 1 } as never))) as Error;
-    expect(misspelt.message).toContain('enqueue has no option "priorty"; its options are context, replace');
+    // Since 0.6 enqueue has a priority: the misspelling is named, and so is what it likely means.
+    expect(misspelt.message).toContain('enqueue has no option "priorty" (did you mean priority?); its options are context, replace, maxAttempts, priority');
     expect((await rejected(() => service.enqueue(event, 0, { replce: true } as never))) as Error).toHaveProperty('message', expect.stringContaining('(did you mean replace?)'));
     // Nothing was stored by any of them.
     expect(await redis.client().keys(`${prefix}:*`)).toEqual([]);

@@ -111,6 +111,8 @@ export class MovePause {
    * first sweep says from when they may start. Resolves whether they wait.
    */
   async waitIfMoving(type: string, partitions: number, mine: readonly TypeKeys[], recentMs: number, signal?: AbortSignal): Promise<boolean> {
+    // Sent again after an outage (PartitionMoves.bounded): not once the service closes.
+    if (signal?.aborted) return false;
     const settings = await this.client.hgetall(this.layout.layoutOf(type));
     // Stopped meanwhile (the service closes): no more calls.
     if (signal?.aborted) return false;

@@ -50,9 +50,12 @@ export class LoopService implements BackgroundService {
  * resolves once those under way have ended. A retry waiting for its turn is
  * dropped: what it would have sent, the next instance to start sends. Work of
  * several calls checks the signal it is given before each: a call never
- * answered (a connection gone silent) is waited for up to stop()'s
- * `timeoutMs`, and nothing follows it once stop() resolved.
+ * answered (a connection gone silent) is waited for a second at most, and
+ * nothing follows it once stop() resolved.
  */
+/** Longest Errands.stop() waits for an errand's answer. */
+const ERRANDS_STOP_MS = 1_000;
+
 export class Errands implements BackgroundService {
   private readonly stopping = new AbortController();
   private readonly running = new Set<Promise<unknown>>();
@@ -90,13 +93,18 @@ export class Errands implements BackgroundService {
     this.timers.add(timer);
   }
 
+  /**
+   * Waits for the errands under way up to `timeoutMs`, and at most a second:
+   * one whose answer is later sends nothing more (each checks the signal
+   * before its next call), so close() need not wait out a dead connection.
+   */
   async stop(timeoutMs: number): Promise<void> {
     this.stopping.abort();
     for (const timer of this.timers) clearTimeout(timer);
     this.timers.clear();
     if (this.running.size === 0) return;
     let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)));
+    const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.min(timeoutMs, ERRANDS_STOP_MS))));
     await Promise.race([Promise.all(this.running), late]);
     clearTimeout(timer);
   }

@@ -329,7 +329,7 @@ export class DelayedEventService extends InspectionCalls {
       // closeTimeoutMs and their results are written, then dispatchers and repartitioners end.
       () => this.handlers.stopAll(),
       // The one-off calls the parts above started (a limit stored, a wake-up said): none starts now,
-      // and one never answered is given commandTimeoutMs.
+      // and one never answered is given a second at most (its later answer sends nothing more).
       () => this.errands.stop(this.options.commandTimeoutMs),
       // Nobody listens for wake-ups any more; a probe of its connection under way opens no other.
       () => this.wakeListener.stop(),

@@ -38,7 +38,7 @@ export function storeLimitsWhenReady(parts: LimitsParts, keys: TypeKeys, limits:
       errands.run(() =>
         (parts.scripts.gate.wait() ?? Promise.resolve())
           // The wait for a connection may outlast close(): nothing is sent after it.
-          .then(() => (errands.stopped ? undefined : parts.scripts.bounded('store-limits', () => storeLimits(parts.connections.command, keys, limits))))
+          .then(() => parts.scripts.bounded('store-limits', () => (errands.stopped ? Promise.resolve(undefined) : storeLimits(parts.connections.command, keys, limits))))
           .then(
             (before) => {
               if (before && (before.rate || before.concurrency !== undefined || before.perKey)) {

@@ -216,7 +216,7 @@ export function ensureEmbeddedLua(root = ROOT) {
 /**
  * Writes each script as Redis runs it (includes inlined, arguments named: the
  * text the service loads) to `dir`/<name>.lua, for producers in other
- * languages (docs/redis-layout.md, "Producers in other languages"); the package ships them as dist/lua/.
+ * languages (docs/redis-layout.md, "The scripts as files"); the package ships them as dist/lua/.
  */
 export function writeAssembledScripts(dir, root = ROOT) {
   const luaDir = join(root, 'lua');

@@ -1,5 +1,7 @@
+import 'reflect-metadata';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
+import { DelayedEvent } from '../src';
 import { RedisConnections } from '../src/redis/redis-connections';
 import { RedisLayout } from '../src/redis/redis-layout';
 import { ActivityRecorder } from '../src/runtime/activity-log';
@@ -14,6 +16,11 @@ import { waitFor } from './support/wait-for';
  * call waiting for its answer. Redis's replies are held in a proxy; MONITOR
  * on the server says what it ran, and when.
  */
+@DelayedEvent('test.sixteen', { partitions: 16 })
+class Sixteen {
+  constructor(readonly id: string = '') {}
+}
+
 describe('the stop contract', () => {
   const redis = useRedis();
 
@@ -86,6 +93,22 @@ describe('the stop contract', () => {
       client.disconnect();
       monitor.disconnect();
       await proxy.stop();
+    }
+  });
+
+  it('a limited handler of a type of 16 partitions stores its limits without piling listeners on the stop signal', async () => {
+    const warnings: string[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning.name);
+    process.on('warning', onWarning);
+    try {
+      const service = redis.service();
+      service.addHandler(Sixteen, () => true, 4, { globalConcurrency: 32 });
+      await waitFor(async () => (await service.limits(Sixteen))?.default?.concurrency !== undefined, 'the limits stored');
+      // Warnings are emitted on the next turn: give them one.
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(warnings).not.toContain('MaxListenersExceededWarning');
+    } finally {
+      process.off('warning', onWarning);
     }
   });
 });

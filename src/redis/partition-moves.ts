@@ -78,7 +78,9 @@ export class PartitionMoves {
    * again a minute later), so it never counts as a stuck call of the caller's.
    */
   announceInPassing(type: string, partitions: number, signal?: AbortSignal): Promise<void> {
-    return this.say(type, partitions, false, signal).catch(() => undefined);
+    // Through the ready gate, unbounded: on a client handed in, a call queued offline would be sent after close().
+    const waiting = this.scripts.gate.wait() ?? Promise.resolve();
+    return waiting.then(() => (signal?.aborted ? undefined : this.say(type, partitions, false, signal))).catch(() => undefined);
   }
 
   private async say(type: string, partitions: number, always = false, signal?: AbortSignal): Promise<void> {

@@ -172,6 +172,9 @@ export class ActivityRecorder implements BackgroundService {
   }
 
   private async write(timeoutMs: number): Promise<void> {
+    // Not while the connection is down: on a client handed in, ioredis would queue the writes and send them on
+    // reconnect, after close() may have resolved. They wait here for the next flush instead.
+    if (this.client.status !== 'ready') return;
     await Promise.all(
       [...this.types].map(async ([type, activity]) => {
         const slots = activity.take();

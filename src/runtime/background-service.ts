@@ -60,6 +60,22 @@ export class Errands implements BackgroundService {
   private readonly stopping = new AbortController();
   private readonly running = new Set<Promise<unknown>>();
   private readonly timers = new Set<NodeJS.Timeout>();
+  private readonly stopHooks = new Set<() => void>();
+
+  /**
+   * Calls `hook` when stop() is called (at once when it was); returns what
+   * forgets it. Work waiting for its turn ends its wait here: a plain set, for
+   * an AbortSignal warns past ten listeners, and a type of many partitions
+   * waits as many times at once.
+   */
+  onStop(hook: () => void): () => void {
+    if (this.stopped) {
+      hook();
+      return () => undefined;
+    }
+    this.stopHooks.add(hook);
+    return () => this.stopHooks.delete(hook);
+  }
 
   /** Aborted by stop(): work that waits (a retry's backoff) ends its wait on it. */
   get signal(): AbortSignal {
@@ -102,6 +118,8 @@ export class Errands implements BackgroundService {
     this.stopping.abort();
     for (const timer of this.timers) clearTimeout(timer);
     this.timers.clear();
+    for (const hook of this.stopHooks) hook();
+    this.stopHooks.clear();
     if (this.running.size === 0) return;
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.min(timeoutMs, ERRANDS_STOP_MS))));

@@ -68,7 +68,9 @@ export class DelayedEventService extends InspectionCalls {
     const isClosing = () => this.closing !== undefined;
     const assertOpen = () => this.assertOpen();
 
-    this.log = new ServiceLog({ logger: settings.logger, logPayloads: settings.logPayloads, prefix: settings.prefix, ping: () => ping(this.connections.command) });
+    // Asked only of a connection that is up: on a client handed in, one queued offline would be sent after close().
+    const probe = () => (this.connections.command.status === 'ready' ? ping(this.connections.command) : Promise.reject(new Error('not connected')));
+    this.log = new ServiceLog({ logger: settings.logger, logPayloads: settings.logPayloads, prefix: settings.prefix, ping: probe });
     this.metrics = new Metrics(() => this.healthState.sampleGauges(), settings.gaugeIntervalMs, this.log.onNotice);
     this.metrics$ = this.metrics.metrics$;
     this.connections = new RedisConnections(settings.redis, (error) => {
@@ -344,7 +346,11 @@ export class DelayedEventService extends InspectionCalls {
       // Connections last: every step above may still use them.
       () => this.connections.close(),
     ];
-    for (const step of steps) await step();
+    // None is meant to fail; should one, the steps after it still run, so the connections close.
+    for (const step of steps)
+      await Promise.resolve()
+        .then(step)
+        .catch(() => undefined);
   }
 
   /** Every instance that handles events or schedules them advances every schedule under the prefix. */

@@ -31,9 +31,14 @@ export interface LimitsParts {
 export function storeLimitsWhenReady(parts: LimitsParts, keys: TypeKeys, limits: StoredLimits): Promise<void> {
   const backoff = new OutageBackoff();
   const { errands } = parts;
-  return new Promise<void>((stored) => {
-    if (errands.stopped) return stored();
-    errands.signal.addEventListener('abort', () => stored(), { once: true });
+  return new Promise<void>((resolve) => {
+    if (errands.stopped) return resolve();
+    // Forgotten once stored: a handler stores its limits again every minute.
+    const forget = errands.onStop(resolve);
+    const stored = () => {
+      forget();
+      resolve();
+    };
     const attempt = (): void =>
       errands.run(() =>
         (parts.scripts.gate.wait() ?? Promise.resolve())

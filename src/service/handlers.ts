@@ -105,7 +105,8 @@ export class Handlers {
    */
   private answerInstances(question: number): void {
     const answer = { id: this.instanceId, host: hostname(), pid: process.pid, startedAt: this.startedAt, handlers: this.running() };
-    this.parts.errands.run(() => answerInstances(this.parts.connections.command, this.parts.layout.wakeChannel, question, answer));
+    const { scripts, connections, layout } = this.parts;
+    this.parts.errands.run((signal) => scripts.bounded('instances', () => (signal.aborted ? Promise.resolve() : answerInstances(connections.command, layout.wakeChannel, question, answer))));
   }
 
   /** The handlers registered here, and how many calls each is running: what this instance answers instances(). */
@@ -316,7 +317,9 @@ export class Handlers {
 
   /** Events may be ready in a queue: every instance's readers look (on the wake-up channel). */
   private announceReady(queueTag: string): void {
-    this.parts.errands.run(() => announceReady(this.parts.connections.command, this.parts.layout.wakeChannel, queueTag));
+    // Through the ready gate and under a deadline: on a client handed in, a call queued offline would be sent after close().
+    const { scripts, connections, layout } = this.parts;
+    this.parts.errands.run((signal) => scripts.bounded('announce-ready', () => (signal.aborted ? Promise.resolve() : announceReady(connections.command, layout.wakeChannel, queueTag))));
   }
 
   /** Events may be ready in a queue: its readers here look at once. */

@@ -74,7 +74,6 @@
 -- before this claim (the claim's is one more), and the caller splits it.
 -- @include envelope-attempt-version
 -- @include envelope-parse
--- @include event-attempts
 -- @include expire-optional
 -- @include error-log-append
 -- @include handled-keep
@@ -90,7 +89,6 @@
 -- @include limit-room
 -- @include newer-key
 -- @include now-ms-us
--- @include priority-keys
 
 local group_queue = KEYS[10] ~= KEYS[3]
 -- The queue's flow state, read once: limits, a hold, a full mark, events left for a newer version.

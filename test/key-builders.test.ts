@@ -62,7 +62,7 @@ return cjson.encode({
         running: queue.keyRunning,
         rate: queue.keyRate,
       });
-      expect(lua.priority, queue.tag).toEqual({ queue: queue.readyByPriority, aging: queue.readyAging, seq: queue.readySeq });
+      expect(lua.priority, queue.tag).toEqual({ queue: queue.readyByPriority, aging: queue.readyAging, seq: queue.readySeq, flow: queue.flow });
       expect(lua.marker, queue.tag).toBe(queue.priorityMarker);
       // The scripts append a version or a key to these: the helpers of RedisLayout do the same.
       expect(`${lua.newer}:2`).toBe(newerListKey(queue, 2));

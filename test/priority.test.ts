@@ -72,6 +72,19 @@ describe('priorities', () => {
     expect(order).toEqual(['k-first', 'k-mid', 'k-late']);
   });
 
+  it('moves a dispatch of 5,000 events with priorities at once into READY, and claims them all', async () => {
+    const service = redis.service({ pollIntervalMs: 20, dispatchBatchSize: 5_000 });
+    await service.pause(WorkItem);
+    const count = 5_000;
+    for (let first = 0; first < count; first += 1_000) {
+      await firstValueFrom(service.enqueueBatch(Array.from({ length: 1_000 }, (_, i) => ({ event: new WorkItem(`bulk-${first + i}`, 1), priority: 1 + ((first + i) % 7) }))));
+    }
+    let handled = 0;
+    service.addHandler(WorkItem, () => void handled++, 32);
+    await service.resume(WorkItem);
+    await waitFor(() => handled === count, 'every event handled', 20_000);
+  });
+
   it('never runs an event before it is due, whatever its priority', async () => {
     const service = redis.service({ pollIntervalMs: 20 });
     const order: string[] = [];

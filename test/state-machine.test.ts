@@ -512,6 +512,8 @@ describe('the event state machine', () => {
           expect(await client.zrange(keys.readyByPriority, '0', '-1'), 'the priority set, in claim order').toEqual(byPriority());
           expect((await client.zrange(keys.readyAging, '0', '-1')).sort()).toEqual(byPriority().sort());
           expect(await client.exists(keys.readySeq)).toBe(prioritized.length > 0 ? 1 : 0);
+          // A claim reads the flow hash alone to know whether any wait by priority.
+          expect(await client.hexists(keys.flow, 'rq')).toBe(prioritized.length > 0 ? 1 : 0);
           expect(await client.lrange(`${keys.newer}:3`, 0, -1)).toEqual(parked);
           const base = keys.meta.slice(0, -':m'.length);
           expect(await client.lrange(`${base}:ring`, 0, -1)).toEqual(ring);

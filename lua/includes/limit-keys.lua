@@ -22,7 +22,9 @@
 --                  queues of the setting moved from are paused, and those of
 --                  the setting moved to wait until the others' calls and rate
 --                  windows are over, so that the limits hold across both;
---                mvs: when (ms) this queue was first paused for a move
+--                mvs: when (ms) this queue was first paused for a move;
+--                rq: '1' while the queue's priority set holds events
+--                  (includes/priority-keys.lua): a claim looks there only then
 --   <queue>:rl   sorted set: when each call of the last `per` ms started
 --                (ms; members unique per claim)
 local function limit_keys(meta_key)
@@ -34,6 +36,7 @@ end
 -- and each one's place in its reply: scripts read `flow[FLOW_THR]`, never a
 -- number (test/embedded-lua.test.ts checks that the two lists agree). Locals,
 -- not a table of names: reading one costs nothing more than a number.
-local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks', 'kseen', 'mv' }
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks', 'kseen', 'mv', 'rq' }
 local FLOW_MAX, FLOW_PER, FLOW_CONC, FLOW_HOLD, FLOW_THR, FLOW_V, FLOW_KMAX = 1, 2, 3, 4, 5, 6, 7
 local FLOW_KPER, FLOW_KCONC, FLOW_KEYED, FLOW_KC, FLOW_KS, FLOW_KSEEN, FLOW_MV = 8, 9, 10, 11, 12, 13, 14
+local FLOW_RQ = 15

@@ -7,10 +7,13 @@
 --               order they became ready;
 --   <queue>:ra  sorted set, id -> due ms: those due longer ago than the
 --               handler's priorityAgingMs are served first (no starvation);
---   <queue>:rs  the sequence, from 1 again each time the set empties.
+--   <queue>:rs  the sequence, from 1 again each time the set empties;
+-- and the queue's flow hash (includes/limit-keys.lua) has rq = '1' while
+-- the set holds events, so a claim, which reads that hash anyway, looks
+-- at the set only then.
 -- The type's <type>:pq (after its shared meta key) is set by the first
 -- enqueue with a priority: until then nothing reads a body's priority.
 local function priority_keys(meta_key)
   local own = string.sub(meta_key, 1, -3)
-  return { queue = own .. ':rq', aging = own .. ':ra', seq = own .. ':rs' }
+  return { queue = own .. ':rq', aging = own .. ':ra', seq = own .. ':rs', flow = own .. ':fc' }
 end

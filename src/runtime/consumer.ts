@@ -215,7 +215,9 @@ export class Consumer<T extends DelayedEventInstance> implements BackgroundServi
   protected async settle(claimed: ClaimedEvent, event: T, outcome: Outcome, delivery: HandlerDelivery): Promise<HandledOutcome> {
     let handled: HandledOutcome = 'stale';
     try {
-      handled = await this.write(claimed, event, outcome, delivery);
+      // Every success passes here: one await, as before outcomes were named (an A/B showed another hop).
+      if (outcome.ok && delivery.heldForMs === undefined) handled = (await this.record(() => claimed.reader.complete(claimed))) ? 'success' : 'stale';
+      else handled = await this.writeOther(claimed, event, outcome, delivery);
     } finally {
       // An integration waits for it (a span ends with it): said whatever happened.
       delivery.written(handled);
@@ -226,7 +228,8 @@ export class Consumer<T extends DelayedEventInstance> implements BackgroundServi
     return handled;
   }
 
-  private async write(claimed: ClaimedEvent, event: T, outcome: Outcome, delivery: HandlerDelivery): Promise<HandledOutcome> {
+  /** What a call that did not simply succeed writes: a hold, a snooze, a dead letter or a retry. */
+  private async writeOther(claimed: ClaimedEvent, event: T, outcome: Outcome, delivery: HandlerDelivery): Promise<HandledOutcome> {
     const keys = claimed.keys;
     const metrics = this.parts.metrics;
     const hold = delivery.heldForMs ?? (outcome.ok ? undefined : outcome.rateLimitedMs);
@@ -296,7 +299,7 @@ export class Consumer<T extends DelayedEventInstance> implements BackgroundServi
         refusal = `snooze's event cannot be stored (${describe(error)})`;
       }
     }
-    if (body === undefined) return this.write(claimed, event, failure(`invalid snooze: ${refusal ?? 'the stored body cannot take a snooze count'}`), delivery);
+    if (body === undefined) return this.writeOther(claimed, event, failure(`invalid snooze: ${refusal ?? 'the stored body cannot take a snooze count'}`), delivery);
     let refused = false;
     const snoozed = await this.record(async () => {
       const due = await this.parts.scripts.snooze(keys, claimed, snooze.ms, body, given !== undefined);
@@ -305,7 +308,7 @@ export class Consumer<T extends DelayedEventInstance> implements BackgroundServi
     });
     if (refused) {
       const text = `invalid snooze: a new event is refused while ${this.parts.type} has more than one subscriber group; snooze without { event }`;
-      return this.write(claimed, event, failure(text), delivery);
+      return this.writeOther(claimed, event, failure(text), delivery);
     }
     if (snoozed) {
       this.parts.metrics.count(METRIC.snoozed, this.tags);

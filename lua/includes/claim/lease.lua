@@ -31,7 +31,11 @@ for k, id in ipairs(ids) do
     end
     n_left = n_left + 1
   elseif value then
-    local most = event_attempts(value, max_attempts)
+    -- The event's own attempts (enqueue's maxAttempts, since 0.6; src/core/body-extras.ts), from the end of its
+    -- body without parsing the JSON: only the extras element, a string, ends a body with '"]' (as
+    -- includes/priority-of.lua reads a priority). Inline: a function defined here would cost every claim.
+    local most = max_attempts
+    if string.byte(value, -2) == 34 then most = tonumber(string.match(value, ';a=(%d+)[^"]*"%]$', -48)) or max_attempts end
     if attempt >= most then
       redis.call('ZADD', KEYS[4], now, id)
       local reason = 'lease expired on attempt ' .. attempt .. ' of ' .. most .. ': the handling process died or stalled'

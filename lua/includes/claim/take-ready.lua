@@ -4,8 +4,11 @@
 -- due time, then the ready list, then the set by priority. When nothing was taken,
 -- an early reply.
 if count > 0 and not (flow[FLOW_KEYED] and (sorts_by_key or sorter_here)) and (not ids or #ids < count) then
-  local pk = priority_keys(KEYS[3])
-  local prioritized = redis.call('EXISTS', pk.queue) == 1
+  -- The priority set's keys as includes/priority-keys.lua names them, built here only when the flow hash says
+  -- the set holds events: a function defined in this script would cost every claim its definition.
+  local own = flow[FLOW_RQ] and string.sub(KEYS[3], 1, -3)
+  local pk = own and { queue = own .. ':rq', aging = own .. ':ra', seq = own .. ':rs' }
+  local prioritized = flow[FLOW_RQ] and redis.call('EXISTS', pk.queue) == 1
   if prioritized and aging_ms > 0 then
     local aged = redis.call('ZRANGE', pk.aging, '-inf', now - aging_ms, 'BYSCORE', 'LIMIT', 0, count - (ids and #ids or 0), 'WITHSCORES')
     if #aged > 0 then
@@ -53,7 +56,10 @@ if count > 0 and not (flow[FLOW_KEYED] and (sorts_by_key or sorter_here)) and (n
       redis.call('ZREM', pk.aging, unpack(taken))
     end
   end
-  if prioritized and redis.call('EXISTS', pk.queue) == 0 then redis.call('DEL', pk.aging, pk.seq) end
+  if flow[FLOW_RQ] and not (prioritized and redis.call('EXISTS', pk.queue) == 1) then
+    redis.call('DEL', pk.aging, pk.seq)
+    redis.call('HDEL', flow_key, 'rq')
+  end
 end
 if not ids then
   if #removed > 0 then lease_unpin_if_idle(KEYS[2]) end

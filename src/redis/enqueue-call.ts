@@ -35,7 +35,7 @@ export async function enqueueDurably(
   numberOfKeys: number,
   durability: Durability,
   deadlines: CallDeadlines,
-): Promise<number | number[]> {
+): Promise<unknown> {
   const storeAndWait = (loaded: boolean) => {
     const pipeline = client.pipeline();
     if (loaded) pipeline.evalsha(enqueue.sha, numberOfKeys, ...args);
@@ -59,5 +59,6 @@ export async function enqueueDurably(
   if (!waited || waited[0]) throw waited?.[0] ?? new Error('WAIT got no reply');
   const acknowledged = Number(waited[1]);
   if (acknowledged < durability.replicas) throw new NotReplicatedError(acknowledged, durability.replicas, durability.timeoutMs);
-  return stored[1] as number | number[];
+  // The script's reply as Redis sent it: the caller decodes it (lua/enqueue.lua, REPLY).
+  return stored[1];
 }

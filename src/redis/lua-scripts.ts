@@ -176,10 +176,10 @@ export class LuaScripts {
     // A plain enqueue names only the four keys it touches (lua/enqueue.lua says so): fewer arguments to write and read.
     const keyArgs = replace ? this.keysOf('enqueue', keys) : this.keysOf('enqueue', keys, undefined, 'plain');
     const args = enqueueArguments(keyArgs, replace, this.wakeChannel, keys.tag, events);
-    const statuses = durability
-      ? await enqueueDurably(this.client, this.scripts.enqueue, args, keyArgs.length, durability, this.deadlines)
-      : LUA_SOURCES.enqueue.decode(await this.deadlines.bound(evalScript(this.client, this.scripts.enqueue, args, keyArgs.length, this.permissions, this.gate), 'enqueue'));
-    return enqueueStatuses(statuses);
+    const sent = durability
+      ? enqueueDurably(this.client, this.scripts.enqueue, args, keyArgs.length, durability, this.deadlines)
+      : this.deadlines.bound(evalScript(this.client, this.scripts.enqueue, args, keyArgs.length, this.permissions, this.gate), 'enqueue');
+    return enqueueStatuses(LUA_SOURCES.enqueue.decode(await sent));
   }
 
   /**

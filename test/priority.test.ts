@@ -146,8 +146,12 @@ describe('priorities', () => {
         WorkItem,
         async (event) => {
           started.set(event.id, Date.now());
-          // Each urgent call enqueues the next: READY never empties of urgent events while the stream runs.
-          if (event.id.startsWith('urgent') && stream) await service.enqueue(new WorkItem(`urgent-${started.size}`, 1), 0);
+          // Each urgent call enqueues two more: READY never empties of urgent events while the stream runs, whatever
+          // the dispatch's latency (one each would leave a gap now and then, in which the patient one would run).
+          if (event.id.startsWith('urgent') && stream) {
+            await service.enqueue(new WorkItem(`urgent-${started.size}-a`, 1), 0);
+            await service.enqueue(new WorkItem(`urgent-${started.size}-b`, 1), 0);
+          }
           await new Promise((resolve) => setTimeout(resolve, 5));
         },
         1,
@@ -167,7 +171,7 @@ describe('priorities', () => {
         expect(started.has('patient')).toBe(false);
       }
       stream = false;
-      await waitFor(() => started.has('patient'), 'the patient event served once the stream ends');
+      await waitFor(() => started.has('patient'), 'the patient event served once the stream ends', 20_000);
       await service.close();
     }
   });

@@ -43,7 +43,10 @@ export class GroupRegistrations {
           () => undefined,
           () => {
             this.parts.metrics.count(METRIC.redisErrors, { loop: 'connection', type: shared.type });
-            errands.after(backoff.next(), attempt);
+            // Not once its handlers here are gone (removeHandler, removeGroup): a retry would register it again.
+            errands.after(backoff.next(), () => {
+              if (this.parts.groupsOf(shared.type).includes(group)) attempt();
+            });
           },
         ),
       );

@@ -1,6 +1,8 @@
 import { firstValueFrom } from 'rxjs';
 import { describe, expect, it } from 'vitest';
-import { InvalidArgumentError, InvalidOptionError, fixedBackoff } from '../src';
+import 'reflect-metadata';
+import { DelayedEvent, InvalidArgumentError, InvalidOptionError, fixedBackoff } from '../src';
+import { RedisLayout } from '../src/redis/redis-layout';
 import { WorkItem } from './support/events';
 import { useRedis } from './support/harness';
 import { waitFor } from './support/wait-for';
@@ -11,11 +13,16 @@ import { waitFor } from './support/wait-for';
  * never before an event is due; an event waiting longer than priorityAgingMs
  * is served as the best, so none starves.
  */
+@DelayedEvent('test.split', { partitions: 3 })
+class Split {
+  constructor(readonly id: string = '') {}
+}
+
 describe('priorities', () => {
   const redis = useRedis();
 
   /** Stores events paused, due in the order given (1 ms apart, in the past), then lets a one-at-a-time handler run them. */
-  async function runInOrder(entries: Array<[string, number | undefined]>, options: { group?: string; batch?: boolean } = {}) {
+  async function runInOrder(entries: Array<[string, number | undefined]>, options: { group?: string; batch?: boolean; limited?: boolean } = {}) {
     const service = redis.service({ pollIntervalMs: 20 });
     await service.pause(WorkItem);
     const now = Date.now();
@@ -24,7 +31,10 @@ describe('priorities', () => {
     if (options.batch) {
       service.addBatchHandler(WorkItem, (events) => void order.push(...events.map((e) => e.id)), { maxBatch: 3, maxWaitMs: 10 });
     } else {
-      service.addHandler(WorkItem, (event) => void order.push(event.id), 1, options.group ? { group: options.group } : {});
+      service.addHandler(WorkItem, (event) => void order.push(event.id), 1, {
+        ...(options.group ? { group: options.group } : {}),
+        ...(options.limited ? { globalConcurrency: 1, rateLimit: { max: 1_000, perMs: 1_000 } } : {}),
+      });
     }
     await service.resume(WorkItem);
     await waitFor(() => order.length === entries.length, 'every event handled');
@@ -53,6 +63,29 @@ describe('priorities', () => {
     ];
     expect((await runInOrder(entries, { batch: true })).order).toEqual(['a', 'b', 'c', 'd']);
     expect((await runInOrder(entries, { group: 'audit' })).order).toEqual(['a', 'b', 'c', 'd']);
+    // Flow limits bound how many a claim takes, not which.
+    expect((await runInOrder(entries, { limited: true })).order).toEqual(['a', 'b', 'c', 'd']);
+  });
+
+  it('orders each partition of a partitioned type the same way', async () => {
+    const service = redis.service({ pollIntervalMs: 20 });
+    await service.pause(Split);
+    const now = Date.now();
+    const ids = Array.from({ length: 24 }, (_, i) => `s-${i}`);
+    const priorityOf = (i: number) => (i * 7) % 5;
+    await firstValueFrom(service.enqueueBatch(ids.map((id, i) => ({ event: new Split(id), at: new Date(now - 1_000 + i), priority: priorityOf(i) }))));
+    const order: string[] = [];
+    service.addHandler(Split, (event) => void order.push(event.id), 1);
+    await service.resume(Split);
+    await waitFor(() => order.length === ids.length, 'every event handled');
+    const layout = new RedisLayout(service.prefix);
+    const route = { type: 'test.split', partitions: 3 };
+    for (let p = 0; p < 3; p++) {
+      const tag = layout.forType('test.split', p).tag;
+      const handledHere = order.filter((id) => layout.forEvent(route, id).tag === tag);
+      const expected = [...handledHere].sort((x, y) => priorityOf(ids.indexOf(x)) - priorityOf(ids.indexOf(y)) || ids.indexOf(x) - ids.indexOf(y));
+      expect(handledHere, `partition ${p}`).toEqual(expected);
+    }
   });
 
   it('within a key (the key option), takes the best priority first', async () => {

@@ -70,7 +70,7 @@ describe('the dashboard HTTP API', () => {
 
     const one = await get(`api/types/${TYPE}/events/hostile`);
     expect(one.status).toBe(200);
-    expect(one.json).toMatchObject({ id: 'hostile', state: 'scheduled', attempt: 0, event: { note: HOSTILE } });
+    expect(one.json).toMatchObject({ id: 'hostile', state: 'scheduled', attempt: 0, priority: 3, event: { note: HOSTILE } });
     expect(new Date(one.json.dueAt).getTime()).toBeGreaterThan(Date.now() + 140 * 60_000);
 
     const missing = await get(`api/types/${TYPE}/events/nope`);

@@ -106,6 +106,7 @@ describe('the dashboard in a real browser', () => {
     // Shown as the JSON it is stored as, quotes escaped, markup as characters.
     expect(await payload.innerText()).toContain(JSON.stringify(HOSTILE));
     expect(await page.locator('[data-testid="event-state"]').innerText()).toBe('Scheduled');
+    expect(await page.locator('[data-testid="event-priority"]').innerText()).toBe('3');
     await page.screenshot({ path: join(ARTIFACTS, 'dashboard-event.png'), fullPage: true });
 
     await page.goto(`${dashboard.url}#/types/dash.order/dead`);

@@ -3,6 +3,8 @@ import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '
 import { describe, expect, it } from 'vitest';
 import { DelayedEvent, HANDLED_OUTCOMES, METRIC, type Metric, RateLimited, fixedBackoff } from '../src';
 import { openTelemetry } from '../src/integrations/opentelemetry';
+import { registerPrometheusMetrics } from '../src/integrations/prometheus';
+import { Registry } from 'prom-client';
 import { useRedis } from './support/harness';
 import { waitFor } from './support/wait-for';
 
@@ -26,6 +28,8 @@ describe('outcomes', () => {
     const tracer = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }).getTracer('outcomes');
     const prefix = redis.prefix();
     const service = redis.service({ prefix, pollIntervalMs: 20, retry: fixedBackoff(1, 10), ...openTelemetry({ tracer }) });
+    const registry = new Registry();
+    const prometheus = registerPrometheusMetrics(service, { registry });
     const counted: Array<{ id: string; outcome: string }> = [];
     const timed: string[] = [];
     let running = '';
@@ -92,6 +96,12 @@ describe('outcomes', () => {
     expect(byOutcome('rate-limited')).toHaveLength(2);
     expect(byOutcome('stale')).toHaveLength(1);
     expect(spans.filter((s) => s.status.code === SpanStatusCode.ERROR).map((s) => s.attributes['messaging.message.id'])).toEqual(['fails']);
+
+    // Prometheus's handled_total says the same, by outcome.
+    const text = await registry.metrics();
+    const handledTotal = (outcome: string) => Number(new RegExp(`^delayed_events_handled_total\\{[^}]*outcome="${outcome}"[^}]*\\} (\\d+)$`, 'm').exec(text)?.[1] ?? 0);
+    expect(Object.fromEntries(HANDLED_OUTCOMES.map((o) => [o, handledTotal(o)]))).toEqual({ success: 4, failure: 1, snoozed: 1, 'rate-limited': 2, stale: 1 });
+    prometheus.unregister();
 
     // The activity charts count the same, once the instance wrote its last slot.
     await service.close();

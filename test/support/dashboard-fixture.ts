@@ -36,7 +36,7 @@ export async function seedOrders(redis: ReturnType<typeof useRedis>, prefix: str
   await worker.removeHandler(OrderDue);
   for (let i = 0; i < 5; i++) await worker.enqueue(new OrderDue(`later-${i}`, `order ${i}`), { minutes: 10 });
   for (let i = 5; i < 8; i++) await worker.enqueue(new OrderDue(`later-${i}`, `order ${i}`), { minutes: 40 });
-  await worker.enqueue(new OrderDue('hostile', HOSTILE), { minutes: 150 });
+  await worker.enqueue(new OrderDue('hostile', HOSTILE), { minutes: 150 }, { priority: 3 });
   await worker.close();
 }
 

@@ -1,4 +1,5 @@
 import fc from 'fast-check';
+import { bodyWithExtras } from '../src/core/stored-body';
 import { describe, expect, it } from 'vitest';
 import { LuaScripts } from '../src/redis/lua-scripts';
 import { RedisLayout, type TypeKeys } from '../src/redis/redis-layout';
@@ -25,6 +26,8 @@ interface Modelled {
   /** Handed to the named groups: the pending hash counts the groups that still hold it. */
   delivered: boolean;
   readonly groups: Map<Group, Held>;
+  /** How many times a handler snoozed it, in any group (the shared body counts them). */
+  snoozes: number;
 }
 /** Every claim made in a run, in either group: results may name any of them, late. */
 interface Delivery {
@@ -44,6 +47,9 @@ const operation = fc.oneof(
   { weight: 4, arbitrary: fc.record({ kind: fc.constant('claim' as const), group, count: fc.integer({ min: 1, max: 4 }) }) },
   { weight: 3, arbitrary: fc.record({ kind: fc.constant('complete' as const), delivery }) },
   { weight: 3, arbitrary: fc.record({ kind: fc.constant('fail' as const), delivery, then: fc.constantFrom('retry', 'dead letter') }) },
+  // A handler snoozed (lua/snooze.lua): its group's delivery only, attempt unspent, the shared body's count one more;
+  // with a new payload, refused while the type has more than one group.
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('snooze' as const), delivery, withEvent: fc.boolean() }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('cancel' as const), id }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('remove group' as const) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('register group' as const) }) },
@@ -115,7 +121,7 @@ describe('the event state machine with subscriber groups', () => {
             // A replace takes the event out of every group, whatever each holds of it, and schedules it afresh.
             if (!stored || op.replace) {
               forget(op.id);
-              model.set(op.id, { scheduled: true, delivered: false, groups: new Map() });
+              model.set(op.id, { scheduled: true, delivered: false, groups: new Map(), snoozes: 0 });
             }
           } else if (op.kind === 'pause') {
             if (op.paused) await client.set(shared.paused, '1');
@@ -245,6 +251,20 @@ describe('the event state machine with subscriber groups', () => {
             }
             // A result of a claim that is not the one in flight in its group changes nothing, in any group.
             expect(done).toBe(current);
+          } else if (op.kind === 'snooze') {
+            const d = deliveryAt(op.delivery);
+            if (!d) continue;
+            const current = isCurrent(d);
+            const m = model.get(d.id);
+            const body = bodyWithExtras('[0,{}]', { snoozes: (m?.snoozes ?? 0) + 1 })!;
+            const due = await scripts.snooze(keysOf[d.group], d, 0, body, op.withEvent);
+            const refused = current && op.withEvent && registry.size > 1;
+            expect(due === 'stale' ? 'stale' : due === 'refused' ? 'refused' : 'snoozed').toBe(!current ? 'stale' : refused ? 'refused' : 'snoozed');
+            if (current && !refused) {
+              const held = m!.groups.get(d.group)!;
+              Object.assign(held, { state: 'retry', claim: undefined, attempt: held.attempt - 1 });
+              m!.snoozes++;
+            }
           } else if (op.kind === 'cancel') {
             expect(await scripts.cancel(shared, op.id, false)).toBe(model.has(op.id));
             forget(op.id);
@@ -280,6 +300,8 @@ describe('the event state machine with subscriber groups', () => {
               .sort();
           // The body is stored once, while the schedule or some group holds the event.
           expect((await client.hkeys(shared.meta)).sort()).toEqual([...model.keys()].sort());
+          // The shared body counts the snoozes of every group.
+          for (const [eventId, m] of model) expect((await client.hget(shared.meta, eventId))?.endsWith(`|${bodyWithExtras('[0,{}]', { snoozes: m.snoozes })}`), eventId).toBe(true);
           const scheduled = [...model].filter(([, m]) => m.scheduled || m.groups.get('default')?.state === 'retry').map(([eventId]) => eventId);
           expect([...(await new ScheduleView(client, base).entries()).keys()].sort()).toEqual(scheduled.sort());
           expect((await client.hkeys(shared.groups)).sort()).toEqual([...registry].sort());

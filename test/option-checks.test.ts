@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { InvalidArgumentError, InvalidOptionError } from '../src';
+import { InvalidArgumentError, InvalidOptionError, fixedBackoff } from '../src';
+import { planHandler } from '../src/service/handler-plan';
 import { checkArgumentKeys, checkOptionKeys } from '../src/core/option-keys';
 import { resolveOptions } from '../src/service/service-options';
 
@@ -36,5 +37,27 @@ describe('option checks', () => {
     expect(() => resolveOptions({ redis: 'redis://127.0.0.1:1', pollIntervalMS: 10 } as never)).toThrow(/"pollIntervalMS" \(did you mean pollIntervalMs\?\)/);
     expect(() => resolveOptions({ redis: 'redis://127.0.0.1:1', pollIntervalMs: -1 })).toThrow(InvalidOptionError);
     expect(resolveOptions({ redis: 'redis://127.0.0.1:1' }).pollIntervalMs).toBeGreaterThan(0);
+  });
+
+  it('check the options since 0.6: a misspelt key is named, a value out of range refused, the ends of each range taken', () => {
+    const redis = 'redis://127.0.0.1:1';
+    expect(() => resolveOptions({ redis, priorityAging: 1 } as never)).toThrow(/"priorityAging" \(did you mean priorityAgingMs\?\)/);
+    for (const bad of [-1, 1.5, 30 * 24 * 3_600_000 + 1])
+      expect(() => resolveOptions({ redis, priorityAgingMs: bad }), String(bad)).toThrow(/priorityAgingMs: must be an integer from 0 to 2592000000/);
+    expect(resolveOptions({ redis }).priorityAgingMs).toBe(60_000);
+    expect(resolveOptions({ redis, priorityAgingMs: 0 }).priorityAgingMs).toBe(0);
+
+    const route = { type: 'orders.created', partitions: 1 };
+    const defaults = { handlerTimeoutMs: 30_000, leaseGraceMs: 5_000, retry: fixedBackoff(3, 10), priorityAgingMs: 5_000 };
+    expect(() => planHandler(route, 1, { maxSnooze: 3 } as never, defaults)).toThrow(/"maxSnooze" \(did you mean maxSnoozes\?\)/);
+    expect(() => planHandler(route, 1, { priorityAgeingMs: 3 } as never, defaults)).toThrow(/did you mean priorityAgingMs/);
+    for (const bad of [-1, 2.5, 1_000_001]) expect(() => planHandler(route, 1, { maxSnoozes: bad }, defaults), String(bad)).toThrow(/maxSnoozes: must be an integer from 0 to 1000000/);
+    for (const bad of [-1, 2.5]) expect(() => planHandler(route, 1, { priorityAgingMs: bad }, defaults), String(bad)).toThrow(InvalidOptionError);
+    // The defaults: 1,000 snoozes; the service's aging unless the handler gives its own.
+    expect(planHandler(route, 1, {}, defaults)).toMatchObject({ maxSnoozes: 1_000, priorityAgingMs: 5_000 });
+    expect(planHandler(route, 1, { maxSnoozes: 0, priorityAgingMs: 0 }, defaults)).toMatchObject({ maxSnoozes: 0, priorityAgingMs: 0 });
+    expect(planHandler(route, 1, { maxSnoozes: 1_000_000 }, defaults).maxSnoozes).toBe(1_000_000);
+    // A batch handler takes them too (its own list of keys).
+    expect(planHandler(route, 1, { maxSnoozes: 7 } as never, defaults, { maxBatch: 10, maxWaitMs: 50, calls: 1 }).maxSnoozes).toBe(7);
   });
 });

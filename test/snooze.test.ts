@@ -75,6 +75,14 @@ describe('snooze', () => {
     expect(dead.attempts).toBe(1);
   });
 
+  it('with maxSnoozes 0, the first snooze dead-letters the event', async () => {
+    const service = redis.service({ pollIntervalMs: 20 });
+    service.addHandler(WorkItem, (_event, _context, delivery) => delivery.snooze(10), 1, { maxSnoozes: 0 });
+    await service.enqueue(new WorkItem('never-snoozed', 1), 0);
+    const dead = await waitFor(async () => (await service.deadLetters(WorkItem))[0], 'dead-lettered');
+    expect(dead.error).toMatch(/snoozed 0 times, as many as maxSnoozes allows/);
+  });
+
   it('a snooze of a delivery whose event was replaced meanwhile changes nothing, and counts as stale', async () => {
     const service = redis.service({ pollIntervalMs: 20 });
     const seen = outcomes(service);

@@ -466,6 +466,7 @@ describe('the event state machine', () => {
           } else if (op.kind === 'sort') {
             // The head of READY: the ready list, then the priority set in its order (lua/peek-ready.lua).
             const head = [...ready.slice(0, op.count), ...byPriority().slice(0, Math.max(0, op.count - ready.length))];
+            expect((await scripts.peekReady(keys, op.count)).map((e) => e.id)).toEqual(head);
             expect(
               await scripts.classify(
                 keys,

@@ -25,6 +25,7 @@ const onClusterToo = [
   'partitions',
   'crash',
   'snooze',
+  'housekeeping',
   'event-attempts',
   'outcomes',
   'priority',

@@ -137,7 +137,7 @@ export async function scriptFloorMicros(port: number, row: ScriptFloorRow, count
     const dispatchSha = await sha(loadLua('dispatch-due').lua);
     for (let moved = 0; moved < count; ) {
       const dispatchKeys = keysOf('dispatch-due');
-      const dispatchArgs = { limit: 1_000, defaultHere: false, newMarker: '', wakeChannel: '', queueTag: keys.tag, markerSeen: false, keepAgeMs: 0, groups: [] };
+      const dispatchArgs = { limit: 1_000, defaultHere: false, newMarker: '', wakeChannel: '', queueTag: keys.tag, markerSeen: false, keepAgeMs: 0, keepDeadCount: 0, keepDeadAge: 0, groups: [] };
       const [due] = (await redis.evalsha(dispatchSha, dispatchKeys.length, ...LUA_SOURCES['dispatch-due'].encode(dispatchArgs, [...dispatchKeys]))) as number[];
       if (!due) throw new Error(`script floor: only ${moved} of ${count} events became ready`);
       moved += due;

@@ -8,11 +8,16 @@
 -- KEYS[5] slotGuard: slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
 -- KEYS[6] errorLog: error-log hash (id -> its last failures; includes/error-log-append.lua)
+-- KEYS[7] pending: pending hash   (id -> how many groups still hold the event)
+-- KEYS[8] sharedMeta: the type's meta hash, where bodies live: KEYS[1] itself for the default group
 -- ARGV[1] id (string): the event's id
 -- ARGV[2] claim (number): identity of the claim that ran it (its not-started lease score)
 -- ARGV[3] attempt (number): the attempt that ran
 -- ARGV[4] reason (string): why it is dead-lettered
+-- ARGV[5] keep_count (number): keepDead.count: the most dead letters kept (0: no limit)
+-- ARGV[6] keep_age (number): keepDead.ageMs: how long one is kept (0: no limit)
 -- REPLY (number): 1 when dead-lettered, 0 when the claim was stale.
+-- @include dead-trim
 -- @include envelope-make
 -- @include error-log-append
 -- @include envelope-parse
@@ -37,4 +42,8 @@ local now = now_ms()
 redis.call('ZADD', KEYS[3], now, id)
 redis.call('HSET', KEYS[4], id, reason)
 error_log_append(KEYS[6], id, attempt, now, reason)
+-- Retention (keepDead): amortised like the history's, at most 1,000 a call.
+if keep_count > 0 or keep_age > 0 then
+  dead_trim({ dead = KEYS[3], meta = KEYS[1], shared_meta = KEYS[8], pending = KEYS[7], errors = KEYS[4], error_log = KEYS[6] }, now, keep_count, keep_age)
+end
 return 1

@@ -27,6 +27,10 @@
 --         `keep_age_ms` are dropped here, at most 1,000 a call
 -- KEYS[15] sharedMeta: the type's meta hash, where bodies live (their priorities): KEYS[5]
 --         itself for the default group
+-- KEYS[16] dead: dead zset (keepDead trims it here too)
+-- KEYS[17] errorLog: error-log hash (id -> its last failures)
+-- KEYS[18] tombstone: tombstone: while set (obliterate.lua), a missing marker is no loss to
+--         repair: nothing is registered again
 -- ARGV[1] limit (number): most events to move in this call
 -- ARGV[2] default_here (flag): a handler of the default group runs here: once the type has
 --         named groups, the default group is registered too, so it keeps getting events
@@ -43,7 +47,10 @@
 -- ARGV[6] marker_seen (flag): the caller saw this queue's marker before: a missing one
 --         now means Redis lost the registrations (not a queue never registered)
 -- ARGV[7] keep_age_ms (number): keepHandled.ageMs: how long the history keeps a record (0: no age limit)
--- ARGV[8..] groups (string[]): the groups the caller's instance handles on this queue ('default'
+-- ARGV[8] keep_dead_count (number): keepDead.count of the group whose keys these are (0: no limit)
+-- ARGV[9] keep_dead_age (number): keepDead.ageMs of that group (0: no limit): dead letters past it
+--         go as time passes, not only when another event is dead-lettered
+-- ARGV[10..] groups (string[]): the groups the caller's instance handles on this queue ('default'
 --         among them when a default-group handler runs there), given with
 --         new_marker. While the marker is missing they are registered again in
 --         this call, before anything moves, so an event that falls due right
@@ -56,6 +63,7 @@
 -- moved due, moved with expired lease, next due ms or -1, Redis now ms, the marker's
 -- value (new_marker given) or '', events handed from the default group's ready list
 -- to the named groups.
+-- @include dead-trim
 -- @include envelope-make
 -- @include envelope-parse
 -- @include group-keys
@@ -125,7 +133,9 @@ local marker = ''
 local rescued = 0
 if new_marker ~= '' then
   marker = redis.call('GET', KEYS[12])
-  if not marker then
+  if not marker and redis.call('EXISTS', KEYS[18]) == 1 then
+    marker = ''
+  elseif not marker then
     -- With pcall: at Redis's memory limit it is refused, and the script must go on freeing memory;
     -- then the value is not known yet, rather than new on every look.
     local set = redis.pcall('SET', KEYS[12], new_marker)
@@ -253,6 +263,10 @@ end
 -- The history's records past keepHandled.ageMs: dropped as time passes, not only at the next completion.
 local keep_age = keep_age_ms
 if keep_age > 0 then handled_trim_age(KEYS[13], KEYS[14], now, keep_age) end
+-- Dead letters past keepDead (those the claim dead-letters on an expired lease among them).
+if keep_dead_count > 0 or keep_dead_age > 0 then
+  dead_trim({ dead = KEYS[16], meta = KEYS[5], shared_meta = KEYS[15], pending = KEYS[9], errors = KEYS[11], error_log = KEYS[17] }, now, keep_dead_count, keep_dead_age)
+end
 
 -- Idempotency marks whose window ended: the head is the oldest, so one look
 -- tells whether there is anything to drop.

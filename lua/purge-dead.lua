@@ -11,9 +11,9 @@
 -- ARGV[1] most (number): most events to purge when no ids are given
 -- ARGV[2..] ids (string[]): ids to purge; none means the oldest `most` dead letters
 -- REPLY (number): how many events were purged.
--- @include groups-release
+-- @include event-drop
 
-local group_queue = KEYS[6] ~= KEYS[2]
+local k = { meta = KEYS[2], shared_meta = KEYS[6], pending = KEYS[5], errors = KEYS[3], error_log = KEYS[7] }
 local ids = {}
 if ids_n > 0 then
   for i = ids_at, ids_at + ids_n - 1 do ids[#ids + 1] = ARGV[i] end
@@ -21,19 +21,9 @@ else
   ids = redis.call('ZRANGE', KEYS[1], 0, most - 1)
 end
 
-local purged = 0
+local purged = {}
 for _, id in ipairs(ids) do
-  if redis.call('ZREM', KEYS[1], id) == 1 then
-    if group_queue then redis.call('HDEL', KEYS[2], id) end
-    -- The body goes with the last group that held the event.
-    if (group_queue or redis.call('HEXISTS', KEYS[5], id) == 1) then
-      if #groups_release(KEYS[5], { id }) > 0 then redis.call('HDEL', KEYS[6], id) end
-    else
-      redis.call('HDEL', KEYS[2], id)
-    end
-    redis.call('HDEL', KEYS[3], id)
-    redis.call('HDEL', KEYS[7], id)
-    purged = purged + 1
-  end
+  if redis.call('ZREM', KEYS[1], id) == 1 then purged[#purged + 1] = id end
 end
-return purged
+event_drop(k, purged)
+return #purged

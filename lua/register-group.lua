@@ -9,12 +9,21 @@
 -- KEYS[3] marker: the queue's marker: set with its first registration and never removed,
 --         so that its absence tells the instances that Redis lost their
 --         registrations (dispatch-due.lua)
+-- KEYS[4] tombstone: tombstone: set while the queue is obliterated (obliterate.lua)
 -- ARGV[1] group (string): group name
 -- ARGV[2] marker (string): the marker's value, if it has none yet
+-- ARGV[3] fresh (flag): a handler added now (addHandler), not a registration restored after a
+--         loss: it starts an obliterated queue again (removes the tombstone); a restored one
+--         is refused there
 -- REPLY (number): 1 when newly registered, 0 when it already was (or is the default
--- group of a type without named groups, which needs no registry).
+-- group of a type without named groups, which needs no registry, or the queue was
+-- obliterated and the registration is not fresh).
 -- @include now-ms
 
+if redis.call('EXISTS', KEYS[4]) == 1 then
+  if not fresh then return 0 end
+  redis.call('DEL', KEYS[4])
+end
 if group == 'default' and redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 redis.call('SET', KEYS[3], marker, 'NX')
 return redis.call('HSETNX', KEYS[1], group, now_ms())

@@ -11,10 +11,11 @@ export { Inspector } from './service/inspector';
 export type { StoredVersionFailure, StoredVersions, UpgradeReport, VerifyOptions, VerifyReport } from './service/stored-versions';
 export type { InstanceHandler, InstanceInfo } from './redis/instance-registry';
 export type { DeadLetter, DeadLetterPage, DueTimelineOptions, EventTarget, InspectedEvent, InspectorOptions, ListOptions } from './service/inspection-types';
+export type { CleanOptions, DrainOptions, ObliterateOptions } from './service/bulk-calls';
 export type { EventCounts, EventError, EventState, EventTypeInfo, StateCounts } from './redis/stored-types';
 export type { RecurringSchedule, ScheduleOptions } from './service/recurring-schedules';
 export type { CatchUp, RecurrenceSpec } from './core/recurrence';
-export type { DelayedEventServiceOptions } from './service/service-options';
+export type { DelayedEventServiceOptions, KeepDead } from './service/service-options';
 export { DelayedEvent, type DelayedEventInstance, type DelayedEventOptions, type EventClass, type Upcaster } from './core/delayed-event.decorator';
 export { DELAY_TEXT_HELP, type Delay, type Duration, parseDelayText } from './core/duration';
 export type { EventContext } from './core/event-context';
@@ -32,6 +33,7 @@ export {
   ContextProviderError,
   DelayedEventError,
   HandlerAlreadyRegisteredError,
+  TypeInUseError,
   InvalidDelayError,
   InvalidArgumentError,
   InvalidEventError,

@@ -4,6 +4,7 @@ import { firstValueFrom } from 'rxjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DelayedEvent, DelayedEventService, type EventContext, fixedBackoff } from '../src';
 import { LuaScripts } from '../src/redis/lua-scripts';
+import { purgeDead, replayDead } from '../src/redis/housekeeping';
 import { RedisLayout } from '../src/redis/redis-layout';
 import { RedisCluster } from './support/redis-cluster';
 import { SlotMigration } from './support/slot-migration';
@@ -144,8 +145,8 @@ describe('on a real Redis Cluster (3 masters, 3 replicas)', () => {
       () => scripts.completeAndClaim(keys, [x!], 1, 60_000, 5),
       () => scripts.deadLetter(keys, x!, 'gave up'),
       () => scripts.cancel(keys, 'far1'),
-      () => scripts.replayDead(keys, [], 10),
-      () => scripts.purgeDead(keys, ['x'], 10),
+      () => replayDead(scripts, keys, [], 10, 'wake'),
+      () => purgeDead(scripts, keys, ['x'], 10),
     ]) {
       await expect(transition()).rejects.toThrow(refused);
     }

@@ -2,6 +2,7 @@ import fc from 'fast-check';
 import { bodyWithExtras } from '../src/core/stored-body';
 import { describe, expect, it } from 'vitest';
 import { LuaScripts } from '../src/redis/lua-scripts';
+import { cleanQueue, drainQueue, namedGroupsOf, obliterateQueue } from '../src/redis/housekeeping';
 import { RedisLayout, type TypeKeys } from '../src/redis/redis-layout';
 import { useRedis } from './support/harness';
 import { leasedIds } from './support/leases';
@@ -61,6 +62,11 @@ const operation = fc.oneof(
   // the marker is missing it registers them first; with no default group then, it hands the default ready list's
   // undelivered events to 'audit' (lua/dispatch-due.lua).
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('dispatch as instance' as const), withDefault: fc.boolean() }) },
+  // Since 0.6, the bulk clean-up (src/redis/housekeeping.ts): drain the type (no group) or one group, clean a
+  // group's dead letters, and obliterate the type, whose tombstone keeps a restoring look from registering again.
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('drain' as const), group: fc.constantFrom<Group | undefined>(undefined, 'default', 'audit') }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('clean' as const), group }) },
+  { weight: 1, arbitrary: fc.constant({ kind: 'obliterate' as const }) },
 );
 
 /**
@@ -93,6 +99,8 @@ describe('the event state machine with subscriber groups', () => {
         let markerSet = true;
         let markers = 0;
         let paused = false;
+        /** obliterate() ran and no fresh registration came since: its tombstone stands. */
+        let obliterated = false;
         const model = new Map<string, Modelled>();
         const order: Record<Group, string[]> = { default: [], audit: [] };
         const deliveries: Delivery[] = [];
@@ -138,13 +146,15 @@ describe('the event state machine with subscriber groups', () => {
             markerSet = false;
             auditRemoved = false;
             paused = false;
+            // The tombstone of an earlier obliterate goes with the rest.
+            obliterated = false;
           } else if (op.kind === 'dispatch' || op.kind === 'dispatch as instance') {
             const before = { default: [...order.default], audit: [...order.audit] };
             const groups: Group[] = op.kind === 'dispatch as instance' && op.withDefault ? ['default', 'audit'] : ['audit'];
             const registrations = op.kind === 'dispatch as instance' ? { newMarker: `m${++markers}`, markerSeenBefore: true, groups } : undefined;
             const result = await scripts.dispatchDue(shared, 16, false, registrations);
             let handed: string[] = [];
-            if (registrations && !markerSet) {
+            if (registrations && !markerSet && !obliterated) {
               // Registered again before anything moves; with no default group, what waits in its ready list and
               // was never delivered goes to 'audit', as a fresh delivery.
               markerSet = true;
@@ -282,11 +292,56 @@ describe('the event state machine with subscriber groups', () => {
               registry.delete('audit');
               auditRemoved = true;
             }
+          } else if (op.kind === 'drain') {
+            // Without a group: the type's schedule (new events, the default group's retries) and every registered
+            // group's READY deliveries; with one: its READY deliveries, and a named group's retries too.
+            // The default group's keys are the type's own: drained whether registered or not; 'audit' while registered.
+            const groups: Group[] = op.group ? [op.group] : registry.has('audit') ? ['default', 'audit'] : ['default'];
+            let expected = 0;
+            for (const [eventId, m] of [...model]) {
+              if (op.group === undefined && m.scheduled) {
+                expected += 1;
+                m.scheduled = false;
+                if (m.groups.size === 0) model.delete(eventId);
+                continue;
+              }
+              for (const g of groups) {
+                const held = m.groups.get(g);
+                // Retries: a named group's with that group named; the default group's, in the type's schedule, without one.
+                const takesRetry = op.group === undefined ? g === 'default' : g === 'audit';
+                if (held?.state === 'ready' || (held?.state === 'retry' && takesRetry)) {
+                  expected += 1;
+                  release(eventId, g);
+                }
+              }
+            }
+            const keys = op.group ? keysOf[op.group] : shared;
+            let drained = await drainQueue(scripts, keys, op.group !== 'default');
+            if (op.group === undefined) for (const named of await namedGroupsOf(client, shared)) drained += await drainQueue(scripts, layout.forGroup(shared, named), false);
+            expect(drained).toBe(expected);
+          } else if (op.kind === 'clean') {
+            const dead = [...model].filter(([, m]) => m.groups.get(op.group)?.state === 'dead').map(([eventId]) => eventId);
+            const cleaned = op.group === 'audit' && auditRemoved ? 0 : dead.length;
+            expect(await cleanQueue(scripts, keysOf[op.group], 'dead', 0, 1_000)).toBe(cleaned);
+            for (const eventId of dead) release(eventId, op.group);
+          } else if (op.kind === 'obliterate') {
+            await obliterateQueue(scripts, shared);
+            expect((await client.keys(`${base}*`)).filter((k) => !k.endsWith(':gone') && !k.includes(':c:'))).toEqual([]);
+            model.clear();
+            order.default = [];
+            order.audit = [];
+            registry.clear();
+            markerSet = false;
+            auditRemoved = false;
+            paused = false;
+            obliterated = true;
           } else {
+            // A fresh registration (addHandler) starts an obliterated type again.
             await scripts.registerGroup(shared, 'audit');
             registry.add('audit');
             auditRemoved = false;
             markerSet = true;
+            obliterated = false;
           }
           await expectRedisToHold();
         }

@@ -206,7 +206,18 @@ describe('leases', () => {
       `${keys}:h`,
       `${keys}:hi`,
       `${keys}:m`,
-      ...LUA_SOURCES['dispatch-due'].encode({ limit: 100, defaultHere: false, newMarker: '', wakeChannel: '', queueTag: '', markerSeen: false, keepAgeMs: 0, groups: [] }),
+      ...LUA_SOURCES['dispatch-due'].encode({
+        limit: 100,
+        defaultHere: false,
+        newMarker: '',
+        wakeChannel: '',
+        queueTag: '',
+        markerSeen: false,
+        keepAgeMs: 0,
+        keepDeadCount: 0,
+        keepDeadAge: 0,
+        groups: [],
+      }),
     );
     expect(await client.lrange(`${keys}:r`, 0, -1)).toEqual(['stalled']);
     expect(await client.exists(`${keys}:f`)).toBe(0);

@@ -2,6 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { bodyWithExtras } from '../src/core/stored-body';
 import { type EnqueueStatus, LuaScripts } from '../src/redis/lua-scripts';
+import { cleanQueue, drainQueue, obliterateQueue, purgeDead, replayDead } from '../src/redis/housekeeping';
 import { LEASE_PIN, RedisLayout, type TypeKeys } from '../src/redis/redis-layout';
 import { useRedis } from './support/harness';
 import { leasedIds } from './support/leases';
@@ -107,6 +108,10 @@ const operation = fc.oneof(
   // Paused, nothing is dispatched or claimed; results of claims made before still arrive.
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('pause' as const), paused: fc.boolean() }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('purge' as const), id }) },
+  // Since 0.6: the bulk clean-up, in steps of `most` (src/redis/housekeeping.ts).
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('drain' as const), withSchedule: fc.boolean(), most: fc.integer({ min: 1, max: 4 }) }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('clean' as const), all: fc.boolean(), most: fc.integer({ min: 1, max: 4 }) }) },
+  { weight: 1, arbitrary: fc.constant({ kind: 'obliterate' as const }) },
 );
 
 /**
@@ -502,11 +507,44 @@ describe('the event state machine', () => {
             if (movable) unsort(op.id);
           } else if (op.kind === 'replay') {
             const dead = inState('dead');
-            expect(await scripts.replayDead(keys, [], 100)).toEqual({ done: dead.length, taken: dead.length });
+            expect(await replayDead(scripts, keys, [], 100, layout.wakeChannel)).toEqual({ done: dead.length, taken: dead.length });
             for (const [, m] of dead) Object.assign(m, { state: 'scheduled', attempt: 0, due: true, noted: false, epoch: false });
+          } else if (op.kind === 'drain') {
+            // Every place a READY event waits, and with the schedule what is scheduled; in flight and dead stay.
+            const gone = [...model].filter(([, m]) => m.state === 'ready' || (op.withSchedule && m.state === 'scheduled')).map(([eventId]) => eventId);
+            let drained = 0;
+            for (let step = op.most; step === op.most; drained += step) step = await scripts.call('drain', keys, { most: op.most, withSchedule: op.withSchedule });
+            expect(drained).toBe(gone.length);
+            expect(await drainQueue(scripts, keys, op.withSchedule)).toBe(0);
+            for (const eventId of gone) model.delete(eventId);
+            ready = [];
+            parked = [];
+            prioritized = [];
+            seq = 0;
+            lists.clear();
+            ring = [];
+          } else if (op.kind === 'clean') {
+            const dead = inState('dead');
+            expect(await cleanQueue(scripts, keys, 'dead', op.all ? 0 : 3_600_000, Number.MAX_SAFE_INTEGER)).toBe(op.all ? dead.length : 0);
+            if (op.all) for (const [eventId] of dead) model.delete(eventId);
+          } else if (op.kind === 'obliterate') {
+            await obliterateQueue(scripts, keys);
+            // Every key of the queue is gone but its tombstone; later results of claims made before are stale.
+            expect((await redis.keys(`${keys.meta.slice(0, -':m'.length)}:*`)).filter((k) => !k.endsWith(':gone') && !k.includes(':c:'))).toEqual([]);
+            model.clear();
+            completed.clear();
+            ready = [];
+            parked = [];
+            prioritized = [];
+            seq = 0;
+            lists.clear();
+            ring = [];
+            keyed = false;
+            sorterSeen = false;
+            paused = false;
           } else {
             const isDead = model.get(op.id)?.state === 'dead';
-            expect((await scripts.purgeDead(keys, [op.id], 100)).done).toBe(isDead ? 1 : 0);
+            expect((await purgeDead(scripts, keys, [op.id], 100)).done).toBe(isDead ? 1 : 0);
             if (isDead) model.delete(op.id);
           }
           await expectRedisToHold(keys, model, ready, completed);

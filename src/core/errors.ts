@@ -67,6 +67,24 @@ export class HandlerAlreadyRegisteredError extends DelayedEventError {
   }
 }
 
+/**
+ * obliterate() refused: instances() shows an instance handling the type
+ * (since 0.6). Advisory: an instance that is cut off, or starts a handler
+ * just after the check, is not seen; `force` skips the check.
+ */
+export class TypeInUseError extends DelayedEventError {
+  constructor(
+    readonly type: string,
+    /** The instances seen handling it, as `host pid id`. */
+    readonly instances: readonly string[],
+  ) {
+    super(
+      'TYPE_IN_USE',
+      `Type '${type}' is handled by ${instances.length} running instance(s) (${instances.join(', ')}); stop its handlers (removeHandler, or stop those processes) and call obliterate again, or pass { force: true } to remove it while they run.`,
+    );
+  }
+}
+
 export class NotReplicatedError extends DelayedEventError {
   constructor(
     readonly acknowledged: number,

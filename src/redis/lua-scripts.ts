@@ -14,20 +14,21 @@ import {
   type ClaimLog,
   type ClaimResult,
   type ClaimedRef,
-  type DeadLetterStep,
+  type DeadRetention,
   type DispatchResult,
   type Durability,
   type DueSpec,
   type EnqueueStatus,
   type ScheduledBody,
   claimResultOf,
+  KEEP_ALL,
   enqueueStatuses,
   newMarkerValue,
 } from './script-results';
 
 export type { RedisClient } from './redis-client';
 export { loadLua } from './script-calls';
-export type { ClaimLog, ClaimResult, ClaimedRecord, ClaimedRef, DeadLetterStep, DispatchResult, Durability, DueSpec, EnqueueStatus, ScheduledBody } from './script-results';
+export type { ClaimLog, ClaimResult, ClaimedRecord, ClaimedRef, DeadLetterStep, DeadRetention, DispatchResult, Durability, DueSpec, EnqueueStatus, ScheduledBody } from './script-results';
 export { newMarkerValue } from './script-results';
 
 /** Typed calls of the Lua state transitions in lua/; one method per script. */
@@ -84,10 +85,7 @@ export class LuaScripts {
     return this.permissions.refusal;
   }
 
-  /**
-   * Any other Redis work of the service under the same deadline as the
-   * scripts (an inspection call, say), started once the connection is ready.
-   */
+  /** Any other Redis work of the service under the scripts' deadline (an inspection call, say), started once the connection is ready. */
   bounded<R>(name: string, work: () => Promise<R>): Promise<R> {
     const attempt = () => this.deadlines.bound(work(), name);
     const waiting = this.gate.wait();
@@ -195,6 +193,7 @@ export class LuaScripts {
     limit: number,
     defaultGroupHere = false,
     registrations?: { readonly newMarker: string; readonly markerSeenBefore: boolean; readonly groups: readonly string[] },
+    keepDead: DeadRetention = KEEP_ALL,
   ): Promise<DispatchResult> {
     // The history (keepHandled) loses what is past its age here, as time passes (lua/dispatch-due.lua).
     const keepAgeMs = this.keepHandled.ageMs > 0 && this.keepHandled.count > 0 ? this.keepHandled.ageMs : 0;
@@ -206,6 +205,8 @@ export class LuaScripts {
       queueTag: keys.queueTag,
       markerSeen: registrations?.markerSeenBefore ?? false,
       keepAgeMs,
+      keepDeadCount: keepDead.count,
+      keepDeadAge: keepDead.ageMs,
       groups: registrations?.groups ?? [],
     });
     return reply;
@@ -270,8 +271,9 @@ export class LuaScripts {
   }
 
   /** True when dead-lettered, false when the claim was stale. The reason is stored cut to MAX_ERROR_BYTES. */
-  async deadLetter(keys: TypeKeys, event: ClaimedRef & { readonly attempt: number }, reason: string): Promise<boolean> {
-    return (await this.run('dead-letter', this.keysOf('dead-letter', keys), { id: event.id, claim: event.claim, attempt: event.attempt, reason: boundErrorText(reason) })) === 1;
+  async deadLetter(keys: TypeKeys, event: ClaimedRef & { readonly attempt: number }, reason: string, keep: DeadRetention = KEEP_ALL): Promise<boolean> {
+    const args = { id: event.id, claim: event.claim, attempt: event.attempt, reason: boundErrorText(reason), keepCount: keep.count, keepAge: keep.ageMs };
+    return (await this.run('dead-letter', this.keysOf('dead-letter', keys), args)) === 1;
   }
 
   /** Removes an event in any state; `mark: false` leaves no idempotency mark (an occurrence its schedule will enqueue again). */
@@ -280,8 +282,8 @@ export class LuaScripts {
     return (await this.run('cancel', this.keysOf('cancel', keys), { id, windowMs })) === 1;
   }
 
-  /** Registers subscriber group `group` of a queue (a type or one partition); true when it is new. */
-  async registerGroup(keys: TypeKeys, group: string, signal?: AbortSignal): Promise<boolean> {
+  /** Registers subscriber group `group` of a queue (a type or one partition); true when it is new. Not `fresh` (restored after a loss): refused on an obliterated queue. */
+  async registerGroup(keys: TypeKeys, group: string, signal?: AbortSignal, fresh = true): Promise<boolean> {
     // With its text, not its SHA: addHandler does not wait for the registration, and an enqueue
     // sent right after must not run first, as it would while a NOSCRIPT reply came back and the
     // script was sent again; events falling due meanwhile would miss the group.
@@ -289,7 +291,7 @@ export class LuaScripts {
     await this.gate.wait();
     // The wait for a connection may outlast the service: a registration is not sent after close().
     if (signal?.aborted) return false;
-    const args = LUA_SOURCES['register-group'].encode({ group, marker: newMarkerValue() });
+    const args = LUA_SOURCES['register-group'].encode({ group, marker: newMarkerValue(), fresh });
     const registered = this.deadlines.bound(this.client.eval(script.lua, script.numberOfKeys, ...this.keysOf('register-group', keys), ...args), 'register-group');
     const reply = await registered.then(undefined, (error: unknown) => {
       throw typedConnectionError(error, 'register-group');
@@ -318,10 +320,7 @@ export class LuaScripts {
     return (await this.run('advance-schedule', this.keysOf('advance-schedule', keys), { name, read, toStore: next })) === 1;
   }
 
-  /**
-   * Gives back events claimed ahead and never started, each fenced by the
-   * claim that took it; resolves how many went back to READY.
-   */
+  /** Gives back events claimed ahead and never started, each fenced by the claim that took it; resolves how many went back to READY. */
   async releaseUnstarted(keys: TypeKeys, events: ReadonlyArray<ClaimedRef>): Promise<number> {
     return this.run('release-unstarted', this.keysOf('release-unstarted', keys), { events });
   }
@@ -388,13 +387,11 @@ export class LuaScripts {
     return this.run('release-claim', this.keysOf('release-claim', keys, { claimLog: claim.log }), { token: claim.token });
   }
 
-  /** How many were replayed, and how many dead letters were taken (those without an envelope are dropped). */
-  async replayDead(keys: TypeKeys, ids: readonly string[], limit: number): Promise<DeadLetterStep> {
-    return this.run('replay-dead', this.keysOf('replay-dead', keys), { wakeChannel: this.wakeChannel, wakeTag: keys.tag, most: limit, ids });
-  }
-
-  async purgeDead(keys: TypeKeys, ids: readonly string[], limit: number): Promise<DeadLetterStep> {
-    const purged = await this.run('purge-dead', this.keysOf('purge-dead', keys), { most: limit, ids });
-    return { done: purged, taken: purged };
+  /**
+   * Runs script `name` on a queue, its arguments by the names its header
+   * declares: for the calls made beside their callers (src/redis/housekeeping.ts).
+   */
+  call<N extends ScriptName>(name: N, keys: TypeKeys, args: LuaArgs[N]): Promise<LuaReplies[N]> {
+    return this.run(name, this.keysOf(name, keys), args);
   }
 }

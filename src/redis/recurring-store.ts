@@ -84,15 +84,20 @@ export class RecurringStore {
   }
 
   /**
-   * The queue's marker (gone or changed: Redis lost what was stored) and the
-   * names of the schedules stored, in one transaction: read apart, a flush
+   * The queue's marker (gone or changed: Redis lost what was stored), the
+   * names of the schedules stored and whether the type was obliterated (its
+   * schedules removed on purpose), in one transaction: read apart, a flush
    * between the two would pass for schedules removed on purpose.
    */
-  async markerAndNames(route: EventRoute): Promise<{ marker: string | null; names: string[] }> {
+  async markerAndNames(route: EventRoute): Promise<{ marker: string | null; names: string[]; obliterated: boolean }> {
     const keys = this.layout.recurringOf(route);
-    const replies = await this.bound('recurring-store', () => this.client.multi().get(keys.recurringMarker).hkeys(keys.recurring).exec());
+    const replies = await this.bound('recurring-store', () => this.client.multi().get(keys.recurringMarker).hkeys(keys.recurring).exists(keys.tombstone).exec());
     for (const [error] of replies ?? []) if (error) throw error;
-    return { marker: (replies?.[0]?.[1] as string | null | undefined) ?? null, names: (replies?.[1]?.[1] as string[] | undefined) ?? [] };
+    return {
+      marker: (replies?.[0]?.[1] as string | null | undefined) ?? null,
+      names: (replies?.[1]?.[1] as string[] | undefined) ?? [],
+      obliterated: replies?.[2]?.[1] === 1,
+    };
   }
 
   /** Sets the marker if it is missing, and reads it. */

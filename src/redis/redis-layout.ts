@@ -44,6 +44,11 @@ export interface TypeKeys {
    * never removed: gone, it says Redis lost the registrations (lua/dispatch-due.lua).
    */
   readonly marker: string;
+  /**
+   * String, since 0.6: set by obliterate() (lua/obliterate.lua) with when it
+   * ran; while it exists no registration lost with the data is restored.
+   */
+  readonly tombstone: string;
   /** String: the same for the recurring schedules kept here (src/service/recurring-schedules.ts). */
   readonly recurringMarker: string;
   /** Hash: recurring schedule name -> its definition (JSON); a partitioned type keeps them in partition 0. */
@@ -265,6 +270,7 @@ export class RedisLayout {
       pending: `${base}:n`,
       paused: `${base}:p`,
       marker: `${base}:here`,
+      tombstone: `${base}:gone`,
       recurringMarker: `${base}:sched:here`,
       recurring: `${base}:sched`,
       schedule: `${base}:b`,
@@ -315,6 +321,7 @@ export class RedisLayout {
       pending: queue.pending,
       paused: queue.paused,
       marker: queue.marker,
+      tombstone: queue.tombstone,
       recurringMarker: queue.recurringMarker,
       recurring: queue.recurring,
       schedule: `${own}:b`,

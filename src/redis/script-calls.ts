@@ -33,6 +33,9 @@ export const SCRIPT_NAMES = [
   'wake-waiters',
   'peek-ready',
   'classify',
+  'drain',
+  'clean',
+  'obliterate',
 ] as const;
 export type ScriptName = (typeof SCRIPT_NAMES)[number];
 

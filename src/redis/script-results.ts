@@ -139,3 +139,12 @@ export function claimResultOf(reply: LuaReplies['complete-and-claim'], startNow:
     refused: reply.refused.map((position) => position - 1),
   };
 }
+
+/** Dead-letter retention as the scripts take it (keepDead): the newest `count`, none older than `ageMs`; 0 is no limit. */
+export interface DeadRetention {
+  readonly count: number;
+  readonly ageMs: number;
+}
+
+/** No retention limit: every dead letter is kept until purged. */
+export const KEEP_ALL: DeadRetention = Object.freeze({ count: 0, ageMs: 0 });

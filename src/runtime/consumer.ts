@@ -1,5 +1,6 @@
 import { type Subscription, merge } from 'rxjs';
 import type { BackgroundService, Errands } from './background-service';
+import type { DeadRetention } from '../redis/lua-scripts';
 import type { HandledOutcome } from './outcomes';
 import type { DelayedEventInstance, EventClass } from '../core/delayed-event.decorator';
 import { type DecodedEvent, type EventCodec, DecodeError } from '../core/event-codec';
@@ -49,6 +50,8 @@ export interface ConsumerParts<T extends DelayedEventInstance> {
   readonly limited?: boolean;
   /** Snoozes an event may take before it is dead-lettered (reason snoozes-exhausted). */
   readonly maxSnoozes: number;
+  /** Dead letters the group keeps (keepDead; 0: no limit): trimmed as events are dead-lettered. */
+  readonly keepDead?: DeadRetention;
   /** A hold this consumer set (rate-limited) ended: the readers of every instance should look now. */
   readonly onHoldEnded?: (keys: TypeKeys) => void;
   /** Where its one-off calls run (the wake-up of instances waiting for room): close() waits for them. */
@@ -156,7 +159,7 @@ export class Consumer<T extends DelayedEventInstance> implements BackgroundServi
   /** Dead-letters an event that cannot be decoded, with the reason. */
   protected async deadLetterUndecodable(claimed: ClaimedEvent, reason: string): Promise<void> {
     if (this.parts.metrics.noticing) this.noticeDeadLetter(claimed, 'decode', `undecodable: ${reason}`, claimed.body);
-    await this.record(() => this.parts.scripts.deadLetter(claimed.keys, claimed, `undecodable: ${reason}`), 'decode');
+    await this.record(() => this.parts.scripts.deadLetter(claimed.keys, claimed, `undecodable: ${reason}`, this.parts.keepDead), 'decode');
     this.wakeWaiters(claimed.keys);
   }
 
@@ -253,7 +256,7 @@ export class Consumer<T extends DelayedEventInstance> implements BackgroundServi
     if (outcome.snooze) {
       const reason = `snoozed ${delivery.snoozes} times, as many as maxSnoozes allows (attempt ${claimed.attempt} of ${delivery.maxAttempts})`;
       if (metrics.noticing) this.noticeDeadLetter(claimed, 'snoozes-exhausted', reason, event);
-      const dead = await this.record(() => this.parts.scripts.deadLetter(keys, claimed, reason), 'snoozes-exhausted');
+      const dead = await this.record(() => this.parts.scripts.deadLetter(keys, claimed, reason, this.parts.keepDead), 'snoozes-exhausted');
       this.wakeWaiters(keys);
       return dead ? 'failure' : 'stale';
     }
@@ -262,7 +265,7 @@ export class Consumer<T extends DelayedEventInstance> implements BackgroundServi
       // Cut before the attempt is added, so that what is stored still says which attempt it was.
       const reason = `${boundErrorText(outcome.error, MAX_ERROR_BYTES - attempt.length)}${attempt}`;
       if (this.parts.metrics.noticing) this.noticeDeadLetter(claimed, outcome.permanent ? 'permanent' : 'attempts-exhausted', reason, event);
-      const dead = await this.record(() => this.parts.scripts.deadLetter(keys, claimed, reason), outcome.permanent ? 'permanent' : 'attempts-exhausted');
+      const dead = await this.record(() => this.parts.scripts.deadLetter(keys, claimed, reason, this.parts.keepDead), outcome.permanent ? 'permanent' : 'attempts-exhausted');
       this.wakeWaiters(keys);
       return dead ? 'failure' : 'stale';
     }

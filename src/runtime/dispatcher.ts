@@ -1,6 +1,6 @@
 import type { Observable } from 'rxjs';
 import { type BackgroundService, LoopService } from './background-service';
-import { type LuaScripts, newMarkerValue } from '../redis/lua-scripts';
+import { type DeadRetention, type LuaScripts, newMarkerValue } from '../redis/lua-scripts';
 import { METRIC, type Metrics } from './metrics';
 import { OutageBackoff, sleep } from './outage-backoff';
 import { DEFAULT_GROUP, type TypeKeys } from '../redis/redis-layout';
@@ -22,6 +22,8 @@ export interface DispatcherSettings {
   readonly registrations?: DispatcherRegistrations;
   /** Told when a look moved events to a ready list: the readers here look at once. */
   readonly onMoved?: () => void;
+  /** keepDead of the group whose keys these are: each look drops the dead letters past it. */
+  readonly keepDead?: DeadRetention;
 }
 
 export interface DispatcherRegistrations {
@@ -95,7 +97,7 @@ export class Dispatcher implements BackgroundService {
       // Whatever woke us before this look, the look itself will see.
       this.wakeup.clear();
       try {
-        const result = await this.scripts.dispatchDue(this.keys, this.settings.batchSize, this.settings.defaultGroupHere, this.registrationsNow());
+        const result = await this.scripts.dispatchDue(this.keys, this.settings.batchSize, this.settings.defaultGroupHere, this.registrationsNow(), this.settings.keepDead);
         backoff.reset();
         // Stopped while the look ran: what it reports may send more (registering groups again); nothing is sent now.
         if (signal.aborted) break;

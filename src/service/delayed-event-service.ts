@@ -1,4 +1,4 @@
-import { type Observable, firstValueFrom, map, throwError } from 'rxjs';
+import { type Observable, firstValueFrom, lastValueFrom, map, throwError } from 'rxjs';
 import type { DelayedEventInstance, EventClass } from '../core/delayed-event.decorator';
 import { type Delay, dateToMillis, delayToMillis } from '../core/duration';
 import { ServiceClosedError } from '../core/errors';
@@ -175,9 +175,13 @@ export class DelayedEventService extends InspectionCalls {
     return this.enqueuer.enqueueCold(event, () => ({ atMs: dateToMillis(date) }), options).pipe(map(() => undefined));
   }
 
-  /** Promise form of enqueueWithDelay; tells whether the event was scheduled, replaced, or already stored. */
-  enqueue<T extends DelayedEventInstance>(event: T, delay: Delay, options?: EnqueueOptions): Promise<EnqueueStatus> {
-    return this.enqueuer.enqueue(event, () => ({ delayMs: delayToMillis(delay) }), options);
+  /**
+   * Promise form of enqueueWithDelay and enqueueAt: `when` is a delay, or a
+   * `Date` (since 0.6; a past date means now). Tells whether the event was
+   * scheduled, replaced, or already stored.
+   */
+  enqueue<T extends DelayedEventInstance>(event: T, when: Delay | Date, options?: EnqueueOptions): Promise<EnqueueStatus> {
+    return this.enqueuer.enqueue(event, () => (when instanceof Date ? { atMs: dateToMillis(when) } : { delayMs: delayToMillis(when) }), options);
   }
 
   /**
@@ -194,6 +198,11 @@ export class DelayedEventService extends InspectionCalls {
     return this.enqueuer.enqueueBatch(entries, options.replace === true);
   }
 
+  /** Promise form of enqueueBatch (since 0.6): one status per entry, in order; nothing is written when an entry is bad. */
+  enqueueMany(entries: ReadonlyArray<BatchEntry>, options: Pick<EnqueueOptions, 'replace'> = {}): Promise<EnqueueStatus[]> {
+    return lastValueFrom(this.enqueueBatch(entries, options), { defaultValue: [] });
+  }
+
   /** The context of the handler running in this async scope, if any. */
   currentContext(): EventContext | undefined {
     return this.contextStore.current();
@@ -208,13 +217,17 @@ export class DelayedEventService extends InspectionCalls {
 
   /**
    * Handles events of `eventClass` in this instance, at most `parallelism` at
-   * once. With `group`, the handler joins that subscriber group: every group
+   * once (default 1; the third argument, or since 0.6 an option). With `group`, the handler joins that subscriber group: every group
    * registered for the type receives every event that falls due after it was
    * registered, each with its own attempts, retries and dead letters.
    */
-  addHandler<T extends DelayedEventInstance>(eventClass: EventClass<T>, handler: EventHandler<T>, parallelism = 1, options?: HandlerOptions<NoInfer<T>>): void {
+  addHandler<T extends DelayedEventInstance>(eventClass: EventClass<T>, handler: EventHandler<T>, options?: HandlerOptions<NoInfer<T>>): void;
+  addHandler<T extends DelayedEventInstance>(eventClass: EventClass<T>, handler: EventHandler<T>, parallelism?: number, options?: HandlerOptions<NoInfer<T>>): void;
+  addHandler<T extends DelayedEventInstance>(eventClass: EventClass<T>, handler: EventHandler<T>, third?: number | HandlerOptions<NoInfer<T>>, fourth?: HandlerOptions<NoInfer<T>>): void {
     this.assertOpen();
-    this.handlers.add(eventClass, handler, parallelism, options);
+    // Since 0.6 parallelism may be given in the options, as addBatchHandler and @OnDelayedEvent take it; the positional form stays.
+    if (third !== null && typeof third === 'object' && fourth === undefined) this.handlers.add(eventClass, handler, undefined, third);
+    else this.handlers.add(eventClass, handler, third as number | undefined, fourth);
   }
 
   /**

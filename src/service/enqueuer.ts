@@ -148,6 +148,7 @@ export class Enqueuer {
     let prepared: PreparedEvent[];
     const calledAt = performance.now();
     try {
+      if (!Array.isArray(entries)) throw new InvalidArgumentError('enqueueBatch entries', `must be an array of { event, delay?, at?, ... }, got ${typeof entries}`);
       prepared = entries.map((entry, i) => {
         checkBatchEntry(entry, i);
         const due = () => (entry.at !== undefined ? { atMs: dateToMillis(entry.at) } : { delayMs: delayToMillis(entry.delay ?? 0) });

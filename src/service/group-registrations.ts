@@ -34,12 +34,12 @@ export class GroupRegistrations {
    * connections: an enqueue made after addHandler (command connection) and
    * this instance's first dispatch (handlers' connection) each run after it.
    */
-  register(shared: TypeKeys, group: string): void {
+  register(shared: TypeKeys, group: string, fresh = true): void {
     const backoff = new OutageBackoff();
     const { errands } = this.parts;
     const attempt = (): void =>
       errands.run((signal) =>
-        Promise.all(this.parts.scripts().map((scripts) => scripts.registerGroup(shared, group, signal))).then(
+        Promise.all(this.parts.scripts().map((scripts) => scripts.registerGroup(shared, group, signal, fresh))).then(
           () => undefined,
           () => {
             this.parts.metrics.count(METRIC.redisErrors, { loop: 'connection', type: shared.type });
@@ -81,8 +81,9 @@ export class GroupRegistrations {
     const named = groups.filter((g) => g !== DEFAULT_GROUP);
     if (named.length === 0) return;
     this.parts.log.registrationsLost({ type: shared.type, queue: shared.tag, groups: named });
-    for (const group of named) this.register(shared, group);
+    // Restored, not fresh: an obliterated queue (its tombstone) is not brought back by them.
+    for (const group of named) this.register(shared, group, false);
     // The default group's handlers here keep getting events, as add() arranged.
-    if (groups.includes(DEFAULT_GROUP)) this.register(shared, DEFAULT_GROUP);
+    if (groups.includes(DEFAULT_GROUP)) this.register(shared, DEFAULT_GROUP, false);
   }
 }

@@ -2,6 +2,7 @@ import type { DelayedEventInstance } from '../core/delayed-event.decorator';
 import type { AllowedKeys } from '../core/option-keys';
 import type { RetryPolicy } from '../core/retry-policy';
 import type { PerKeyLimits, RateLimit } from './flow-control';
+import type { KeepDead } from './service-options';
 
 /** addBatchHandler's options: those of addHandler, and how events gather into calls. */
 export interface BatchHandlerOptions<T = DelayedEventInstance> extends Omit<HandlerOptions<T>, 'prefetch'> {
@@ -14,6 +15,14 @@ export interface BatchHandlerOptions<T = DelayedEventInstance> extends Omit<Hand
 }
 
 export interface HandlerOptions<T = DelayedEventInstance> {
+  /** Most calls at once in this instance: 1 to 10,000, default 1 (since 0.6 also here; or addHandler's third argument, not both). */
+  readonly parallelism?: number;
+  /**
+   * Dead letters this handler's group keeps (since 0.6): the newest `count`
+   * (1 to 1,000,000), none older than `ageMs`; default: the service's keepDead
+   * (off: every dead letter is kept until purged). See the service option.
+   */
+  readonly keepDead?: KeepDead;
   readonly retry?: RetryPolicy;
   readonly timeoutMs?: number;
   /**
@@ -67,6 +76,8 @@ export interface HandlerOptions<T = DelayedEventInstance> {
 
 /** addHandler's options, each once (src/core/option-keys.ts). */
 export const HANDLER_OPTION_KEYS = {
+  parallelism: true,
+  keepDead: true,
   retry: true,
   timeoutMs: true,
   maxSnoozes: true,
@@ -90,6 +101,7 @@ export const BATCH_HANDLER_OPTION_KEYS = {
   globalConcurrency: true,
   key: true,
   perKey: true,
+  keepDead: true,
   maxBatch: true,
   maxWaitMs: true,
   parallelism: true,

@@ -7,7 +7,8 @@ import { DEFAULT_GROUP } from '../redis/redis-layout';
 import { type FlowLimits, checkAgainstPartitions, checkFlowLimits, isLimited, limitsOfPartition } from './flow-control';
 import { DEFAULT_PREFETCH, HANDLER_OPTION_KEYS, type HandlerOptions } from './handler-options';
 import { DEFAULT_PRIORITY_AGING_MS, MAX_PRIORITY_AGING_MS } from '../core/body-extras';
-import { integer, positive } from './service-options';
+import { type DeadRetention, checkKeepDead, integer, positive } from './service-options';
+import { InvalidOptionError } from '../core/errors';
 
 /** A batch handler's call shape, as addBatchHandler checked it. */
 export interface BatchShape {
@@ -37,6 +38,8 @@ export interface HandlerPlan {
   readonly maxSnoozes: number;
   /** How long an event with a priority waits before it is served as the best (0: never). */
   readonly priorityAgingMs: number;
+  /** Dead letters the group keeps (keepDead; 0: no limit). */
+  readonly keepDead: DeadRetention;
   readonly limits: FlowLimits;
   /** Limits that bound claims: then claims are for free slots only, and wait for the limits to be stored. */
   readonly limited: boolean;
@@ -53,6 +56,8 @@ export interface PlanDefaults {
   readonly priorityAgingMs?: number;
   readonly leaseGraceMs: number;
   readonly retry: RetryPolicy;
+  /** The service's keepDead. */
+  readonly keepDead?: DeadRetention;
 }
 
 /** Validates a group option; undefined is the default group. */
@@ -81,8 +86,12 @@ export function planHandler<T>(
   checkGroup: (group: string) => void = () => undefined,
 ): HandlerPlan {
   // Left out (from JavaScript), one call at a time: not NaN free slots, which would never claim.
-  const parallelism = integer('parallelism', parallelismGiven, 1, 1, 10_000);
   if (!batch) checkOptionKeys(options, HANDLER_OPTION_KEYS, `addHandler(${route.type})`);
+  const inOptions = batch ? undefined : options.parallelism;
+  if (inOptions !== undefined && parallelismGiven !== undefined) {
+    throw new InvalidOptionError('parallelism', 'is given twice: as the third argument and in the options; give it once');
+  }
+  const parallelism = integer('parallelism', parallelismGiven ?? inOptions, 1, 1, 10_000);
   const group = groupName(options.group);
   checkGroup(group);
   const timeoutMs = positive('timeoutMs', options.timeoutMs, defaults.handlerTimeoutMs);
@@ -103,6 +112,7 @@ export function planHandler<T>(
     retry: checkRetryPolicy(options.retry ?? defaults.retry, 'retry'),
     maxSnoozes: integer('maxSnoozes', options.maxSnoozes, DEFAULT_MAX_SNOOZES, 0, 1_000_000),
     priorityAgingMs: integer('priorityAgingMs', options.priorityAgingMs, defaults.priorityAgingMs ?? DEFAULT_PRIORITY_AGING_MS, 0, MAX_PRIORITY_AGING_MS),
+    keepDead: checkKeepDead(options.keepDead, 'keepDead') ?? defaults.keepDead ?? { count: 0, ageMs: 0 },
     limits,
     limited,
     countsRunning: limits.globalConcurrency !== undefined || limits.perKey !== undefined,

@@ -138,7 +138,13 @@ export class Handlers {
     const type = route.type;
     this.parts.codec.assertBuildable(eventClass);
     if (typeof handler !== 'function') throw new TypeError(`handler for '${type}' must be a function`);
-    const defaults = { handlerTimeoutMs: settings.handlerTimeoutMs, leaseGraceMs: settings.leaseGraceMs, retry: settings.retry, priorityAgingMs: settings.priorityAgingMs };
+    const defaults = {
+      handlerTimeoutMs: settings.handlerTimeoutMs,
+      leaseGraceMs: settings.leaseGraceMs,
+      retry: settings.retry,
+      priorityAgingMs: settings.priorityAgingMs,
+      keepDead: settings.keepDead,
+    };
     const plan = planHandler(route, parallelismGiven, options, defaults, batch, (group) => {
       if (this.registrations.has(`${type}|${group}`)) throw new HandlerAlreadyRegisteredError(type, group);
     });
@@ -183,6 +189,7 @@ export class Handlers {
       timeoutMs: plan.timeoutMs,
       retry: plan.retry,
       maxSnoozes: plan.maxSnoozes,
+      keepDead: plan.keepDead,
       scripts,
       codec: this.parts.codec,
       metrics,

@@ -8,6 +8,7 @@ import { type DueTimeline, readDueTimeline } from '../redis/due-timeline';
 import type { DueSpec } from '../redis/lua-scripts';
 import { type InstanceInfo, askInstances } from '../redis/instance-registry';
 import { pingWithin } from '../redis/redis-readiness';
+import { purgeDead, replayDead } from '../redis/housekeeping';
 import type { TypeKeys } from '../redis/redis-layout';
 import type { EventCounts, EventState, EventTypeInfo } from '../redis/stored-events';
 import { type LimitUse, limitsOf } from '../redis/flow-limits';
@@ -35,7 +36,7 @@ import {
   inspectedEvent,
 } from './inspection-types';
 import { checkArgumentKeys } from '../core/option-keys';
-import { InspectorCalls } from './inspector-calls';
+import { BulkCalls } from './bulk-calls';
 
 export type { InspectorParts } from './inspector-calls';
 
@@ -48,7 +49,7 @@ export type { InspectorParts } from './inspector-calls';
  * RedisCallTimeoutError after commandTimeoutMs. The storage format is read by
  * src/redis/ alone; this class checks arguments and decodes what it returns.
  */
-export class Inspector extends InspectorCalls {
+export class Inspector extends BulkCalls {
   /** The namespace of the keys read (the services' `prefix`). */
   get prefix(): string {
     return this.parts.layout.prefix;
@@ -302,12 +303,12 @@ export class Inspector extends InspectorCalls {
 
   /** Moves dead letters back to scheduled in their group (due now, attempts reset); no ids means all of the group's. Resolves how many moved. */
   replayDeadLetters(target: EventTarget, ids?: readonly string[], options: { readonly group?: string } = {}): Promise<number> {
-    return this.eachDeadQueue(target, ids, options, (keys, someIds, limit) => this.parts.scripts.replayDead(keys, someIds, limit));
+    return this.eachDeadQueue(target, ids, options, (keys, someIds, limit) => replayDead(this.parts.scripts, keys, someIds, limit, this.parts.layout.wakeChannel));
   }
 
   /** Deletes dead letters of a group; no ids means all of the group's. Resolves how many were deleted. */
   purgeDeadLetters(target: EventTarget, ids?: readonly string[], options: { readonly group?: string } = {}): Promise<number> {
-    return this.eachDeadQueue(target, ids, options, (keys, someIds, limit) => this.parts.scripts.purgeDead(keys, someIds, limit));
+    return this.eachDeadQueue(target, ids, options, (keys, someIds, limit) => purgeDead(this.parts.scripts, keys, someIds, limit));
   }
 
   /** The recurring schedules of a type, each with its spec, next and last occurrence; without a type, every schedule of the prefix. */

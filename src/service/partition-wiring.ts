@@ -81,12 +81,20 @@ export function wirePartition(host: PartitionHost, shared: TypeKeys, p: number, 
   // dispatcher registers them again while the queue's marker is missing, before it moves anything.
   const registrations = host.groups.forDispatcher(shared, group);
   const onMoved = () => host.nudgeReaders(shared.tag);
-  const typeDispatcher = new Dispatcher(shared, scripts, metrics, { ...dispatchSettings, defaultGroupHere: group === DEFAULT_GROUP, registrations, onMoved }, host.parts.wakes$);
+  // Each group's dead letters are trimmed by its own handlers' looks (keepDead is a handler's option).
+  const keepDead = plan.keepDead;
+  const typeDispatcher = new Dispatcher(
+    shared,
+    scripts,
+    metrics,
+    { ...dispatchSettings, defaultGroupHere: group === DEFAULT_GROUP, registrations, onMoved, ...(group === DEFAULT_GROUP ? { keepDead } : {}) },
+    host.parts.wakes$,
+  );
   dispatchers.push(typeDispatcher);
   const keys = layout.forGroup(shared, group);
   let ownDispatcher = typeDispatcher;
   if (keys !== shared) {
-    ownDispatcher = new Dispatcher(keys, scripts, metrics, { ...dispatchSettings, defaultGroupHere: false, onMoved }, host.parts.wakes$);
+    ownDispatcher = new Dispatcher(keys, scripts, metrics, { ...dispatchSettings, defaultGroupHere: false, onMoved, keepDead }, host.parts.wakes$);
     dispatchers.push(ownDispatcher);
   }
   const announce = () => host.announceReady(shared.tag);

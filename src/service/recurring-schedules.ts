@@ -238,7 +238,12 @@ export class RecurringSchedules implements BackgroundService {
     for (const here of this.definedHere.values()) {
       const { route, schedules } = here;
       if (schedules.size === 0 || signal.aborted) continue;
-      const { marker, names: stored } = await this.store.markerAndNames(route);
+      const { marker, names: stored, obliterated } = await this.store.markerAndNames(route);
+      if (obliterated) {
+        // obliterate() removed them on purpose: they are forgotten here, not stored again.
+        schedules.clear();
+        continue;
+      }
       if (marker !== null && marker === here.marker) {
         // The same Redis data as when they were stored: one gone was removed on purpose.
         for (const name of [...schedules.keys()]) if (!stored.includes(name)) schedules.delete(name);

@@ -8,6 +8,7 @@ import type { EventCounts, EventState, EventTypeInfo } from '../redis/stored-typ
 import type { ActivitySlot } from '../runtime/activity-log';
 import type { DeadLetter, DeadLetterPage, DueTimelineOptions, EventTarget, InspectedEvent, ListOptions } from './inspection-types';
 import type { Inspector } from './inspector';
+import type { CleanOptions, DrainOptions, ObliterateOptions } from './bulk-calls';
 import type { StoredVersions, UpgradeReport, VerifyOptions, VerifyReport } from './stored-versions';
 
 /**
@@ -49,6 +50,21 @@ export abstract class InspectionCalls {
   list(type: string, state: EventState, options?: ListOptions): Promise<Array<InspectedEvent<JsonEvent>>>;
   list<T extends DelayedEventInstance>(eventClass: EventTarget<T>, state: EventState, options?: ListOptions): Promise<Array<InspectedEvent<T | JsonEvent>>> {
     return this.inspector.list(eventClass, state, options);
+  }
+
+  /** Removes waiting events (since 0.6): without `group`, the type's schedule and every group's READY events; with it, that group's READY events and retries. In flight untouched; resolves how many deliveries went. */
+  drain(eventClass: EventTarget, options?: DrainOptions): Promise<number> {
+    return this.inspector.drain(eventClass, options);
+  }
+
+  /** Deletes a group's dead letters or history records older than `olderThanMs` (since 0.6); resolves how many went. */
+  clean(eventClass: EventTarget, state: 'dead' | 'handled', options: CleanOptions): Promise<number> {
+    return this.inspector.clean(eventClass, state, options);
+  }
+
+  /** Removes every key of the type (since 0.6); refuses with TypeInUseError while an instance handles it, unless `force`. */
+  obliterate(eventClass: EventTarget, options?: ObliterateOptions): Promise<boolean> {
+    return this.inspector.obliterate(eventClass, options);
   }
 
   /** Removes a stored event in any state; resolves whether it existed. */

@@ -1,3 +1,4 @@
+import type { DeadRetention } from '../redis/script-results';
 import type { EventEmitter } from 'node:events';
 import type { Cluster, Redis } from 'ioredis';
 import { InvalidOptionError } from '../core/errors';
@@ -103,6 +104,15 @@ export interface DelayedEventServiceOptions {
    */
   readonly keepHandled?: { readonly count?: number; readonly ageMs?: number } | false;
   /**
+   * Dead-letter retention (since 0.6): per type and subscriber group, keep the
+   * newest `count` dead letters (1 to 1,000,000) and none older than `ageMs`
+   * (1 ms to 366 days); either or both. Trimmed as events are dead-lettered
+   * (at most 1,000 a call) and by age at each dispatcher look, so a type that
+   * stops failing still loses its old ones. Default false: every dead letter
+   * is kept until purged or replayed. A handler's keepDead overrides it for its group.
+   */
+  readonly keepDead?: KeepDead | false;
+  /**
    * Context captured at enqueue when the call gives none; default: the context
    * of the handler running now (`current`), if any.
    */
@@ -125,7 +135,18 @@ export interface DelayedEventServiceOptions {
   readonly logPayloads?: boolean;
 }
 
-export type ResolvedOptions = Required<Omit<DelayedEventServiceOptions, 'contextProvider' | 'contextHandler' | 'durableEnqueue' | 'redis' | 'instrumentEnqueue' | 'logger' | 'keepHandled'>> & {
+/** Dead-letter retention (keepDead): the newest `count`, none older than `ageMs`; either or both. */
+export interface KeepDead {
+  readonly count?: number;
+  readonly ageMs?: number;
+}
+
+export type { DeadRetention };
+
+export type ResolvedOptions = Required<
+  Omit<DelayedEventServiceOptions, 'contextProvider' | 'contextHandler' | 'durableEnqueue' | 'redis' | 'instrumentEnqueue' | 'logger' | 'keepHandled' | 'keepDead'>
+> & {
+  readonly keepDead: DeadRetention;
   /** keepHandled as the scripts take it: count 0 keeps nothing; ageMs 0 has no age limit. */
   readonly keepHandled: { readonly count: number; readonly ageMs: number };
 } & Pick<DelayedEventServiceOptions, 'contextProvider' | 'contextHandler' | 'durableEnqueue' | 'instrumentEnqueue'> & { readonly redis: string | Redis | Cluster; readonly logger: Logger | false };
@@ -165,6 +186,7 @@ const SERVICE_OPTION_KEYS = {
   durableEnqueue: true,
   idempotencyWindowMs: true,
   keepHandled: true,
+  keepDead: true,
   contextProvider: true,
   contextHandler: true,
   instrumentEnqueue: true,
@@ -172,6 +194,7 @@ const SERVICE_OPTION_KEYS = {
   logPayloads: true,
 } as const satisfies AllowedKeys<DelayedEventServiceOptions>;
 const KEEP_HANDLED_KEYS = { count: true, ageMs: true } as const satisfies AllowedKeys<Exclude<DelayedEventServiceOptions['keepHandled'], false | undefined>>;
+const KEEP_DEAD_KEYS = { count: true, ageMs: true } as const satisfies AllowedKeys<KeepDead>;
 const DURABILITY_KEYS = { replicas: true, timeoutMs: true } as const satisfies AllowedKeys<Durability>;
 
 export function resolveOptions(options: DelayedEventServiceOptions): ResolvedOptions {
@@ -202,6 +225,7 @@ export function resolveOptions(options: DelayedEventServiceOptions): ResolvedOpt
     logPayloads: options.logPayloads === true,
     idempotencyWindowMs: integer('idempotencyWindowMs', options.idempotencyWindowMs, DEFAULT_IDEMPOTENCY_WINDOW_MS, 0, MAX_IDEMPOTENCY_WINDOW_MS),
     keepHandled: checkKeepHandled(options.keepHandled),
+    keepDead: checkKeepDead(options.keepDead, 'keepDead') ?? { count: 0, ageMs: 0 },
     durableEnqueue: options.durableEnqueue && {
       replicas: integer('durableEnqueue.replicas', options.durableEnqueue.replicas, 1, 1, 100),
       timeoutMs: positive('durableEnqueue.timeoutMs', options.durableEnqueue.timeoutMs, 1_000),
@@ -242,6 +266,19 @@ function checkKeepHandled(keep: DelayedEventServiceOptions['keepHandled']): { co
   return {
     count: integer('keepHandled.count', keep.count, 1_000, 1, MAX_KEPT),
     ageMs: keep.ageMs === undefined ? 0 : positive('keepHandled.ageMs', keep.ageMs, 0, 366 * 86_400_000),
+  };
+}
+
+/** A keepDead option checked (undefined: not given); `false` keeps every dead letter. */
+export function checkKeepDead(keep: KeepDead | false | undefined, name: string): DeadRetention | undefined {
+  if (keep === undefined) return undefined;
+  if (keep === false) return { count: 0, ageMs: 0 };
+  if (keep === null || typeof keep !== 'object') throw new InvalidOptionError(name, `give { count?, ageMs? } or false, got ${JSON.stringify(keep)}`);
+  checkOptionKeys(keep, KEEP_DEAD_KEYS, name);
+  if (keep.count === undefined && keep.ageMs === undefined) throw new InvalidOptionError(name, 'give count, ageMs or both (false keeps every dead letter)');
+  return {
+    count: keep.count === undefined ? 0 : integer(`${name}.count`, keep.count, 0, 1, MAX_KEPT),
+    ageMs: keep.ageMs === undefined ? 0 : integer(`${name}.ageMs`, keep.ageMs, 0, 1, 366 * 86_400_000),
   };
 }
 

@@ -30,6 +30,7 @@ interface HandlerDeclaration {
 /** @OnDelayedEvent's options, each once (the type checker holds the list to OnDelayedEventOptions). */
 const ON_DELAYED_EVENT_KEYS = {
   parallelism: true,
+  keepDead: true,
   retry: true,
   timeoutMs: true,
   group: true,
@@ -103,8 +104,7 @@ export class DelayedEventsExplorer implements OnApplicationBootstrap, OnApplicat
         if (typeof method !== 'function') continue;
         const declarations = Reflect.getMetadata(HANDLERS, method) as HandlerDeclaration[] | undefined;
         for (const { eventClass, options } of declarations ?? []) {
-          const { parallelism = 1, ...handlerOptions } = options;
-          this.service.addHandler(eventClass, (event, context, delivery) => (method as (...args: unknown[]) => never).call(instance, event, context, delivery), parallelism, handlerOptions);
+          this.service.addHandler(eventClass, (event, context, delivery) => (method as (...args: unknown[]) => never).call(instance, event, context, delivery), options);
         }
       }
     }

@@ -1,0 +1,27 @@
+-- @include groups-release
+
+-- Drops a group's copies of `ids` (k: meta, shared_meta, pending, errors,
+-- error_log), taken out of their state by the caller: a named group's header
+-- goes, and a body goes with the last group that held it (the pending hash
+-- counts them); the default group's entry is the body itself.
+local function event_drop(k, ids)
+  if #ids == 0 then return end
+  if k.meta ~= k.shared_meta then
+    redis.call('HDEL', k.meta, unpack(ids))
+    local finished = groups_release(k.pending, ids)
+    if #finished > 0 then redis.call('HDEL', k.shared_meta, unpack(finished)) end
+  else
+    local counts = redis.call('HMGET', k.pending, unpack(ids))
+    local held, own = {}, {}
+    for i, id in ipairs(ids) do
+      if counts[i] then held[#held + 1] = id else own[#own + 1] = id end
+    end
+    if #own > 0 then redis.call('HDEL', k.meta, unpack(own)) end
+    if #held > 0 then
+      local finished = groups_release(k.pending, held)
+      if #finished > 0 then redis.call('HDEL', k.meta, unpack(finished)) end
+    end
+  end
+  redis.call('HDEL', k.errors, unpack(ids))
+  redis.call('HDEL', k.error_log, unpack(ids))
+end

@@ -108,7 +108,7 @@ describe('the delayed-events CLI', () => {
   it('types and stats: a table, or JSON', async () => {
     const [types, typesJson, stats, statsJson, one] = await Promise.all([cli('types'), cli('types', '--json'), cli('stats'), cli('--json', 'stats'), cli('stats', 'cli.payment', '--json')]);
     expect(types.code).toBe(0);
-    expect(types.stdout).toMatch(/^TYPE\s+PARTITIONS\s+GROUPS\s+PAUSED\ncli\.payment\s+1\s+-\s+no\ncli\.ship\s+3\s+-\s+no\n$/);
+    expect(types.stdout).toMatch(/^TYPE\s+PARTITIONS\s+GROUPS\s+PAUSED\s+SCHEDULES\ncli\.payment\s+1\s+-\s+no\s+-\ncli\.ship\s+3\s+-\s+no\s+-\n$/);
     expect(JSON.parse(typesJson.stdout)).toEqual([
       { type: 'cli.payment', partitions: 1, groups: [], paused: false },
       { type: 'cli.ship', partitions: 3, groups: [], paused: false },
@@ -458,5 +458,59 @@ describe('the delayed-events CLI', () => {
     const nothing = await cli('replay', 'cli.ship', '--yes');
     expect(nothing.code).toBe(1);
     expect(nothing.stderr).toContain('nothing was replayed');
+  });
+
+  it('stats lists a type with a recurring schedule but nothing stored, with zeros, and exits 0 (since 0.6)', async () => {
+    const own = 'cli-sched';
+    const scheduler = new DelayedEventService({ redis: redis.server.url, prefix: own });
+    try {
+      await scheduler.schedule('nightly', new Ship(''), { cron: '0 3 * * *', tz: 'UTC' }, { startAt: new Date('2099-01-01T00:00:00Z') });
+      const [stats, types] = await Promise.all([run(['--redis', redis.server.url, '--prefix', own, 'stats']), run(['--redis', redis.server.url, '--prefix', own, 'types'])]);
+      expect(stats.stderr).toBe('');
+      expect(stats.code).toBe(0);
+      expect(stats.stdout).toMatch(/^TYPE\s+GROUP\s+SCHEDULED\s+READY\s+IN FLIGHT\s+DEAD\s+PAUSED\ncli\.ship\s+-\s+0\s+0\s+0\s+0\s+no\n$/);
+      expect(types.stdout).toMatch(/\ncli\.ship\s+3\s+-\s+no\s+1\n$/);
+    } finally {
+      await scheduler.close();
+    }
+  });
+
+  it('drain, clean and obliterate ask first (refused without a terminal), then do what they say (since 0.6)', async () => {
+    const own = 'cli-clean';
+    const on = (...args: string[]) => run(['--redis', redis.server.url, '--prefix', own, ...args]);
+    const producer = new DelayedEventService({ redis: redis.server.url, prefix: own, retry: fixedBackoff(1, 10), logger: false });
+    try {
+      await producer.enqueueMany(Array.from({ length: 7 }, (_, i) => ({ event: new Ship(`w${i}`), delay: 3_600_000 })));
+      const before = await redis.snapshot(own);
+      const asked = await on('drain', 'cli.ship');
+      expect(asked.code).toBe(2);
+      expect(asked.stderr).toMatch(/Remove every waiting event of 'cli\.ship' \(7 scheduled.*add --yes/s);
+      expect(await redis.snapshot(own)).toEqual(before);
+      const drained = await on('drain', 'cli.ship', '--yes', '--json');
+      expect(JSON.parse(drained.stdout)).toEqual({ type: 'cli.ship', drained: 7 });
+
+      // Dead letters to clean.
+      producer.addHandler(Ship, () => {
+        throw new PermanentFailure('no');
+      });
+      await producer.enqueueMany(Array.from({ length: 4 }, (_, i) => ({ event: new Ship(`d${i}`) })));
+      await waitFor(async () => (await producer.counts(Ship))?.dead === 4, 'four dead letters');
+      expect((await on('clean', 'cli.ship', '--yes')).stderr).toMatch(/--older-than is required/);
+      expect((await on('clean', 'cli.ship', '--older-than', '1h', '--yes')).stdout).toMatch(/deleted 0 dead letters/);
+      expect((await on('clean', 'cli.ship', '--older-than', '0', '--limit', '3', '--yes')).stdout).toMatch(/deleted 3 dead letters of 'cli\.ship'/);
+      expect((await producer.counts(Ship))?.dead).toBe(1);
+
+      // Handled here: refused (exit 1) with what to do, then forced.
+      const refused = await on('obliterate', 'cli.ship', '--yes');
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toMatch(/handled by 1 running instance.*force/);
+      const forced = await on('obliterate', 'cli.ship', '--force', '--yes');
+      expect(forced.code).toBe(0);
+      expect(forced.stdout).toMatch(/obliterated 'cli\.ship'/);
+      expect(await redis.keys(`${own}:{cli.ship*}:[mdbr]`)).toEqual([]);
+      expect((await on('obliterate', 'cli.nothing', '--yes')).code).toBe(1);
+    } finally {
+      await producer.close();
+    }
   });
 });

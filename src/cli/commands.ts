@@ -34,12 +34,12 @@ export interface PageOptions {
 const EVENT_STATES: readonly EventState[] = ['scheduled', 'ready', 'in-flight', 'dead', 'handled'];
 const STATE_LABEL: Readonly<Record<EventState, string>> = { scheduled: 'scheduled', ready: 'ready', 'in-flight': 'in flight', dead: 'dead', handled: 'handled' };
 
-function unknownType(ctx: Context, type: string): NotFoundError {
+export function unknownType(ctx: Context, type: string): NotFoundError {
   return new NotFoundError(`no events, groups or pause of type '${shown(type)}' under prefix '${ctx.prefix}' (\`delayed-events types\` lists what there is)`);
 }
 
 /** The type's counts; a NotFoundError when nothing of it is stored. */
-async function countsOf(ctx: Context, type: string): Promise<EventCounts> {
+export async function countsOf(ctx: Context, type: string): Promise<EventCounts> {
   const counts = await ctx.service.counts(type);
   if (!counts) throw unknownType(ctx, type);
   return counts;
@@ -51,17 +51,22 @@ export async function types(ctx: Context): Promise<void> {
   if (found.length === 0) return ctx.out(`no event types under prefix '${ctx.prefix}'`);
   ctx.out(
     table(
-      ['TYPE', 'PARTITIONS', 'GROUPS', 'PAUSED'],
-      found.map((t) => [t.type, String(t.partitions), t.groups.join(', ') || '-', t.paused ? 'yes' : 'no']),
+      ['TYPE', 'PARTITIONS', 'GROUPS', 'PAUSED', 'SCHEDULES'],
+      found.map((t) => [t.type, String(t.partitions), t.groups.join(', ') || '-', t.paused ? 'yes' : 'no', t.schedules ? count(t.schedules) : '-']),
     ),
   );
 }
 
+/** A type listed for its recurring schedules alone has nothing stored yet: it counts as zeros. */
+const NOTHING_STORED: EventCounts = { scheduled: 0, ready: 0, inFlight: 0, dead: 0 };
+
 export async function stats(ctx: Context, type: string | undefined): Promise<void> {
-  const names = type === undefined ? (await typesWithin(ctx)).map((t) => t.type) : [type];
+  const listed = type === undefined ? await typesWithin(ctx) : undefined;
+  const names = listed ? listed.map((t) => t.type) : [type!];
   const rows = await Promise.all(
     names.map(async (name) => {
-      const counts = await countsOf(ctx, name);
+      // types() lists schedule-only types on purpose; one named on the command line must exist.
+      const counts = listed ? ((await ctx.service.counts(name)) ?? NOTHING_STORED) : await countsOf(ctx, name);
       return { type: name, paused: await ctx.service.isPaused(name), ...counts };
     }),
   );

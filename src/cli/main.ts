@@ -1,8 +1,9 @@
 import { createInterface } from 'node:readline/promises';
 import { Command, CommanderError } from 'commander';
 import type { Cluster, Redis } from 'ioredis';
-import { DelayedEventError, type Inspector, RedisCallTimeoutError, RedisConnectionError, createInspector } from '../index';
+import { DelayedEventError, type Inspector, RedisCallTimeoutError, RedisConnectionError, TypeInUseError, createInspector } from '../index';
 import * as commands from './commands';
+import * as cleanup from './cleanup-commands';
 import { CONNECT_TIMEOUT_MS, type ConnectionOptions, connect } from './connect';
 import { printable } from './format';
 import { EXIT, NotFoundError, UnansweredError, UsageError, parseWhole } from './parse';
@@ -135,6 +136,33 @@ function program(run: (job: (ctx: commands.Context) => Promise<void>, command: C
       run((ctx) => commands.purge(ctx, type, ids, { ...(options.group ? { group: options.group } : {}), yes: options.yes === true }), cmd),
     );
   cli
+    .command('drain <type>')
+    .description("remove waiting events: the schedule and every group's READY ones, or with --group that group's READY ones and retries; asks first unless --yes")
+    .option('--group <group>', 'only this subscriber group')
+    .option('-y, --yes', 'do not ask')
+    .action((type: string, options: { group?: string; yes?: boolean }, cmd: Command) =>
+      run((ctx) => cleanup.drain(ctx, type, { ...(options.group ? { group: options.group } : {}), yes: options.yes === true }), cmd),
+    );
+  cli
+    .command('clean <type>')
+    .description('delete dead letters (or history records) older than --older-than; asks first unless --yes')
+    .option('--state <state>', 'dead or handled', 'dead')
+    .option('--older-than <duration>', 'only those older than this, such as 7d or 12h (0: all); required')
+    .option('--limit <n>', 'at most this many, oldest first')
+    .option('--group <group>', 'subscriber group (default: the default group)')
+    .option('-y, --yes', 'do not ask')
+    .action((type: string, options: { state?: string; olderThan?: string; limit?: string; group?: string; yes?: boolean }, cmd: Command) =>
+      run((ctx) => cleanup.clean(ctx, type, { ...options, yes: options.yes === true }), cmd),
+    );
+  cli
+    .command('obliterate <type>')
+    .description('remove every key of a type, for good; refused while an instance handles it unless --force; asks first unless --yes')
+    .option('--force', 'even while instances handle it')
+    .option('-y, --yes', 'do not ask')
+    .action((type: string, options: { force?: boolean; yes?: boolean }, cmd: Command) =>
+      run((ctx) => cleanup.obliterate(ctx, type, { force: options.force === true, yes: options.yes === true }), cmd),
+    );
+  cli
     .command('schedules [type]')
     .description('recurring schedules of a type (without one: of every type), with their spec, next and last occurrence')
     .action((type: string | undefined, _, cmd: Command) => run((ctx) => commands.schedules(ctx, type), cmd));
@@ -220,7 +248,8 @@ export async function main(argv: readonly string[]): Promise<number> {
     }
     // Redis out of reach or silent: exit 1, as for something not found (2 is for a wrong command line).
     const unavailable = error instanceof RedisCallTimeoutError || error instanceof RedisConnectionError || error instanceof UnansweredError;
-    const code = error instanceof NotFoundError || unavailable ? EXIT.notFound : EXIT.usage;
+    // Refused because instances handle the type (obliterate): not done, as for something not found.
+    const code = error instanceof NotFoundError || error instanceof TypeInUseError || unavailable ? EXIT.notFound : EXIT.usage;
     const known = error instanceof UsageError || error instanceof NotFoundError || error instanceof UnansweredError || error instanceof DelayedEventError || error instanceof TypeError;
     const message = known ? (error as Error).message : `Redis answered: ${(error as Error).message}`;
     process.stderr.write(`delayed-events: ${printable(message)}\n`);

@@ -132,6 +132,27 @@ describe('the dashboard HTTP API', () => {
     expect((await service.counts(TYPE))!.dead).toBe(0);
   });
 
+  it('drains, cleans old dead letters and obliterates a type (since 0.6); obliterate answers 409 while an instance handles the type', async () => {
+    const { post, service, prefix } = await setUp();
+    expect((await post(`api/types/${TYPE}/clean`, {})).json.error.code).toBe('bad-olderThan');
+    expect((await post(`api/types/${TYPE}/clean`, { olderThan: '' })).status).toBe(400);
+    expect((await post(`api/types/${TYPE}/clean`, { olderThan: '1h' })).json).toEqual({ count: 0 });
+    expect((await post(`api/types/${TYPE}/clean`, { olderThan: '0', limit: 2 })).json).toEqual({ count: 2 });
+    expect((await service.counts(TYPE))!.dead).toBe(1);
+    expect((await post(`api/types/${TYPE}/drain`, { group: 'no spaces' })).status).toBe(400);
+    expect((await post(`api/types/${TYPE}/drain`)).json).toEqual({ count: 9 });
+    expect(await service.counts(TYPE)).toMatchObject({ scheduled: 0, dead: 1 });
+
+    const worker = redis.service({ prefix });
+    worker.addHandler(OrderDue, () => undefined);
+    const refused = await post(`api/types/${TYPE}/obliterate`);
+    expect(refused.status).toBe(409);
+    expect(refused.json.error).toMatchObject({ code: 'type-in-use', message: expect.stringMatching(/force/) });
+    expect((await service.counts(TYPE))!.dead).toBe(1);
+    expect((await post(`api/types/${TYPE}/obliterate`, { force: true })).json).toEqual({ obliterated: true });
+    expect(await service.counts(TYPE)).toBeUndefined();
+  });
+
   it("acts on a group's dead letter without being told its group, answers 409 when nothing was done, and lists every schedule and the live instances", async () => {
     const { post, get, service } = await setUp();
     service.addHandler(

@@ -221,4 +221,16 @@ describe('the dashboard in a real browser', () => {
       await source.unschedule(OrderDue, 'weekday-report');
     }
   });
+
+  it('drains a type from its page after asking, and says how many went (since 0.6)', async () => {
+    await page.goto(`${dashboard.url}#/types/dash.invoice`);
+    await page.locator('[data-testid="drain"]').click();
+    // Nothing happens until the question is answered.
+    await page.locator('[role="dialog"]', { hasText: 'Drain dash.invoice?' }).waitFor();
+    expect((await source.counts(InvoiceDue))?.scheduled).toBe(120);
+    await page.screenshot({ path: join(ARTIFACTS, 'dashboard-drain.png') });
+    await page.locator('[data-testid="confirm"]').click();
+    await page.locator('[role="status"]', { hasText: 'Drained 120' }).waitFor();
+    expect(await source.counts(InvoiceDue)).toMatchObject({ scheduled: 0, ready: 0 });
+  });
 });

@@ -11,6 +11,7 @@ import {
   RedisCallTimeoutError,
   RedisConnectionError,
   type StateCounts,
+  TypeInUseError,
   parseDelayText,
 } from '../index';
 import { HttpError, readJsonBody } from './http-io';
@@ -34,6 +35,9 @@ export type DashboardSource = Pick<
   | 'resume'
   | 'replayDeadLetters'
   | 'purgeDeadLetters'
+  | 'drain'
+  | 'clean'
+  | 'obliterate'
   | 'schedules'
   | 'unschedule'
   | 'dueTimeline'
@@ -177,6 +181,31 @@ const ACTIONS: Record<string, Route> = {
   'dead-letters/replay': async (source, { type, req }) => onDeadLetters(source, type, await readJsonBody(req), 'replay'),
   'dead-letters/purge': async (source, { type, req }) => onDeadLetters(source, type, await readJsonBody(req), 'purge'),
   'schedules/unschedule': async (source, { type, rest }) => changed(await source.unschedule(type, found(rest[0], 'name the schedule')), `no schedule ${rest[0]}`),
+  // The bulk clean-up (since 0.6); the page asks before each.
+  drain: async (source, { type, req }) => {
+    const named = group((await readJsonBody(req)).group);
+    return { count: await source.drain(type, named ? { group: named } : {}) };
+  },
+  clean: async (source, { type, req }) => {
+    const body = await readJsonBody(req);
+    const state = body.state ?? 'dead';
+    if (state !== 'dead' && state !== 'handled') throw badRequest('bad-state', 'state is dead or handled');
+    const olderThan = typeof body.olderThan === 'number' ? String(body.olderThan) : typeof body.olderThan === 'string' ? body.olderThan : null;
+    if (olderThan === null || olderThan === '') throw badRequest('bad-olderThan', 'olderThan is required: a duration such as 7d, or 0 for all');
+    const limit = body.limit === undefined ? undefined : whole('limit', String(body.limit), 1, 1, Number.MAX_SAFE_INTEGER);
+    const named = group(body.group);
+    const olderThanMs = span('olderThan', olderThan, 0, 0, 100 * 365 * 86_400_000);
+    return { count: await source.clean(type, state, { olderThanMs, ...(limit ? { limit } : {}), ...(named ? { group: named } : {}) }) };
+  },
+  obliterate: async (source, { type, req }) => {
+    const force = (await readJsonBody(req)).force === true;
+    try {
+      return { obliterated: await source.obliterate(type, { force }) };
+    } catch (error) {
+      if (error instanceof TypeInUseError) throw new HttpError(409, 'type-in-use', error.message);
+      throw error;
+    }
+  },
 };
 
 /**

@@ -144,4 +144,7 @@ export const api = {
   replay: (type: string, selection: { ids: string[] } | { all: true }, group?: string) => post<{ count: number }>(`${typePath(type)}/dead-letters/replay`, { ...selection, group }),
   purge: (type: string, selection: { ids: string[] } | { all: true }, group?: string) => post<{ count: number }>(`${typePath(type)}/dead-letters/purge`, { ...selection, group }),
   unschedule: (type: string, name: string) => post(`${typePath(type)}/schedules/${encodeURIComponent(name)}/unschedule`),
+  drain: (type: string, group?: string) => post<{ count: number }>(`${typePath(type)}/drain`, { group }),
+  clean: (type: string, olderThan: string, group?: string) => post<{ count: number }>(`${typePath(type)}/clean`, { state: 'dead', olderThan, group }),
+  obliterate: (type: string, force: boolean) => post<{ obliterated: boolean }>(`${typePath(type)}/obliterate`, { force }),
 };

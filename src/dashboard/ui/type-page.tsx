@@ -1,6 +1,7 @@
 import { useMemo, useState } from 'preact/hooks';
 import { type EventState, type InspectedEvent, STATES, type TypeOverview, api } from './api';
 import { type ChartSeries, TimeChart } from './charts';
+import { CleanupPanel } from './cleanup-panel';
 import { useConfirm } from './confirm';
 import { STATE_LABEL, absolute, count, readableSpec, relative } from './format';
 import { usePolling } from './use-polling';
@@ -353,6 +354,7 @@ export function TypePage(props: { info: TypeOverview | undefined; type: string; 
           </table>
         </section>
       )}
+      {!props.readOnly && <CleanupPanel type={type} group={group} onMessage={setMessage} onChanged={() => page.refresh()} />}
     </div>
   );
 }

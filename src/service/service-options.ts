@@ -166,7 +166,7 @@ export function checkRedisOption(redis: unknown): void {
 }
 
 /** The service's options, each once. */
-const SERVICE_OPTION_KEYS = {
+export const SERVICE_OPTION_KEYS = {
   redis: true,
   prefix: true,
   pollIntervalMs: true,

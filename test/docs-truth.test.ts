@@ -8,9 +8,12 @@ import { SERVICE_OPTION_KEYS } from '../src/service/service-options';
 
 const ROOT = join(__dirname, '..');
 const read = (path: string) => readFileSync(join(ROOT, path), 'utf8');
-const DOCS = ['README.md', ...readdirSync(join(ROOT, 'docs'))
-  .filter((f) => f.endsWith('.md'))
-  .map((f) => `docs/${f}`)];
+const DOCS = [
+  'README.md',
+  ...readdirSync(join(ROOT, 'docs'))
+    .filter((f) => f.endsWith('.md'))
+    .map((f) => `docs/${f}`),
+];
 
 /** The code blocks of a Markdown text. */
 const codeBlocks = (text: string) => [...text.matchAll(/```(?:ts|js|typescript)\n([\s\S]*?)```/g)].map((m) => m[1]!);
@@ -35,7 +38,10 @@ const tableRows = (text: string) =>
  */
 describe('the docs tell the truth', () => {
   it("the README's install line names every package the docs' examples import (but the optional integrations, which say how to install them)", () => {
-    const install = read('README.md').match(/^npm install (reactive-delayed-events .*)$/m)?.[1]?.split(/\s+/) ?? [];
+    const install =
+      read('README.md')
+        .match(/^npm install (reactive-delayed-events .*)$/m)?.[1]
+        ?.split(/\s+/) ?? [];
     // Installed on their own sections' lines, or the app's own (a web framework, a logger), or the guide's peer.
     const ownLine = new Set(['@nestjs/common', '@opentelemetry/sdk-node', 'prom-client', 'express', 'fastify', 'pino', 'bullmq', 'vitest']);
     const imported = new Set<string>();
@@ -166,7 +172,7 @@ describe('the docs tell the truth', () => {
     });
   });
 
-  it("the Prometheus table lists every metric the exporter registers", () => {
+  it('the Prometheus table lists every metric the exporter registers', () => {
     const source = read('src/integrations/prometheus/index.ts');
     const names = new Set([...source.matchAll(/name: '([a-z_]+)'/g), ...source.matchAll(/\$\{prefix\}([a-z_]+)/g)].map((m) => `delayed_events_${m[1]}`));
     const documented = new Set(tableRows(read('docs/api.md')).map((cells) => cells[0]!.replace(/`/g, '')));

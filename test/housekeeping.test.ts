@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { DelayedEvent, InvalidArgumentError, InvalidOptionError, TypeInUseError, fixedBackoff } from '../src';
+import { WorkItem } from './support/events';
 import { useRedis } from './support/harness';
+import { Worker } from './support/worker';
 import { waitFor } from './support/wait-for';
 
 @DelayedEvent('test.chore')
@@ -233,6 +235,44 @@ describe('housekeeping', () => {
     fresh.addHandler(SplitChore, () => undefined, { group: 'audit' });
     await waitFor(async () => (await redis.keys(`${prefix}:{test.chore-split*}:groups`)).length === 3, 'registered again in every partition');
     expect(await redis.keys(`${prefix}:{test.chore-split*}:gone`)).toEqual([]);
+  }, 60_000);
+
+  it('obliterate across processes: refused while another process handles the type, named with its pid; forced, that process does not bring it back; a process started after does', async () => {
+    const prefix = redis.prefix();
+    const env = { ...redis.workerEnv(), PREFIX: prefix, GROUP: 'billing' };
+    const worker = new Worker(env);
+    let restarted: Worker | undefined;
+    try {
+      await worker.waitForLine((line) => line.ready === true);
+      const admin = redis.service({ prefix });
+      const groups = () => redis.keys(`${prefix}:{test.work}:groups`);
+      await waitFor(async () => (await groups()).length === 1, 'billing registered by the other process');
+      await admin.enqueueMany(Array.from({ length: 30 }, (_, i) => ({ event: new WorkItem(`later${i}`), delay: 3_600_000 })));
+
+      const refused = await admin.obliterate(WorkItem).catch((error: unknown) => error);
+      expect(refused).toBeInstanceOf(TypeInUseError);
+      expect((refused as TypeInUseError).instances.join(' ')).toContain(String(worker.pid));
+      expect((await admin.counts(WorkItem))?.scheduled).toBe(30);
+
+      expect(await admin.obliterate(WorkItem, { force: true })).toBe(true);
+      // The other process's dispatcher finds the marker gone; it moves this event (to the default group: none
+      // is registered), which proves it looked, and registers nothing again.
+      await admin.enqueue(new WorkItem('warm-after'), 0);
+      await waitFor(async () => (await admin.counts(WorkItem))?.ready === 1, 'the other process dispatched after the obliterate');
+      expect(await groups()).toEqual([]);
+      expect(worker.lines.some((line) => line.started === 'warm-after')).toBe(false);
+
+      // A process started afterwards adds its handler: the type starts again, and its group gets what falls due.
+      await worker.kill();
+      restarted = new Worker(env);
+      await restarted.waitForLine((line) => line.ready === true);
+      await waitFor(async () => (await groups()).length === 1, 'billing registered again by the new process');
+      await admin.enqueue(new WorkItem('warm-new'), 0);
+      await restarted.waitForLine((line) => line.started === 'warm-new');
+    } finally {
+      await worker.kill();
+      await restarted?.kill();
+    }
   }, 60_000);
 
   it('obliterate of a type nothing is stored under resolves false; after the handlers stop it needs no force', async () => {

@@ -50,6 +50,11 @@ export class Worker {
     });
   }
 
+  /** The child's process id (its service's, as instances() reports it). */
+  get pid(): number {
+    return this.child.pid!;
+  }
+
   kill(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
     if (this.child.exitCode !== null || this.child.signalCode !== null) return Promise.resolve();
     return new Promise((resolve) => {

@@ -144,6 +144,12 @@ if new_marker ~= '' then
   end
 end
 
+-- Dead letters past keepDead (those the claim dead-letters on an expired lease among them), paused or not:
+-- a pause stops deliveries, not retention.
+if keep_dead_count > 0 or keep_dead_age > 0 then
+  dead_trim({ dead = KEYS[16], meta = KEYS[5], shared_meta = KEYS[15], pending = KEYS[9], errors = KEYS[11], error_log = KEYS[17] }, now, keep_dead_count, keep_dead_age)
+end
+
 if redis.call('EXISTS', KEYS[10]) == 1 then return {0, 0, -1, now, marker, rescued} end
 -- Written once, and with pcall: at Redis's memory limit this write, the first
 -- of the call, is refused, and the script must still go on freeing memory.
@@ -263,10 +269,6 @@ end
 -- The history's records past keepHandled.ageMs: dropped as time passes, not only at the next completion.
 local keep_age = keep_age_ms
 if keep_age > 0 then handled_trim_age(KEYS[13], KEYS[14], now, keep_age) end
--- Dead letters past keepDead (those the claim dead-letters on an expired lease among them).
-if keep_dead_count > 0 or keep_dead_age > 0 then
-  dead_trim({ dead = KEYS[16], meta = KEYS[5], shared_meta = KEYS[15], pending = KEYS[9], errors = KEYS[11], error_log = KEYS[17] }, now, keep_dead_count, keep_dead_age)
-end
 
 -- Idempotency marks whose window ended: the head is the oldest, so one look
 -- tells whether there is anything to drop.

@@ -1,6 +1,7 @@
 -- Transition: READY -> (removed), and with `with_schedule` SCHEDULED ->
--- (removed): one group's waiting deliveries of a queue go, up to `most` a
--- call (drain(), since 0.6; call again until it returns fewer than `most`).
+-- (removed), or with `retries_from` the default group's retries: one group's
+-- waiting deliveries of a queue go, up to `most` a call (drain(), since 0.6;
+-- call again until it removes fewer than `most` and has no rank to go on from).
 -- READY means every place a ready event waits: the ready list, the priority
 -- set, the lists sorted by key and those left for a newer class version. In
 -- flight and dead events are not touched, and no idempotency mark is written:
@@ -19,7 +20,12 @@
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
 -- ARGV[1] most (number): most deliveries to remove in this call (1 to 1,000)
 -- ARGV[2] with_schedule (flag): also the events in KEYS[4] and KEYS[5]
--- REPLY (number): how many deliveries were removed.
+-- ARGV[3] retries_from (number): -1, or the rank of the bucket of KEYS[4] to go on from, taking
+--         only the deliveries that ran before (attempt above 0, or snoozed): the default
+--         group's retries, which share the type's schedule with new events. At most 4 *
+--         `most` entries are looked at a call
+-- REPLY {removed: number, next: number}: how many deliveries were removed, and the rank to call
+-- again with (-1: the schedule was read to its end, or not asked for).
 -- @include bucket-key
 -- @include event-drop
 -- @include reindex
@@ -68,10 +74,12 @@ if removed < most then
     if redis.call('EXISTS', kk.list .. key) == 1 then
       redis.call('HINCRBY', kk.waiting, key, -(some and #some or 0))
     else
+      -- It is the ring's head (read above): LPOP, not an LREM that would scan a ring of many keys.
       redis.call('HDEL', kk.waiting, key)
-      redis.call('LREM', kk.ring, 0, key)
+      redis.call('LPOP', kk.ring)
     end
   end
+  if redis.call('LLEN', kk.ring) == 0 then redis.call('HDEL', string.sub(KEYS[1], 1, -3) .. ':fc', 'kc') end
 end
 
 -- What readers left for a newer class version.
@@ -79,9 +87,46 @@ if removed < most then
   local newer = newer_key(KEYS[1])
   for _, version in ipairs(redis.call('HKEYS', newer)) do
     if removed >= most then break end
-    local some = redis.call('LPOP', newer .. ':' .. version, most - removed)
+    local list = newer .. ':' .. version
+    local some = redis.call('LPOP', list, most - removed)
     if some then drop(some) end
+    if redis.call('LLEN', list) == 0 then redis.call('HDEL', newer, version) end
   end
+  -- As a claim that empties them says (includes/claim/take-newer.lua): none waits for a newer version.
+  if redis.call('EXISTS', newer) == 0 then redis.call('HDEL', string.sub(KEYS[1], 1, -3) .. ':fc', 'v') end
+end
+
+local next_rank = -1
+if retries_from >= 0 and not with_schedule then
+  -- A bucket at a time, from the rank given: one the scan empties leaves the index, and the next
+  -- takes its rank. A bucket merged meanwhile may be read twice, which removes nothing twice.
+  local rank, looked = retries_from, 0
+  while removed < most and looked < 4 * most do
+    local head = redis.call('ZRANGE', KEYS[4], rank, rank, 'WITHSCORES')
+    if not head[1] then
+      rank = -1
+      break
+    end
+    local bucket = bucket_key(KEYS[4], head[1])
+    local ids = redis.call('ZRANGE', bucket, 0, -1)
+    looked = looked + #ids
+    local retries = {}
+    if #ids > 0 then
+      local values = redis.call('HMGET', KEYS[1], unpack(ids))
+      for i, id in ipairs(ids) do
+        local value = values[i]
+        -- Ran before: an attempt spent, or a snooze counted in its body (includes/priority-of.lua reads the tail so).
+        if value and (tonumber(string.match(value, '^(%d+)|') or '0') > 0 or string.match(value, ';s=%d+[^"]*"%]$', -48)) then retries[#retries + 1] = id end
+      end
+    end
+    if #retries > 0 then
+      redis.call('ZREM', bucket, unpack(retries))
+      drop(retries)
+      reindex(KEYS[4], head[1], head[2])
+    end
+    if redis.call('ZSCORE', KEYS[4], head[1]) then rank = rank + 1 end
+  end
+  next_rank = rank
 end
 
 if with_schedule and removed < most then
@@ -105,4 +150,4 @@ if with_schedule and removed < most then
     end
   end
 end
-return removed
+return {removed, next_rank}

@@ -42,6 +42,19 @@ local function clear(own)
     redis.call('HDEL', own .. ':kw', unpack(keys))
     if #keys == most then return false end
   end
+  -- And the keys of events still sorted by key (running, or in a rate window), found through their ids.
+  local sorted = redis.call('HRANDFIELD', own .. ':kid', most, 'WITHVALUES')
+  if #sorted > 0 then
+    local names, ids = {}, {}
+    for i = 1, #sorted, 2 do
+      ids[#ids + 1] = sorted[i]
+      names[#names + 1] = own .. ':kf:' .. sorted[i + 1]
+      names[#names + 1] = own .. ':kr:' .. sorted[i + 1]
+    end
+    redis.call('UNLINK', unpack(names))
+    redis.call('HDEL', own .. ':kid', unpack(ids))
+    if #ids == most then return false end
+  end
   for _, version in ipairs(redis.call('HKEYS', own .. ':v')) do redis.call('UNLINK', own .. ':v:' .. version) end
   redis.call('UNLINK', own .. ':m', own .. ':b', own .. ':s', own .. ':r', own .. ':f', own .. ':d', own .. ':e', own .. ':el',
     own .. ':h', own .. ':hi', own .. ':v', own .. ':kid', own .. ':ring', own .. ':kw', own .. ':rq', own .. ':ra', own .. ':rs',

@@ -6,7 +6,7 @@
 -- KEYS[1] groups: group registry (group -> registered at ms)
 -- KEYS[2] slotGuard: slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
--- KEYS[3] marker: the queue's marker: set with its first registration and never removed,
+-- KEYS[3] marker: the queue's marker: set with its first registration and removed only by obliterate.lua,
 --         so that its absence tells the instances that Redis lost their
 --         registrations (dispatch-due.lua)
 -- KEYS[4] tombstone: tombstone: set while the queue is obliterated (obliterate.lua)
@@ -23,6 +23,9 @@
 if redis.call('EXISTS', KEYS[4]) == 1 then
   if not fresh then return 0 end
   redis.call('DEL', KEYS[4])
+  -- Started again after obliterate: instances still running see a new marker whose 'o' says so, and register
+  -- their groups again without taking it for a loss of Redis's data (src/service/group-registrations.ts).
+  redis.call('SET', KEYS[3], 'o' .. marker)
 end
 if group == 'default' and redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 redis.call('SET', KEYS[3], marker, 'NX')

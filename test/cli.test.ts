@@ -465,7 +465,13 @@ describe('the delayed-events CLI', () => {
     const scheduler = new DelayedEventService({ redis: redis.server.url, prefix: own });
     try {
       await scheduler.schedule('nightly', new Ship(''), { cron: '0 3 * * *', tz: 'UTC' }, { startAt: new Date('2099-01-01T00:00:00Z') });
-      const [stats, types] = await Promise.all([run(['--redis', redis.server.url, '--prefix', own, 'stats']), run(['--redis', redis.server.url, '--prefix', own, 'types'])]);
+      const [stats, types, one] = await Promise.all([
+        run(['--redis', redis.server.url, '--prefix', own, 'stats']),
+        run(['--redis', redis.server.url, '--prefix', own, 'types']),
+        run(['--redis', redis.server.url, '--prefix', own, 'stats', 'cli.ship', '--json']),
+      ]);
+      expect(one.code).toBe(0);
+      expect(JSON.parse(one.stdout)).toEqual({ type: 'cli.ship', paused: false, scheduled: 0, ready: 0, inFlight: 0, dead: 0 });
       expect(stats.stderr).toBe('');
       expect(stats.code).toBe(0);
       expect(stats.stdout).toMatch(/^TYPE\s+GROUP\s+SCHEDULED\s+READY\s+IN FLIGHT\s+DEAD\s+PAUSED\ncli\.ship\s+-\s+0\s+0\s+0\s+0\s+no\n$/);

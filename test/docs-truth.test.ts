@@ -88,6 +88,11 @@ describe('the docs tell the truth', () => {
         'queue.getRateLimitTtl(',
         'queue.getWorkers(',
         'queue.getMetrics(',
+        'queue.getCountsPerPriority(',
+        'queue.getJobScheduler(',
+        'queue.waitUntilReady(',
+        'queue.disconnect(',
+        'queue.exportPrometheusMetrics(',
         'queue.close(',
         // job options
         '`delay`',
@@ -110,6 +115,10 @@ describe('the docs tell the truth', () => {
         '`lockDuration`',
         '`maxStalledCount`',
         "worker.on('completed'",
+        "worker.on('error')",
+        "worker.on('drained')",
+        'worker.getNextJob(',
+        'worker.extendJobLocks(',
         // Job
         'job.remove(',
         'job.retry(',
@@ -123,11 +132,16 @@ describe('the docs tell the truth', () => {
         '`job.returnvalue`',
         'job.waitUntilFinished(',
         'job.getState(',
+        'Job.fromId(',
+        'job.moveToFailed(',
         'UnrecoverableError',
         // QueueEvents, FlowProducer
         'new QueueEvents(',
         "on('progress')",
+        "on('retries-exhausted')",
+        "on('cleaned')",
         'new FlowProducer(',
+        'flow.getFlow(',
       ];
       expect(expected.filter((name) => !bullmq.includes(name))).toEqual([]);
     });

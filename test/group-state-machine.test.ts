@@ -307,8 +307,9 @@ describe('the event state machine with subscriber groups', () => {
               }
               for (const g of groups) {
                 const held = m.groups.get(g);
-                // Retries: a named group's with that group named; the default group's, in the type's schedule, without one.
-                const takesRetry = op.group === undefined ? g === 'default' : g === 'audit';
+                // Retries (and snoozed deliveries): every group's of the group named; without one, the default group's,
+                // which are in the type's schedule.
+                const takesRetry = op.group === undefined ? g === 'default' : true;
                 if (held?.state === 'ready' || (held?.state === 'retry' && takesRetry)) {
                   expected += 1;
                   release(eventId, g);
@@ -316,8 +317,8 @@ describe('the event state machine with subscriber groups', () => {
               }
             }
             const keys = op.group ? keysOf[op.group] : shared;
-            let drained = await drainQueue(scripts, keys, op.group !== 'default');
-            if (op.group === undefined) for (const named of await namedGroupsOf(client, shared)) drained += await drainQueue(scripts, layout.forGroup(shared, named), false);
+            let drained = await drainQueue(scripts, keys, op.group === 'default' ? 'retries' : 'schedule');
+            if (op.group === undefined) for (const named of await namedGroupsOf(client, shared)) drained += await drainQueue(scripts, layout.forGroup(shared, named), 'ready');
             expect(drained).toBe(expected);
           } else if (op.kind === 'clean') {
             const dead = [...model].filter(([, m]) => m.groups.get(op.group)?.state === 'dead').map(([eventId]) => eventId);

@@ -146,6 +146,23 @@ describe('housekeeping', () => {
     await waitFor(async () => (await redis.client().hlen(`${prefix}:{test.chore}:m`)) === 0, 'bodies gone with the last group');
   }, 30_000);
 
+  it('drain of the default group takes its READY events, retries and snoozed deliveries, and leaves what never ran', async () => {
+    const prefix = redis.prefix();
+    const service = redis.service({ prefix, ...quiet, retry: fixedBackoff(5, 3_600_000) });
+    service.addHandler(Chore, (event: Chore, _context, delivery) => {
+      if (event.id.startsWith('snooze')) return delivery.snooze(3_600_000);
+      throw new Error('not yet');
+    });
+    await service.enqueueMany([...Array.from({ length: 5 }, (_, i) => ({ event: new Chore(`retry${i}`) })), ...Array.from({ length: 3 }, (_, i) => ({ event: new Chore(`snooze${i}`) }))]);
+    // Each ran once: five retries and three snoozes an hour away, in the type's schedule beside new events.
+    await waitFor(async () => (await service.counts(Chore))?.scheduled === 8 && (await service.counts(Chore))?.inFlight === 0, 'ran once each');
+    await service.enqueueMany(Array.from({ length: 600 }, (_, i) => ({ event: new Chore(`new${i}`), delay: 3_600_000 + i })));
+    expect(await service.drain(Chore, { group: 'default' })).toBe(8);
+    const left = await service.list(Chore, 'scheduled', { limit: 1_000 });
+    expect(left).toHaveLength(600);
+    expect(left.every((e) => e.id.startsWith('new'))).toBe(true);
+  }, 30_000);
+
   it('drain under load: enqueues and handlers running; every event is handled once or drained, none twice', async () => {
     const prefix = redis.prefix();
     const service = redis.service({ prefix });
@@ -275,6 +292,53 @@ describe('housekeeping', () => {
     }
   }, 60_000);
 
+  it('after obliterate, a handler added elsewhere starts the type again: instances still running register their groups, saying so, not as a data loss', async () => {
+    const prefix = redis.prefix();
+    const records: Array<{ level: string; message: string }> = [];
+    const logger = {
+      warn: (_: object, message: string) => void records.push({ level: 'warn', message }),
+      error: (_: object, message: string) => void records.push({ level: 'error', message }),
+      info: (_: object, message: string) => void records.push({ level: 'info', message }),
+    };
+    const running = redis.service({ prefix, logger });
+    running.addHandler(Chore, () => undefined, { group: 'billing' });
+    const groups = () => redis.client().hkeys(`${prefix}:{test.chore}:groups`);
+    await waitFor(async () => (await groups()).includes('billing'), 'billing registered');
+    const admin = redis.service({ prefix });
+    expect(await admin.obliterate(Chore, { force: true })).toBe(true);
+    const fresh = redis.service({ prefix });
+    fresh.addHandler(Chore, () => undefined, { group: 'audit' });
+    await waitFor(async () => (await groups()).sort().join() === 'audit,billing', 'both groups registered again');
+    expect(records.some((r) => r.level === 'info' && /obliterated and a handler started it again/.test(r.message))).toBe(true);
+    expect(records.filter((r) => /Redis lost what this instance had registered/.test(r.message))).toEqual([]);
+  }, 30_000);
+
+  it('a schedule defined after obliterate starts the type again and is restored after a data loss', async () => {
+    const prefix = redis.prefix();
+    const service = redis.service({ prefix });
+    await service.schedule('nightly', new Chore(), { every: 3_600_000 });
+    expect(await service.obliterate(Chore, { force: true })).toBe(true);
+    expect(await service.schedules(Chore)).toEqual([]);
+    expect(await redis.client().exists(`${prefix}:{test.chore}:gone`)).toBe(1);
+    await service.schedule('hourly', new Chore(), { every: 3_600_000 });
+    expect(await redis.client().exists(`${prefix}:{test.chore}:gone`)).toBe(0);
+    // Redis loses the type's data: the schedule defined after the obliterate is stored again by its instance.
+    const keys = await redis.keys(`${prefix}:{test.chore}*`);
+    await redis.client().del(...keys);
+    await waitFor(async () => (await service.schedules(Chore)).map((s) => s.name).join() === 'hourly', 'hourly restored', 15_000);
+  }, 30_000);
+
+  it('keepDead.ageMs trims while the type is paused: a pause stops deliveries, not retention', async () => {
+    const prefix = redis.prefix();
+    const service = redis.service({ prefix, ...quiet, retry: fixedBackoff(1, 10), keepDead: { ageMs: 300 } });
+    service.addHandler(Chore, fail);
+    await service.enqueueMany([{ event: new Chore('p0') }, { event: new Chore('p1') }]);
+    await waitFor(async () => (await service.counts(Chore))?.dead === 2, 'two dead letters');
+    await service.pause(Chore);
+    await waitFor(async () => (await service.counts(Chore))?.dead === 0, 'trimmed while paused');
+    expect(await service.isPaused(Chore)).toBe(true);
+  }, 30_000);
+
   it('obliterate of a type nothing is stored under resolves false; after the handlers stop it needs no force', async () => {
     const prefix = redis.prefix();
     const service = redis.service({ prefix });
@@ -345,7 +409,8 @@ describe('housekeeping', () => {
     await expect(service.clean(Chore, 'dead', { olderThanMs: 0, limt: 5 } as never)).rejects.toThrow(/limt/);
     await expect(service.obliterate(Chore, { forse: true } as never)).rejects.toThrow(/forse/);
     await expect(service.obliterate(Chore, { force: 'yes' } as never)).rejects.toBeInstanceOf(InvalidArgumentError);
-    await expect(service.enqueueMany('x' as never)).rejects.toBeInstanceOf(InvalidArgumentError);
+    await expect(service.enqueueMany('x' as never)).rejects.toThrow(/enqueueMany entries/);
+    await expect(service.enqueueMany([{ event: new Chore('y') }], { replce: true } as never)).rejects.toThrow(/enqueueMany/);
     await expect(service.enqueueMany([{ event: new Chore('y'), delai: 5 } as never])).rejects.toThrow(/delai/);
     await expect(service.enqueue(new Chore('z'), new Date(Number.NaN))).rejects.toThrow(/valid Date/);
     expect((await service.counts(Chore))?.scheduled).toBe(1);

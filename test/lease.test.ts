@@ -206,6 +206,9 @@ describe('leases', () => {
       `${keys}:h`,
       `${keys}:hi`,
       `${keys}:m`,
+      `${keys}:d`,
+      `${keys}:el`,
+      `${keys}:gone`,
       ...LUA_SOURCES['dispatch-due'].encode({
         limit: 100,
         defaultHere: false,

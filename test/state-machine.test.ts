@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { bodyWithExtras } from '../src/core/stored-body';
 import { type EnqueueStatus, LuaScripts } from '../src/redis/lua-scripts';
-import { cleanQueue, drainQueue, obliterateQueue, purgeDead, replayDead } from '../src/redis/housekeeping';
+import { type DrainScope, cleanQueue, drainQueue, obliterateQueue, purgeDead, replayDead } from '../src/redis/housekeeping';
 import { LEASE_PIN, RedisLayout, type TypeKeys } from '../src/redis/redis-layout';
 import { useRedis } from './support/harness';
 import { leasedIds } from './support/leases';
@@ -109,7 +109,7 @@ const operation = fc.oneof(
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('pause' as const), paused: fc.boolean() }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('purge' as const), id }) },
   // Since 0.6: the bulk clean-up, in steps of `most` (src/redis/housekeeping.ts).
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('drain' as const), withSchedule: fc.boolean(), most: fc.integer({ min: 1, max: 4 }) }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('drain' as const), scope: fc.constantFrom<DrainScope>('ready', 'schedule', 'retries'), most: fc.integer({ min: 1, max: 4 }) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('clean' as const), all: fc.boolean(), most: fc.integer({ min: 1, max: 4 }) }) },
   { weight: 1, arbitrary: fc.constant({ kind: 'obliterate' as const }) },
 );
@@ -510,12 +510,22 @@ describe('the event state machine', () => {
             expect(await replayDead(scripts, keys, [], 100, layout.wakeChannel)).toEqual({ done: dead.length, taken: dead.length });
             for (const [, m] of dead) Object.assign(m, { state: 'scheduled', attempt: 0, due: true, noted: false, epoch: false });
           } else if (op.kind === 'drain') {
-            // Every place a READY event waits, and with the schedule what is scheduled; in flight and dead stay.
-            const gone = [...model].filter(([, m]) => m.state === 'ready' || (op.withSchedule && m.state === 'scheduled')).map(([eventId]) => eventId);
+            // Every place a READY event waits, and the schedule: all of it, or what ran before (an attempt spent, or
+            // snoozed: the default group's retries). In flight and dead stay.
+            const ranBefore = (m: Modelled) => m.attempt > 0 || m.snoozes > 0;
+            const gone = [...model]
+              .filter(([, m]) => m.state === 'ready' || (m.state === 'scheduled' && (op.scope === 'schedule' || (op.scope === 'retries' && ranBefore(m)))))
+              .map(([eventId]) => eventId);
             let drained = 0;
-            for (let step = op.most; step === op.most; drained += step) step = await scripts.call('drain', keys, { most: op.most, withSchedule: op.withSchedule });
+            let from = op.scope === 'retries' ? 0 : -1;
+            for (;;) {
+              const { removed, next } = await scripts.call('drain', keys, { most: op.most, withSchedule: op.scope === 'schedule', retriesFrom: from });
+              drained += removed;
+              from = next;
+              if (removed < op.most && next < 0) break;
+            }
             expect(drained).toBe(gone.length);
-            expect(await drainQueue(scripts, keys, op.withSchedule)).toBe(0);
+            expect(await drainQueue(scripts, keys, op.scope)).toBe(0);
             for (const eventId of gone) model.delete(eventId);
             ready = [];
             parked = [];

@@ -45,5 +45,5 @@ export async function obliterate(ctx: Context, type: string, options: { force: b
     // Nothing stored, and no schedule: as any command on an unknown type.
     throw unknownType(ctx, type);
   }
-  ctx.out(ctx.json ? json({ type, obliterated: true }) : `obliterated '${shown(type)}': a handler added afterwards, or an enqueue, starts it again`);
+  ctx.out(ctx.json ? json({ type, obliterated: true }) : `obliterated '${shown(type)}': a handler added afterwards (or a schedule) starts it again`);
 }

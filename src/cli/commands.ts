@@ -65,8 +65,8 @@ export async function stats(ctx: Context, type: string | undefined): Promise<voi
   const names = listed ? listed.map((t) => t.type) : [type!];
   const rows = await Promise.all(
     names.map(async (name) => {
-      // types() lists schedule-only types on purpose; one named on the command line must exist.
-      const counts = listed ? ((await ctx.service.counts(name)) ?? NOTHING_STORED) : await countsOf(ctx, name);
+      // types() lists schedule-only types on purpose: one named on the command line must be stored or scheduled.
+      const counts = (await ctx.service.counts(name)) ?? (listed || (await ctx.service.schedules(name)).length > 0 ? NOTHING_STORED : await countsOf(ctx, name));
       return { type: name, paused: await ctx.service.isPaused(name), ...counts };
     }),
   );

@@ -22,9 +22,9 @@ export async function purgeDead(scripts: LuaScripts, keys: TypeKeys, ids: readon
 }
 
 /** Calls `step` until it takes fewer than STEP (or `limit` is reached); the total. */
-async function inSteps(step: (most: number) => Promise<number>, limit = Number.POSITIVE_INFINITY, signal?: AbortSignal): Promise<number> {
+async function inSteps(step: (most: number) => Promise<number>, limit = Number.POSITIVE_INFINITY): Promise<number> {
   let total = 0;
-  while (total < limit && !signal?.aborted) {
+  while (total < limit) {
     const most = Math.min(STEP, limit - total);
     const done = await step(most);
     total += done;
@@ -33,13 +33,25 @@ async function inSteps(step: (most: number) => Promise<number>, limit = Number.P
   return total;
 }
 
+/** What drainQueue takes besides READY events: a queue's whole schedule, the default group's retries in it, or nothing more. */
+export type DrainScope = 'schedule' | 'retries' | 'ready';
+
 /**
- * Removes one group's waiting deliveries of a queue: READY, and with
- * `withSchedule` what its schedule holds (for the default group: the type's
- * own schedule, new events and its retries; for a named group: its retries).
+ * Removes one group's waiting deliveries of a queue: READY, and what its
+ * schedule holds (`schedule`: for the default group the type's own schedule,
+ * new events and its retries; for a named group its retries), or only the
+ * default group's retries in the type's schedule (`retries`: those that ran
+ * before, read a bucket at a time from a rank the script hands back).
  */
-export function drainQueue(scripts: LuaScripts, keys: TypeKeys, withSchedule: boolean): Promise<number> {
-  return inSteps((most) => scripts.call('drain', keys, { most, withSchedule }));
+export async function drainQueue(scripts: LuaScripts, keys: TypeKeys, scope: DrainScope): Promise<number> {
+  let total = 0;
+  let from = scope === 'retries' ? 0 : -1;
+  for (;;) {
+    const { removed, next } = await scripts.call('drain', keys, { most: STEP, withSchedule: scope === 'schedule', retriesFrom: from });
+    total += removed;
+    from = next;
+    if (removed < STEP && next < 0) return total;
+  }
 }
 
 /** Drops a group's dead letters (or history records) older than `olderThanMs`, oldest first, at most `limit`. */

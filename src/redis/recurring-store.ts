@@ -109,7 +109,8 @@ export class RecurringStore {
 
   /**
    * Stores `definition`, reading the one it replaces in the same transaction,
-   * sets the marker if missing and lists the type in the index.
+   * sets the marker if missing, removes the tombstone of an obliterate, and
+   * lists the type in the index.
    */
   async write(definition: ScheduleDefinition): Promise<{ previous: StoredDefinition | undefined; marker: string | null }> {
     const route = { type: definition.type, partitions: definition.partitions };
@@ -121,6 +122,8 @@ export class RecurringStore {
         .hset(keys.recurring, definition.name, JSON.stringify(definition))
         .set(keys.recurringMarker, newMarkerValue(), 'NX')
         .get(keys.recurringMarker)
+        // A schedule defined by hand starts an obliterated type again: the schedules defined after are restored after a loss.
+        .del(keys.tombstone)
         .exec(),
     );
     const previous = replies?.[0]?.[1] as string | null | undefined;

@@ -41,7 +41,7 @@ export interface TypeKeys {
   readonly paused: string;
   /**
    * String, set with the queue's first group or schedule registration and
-   * never removed: gone, it says Redis lost the registrations (lua/dispatch-due.lua).
+   * removed only by obliterate(): gone, it says Redis lost the registrations (lua/dispatch-due.lua).
    */
   readonly marker: string;
   /**

@@ -140,6 +140,12 @@ export class ServiceLog {
     );
   }
 
+  /** A type obliterated by hand was started again by a handler elsewhere: this instance registers its groups again. */
+  startedAgain(fields: Record<string, unknown>): void {
+    if (this.closed) return;
+    this.write('info', { prefix: this.settings.prefix, ...fields }, 'the type was obliterated and a handler started it again; this instance registers its groups on it again');
+  }
+
   /**
    * A handler registered here changed the flow limits another instance had
    * stored for a queue: from now on every instance enforces these.

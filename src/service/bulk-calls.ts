@@ -13,7 +13,7 @@ import { InspectorCalls } from './inspector-calls';
 
 /** drain()'s options. */
 export interface DrainOptions {
-  /** Only this group's READY and retry-scheduled deliveries (the default group: its READY ones); default: the type's schedule and every group's READY events. */
+  /** Only this group's READY and retry-scheduled deliveries; default: the type's schedule and every group's READY events. */
   readonly group?: string;
 }
 
@@ -50,7 +50,7 @@ export abstract class BulkCalls extends InspectorCalls {
   /**
    * Removes waiting events: without `group`, the type's schedule and every
    * group's READY events; with `group`, that group's READY events and its
-   * retries. In flight and dead events stay; no idempotency mark is written.
+   * retries (and snoozed deliveries). In flight and dead events stay; no idempotency mark is written.
    * Events stored after it started may survive. Resolves how many deliveries
    * went (an event ready in two groups counts twice).
    */
@@ -66,12 +66,12 @@ export abstract class BulkCalls extends InspectorCalls {
       let total = 0;
       for (const keys of resolved.queues) {
         if (group !== undefined) {
-          // A named group's retries are its own; the default group's share the type's schedule with new events.
-          total += await drainQueue(this.parts.scripts, this.parts.layout.forGroup(keys, group), group !== DEFAULT_GROUP);
+          // A named group's retries are its own schedule; the default group's share the type's with new events.
+          total += await drainQueue(this.parts.scripts, this.parts.layout.forGroup(keys, group), group === DEFAULT_GROUP ? 'retries' : 'schedule');
           continue;
         }
-        total += await drainQueue(this.parts.scripts, keys, true);
-        for (const named of await namedGroupsOf(this.parts.client, keys)) total += await drainQueue(this.parts.scripts, this.parts.layout.forGroup(keys, named), false);
+        total += await drainQueue(this.parts.scripts, keys, 'schedule');
+        for (const named of await namedGroupsOf(this.parts.client, keys)) total += await drainQueue(this.parts.scripts, this.parts.layout.forGroup(keys, named), 'ready');
       }
       return total;
     });

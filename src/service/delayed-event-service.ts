@@ -200,7 +200,12 @@ export class DelayedEventService extends InspectionCalls {
 
   /** Promise form of enqueueBatch (since 0.6): one status per entry, in order; nothing is written when an entry is bad. */
   enqueueMany(entries: ReadonlyArray<BatchEntry>, options: Pick<EnqueueOptions, 'replace'> = {}): Promise<EnqueueStatus[]> {
-    return lastValueFrom(this.enqueueBatch(entries, options), { defaultValue: [] });
+    try {
+      checkArgumentKeys(options, BATCH_OPTION_KEYS, 'enqueueMany');
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return lastValueFrom(this.enqueuer.enqueueBatch(entries, options.replace === true, 'enqueueMany'), { defaultValue: [] });
   }
 
   /** The context of the handler running in this async scope, if any. */

@@ -76,9 +76,9 @@ function extrasOf(options: { readonly maxAttempts?: unknown; readonly priority?:
 const NO_EXTRAS: BodyExtras = Object.freeze({});
 
 /** An entry of enqueueBatch holds only what an entry may. */
-function checkBatchEntry(entry: unknown, index: number): void {
-  if (entry === null || typeof entry !== 'object') throw new InvalidArgumentError(`enqueueBatch entry ${index}`, 'must be { event, delay?, at?, context? }');
-  checkArgumentKeys(entry, BATCH_ENTRY_KEYS, `enqueueBatch entry ${index}`);
+function checkBatchEntry(entry: unknown, index: number, call: string): void {
+  if (entry === null || typeof entry !== 'object') throw new InvalidArgumentError(`${call} entry ${index}`, 'must be { event, delay?, at?, context? }');
+  checkArgumentKeys(entry, BATCH_ENTRY_KEYS, `${call} entry ${index}`);
 }
 
 interface PreparedEvent extends Omit<EncodedEvent, 'version'> {
@@ -144,15 +144,15 @@ export class Enqueuer {
   }
 
   /** Every entry validated first: one bad entry rejects the batch and nothing is written. */
-  enqueueBatch(entries: ReadonlyArray<BatchEntry>, replace: boolean): Observable<EnqueueStatus[]> {
+  enqueueBatch(entries: ReadonlyArray<BatchEntry>, replace: boolean, call: 'enqueueBatch' | 'enqueueMany' = 'enqueueBatch'): Observable<EnqueueStatus[]> {
     let prepared: PreparedEvent[];
     const calledAt = performance.now();
     try {
-      if (!Array.isArray(entries)) throw new InvalidArgumentError('enqueueBatch entries', `must be an array of { event, delay?, at?, ... }, got ${typeof entries}`);
+      if (!Array.isArray(entries)) throw new InvalidArgumentError(`${call} entries`, `must be an array of { event, delay?, at?, ... }, got ${typeof entries}`);
       prepared = entries.map((entry, i) => {
-        checkBatchEntry(entry, i);
+        checkBatchEntry(entry, i, call);
         const due = () => (entry.at !== undefined ? { atMs: dateToMillis(entry.at) } : { delayMs: delayToMillis(entry.delay ?? 0) });
-        return this.prepare(entry.event, due, entry.context, calledAt, { batch: true, replace }, extrasOf(entry, `enqueueBatch entry ${i}`));
+        return this.prepare(entry.event, due, entry.context, calledAt, { batch: true, replace }, extrasOf(entry, `${call} entry ${i}`));
       });
     } catch (error) {
       return throwError(() => error);

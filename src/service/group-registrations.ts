@@ -80,7 +80,9 @@ export class GroupRegistrations {
     const groups = this.parts.groupsOf(shared.type);
     const named = groups.filter((g) => g !== DEFAULT_GROUP);
     if (named.length === 0) return;
-    this.parts.log.registrationsLost({ type: shared.type, queue: shared.tag, groups: named });
+    // A marker set by a handler that started an obliterated type again (lua/register-group.lua) is no data loss.
+    if (marker.startsWith('o')) this.parts.log.startedAgain({ type: shared.type, queue: shared.tag, groups: named });
+    else this.parts.log.registrationsLost({ type: shared.type, queue: shared.tag, groups: named });
     // Restored, not fresh: an obliterated queue (its tombstone) is not brought back by them.
     for (const group of named) this.register(shared, group, false);
     // The default group's handlers here keep getting events, as add() arranged.

@@ -22,7 +22,7 @@ export interface HandlerOptions<T = DelayedEventInstance> {
    * (1 to 1,000,000), none older than `ageMs`; default: the service's keepDead
    * (off: every dead letter is kept until purged). See the service option.
    */
-  readonly keepDead?: KeepDead;
+  readonly keepDead?: KeepDead | false;
   readonly retry?: RetryPolicy;
   readonly timeoutMs?: number;
   /**

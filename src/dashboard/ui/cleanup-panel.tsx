@@ -49,7 +49,12 @@ export function CleanupPanel(props: { type: string; group: string | undefined; o
     } catch (e) {
       if (!(e instanceof ApiError && e.status === 409)) return onMessage(e instanceof Error ? e.message : String(e));
       if (!(await confirm(`${type} is in use`, `${e.message}`, 'Obliterate anyway'))) return;
-      await api.obliterate(type, true).catch((again: unknown) => onMessage(again instanceof Error ? again.message : String(again)));
+      try {
+        await api.obliterate(type, true);
+      } catch (again) {
+        // Stays on the page, so the message can be read.
+        return onMessage(again instanceof Error ? again.message : String(again));
+      }
     }
     location.hash = '#/';
   };

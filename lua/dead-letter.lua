@@ -42,7 +42,7 @@ local now = now_ms()
 redis.call('ZADD', KEYS[3], now, id)
 redis.call('HSET', KEYS[4], id, reason)
 error_log_append(KEYS[6], id, attempt, now, reason)
--- Retention (keepDead): amortised like the history's, at most DEAD_TRIM_MOST (500) a call.
+-- Retention (keepDead): amortised like the history's, at most DEAD_TRIM_MOST (250) a call.
 if keep_count > 0 or keep_age > 0 then
   dead_trim({ dead = KEYS[3], meta = KEYS[1], shared_meta = KEYS[8], pending = KEYS[7], errors = KEYS[4], error_log = KEYS[6] }, now, keep_count, keep_age)
 end

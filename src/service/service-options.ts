@@ -107,7 +107,7 @@ export interface DelayedEventServiceOptions {
    * Dead-letter retention (since 0.6): per type and subscriber group, keep the
    * newest `count` dead letters (1 to 1,000,000) and none older than `ageMs`
    * (1 ms to 366 days); either or both. Trimmed as events are dead-lettered
-   * (at most 500 a call) and by age at each dispatcher look, so a type that
+   * (at most 250 a call) and by age at each dispatcher look, so a type that
    * stops failing still loses its old ones. Default false: every dead letter
    * is kept until purged or replayed. A handler's keepDead overrides it for its group.
    */

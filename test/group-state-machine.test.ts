@@ -29,6 +29,8 @@ interface Modelled {
   readonly groups: Map<Group, Held>;
   /** How many times a handler snoozed it, in any group (the shared body counts them). */
   snoozes: number;
+  /** Its priority (since 0.6): above 0, READY in each group's priority set instead of its ready list. */
+  priority: number;
 }
 /** Every claim made in a run, in either group: results may name any of them, late. */
 interface Delivery {
@@ -43,7 +45,7 @@ const group = fc.constantFrom(...GROUPS);
 /** Which delivery a result belongs to: an index into every claim made so far, from the newest (mostly recent ones, of events still about). */
 const delivery = fc.oneof(fc.nat({ max: 4 }), fc.nat({ max: 30 }));
 const operation = fc.oneof(
-  { weight: 3, arbitrary: fc.record({ kind: fc.constant('enqueue' as const), id, replace: fc.boolean() }) },
+  { weight: 3, arbitrary: fc.record({ kind: fc.constant('enqueue' as const), id, replace: fc.boolean(), priority: fc.constantFrom(0, 0, 0, 2, 5) }) },
   { weight: 3, arbitrary: fc.record({ kind: fc.constant('dispatch' as const) }) },
   { weight: 4, arbitrary: fc.record({ kind: fc.constant('claim' as const), group, count: fc.integer({ min: 1, max: 4 }) }) },
   { weight: 3, arbitrary: fc.record({ kind: fc.constant('complete' as const), delivery }) },
@@ -79,6 +81,7 @@ const operation = fc.oneof(
  * some group (or the schedule) holds the event.
  */
 describe('the event state machine with subscriber groups', () => {
+  // Since 0.6 events carry priorities too: READY by priority in every group, cancelled, replaced and removed with it.
   const redis = useRedis();
 
   it('keeps each group’s states apart, fencing every result by its claim, through removeGroup (property)', async () => {
@@ -103,6 +106,16 @@ describe('the event state machine with subscriber groups', () => {
         let obliterated = false;
         const model = new Map<string, Modelled>();
         const order: Record<Group, string[]> = { default: [], audit: [] };
+        /** READY events with a priority, per group, in the order claims take them (priority, then arrival). */
+        const prio: Record<Group, string[]> = { default: [], audit: [] };
+        /** The type's priority marker (enqueue sets it): until then a dispatch without named groups reads no priority. */
+        let pqMarker = false;
+        /** READY in group `g`: on its ready list, or by priority when the dispatch reads them. */
+        const toReady = (eventId: string, g: Group, readsPriorities: boolean) => {
+          if (readsPriorities && model.get(eventId)!.priority > 0) prio[g].push(eventId);
+          else order[g].push(eventId);
+        };
+        const bodyOfModel = (m: Modelled, snoozes = m.snoozes) => bodyWithExtras('[0,{}]', { snoozes, ...(m.priority ? { priority: m.priority } : {}) }) ?? '[0,{}]';
         const deliveries: Delivery[] = [];
         const deliveryAt = (index: number): Delivery | undefined => deliveries[deliveries.length - 1 - (index % Math.max(1, deliveries.length))];
         const isCurrent = (d: Delivery) => {
@@ -114,22 +127,28 @@ describe('the event state machine with subscriber groups', () => {
           const m = model.get(eventId)!;
           m.groups.delete(g);
           order[g] = order[g].filter((r) => r !== eventId);
+          prio[g] = prio[g].filter((r) => r !== eventId);
           if (m.groups.size === 0 && !m.scheduled) model.delete(eventId);
         };
         const forget = (eventId: string) => {
-          for (const g of GROUPS) order[g] = order[g].filter((r) => r !== eventId);
+          for (const g of GROUPS) {
+            order[g] = order[g].filter((r) => r !== eventId);
+            prio[g] = prio[g].filter((r) => r !== eventId);
+          }
           model.delete(eventId);
         };
 
         for (const op of operations) {
           if (op.kind === 'enqueue') {
             const stored = model.has(op.id);
-            const [status] = await scripts.enqueue(shared, [{ id: op.id, body: '[0,{}]', due: { atMs: 1 }, requestedAt: 0 }], op.replace);
+            const body = bodyWithExtras('[0,{}]', op.priority ? { priority: op.priority } : {}) ?? '[0,{}]';
+            const [status] = await scripts.enqueue(shared, [{ id: op.id, body, due: { atMs: 1 }, requestedAt: 0 }], op.replace);
             expect(status).toBe(stored ? (op.replace ? 'replaced' : 'duplicate') : 'scheduled');
+            if (op.priority > 0) pqMarker = true;
             // A replace takes the event out of every group, whatever each holds of it, and schedules it afresh.
             if (!stored || op.replace) {
               forget(op.id);
-              model.set(op.id, { scheduled: true, delivered: false, groups: new Map(), snoozes: 0 });
+              model.set(op.id, { scheduled: true, delivered: false, groups: new Map(), snoozes: 0, priority: op.priority });
             }
           } else if (op.kind === 'pause') {
             if (op.paused) await client.set(shared.paused, '1');
@@ -142,6 +161,9 @@ describe('the event state machine with subscriber groups', () => {
             model.clear();
             order.default = [];
             order.audit = [];
+            prio.default = [];
+            prio.audit = [];
+            pqMarker = false;
             registry.clear();
             markerSet = false;
             auditRemoved = false;
@@ -150,6 +172,7 @@ describe('the event state machine with subscriber groups', () => {
             obliterated = false;
           } else if (op.kind === 'dispatch' || op.kind === 'dispatch as instance') {
             const before = { default: [...order.default], audit: [...order.audit] };
+            const beforePrio = { default: [...prio.default], audit: [...prio.audit] };
             const groups: Group[] = op.kind === 'dispatch as instance' && op.withDefault ? ['default', 'audit'] : ['audit'];
             const registrations = op.kind === 'dispatch as instance' ? { newMarker: `m${++markers}`, markerSeenBefore: true, groups } : undefined;
             const result = await scripts.dispatchDue(shared, 16, false, registrations);
@@ -168,10 +191,11 @@ describe('the event state machine with subscriber groups', () => {
                   m.groups.delete('default');
                   m.groups.set('audit', { state: 'ready', attempt: 0 });
                   m.delivered = true;
-                  order.audit.push(eventId);
+                  // Handed with their bodies: by priority, marker or not.
+                  toReady(eventId, 'audit', true);
                 }
                 before.default = before.default.filter((eventId) => !handed.includes(eventId));
-                before.audit.push(...handed);
+                before.audit.push(...handed.filter((eventId) => model.get(eventId)!.priority === 0));
               }
             }
             expect(result.handedToGroups).toBe(handed.length);
@@ -184,6 +208,9 @@ describe('the event state machine with subscriber groups', () => {
               // With no named group registered, everything due goes to the default group's list, registered or not.
               const toAudit = registry.has('audit');
               const toDefault = !toAudit || registry.has('default');
+              // With a named group registered the type's dispatch reads every body it moves; else only once the
+              // type's marker says it has priorities. A named group's own dispatch reads them by the marker.
+              const typeReads = toAudit || pqMarker;
               for (const [eventId, m] of model) {
                 const retrying = m.groups.get('default')?.state === 'retry';
                 if (m.scheduled || (retrying && !m.delivered)) {
@@ -191,22 +218,22 @@ describe('the event state machine with subscriber groups', () => {
                   const held = m.groups.get('default');
                   if (toDefault) {
                     m.groups.set('default', { state: 'ready', attempt: held?.attempt ?? 0 });
-                    order.default.push(eventId);
+                    toReady(eventId, 'default', typeReads);
                   } else {
                     m.groups.delete('default');
                   }
                   if (toAudit) {
                     m.groups.set('audit', { state: 'ready', attempt: 0 });
-                    order.audit.push(eventId);
+                    toReady(eventId, 'audit', true);
                     m.delivered = true;
                   }
                 } else if (retrying) {
                   m.groups.get('default')!.state = 'ready';
-                  order.default.push(eventId);
+                  toReady(eventId, 'default', typeReads);
                 }
                 if (!auditRemoved && m.groups.get('audit')?.state === 'retry') {
                   m.groups.get('audit')!.state = 'ready';
-                  order.audit.push(eventId);
+                  toReady(eventId, 'audit', pqMarker);
                 }
               }
               // Within one call the order is Redis's: the model takes it, having checked what was added.
@@ -215,16 +242,26 @@ describe('the event state machine with subscriber groups', () => {
                 expect(list.slice(0, before[g].length)).toEqual(before[g]);
                 expect([...list.slice(before[g].length)].sort()).toEqual(order[g].slice(before[g].length).sort());
                 order[g] = list;
+                // The priority set: the same events, those there before in the order they had (newcomers rank after
+                // those of their priority already there), then Redis's order.
+                const ranked = await client.zrange(keysOf[g].readyByPriority, '0', '-1');
+                expect([...ranked].sort()).toEqual([...prio[g]].sort());
+                expect(ranked.filter((eventId) => beforePrio[g].includes(eventId))).toEqual(beforePrio[g].filter((eventId) => ranked.includes(eventId)));
+                prio[g] = ranked;
               }
             }
           } else if (op.kind === 'claim') {
-            const result = await scripts.completeAndClaim(keysOf[op.group], [], op.count, 60_000, MAX_ATTEMPTS);
+            // Strict priorities (aging 0): the ready list first, then the priority set in its order.
+            const result = await scripts.completeAndClaim(keysOf[op.group], [], op.count, 60_000, MAX_ATTEMPTS, undefined, { agingMs: 0 });
             if (paused) {
               expect({ claimed: result.claimed, paused: result.paused }).toEqual({ claimed: [], paused: true });
               continue;
             }
-            const popped = order[op.group].slice(0, op.count);
-            order[op.group] = order[op.group].slice(popped.length);
+            const fromList = order[op.group].slice(0, op.count);
+            order[op.group] = order[op.group].slice(fromList.length);
+            const fromSet = prio[op.group].slice(0, op.count - fromList.length);
+            prio[op.group] = prio[op.group].slice(fromSet.length);
+            const popped = [...fromList, ...fromSet];
             const claimed: Array<{ id: string; attempt: number }> = [];
             const dead: Array<{ id: string; attempt: number }> = [];
             for (const p of popped) {
@@ -266,7 +303,7 @@ describe('the event state machine with subscriber groups', () => {
             if (!d) continue;
             const current = isCurrent(d);
             const m = model.get(d.id);
-            const body = bodyWithExtras('[0,{}]', { snoozes: (m?.snoozes ?? 0) + 1 })!;
+            const body = m ? bodyOfModel(m, m.snoozes + 1) : bodyWithExtras('[0,{}]', { snoozes: 1 })!;
             const due = await scripts.snooze(keysOf[d.group], d, 0, body, op.withEvent);
             const refused = current && op.withEvent && registry.size > 1;
             expect(due === 'stale' ? 'stale' : due === 'refused' ? 'refused' : 'snoozed').toBe(!current ? 'stale' : refused ? 'refused' : 'snoozed');
@@ -331,6 +368,9 @@ describe('the event state machine with subscriber groups', () => {
             model.clear();
             order.default = [];
             order.audit = [];
+            prio.default = [];
+            prio.audit = [];
+            pqMarker = false;
             registry.clear();
             markerSet = false;
             auditRemoved = false;
@@ -357,7 +397,7 @@ describe('the event state machine with subscriber groups', () => {
           // The body is stored once, while the schedule or some group holds the event.
           expect((await client.hkeys(shared.meta)).sort()).toEqual([...model.keys()].sort());
           // The shared body counts the snoozes of every group.
-          for (const [eventId, m] of model) expect((await client.hget(shared.meta, eventId))?.endsWith(`|${bodyWithExtras('[0,{}]', { snoozes: m.snoozes })}`), eventId).toBe(true);
+          for (const [eventId, m] of model) expect((await client.hget(shared.meta, eventId))?.endsWith(`|${bodyOfModel(m)}`), eventId).toBe(true);
           const scheduled = [...model].filter(([, m]) => m.scheduled || m.groups.get('default')?.state === 'retry').map(([eventId]) => eventId);
           expect([...(await new ScheduleView(client, base).entries()).keys()].sort()).toEqual(scheduled.sort());
           expect((await client.hkeys(shared.groups)).sort()).toEqual([...registry].sort());
@@ -370,6 +410,9 @@ describe('the event state machine with subscriber groups', () => {
             }
             const keys = keysOf[g];
             expect(await client.lrange(keys.ready, 0, -1)).toEqual(order[g]);
+            expect(await client.zrange(keys.readyByPriority, '0', '-1')).toEqual(prio[g]);
+            expect((await client.zrange(keys.readyAging, '0', '-1')).sort()).toEqual([...prio[g]].sort());
+            expect(await client.hexists(keys.flow, 'rq')).toBe(prio[g].length > 0 ? 1 : 0);
             expect((await leasedIds(client, keys.inFlight)).sort()).toEqual(idsOf(g, 'inFlight'));
             expect((await client.zrange(keys.dead, '0', '-1')).sort()).toEqual(idsOf(g, 'dead'));
             if (g === 'audit') expect([...(await new ScheduleView(client, `${base}:g:audit`).entries()).keys()].sort()).toEqual(idsOf(g, 'retry'));

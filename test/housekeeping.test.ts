@@ -149,13 +149,19 @@ describe('housekeeping', () => {
   it('drain of the default group takes its READY events, retries and snoozed deliveries, and leaves what never ran', async () => {
     const prefix = redis.prefix();
     const service = redis.service({ prefix, ...quiet, retry: fixedBackoff(5, 3_600_000) });
+    const ran = new Set<string>();
     service.addHandler(Chore, (event: Chore, _context, delivery) => {
+      ran.add(event.id);
       if (event.id.startsWith('snooze')) return delivery.snooze(3_600_000);
       throw new Error('not yet');
     });
     await service.enqueueMany([...Array.from({ length: 5 }, (_, i) => ({ event: new Chore(`retry${i}`) })), ...Array.from({ length: 3 }, (_, i) => ({ event: new Chore(`snooze${i}`) }))]);
     // Each ran once: five retries and three snoozes an hour away, in the type's schedule beside new events.
-    await waitFor(async () => (await service.counts(Chore))?.scheduled === 8 && (await service.counts(Chore))?.inFlight === 0, 'ran once each');
+    // Every one ran (none is still waiting for its first dispatch) and its result is written (none in flight).
+    await waitFor(async () => {
+      const counts = await service.counts(Chore);
+      return ran.size === 8 && counts?.scheduled === 8 && counts.inFlight === 0 && counts.ready === 0;
+    }, 'ran once each');
     await service.enqueueMany(Array.from({ length: 600 }, (_, i) => ({ event: new Chore(`new${i}`), delay: 3_600_000 + i })));
     expect(await service.drain(Chore, { group: 'default' })).toBe(8);
     const left = await service.list(Chore, 'scheduled', { limit: 1_000 });

@@ -138,6 +138,20 @@ describe('the event state machine with subscriber groups', () => {
           model.delete(eventId);
         };
 
+        /** Every key of the type is gone (a data loss, obliterate): no event, group, marker, pause or priority marker. */
+        const forgetEverything = () => {
+          model.clear();
+          for (const g of GROUPS) {
+            order[g] = [];
+            prio[g] = [];
+          }
+          pqMarker = false;
+          registry.clear();
+          markerSet = false;
+          auditRemoved = false;
+          paused = false;
+        };
+
         for (const op of operations) {
           if (op.kind === 'enqueue') {
             const stored = model.has(op.id);
@@ -158,16 +172,7 @@ describe('the event state machine with subscriber groups', () => {
             // Everything of the type goes, the pause and the registry with it; claims made before may still report.
             const keys = await client.keys(`${base}*`);
             if (keys.length > 0) await client.del(...keys);
-            model.clear();
-            order.default = [];
-            order.audit = [];
-            prio.default = [];
-            prio.audit = [];
-            pqMarker = false;
-            registry.clear();
-            markerSet = false;
-            auditRemoved = false;
-            paused = false;
+            forgetEverything();
             // The tombstone of an earlier obliterate goes with the rest.
             obliterated = false;
           } else if (op.kind === 'dispatch' || op.kind === 'dispatch as instance') {
@@ -365,16 +370,7 @@ describe('the event state machine with subscriber groups', () => {
           } else if (op.kind === 'obliterate') {
             await obliterateQueue(scripts, shared);
             expect((await client.keys(`${base}*`)).filter((k) => !k.endsWith(':gone') && !k.includes(':c:'))).toEqual([]);
-            model.clear();
-            order.default = [];
-            order.audit = [];
-            prio.default = [];
-            prio.audit = [];
-            pqMarker = false;
-            registry.clear();
-            markerSet = false;
-            auditRemoved = false;
-            paused = false;
+            forgetEverything();
             obliterated = true;
           } else {
             // A fresh registration (addHandler) starts an obliterated type again.

@@ -166,6 +166,15 @@ describe('the event state machine', () => {
           if (prioritized.length === 0) seq = 0;
           return was;
         };
+        /** Nothing waits READY any more, anywhere (drain, obliterate). */
+        const noneReady = () => {
+          ready = [];
+          parked = [];
+          prioritized = [];
+          seq = 0;
+          lists.clear();
+          ring = [];
+        };
         const prioritize = (eventId: string) => prioritized.push({ id: eventId, priority: model.get(eventId)!.priority, seq: ++seq });
         let paused = false;
         const inState = (state: State) => [...model].filter(([, m]) => m.state === state);
@@ -527,12 +536,7 @@ describe('the event state machine', () => {
             expect(drained).toBe(gone.length);
             expect(await drainQueue(scripts, keys, op.scope)).toBe(0);
             for (const eventId of gone) model.delete(eventId);
-            ready = [];
-            parked = [];
-            prioritized = [];
-            seq = 0;
-            lists.clear();
-            ring = [];
+            noneReady();
           } else if (op.kind === 'clean') {
             const dead = inState('dead');
             expect(await cleanQueue(scripts, keys, 'dead', op.all ? 0 : 3_600_000, Number.MAX_SAFE_INTEGER)).toBe(op.all ? dead.length : 0);
@@ -543,12 +547,7 @@ describe('the event state machine', () => {
             expect((await redis.keys(`${keys.meta.slice(0, -':m'.length)}:*`)).filter((k) => !k.endsWith(':gone') && !k.includes(':c:'))).toEqual([]);
             model.clear();
             completed.clear();
-            ready = [];
-            parked = [];
-            prioritized = [];
-            seq = 0;
-            lists.clear();
-            ring = [];
+            noneReady();
             keyed = false;
             sorterSeen = false;
             paused = false;

@@ -34,6 +34,7 @@ const onClusterToo = [
   'schedule',
   'lease',
   'state-machine',
+  'dead-retention-model',
   'idempotency',
   'fan-out',
   'handler-results',

@@ -70,7 +70,8 @@ const operation = fc.oneof(
   // while the queue is keyed, claims take from the keys in turn, and what was sorted drains once it is not.
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('sort' as const), count: fc.integer({ min: 1, max: 5 }) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('keyed' as const), on: fc.boolean() }) },
-  { weight: 3, arbitrary: fc.record({ kind: fc.constant('dispatch' as const), limit: fc.integer({ min: 1, max: 8 }) }) },
+  // With keepDead (since 0.6), a look also drops the oldest dead letters over the count.
+  { weight: 3, arbitrary: fc.record({ kind: fc.constant('dispatch' as const), limit: fc.integer({ min: 1, max: 8 }), keepDead: fc.constantFrom(0, 0, 1, 1, 2) }) },
   {
     weight: 3,
     arbitrary: fc.record({
@@ -94,7 +95,7 @@ const operation = fc.oneof(
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('complete' as const), delivery }) },
   // Successes recorded together, as a reader sends those of one tick: each is fenced on its own.
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('complete batch' as const), deliveries: fc.uniqueArray(delivery, { minLength: 2, maxLength: 5 }) }) },
-  { weight: 2, arbitrary: fc.record({ kind: fc.constant('fail' as const), delivery, then: fc.constantFrom('retry now', 'retry later', 'dead letter') }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('fail' as const), delivery, then: fc.constantFrom('retry now', 'retry later', 'dead letter', 'dead letter, keep 1') }) },
   // A handler snoozed (lua/snooze.lua): back to SCHEDULED, the attempt unspent, the snooze counted in the body.
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('snooze' as const), delivery, due: fc.boolean() }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('give back' as const), deliveries: fc.uniqueArray(delivery, { minLength: 1, maxLength: 4 }) }) },
@@ -166,6 +167,12 @@ describe('the event state machine', () => {
           if (prioritized.length === 0) seq = 0;
           return was;
         };
+        /** The dead letters a keepDead count of `keep` drops now: the oldest, in the dead set's order (0: none). */
+        const overKept = async (keep: number): Promise<string[]> => {
+          if (keep === 0) return [];
+          const dead = await client.zrange(keys.dead, '0', '-1');
+          return dead.slice(0, Math.max(0, dead.length - keep));
+        };
         /** Nothing waits READY any more, anywhere (drain, obliterate). */
         const noneReady = () => {
           ready = [];
@@ -215,7 +222,10 @@ describe('the event state machine', () => {
             else await client.del(keys.paused);
             paused = op.paused;
           } else if (op.kind === 'dispatch' && paused) {
-            expect(await scripts.dispatchDue(keys, op.limit)).toMatchObject({ movedDue: 0, movedExpired: 0 });
+            // Retention runs paused too: a pause stops deliveries, not keepDead.
+            const trimmed = await overKept(op.keepDead);
+            expect(await scripts.dispatchDue(keys, op.limit, false, undefined, { count: op.keepDead, ageMs: 0 })).toMatchObject({ movedDue: 0, movedExpired: 0 });
+            for (const eventId of trimmed) model.delete(eventId);
           } else if (op.kind === 'claim' && paused) {
             const result = await scripts.completeAndClaim(keys, [], op.count, 60_000, MAX_ATTEMPTS, undefined, { startNow: op.startNow, sortsByKey: op.sorts });
             sorterSeen ||= op.sorts;
@@ -231,7 +241,9 @@ describe('the event state machine', () => {
                 .filter(([, m]) => m.due)
                 .map(([eventId]) => eventId),
             );
-            const result = await scripts.dispatchDue(keys, op.limit);
+            const trimmed = await overKept(op.keepDead);
+            const result = await scripts.dispatchDue(keys, op.limit, false, undefined, { count: op.keepDead, ageMs: 0 });
+            for (const eventId of trimmed) model.delete(eventId);
             expect(result.movedDue).toBe(Math.min(op.limit, dueNow.size));
             expect(result.movedExpired).toBe(Math.min(op.limit - result.movedDue, expired.size));
             const list = await client.lrange(keys.ready, 0, -1);
@@ -391,6 +403,24 @@ describe('the event state machine', () => {
             } else if (op.then === 'dead letter') {
               done = await scripts.deadLetter(keys, d, 'failed');
               if (current) Object.assign(m!, { state: 'dead', claim: undefined, started: undefined, noted: false });
+            } else if (op.then === 'dead letter, keep 1') {
+              // keepDead { count: 1 }: the set keeps its newest, the one dead-lettered now among them unless
+              // it shares its millisecond with one that sorts after it. What goes, goes whole.
+              const before = await client.zrange(keys.dead, '0', '-1', 'WITHSCORES');
+              done = await scripts.deadLetter(keys, d, 'failed', { count: 1, ageMs: 0 });
+              if (current) Object.assign(m!, { state: 'dead', claim: undefined, started: undefined, noted: false });
+              const kept = await client.zrange(keys.dead, '0', '-1', 'WITHSCORES');
+              const keptIds = kept.filter((_, i) => i % 2 === 0);
+              const candidates = [...before.filter((_, i) => i % 2 === 0), ...(current ? [d.id] : [])];
+              expect(keptIds.length).toBe(current ? Math.min(candidates.length, 1) : keptIds.length);
+              const lowestKept = Math.min(...kept.filter((_, i) => i % 2 === 1).map(Number));
+              for (const eventId of candidates) {
+                if (keptIds.includes(eventId)) continue;
+                // Only older ones (or one of the same millisecond) went.
+                const at = before.indexOf(eventId);
+                if (at >= 0) expect(Number(before[at + 1])).toBeLessThanOrEqual(lowestKept);
+                model.delete(eventId);
+              }
             } else {
               done = (await scripts.retry(keys, d, op.then === 'retry now' ? 0 : 3_600_000, 'failed')) !== undefined;
               if (current) Object.assign(m!, { state: 'scheduled', due: op.then === 'retry now', epoch: false, claim: undefined, started: undefined, noted: false });

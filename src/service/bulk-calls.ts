@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import { type EventRoute, eventRouteOf } from '../core/delayed-event.decorator';
 import { checkGroupArgument, checkIntegerArgument } from '../core/arguments';
 import { InvalidArgumentError, TypeInUseError } from '../core/errors';
@@ -111,7 +112,7 @@ export abstract class BulkCalls extends InspectorCalls {
    * Removes every key of the type: its partitions, groups, schedules (the
    * recurring ones too), history, limits, pause and activity counts, in
    * bounded steps, one hash slot per script. Refuses with TypeInUseError while
-   * instances() shows an instance handling it, unless `force` (the check is
+   * this service, or an instance instances() shows, handles it, unless `force` (the check is
    * advisory: an instance cut off, or one that starts right after, is not
    * seen). Leaves a tombstone in each queue, so that instances still running
    * do not register its groups or schedules again; a handler added afterwards
@@ -127,6 +128,8 @@ export abstract class BulkCalls extends InspectorCalls {
     };
     return this.whenReady(check, async ({ type, force }) => {
       if (!force) {
+        // This service's own handlers count at once: its answer to the question below may not be heard yet.
+        if (this.parts.handledHere?.().includes(type)) throw new TypeInUseError(type, [`${hostname()} ${process.pid} (this instance)`]);
         const { instances } = await askInstances(this.parts.client, this.parts.layout.wakeChannel);
         const using = instances.filter((instance) => instance.handlers.some((handler) => handler.type === type));
         if (using.length > 0)

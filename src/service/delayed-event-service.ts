@@ -106,6 +106,7 @@ export class DelayedEventService extends InspectionCalls {
       onCancelled: (type) => this.metrics.count(METRIC.cancelled, { type }),
       onDroppedAnswers: (count) => this.metrics.count(METRIC.instanceAnswersDropped, {}, count),
       handledAgeMs: settings.keepHandled.ageMs,
+      handledHere: () => this.handlers.running().map((h) => h.type),
     });
     this.enqueuer = new Enqueuer({
       options: settings,

@@ -54,6 +54,8 @@ const onClusterToo = [
   'held-ahead',
   'holds',
   'unknown-options',
+  'heartbeat',
+  'heartbeat-model',
 ].map((name) => `test/${name}.test.ts`);
 
 export default defineConfig({

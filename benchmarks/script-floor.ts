@@ -99,6 +99,7 @@ export async function scriptFloorMicros(port: number, row: ScriptFloorRow, count
         maxVersion: 1_000_000,
         sortsByKey: false,
         agingMs: 60_000,
+        heartbeatLeaseMs: 0,
         started: [],
         confirmations: [],
         successes,

@@ -31,6 +31,8 @@
 -- KEYS[17] errorLog: error-log hash (id -> its last failures)
 -- KEYS[18] tombstone: tombstone: while set (obliterate.lua), a missing marker is no loss to
 --         repair: nothing is registered again
+-- KEYS[19] heartbeats: heartbeat zset ('<claim identity>:<id>' -> lapses at ms, since 0.6): a lease
+--         whose heartbeat lapsed ends as an expired one does (includes/lease-heartbeat.lua)
 -- ARGV[1] limit (number): most events to move in this call
 -- ARGV[2] default_here (flag): a handler of the default group runs here: once the type has
 --         named groups, the default group is registered too, so it keeps getting events
@@ -69,6 +71,8 @@
 -- @include group-keys
 -- @include handled-trim-age
 -- @include hset-pairs
+-- @include keyed-release
+-- @include lease-heartbeat
 -- @include lease-constants
 -- @include lease-started
 -- @include lease-unpin-if-idle
@@ -224,14 +228,26 @@ local function take_expired()
   if #unscaled < limit then
     scaled = redis.call('ZRANGE', KEYS[2], SCALED_LEASE_FROM, string.format('%d', now) .. '999', 'BYSCORE', 'LIMIT', 0, limit - #unscaled, 'WITHSCORES')
   end
+  -- Leases whose heartbeat lapsed (since 0.6): their instance stopped renewing them.
+  local lapsed = {}
+  if #unscaled + #scaled / 2 < limit then lapsed = heartbeat_lapsed(KEYS[19], KEYS[2], now, limit - #unscaled - #scaled / 2) end
   local expired, scaled_ids, started = {}, {}, {}
   for _, id in ipairs(unscaled) do expired[#expired + 1] = id end
-  for i = 1, #scaled, 2 do
-    expired[#expired + 1] = scaled[i]
-    scaled_ids[#scaled_ids + 1] = scaled[i]
-    started[#scaled_ids] = lease_started(tonumber(scaled[i + 1]))
+  -- Disjoint: a lapsed lease past its hard expiry is among the scaled ones (includes/lease-heartbeat.lua).
+  for _, found in ipairs({ scaled, lapsed }) do
+    for i = 1, #found, 2 do
+      expired[#expired + 1] = found[i]
+      scaled_ids[#scaled_ids + 1] = found[i]
+      started[#scaled_ids] = lease_started(tonumber(found[i + 1]))
+    end
   end
   if #expired == 0 then return expired end
+  -- A lapsed lease ends before its hard expiry: its calls no longer count against their keys' limits.
+  if #lapsed > 0 then
+    local ids = {}
+    for i = 1, #lapsed, 2 do ids[#ids + 1] = lapsed[i] end
+    keyed_release(KEYS[5], ids)
+  end
   -- The leases go first. At Redis's memory limit (noeviction) a script's first
   -- write that may grow memory is refused, and later ones are not: removing
   -- first lets the crashed workers' events come back when memory is short.
@@ -283,6 +299,8 @@ due = due + move(schedule_take_due(KEYS[1], now, limit))
 local expired = move_here(take_expired())
 
 local next_at = next_due(KEYS[1], KEYS[2])
+local heartbeat_head = tonumber(redis.call('ZRANGE', KEYS[19], 0, 0, 'WITHSCORES')[2])
+if heartbeat_head and (next_at < 0 or heartbeat_head < next_at) then next_at = heartbeat_head end
 local legacy = tonumber(redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')[2])
 if legacy and (next_at < 0 or legacy < next_at) then next_at = legacy end
 if due + expired + rescued > 0 and wake_channel ~= '' then redis.call('PUBLISH', wake_channel, queue_tag .. '|-1') end

@@ -34,6 +34,8 @@ export {
   DelayedEventError,
   HandlerAlreadyRegisteredError,
   TypeInUseError,
+  DeliveryAbortedError,
+  type DeliveryAbortCode,
   InvalidDelayError,
   InvalidArgumentError,
   InvalidEventError,

@@ -151,6 +151,7 @@ describe('the embedded Lua scripts', () => {
       maxVersion: 2,
       sortsByKey: true,
       agingMs: 60_000,
+      heartbeatLeaseMs: 0,
       started: [{ id: 's', claim: 7 }],
       confirmations: [],
       successes: [
@@ -158,8 +159,8 @@ describe('the embedded Lua scripts', () => {
         { id: 'b', claim: 2 },
       ],
     });
-    // Eleven scalars, then each list but the last with its length in front.
-    expect(encoded).toEqual([3, 30_000, 5, 0, 't', 1, 0, 0, 2, '1', 60_000, 1, 's', 7, 0, 'a', 1, 'b', 2]);
+    // Twelve scalars, then each list but the last with its length in front.
+    expect(encoded).toEqual([3, 30_000, 5, 0, 't', 1, 0, 0, 2, '1', 60_000, 0, 1, 's', 7, 0, 'a', 1, 'b', 2]);
     expect(claim.decode([1, [2], [], [], 1, '9', 0, -1, 0, []])).toEqual({
       now: 1,
       stale: [2],

@@ -169,6 +169,7 @@ describe('leases', () => {
       `${keys}:el`,
       `${keys}:h`,
       `${keys}:hi`,
+      `${keys}:hl`,
       ...LUA_SOURCES['complete-and-claim'].encode({
         most: 1,
         leaseMs: -1_000,
@@ -181,6 +182,7 @@ describe('leases', () => {
         maxVersion: 1,
         sortsByKey: false,
         agingMs: 60_000,
+        heartbeatLeaseMs: 0,
         started: [],
         confirmations: [],
         successes: [],
@@ -209,6 +211,7 @@ describe('leases', () => {
       `${keys}:d`,
       `${keys}:el`,
       `${keys}:gone`,
+      `${keys}:hl`,
       ...LUA_SOURCES['dispatch-due'].encode({
         limit: 100,
         defaultHere: false,

@@ -186,4 +186,27 @@ describe('a call whose reply is lost', () => {
       await proxy.stop();
     }
   });
+
+  it('a running call whose lease renewals go unanswered past the heartbeat lease is aborted with lease-lost, and counted', async () => {
+    const proxy = await TcpProxy.start(redis.server.port);
+    try {
+      const prefix = redis.prefix();
+      const service = redis.service({ redis: proxy.url, prefix, commandTimeoutMs: 200, heartbeatMs: 250, handlerTimeoutMs: 3_600_000, closeTimeoutMs: 100 });
+      const metrics = recordMetrics(service);
+      let signal: AbortSignal | undefined;
+      service.addHandler(WorkItem, (_e, _c, d) => ((signal = d.signal), new Promise<boolean>(() => undefined)));
+      await service.enqueue(new WorkItem('cut-off'), 0);
+      await waitFor(() => signal !== undefined, 'the call started');
+      const cutAt = Date.now();
+      proxy.blackholeNewConnections();
+      proxy.blackholeAll();
+      await waitFor(() => signal?.aborted === true, 'the call given up', 5_000);
+      // Not before its lease could have lapsed: 3 heartbeats less half of one, from the last renewal.
+      expect(Date.now() - cutAt).toBeGreaterThanOrEqual(250);
+      expect((signal?.reason as { code?: string }).code).toBe('lease-lost');
+      expect(counter(metrics, METRIC.callsAbandoned, { reason: 'lease-lost' })).toBe(1);
+    } finally {
+      await proxy.stop();
+    }
+  });
 });

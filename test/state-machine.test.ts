@@ -24,6 +24,8 @@ interface Modelled {
   /** In flight: the claim that holds it, and whether its handler started. */
   claim?: number;
   started?: boolean;
+  /** In flight: its heartbeat lease, if its claim or a renewal wrote one: alive, or lapsed (lua/renew-leases.lua). */
+  heartbeat?: 'alive' | 'lapsed';
   /** Its error is the note of a lease that ran out before its handler started (lua/dispatch-due.lua). */
   noted: boolean;
   /** The event class version its body was written at: 1 (no number in front) or 3 (`3|`). */
@@ -86,7 +88,15 @@ const operation = fc.oneof(
       sorts: fc.boolean(),
       // priorityAgingMs: never, or 11 days: then only events due at ms 1 are past it (no boundary to race).
       aging: fc.constantFrom(0, 1_000_000_000),
+      // With heartbeats (since 0.6): each lease gets a heartbeat entry, alive for a minute.
+      heartbeat: fc.boolean(),
     }),
+  },
+  // Heartbeats: an instance renews the leases of calls it runs, current or long stale; a renewal that lapses at
+  // once stands for one whose instance then died. Abandoning (close() gave up) marks them not started instead.
+  {
+    weight: 2,
+    arbitrary: fc.record({ kind: fc.constant('renew' as const), deliveries: fc.uniqueArray(delivery, { minLength: 1, maxLength: 3 }), lapse: fc.boolean(), abandon: fc.boolean() }),
   },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('start' as const), deliveries: fc.uniqueArray(delivery, { minLength: 1, maxLength: 3 }) }) },
   // A reader about to start events it holds ahead asks Redis first: only a current claim of a type not paused is
@@ -236,9 +246,10 @@ describe('the event state machine', () => {
                 .filter(([, m]) => m.due)
                 .map(([eventId]) => eventId),
             );
+            // Its lease expired, or its heartbeat lapsed (lua/includes/lease-heartbeat.lua).
             const expired = new Set(
               inState('inFlight')
-                .filter(([, m]) => m.due)
+                .filter(([, m]) => m.due || m.heartbeat === 'lapsed')
                 .map(([eventId]) => eventId),
             );
             const trimmed = await overKept(op.keepDead);
@@ -271,7 +282,7 @@ describe('the event state machine', () => {
                 if (!m.started && !m.noted) m.attempt -= 1;
                 m.noted = !m.started;
               }
-              Object.assign(m, { state: 'ready', claim: undefined, started: undefined });
+              Object.assign(m, { state: 'ready', claim: undefined, started: undefined, heartbeat: undefined });
             }
             ready = list;
           } else if (op.kind === 'claim') {
@@ -280,6 +291,7 @@ describe('the event state machine', () => {
               maxVersion: op.reads,
               sortsByKey: op.sorts,
               agingMs: op.aging,
+              heartbeatLeaseMs: op.heartbeat ? 60_000 : 0,
             });
             // Those left for a reader of their version come first, then the ready list.
             const fromParked = op.reads === 3 ? parked.slice(0, op.count) : [];
@@ -356,7 +368,7 @@ describe('the event state machine', () => {
             for (const c of result.claimed) {
               // A claim is a new delivery: no earlier claim of the same id shares its identity.
               expect(deliveries.filter((d) => d.id === c.id && d.claim === c.claim)).toEqual([]);
-              Object.assign(model.get(c.id)!, { state: 'inFlight', attempt: c.attempt, due: op.expired, claim: c.claim, started: c.started });
+              Object.assign(model.get(c.id)!, { state: 'inFlight', attempt: c.attempt, due: op.expired, claim: c.claim, started: c.started, heartbeat: op.heartbeat ? 'alive' : undefined });
               deliveries.push({ id: c.id, claim: c.claim, attempt: c.attempt });
             }
           } else if (op.kind === 'confirm') {
@@ -372,6 +384,17 @@ describe('the event state machine', () => {
                 expect(isCurrent(d)).toBe(true);
                 model.get(d.id)!.started = true;
               }
+            }
+          } else if (op.kind === 'renew') {
+            const asked = picked(op.deliveries);
+            const reply = await scripts.call('renew-leases', keys, { leaseMs: op.lapse ? -1_000 : 60_000, abandon: op.abandon, events: asked });
+            // Only a current claim's lease is renewed (or abandoned): the others are lost to it.
+            expect(reply.lost).toEqual(asked.flatMap((d, i) => (isCurrent(d) ? [] : [i + 1])));
+            for (const d of asked) {
+              if (!isCurrent(d)) continue;
+              const m = model.get(d.id)!;
+              if (op.abandon) m.started = false;
+              else m.heartbeat = op.lapse ? 'lapsed' : 'alive';
             }
           } else if (op.kind === 'start') {
             const started = picked(op.deliveries);
@@ -643,6 +666,17 @@ describe('the event state machine', () => {
         if (m.state !== 'inFlight') continue;
         const score = Number(await client.zscore(keys.inFlight, eventId));
         expect({ id: eventId, claim: score - (score % 2), started: score % 2 === 1 }).toEqual({ id: eventId, claim: m.claim, started: m.started });
+      }
+      // A current claim's heartbeat entry is there as the model says; others may wait to lapse, ending nothing.
+      const beats = new Map<string, number>();
+      const entries = await client.zrange(keys.heartbeats, '0', '-1', 'WITHSCORES');
+      for (let i = 0; i < entries.length; i += 2) beats.set(entries[i]!, Number(entries[i + 1]));
+      const now = Date.now();
+      for (const [eventId, m] of model) {
+        if (m.state !== 'inFlight') continue;
+        const lapses = beats.get(`${m.claim}:${eventId}`);
+        const seen = lapses === undefined ? undefined : lapses <= now ? 'lapsed' : 'alive';
+        expect({ id: eventId, heartbeat: seen }).toEqual({ id: eventId, heartbeat: m.heartbeat });
       }
     }
   }, 180_000);

@@ -85,6 +85,24 @@ export class TypeInUseError extends DelayedEventError {
   }
 }
 
+/** Why a handler's `delivery.signal` was aborted (since 0.6): its `reason` is a DeliveryAbortedError with this code. */
+export type DeliveryAbortCode = 'timeout' | 'shutdown' | 'lease-lost';
+
+/**
+ * The `reason` of an aborted `delivery.signal` (since 0.6). `timeout`: the
+ * handler timeout passed, the attempt failed. `shutdown`: close() stopped
+ * waiting for the call (closeTimeoutMs); the event comes back, its attempt
+ * unspent. `lease-lost`: this instance could not renew the call's lease (Redis
+ * out of reach, or the process stalled) or the lease was ended meanwhile; the
+ * event may run elsewhere now and this call's result changes nothing.
+ */
+export class DeliveryAbortedError extends DelayedEventError {
+  declare readonly code: DeliveryAbortCode;
+  constructor(code: DeliveryAbortCode, detail: string) {
+    super(code, detail);
+  }
+}
+
 export class NotReplicatedError extends DelayedEventError {
   constructor(
     readonly acknowledged: number,

@@ -232,6 +232,7 @@ export class LuaScripts {
       readonly maxVersion?: number;
       readonly sortsByKey?: boolean;
       readonly agingMs?: number; // priorityAgingMs (0: never)
+      readonly heartbeatLeaseMs?: number; // the heartbeat lease (0: none)
     } = {},
   ): Promise<ClaimResult> {
     const reply = await this.run('complete-and-claim', this.keysOf('complete-and-claim', keys, { claimLog: claim.log }), {
@@ -246,6 +247,7 @@ export class LuaScripts {
       maxVersion: options.maxVersion ?? MAX_EVENT_VERSION,
       sortsByKey: options.sortsByKey ?? false,
       agingMs: options.agingMs ?? DEFAULT_PRIORITY_AGING_MS,
+      heartbeatLeaseMs: options.heartbeatLeaseMs ?? 0,
       started: options.started ?? [],
       confirmations: options.confirm ?? [],
       successes: succeeded,

@@ -131,6 +131,13 @@ export interface TypeKeys {
   readonly readyByPriority: string;
   readonly readyAging: string;
   readonly readySeq: string;
+  /**
+   * Sorted set (since 0.6): '<claim identity>:<id>' -> when the heartbeat
+   * lease of that claim lapses (ms) unless its instance renews it
+   * (heartbeatMs; lua/includes/lease-heartbeat.lua). Beside `inFlight`,
+   * whose lease stays the hard bound.
+   */
+  readonly heartbeats: string;
 }
 
 /**
@@ -152,6 +159,7 @@ function derivedKeys(own: string) {
     readyByPriority: `${own}:rq`,
     readyAging: `${own}:ra`,
     readySeq: `${own}:rs`,
+    heartbeats: `${own}:hl`,
   };
 }
 

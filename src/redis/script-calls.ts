@@ -36,6 +36,7 @@ export const SCRIPT_NAMES = [
   'drain',
   'clean',
   'obliterate',
+  'renew-leases',
 ] as const;
 export type ScriptName = (typeof SCRIPT_NAMES)[number];
 

@@ -75,8 +75,15 @@ export class BatchConsumer<T extends DelayedEventInstance> extends Consumer<T> {
       giveSlot();
       return this.deadLetterUndecodable(claimed, decoded.undecodable);
     }
-    return new Promise<void>((done) => {
-      this.waiting.push({ claimed, decoded, delivery: this.deliveryOf(claimed, decoded), giveSlot, done });
+    return new Promise<void>((resolve) => {
+      const delivery = this.deliveryOf(claimed, decoded);
+      // Kept alive while it gathers and runs; released once its result is written, or it will not run.
+      this.leases.hold(claimed, delivery);
+      const done = () => {
+        this.leases.release(claimed);
+        resolve();
+      };
+      this.waiting.push({ claimed, decoded, delivery, giveSlot, done });
       if (this.waiting.length >= this.batch.maxBatch) this.flush();
       else this.timer ??= setTimeout(() => this.flush(), this.batch.maxWaitMs);
     });
@@ -189,8 +196,8 @@ async function invokeBatch<T>(handler: BatchHandler<T>, batch: ReadonlyArray<Wai
     const cancel = timeouts.start(() => {
       if (done) return;
       done = true;
-      for (const d of deliveries) d.abort();
       const error = `batch handler did not finish within ${timeouts.ms} ms`;
+      for (const d of deliveries) d.abort('timeout', error);
       resolve(all({ ok: false, timedOut: true, permanent: false, error, cause: new Error(error) }));
     });
     answer

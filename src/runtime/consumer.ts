@@ -12,6 +12,7 @@ import type { TypeActivity } from './activity-log';
 import { FifoTimeouts } from './fifo-timeouts';
 import { HandlerSlots } from './handler-slots';
 import { HoldEnds } from './hold-ends';
+import { LeaseKeeper } from './lease-keeper';
 import type { LuaScripts } from '../redis/lua-scripts';
 import { METRIC, type Metrics } from './metrics';
 import { OutageBackoff, sleep } from './outage-backoff';
@@ -38,6 +39,8 @@ export interface ConsumerParts<T extends DelayedEventInstance> {
   /** Most events the readers hold claimed ahead of free slots, while the handler is quick (HandlerSlots). */
   readonly prefetch: number;
   readonly timeoutMs: number;
+  /** Lease renewals of running calls (since 0.6): how often, and how long each keeps a lease (0, 0: none). */
+  readonly heartbeat: { readonly everyMs: number; readonly leaseMs: number };
   readonly retry: RetryPolicy;
   readonly scripts: LuaScripts;
   readonly codec: EventCodec;
@@ -76,11 +79,14 @@ export class Consumer<T extends DelayedEventInstance> implements BackgroundServi
   private readonly timeouts: FifoTimeouts;
   /** The holds it set: their ends wake the readers. */
   private readonly holds: HoldEnds;
+  /** The running calls' leases, renewed by heartbeats and given up at shutdown. */
+  protected readonly leases: LeaseKeeper;
 
   constructor(protected readonly parts: ConsumerParts<T>) {
     this.slots = new HandlerSlots(parts.parallelism, parts.prefetch);
     this.timeouts = new FifoTimeouts(parts.timeoutMs);
     this.holds = new HoldEnds((keys) => parts.onHoldEnded?.(keys));
+    this.leases = new LeaseKeeper(parts.scripts, parts.metrics, { type: parts.type, group: parts.group }, parts.heartbeat.everyMs, parts.heartbeat.leaseMs);
     this.stopping = parts.queues.map(() => new AbortController());
     this.tags = { type: parts.type, group: parts.group };
     for (const queue of parts.queues) this.retryScheduled.set(queue.keys.tag, queue.onRetryScheduled);
@@ -128,8 +134,13 @@ export class Consumer<T extends DelayedEventInstance> implements BackgroundServi
     const drained = await Promise.race([this.finished.then(() => true), sleep(timeoutMs, waiting.signal).then(() => false)]);
     waiting.abort();
     if (!drained) {
+      // No result is written from here (a call that ends on the abort must not spend the attempt); the calls
+      // still running are told (code shutdown), and their leases lapse unstarted: their events come back unspent.
       this.abandoned.abort();
+      await this.leases.abandon();
       this.subscription?.unsubscribe();
+    } else {
+      this.leases.stop();
     }
     return drained;
   }
@@ -183,6 +194,7 @@ export class Consumer<T extends DelayedEventInstance> implements BackgroundServi
       }
       const metrics = this.parts.metrics;
       const delivery = this.deliveryOf(claimed, decoded);
+      this.leases.hold(claimed, delivery);
       const started = performance.now();
       let outcome: Outcome;
       try {
@@ -206,6 +218,7 @@ export class Consumer<T extends DelayedEventInstance> implements BackgroundServi
       if (metrics.listening) metrics.timing(METRIC.handlerDuration, { ...this.tags, outcome: handled }, durationMs);
     } finally {
       giveSlot();
+      this.leases.release(claimed);
     }
   }
 

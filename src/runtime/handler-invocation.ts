@@ -2,7 +2,7 @@ import { type Observable, firstValueFrom, isObservable } from 'rxjs';
 import type { DelayedEventInstance } from '../core/delayed-event.decorator';
 import { type Delay, MAX_DELAY_MS } from '../core/duration';
 import { Snoozed, type SnoozeOptions } from '../core/snoozed';
-import { PermanentFailure, UNPRINTABLE, describe, rateLimitedAsk, rateLimitedHoldOf } from '../core/errors';
+import { type DeliveryAbortCode, DeliveryAbortedError, PermanentFailure, UNPRINTABLE, describe, rateLimitedAsk, rateLimitedHoldOf } from '../core/errors';
 import type { EventContext, EventContextStore } from '../core/event-context';
 import type { FifoTimeouts } from './fifo-timeouts';
 import type { HandledOutcome } from './outcomes';
@@ -30,7 +30,12 @@ export interface Delivery {
   readonly enqueuedAt: number;
   /** The subscriber group this handler belongs to: `default`, or its name. */
   readonly group: string;
-  /** Aborted when the handler timeout passes: the service has given up on this attempt. */
+  /**
+   * Aborted when the service gives up on this call; its `reason` is a
+   * DeliveryAbortedError (since 0.6) whose `code` says why: `timeout` (the
+   * handler timeout passed), `shutdown` (close() stopped waiting) or
+   * `lease-lost` (its lease could not be kept: the event may run elsewhere).
+   */
   readonly signal: AbortSignal;
   /**
    * The provider said "too many requests" (an HTTP 429): whatever the handler
@@ -129,9 +134,10 @@ export class HandlerDelivery implements Delivery {
     if (hold.refused !== undefined) this.heldRefused = hold.refused;
   }
 
-  /** Aborts `signal`, if a handler ever asked for it. */
-  abort(): void {
-    this.#controller?.abort();
+  /** Aborts `signal` with a DeliveryAbortedError; the first reason stands. The controller is made here only when aborting (rare). */
+  abort(code: DeliveryAbortCode, detail: string): void {
+    const controller = (this.#controller ??= new AbortController());
+    if (!controller.signal.aborted) controller.abort(new DeliveryAbortedError(code, detail));
   }
 
   /**
@@ -214,8 +220,8 @@ export function invokeHandler<T>(invocation: Invocation<T>): Outcome | Promise<O
     const cancelTimeout = timeouts.start(() => {
       if (done) return;
       done = true;
-      delivery.abort();
       const error = `handler did not finish within ${timeouts.ms} ms (attempt ${delivery.attempt})`;
+      delivery.abort('timeout', error);
       resolve({ ok: false, timedOut: true, permanent: false, error, cause: new Error(error) });
     });
     // Promise.resolve: a context handler may answer anything, a thenable whose then() throws included.

@@ -44,6 +44,7 @@ export const METRIC = {
   batches: 'delayed.queue.batches',
   batchedEvents: 'delayed.queue.batched.events',
   instanceAnswersDropped: 'delayed.queue.instance.answers.dropped',
+  callsAbandoned: 'delayed.queue.calls.abandoned',
 } as const;
 export type MetricName = (typeof METRIC)[keyof typeof METRIC];
 
@@ -82,6 +83,7 @@ export const METRIC_TAGS = {
   [METRIC.batches]: ['type', 'group'],
   [METRIC.batchedEvents]: ['type', 'group'],
   [METRIC.instanceAnswersDropped]: [],
+  [METRIC.callsAbandoned]: ['type', 'group', 'reason'],
 } as const satisfies Record<MetricName, readonly string[]>;
 
 /** The tags a metric is emitted with: exactly its METRIC_TAGS keys. */
@@ -115,7 +117,7 @@ export type Notice =
     };
 
 /** Counters forwarded as notices: outages, connection resets and timeouts. */
-const NOTICED: ReadonlySet<MetricName> = new Set([METRIC.redisErrors, METRIC.watchdogResets, METRIC.wakeListenerResets, METRIC.redisCallTimeouts, METRIC.claimsReleased]);
+const NOTICED: ReadonlySet<MetricName> = new Set([METRIC.redisErrors, METRIC.watchdogResets, METRIC.wakeListenerResets, METRIC.redisCallTimeouts, METRIC.claimsReleased, METRIC.callsAbandoned]);
 
 export interface GaugeSample {
   readonly name: MetricName;

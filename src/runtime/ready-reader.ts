@@ -13,6 +13,7 @@ import type { TypeActivity } from './activity-log';
 
 export interface ReaderSettings {
   readonly leaseMs: number;
+  readonly heartbeatLeaseMs: number; // each claim's heartbeat lease (lua/renew-leases.lua; 0: none)
   readonly maxAttempts: number;
   /** How long an idle reader waits for a nudge before it looks again by itself (readerBlockMs). */
   readonly blockMs: number;
@@ -24,8 +25,7 @@ export interface ReaderSettings {
    * still ends within its lease.
    */
   readonly graceMs: number;
-  /** Counts for the fleet's activity charts (option recordActivity), if kept. */
-  readonly activity?: TypeActivity;
+  readonly activity?: TypeActivity; // counts for the fleet's activity charts (option recordActivity), if kept
   /** The event class's version here: events a newer class wrote are left, unclaimed, for instances that read them. */
   readonly version: number;
   readonly priorityAgingMs: number; // events with a priority due longer ago are claimed first (0: never)
@@ -250,6 +250,7 @@ export class ReadyReader {
               maxVersion: this.settings.version,
               sortsByKey: this.settings.sortByKey !== undefined,
               agingMs: this.settings.priorityAgingMs,
+              heartbeatLeaseMs: this.settings.heartbeatLeaseMs,
             });
             lastCallMs = performance.now() - sentAt;
           } catch {
@@ -288,8 +289,7 @@ export class ReadyReader {
           }
           if (claimed > 0) {
             this.metrics.count(METRIC.events, { ...tags, direction: 'dequeue' }, claimed);
-            // Events already claimed are handed on even if stop aborted meanwhile: their leases are ours.
-            // A literal, not a spread of the record: this runs once per event.
+            // Handed on even if stop aborted meanwhile (their leases are ours); a literal, not a spread: once per event.
             ahead.add(
               result.claimed.map((r) => ({
                 id: r.id,
@@ -367,7 +367,7 @@ export class ReadyReader {
           this.settings.leaseMs,
           this.settings.maxAttempts,
           { log: this.claimLogKey, token: '' },
-          { started: batch.started, maxVersion: this.settings.version, sortsByKey: this.settings.sortByKey !== undefined },
+          { started: batch.started, maxVersion: this.settings.version, sortsByKey: this.settings.sortByKey !== undefined, heartbeatLeaseMs: this.settings.heartbeatLeaseMs },
         )
         .then(
           (result) => {

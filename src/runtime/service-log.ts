@@ -104,6 +104,14 @@ export class ServiceLog {
         return this.reset(`reader:${notice.tags.type}`, { type: notice.tags.type }, 'a blocking read hung past readerBlockMs + watchdogGraceMs; its connection was replaced');
       case METRIC.wakeListenerResets:
         return this.reset('wake-listener', {}, 'the wake-up subscriber stopped answering PING; its connection was replaced');
+      case METRIC.callsAbandoned:
+        return this.write(
+          'warn',
+          { prefix: this.settings.prefix, type: notice.tags.type, group: notice.tags.group, reason: notice.tags.reason, calls: notice.value },
+          notice.tags.reason === 'shutdown'
+            ? 'close() stopped waiting for running calls: their signals were aborted and their events come back, attempts unspent, once their leases lapse'
+            : 'running calls lost their leases (renewals failed or came too late): their signals were aborted, and their events may run elsewhere',
+        );
       case METRIC.claimsReleased:
         return this.write('debug', { type: notice.tags.type, group: notice.tags.group, events: notice.value }, 'events of a claim whose reply was lost were given back');
       default:

@@ -24,7 +24,10 @@ export interface HandlerOptions<T = DelayedEventInstance> {
    */
   readonly keepDead?: KeepDead | false;
   readonly retry?: RetryPolicy;
+  /** A call running longer fails its attempt (its signal aborts with code `timeout`); default the service's handlerTimeoutMs, up to about 24.8 days. */
   readonly timeoutMs?: number;
+  /** This handler's heartbeatMs (see the service option); since 0.6. */
+  readonly heartbeatMs?: number | false;
   /**
    * Snoozes an event may take (`delivery.snooze`, `Snoozed`) before it is
    * dead-lettered with reason `snoozes-exhausted`: 0 to 1,000,000, default
@@ -80,6 +83,7 @@ export const HANDLER_OPTION_KEYS = {
   keepDead: true,
   retry: true,
   timeoutMs: true,
+  heartbeatMs: true,
   maxSnoozes: true,
   priorityAgingMs: true,
   group: true,
@@ -94,6 +98,7 @@ export const HANDLER_OPTION_KEYS = {
 export const BATCH_HANDLER_OPTION_KEYS = {
   retry: true,
   timeoutMs: true,
+  heartbeatMs: true,
   maxSnoozes: true,
   priorityAgingMs: true,
   group: true,

@@ -7,7 +7,7 @@ import { DEFAULT_GROUP } from '../redis/redis-layout';
 import { type FlowLimits, checkAgainstPartitions, checkFlowLimits, isLimited, limitsOfPartition } from './flow-control';
 import { DEFAULT_PREFETCH, HANDLER_OPTION_KEYS, type HandlerOptions } from './handler-options';
 import { DEFAULT_PRIORITY_AGING_MS, MAX_PRIORITY_AGING_MS } from '../core/body-extras';
-import { type DeadRetention, checkKeepDead, integer, positive } from './service-options';
+import { type DeadRetention, HEARTBEATS_PER_LEASE, checkHeartbeat, checkKeepDead, integer, positive } from './service-options';
 import { InvalidOptionError } from '../core/errors';
 
 /** A batch handler's call shape, as addBatchHandler checked it. */
@@ -31,8 +31,12 @@ export interface HandlerPlan {
   /** Events claimed ahead of the free slots (0 with limits or a batch handler). */
   readonly prefetch: number;
   readonly timeoutMs: number;
-  /** How long a claim's lease lasts: what the handler may take, and the grace. */
+  /** How long a claim's lease lasts at most: what the handler may take, and the grace. */
   readonly leaseMs: number;
+  /** How often its instance renews a running call's lease (0: never; since 0.6). */
+  readonly heartbeatMs: number;
+  /** A lease not renewed for this long ends (HEARTBEATS_PER_LEASE heartbeats; 0 without heartbeats). */
+  readonly heartbeatLeaseMs: number;
   readonly retry: RetryPolicy;
   /** Snoozes an event may take before it is dead-lettered. */
   readonly maxSnoozes: number;
@@ -55,6 +59,8 @@ export interface PlanDefaults {
   /** The service's priorityAgingMs. */
   readonly priorityAgingMs?: number;
   readonly leaseGraceMs: number;
+  /** The service's heartbeatMs (false: off). */
+  readonly heartbeatMs?: number | false;
   readonly retry: RetryPolicy;
   /** The service's keepDead. */
   readonly keepDead?: DeadRetention;
@@ -101,6 +107,8 @@ export function planHandler<T>(
   // Claimed ahead, an event would count against the limits without running: with limits, claims are for free slots only.
   const prefetch = limited || batch ? 0 : integer('prefetch', options.prefetch, DEFAULT_PREFETCH, 0, 10_000);
   const leaseMs = (batch ? (batch.calls + 1) * timeoutMs + batch.maxWaitMs : timeoutMs) + defaults.leaseGraceMs;
+  const heartbeat = checkHeartbeat(options.heartbeatMs, 'heartbeatMs') ?? defaults.heartbeatMs ?? false;
+  const heartbeatMs = heartbeat === false ? 0 : heartbeat;
   return {
     type: route.type,
     group,
@@ -109,6 +117,8 @@ export function planHandler<T>(
     prefetch,
     timeoutMs,
     leaseMs,
+    heartbeatMs,
+    heartbeatLeaseMs: heartbeatMs * HEARTBEATS_PER_LEASE,
     retry: checkRetryPolicy(options.retry ?? defaults.retry, 'retry'),
     maxSnoozes: integer('maxSnoozes', options.maxSnoozes, DEFAULT_MAX_SNOOZES, 0, 1_000_000),
     priorityAgingMs: integer('priorityAgingMs', options.priorityAgingMs, defaults.priorityAgingMs ?? DEFAULT_PRIORITY_AGING_MS, 0, MAX_PRIORITY_AGING_MS),

@@ -141,6 +141,7 @@ export class Handlers {
     const defaults = {
       handlerTimeoutMs: settings.handlerTimeoutMs,
       leaseGraceMs: settings.leaseGraceMs,
+      heartbeatMs: settings.heartbeatMs,
       retry: settings.retry,
       priorityAgingMs: settings.priorityAgingMs,
       keepDead: settings.keepDead,
@@ -187,6 +188,7 @@ export class Handlers {
       parallelism: plan.slots,
       prefetch: plan.prefetch,
       timeoutMs: plan.timeoutMs,
+      heartbeat: { everyMs: plan.heartbeatMs, leaseMs: plan.heartbeatLeaseMs },
       retry: plan.retry,
       maxSnoozes: plan.maxSnoozes,
       keepDead: plan.keepDead,

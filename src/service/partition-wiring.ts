@@ -100,7 +100,9 @@ export function wirePartition(host: PartitionHost, shared: TypeKeys, p: number, 
   const announce = () => host.announceReady(shared.tag);
   const reader = new ReadyReader(keys, scripts, metrics, {
     leaseMs: plan.leaseMs,
-    graceMs: settings.leaseGraceMs,
+    heartbeatLeaseMs: plan.heartbeatLeaseMs,
+    // An event held ahead is not renewed: it waits for a slot within its heartbeat lease too.
+    graceMs: plan.heartbeatLeaseMs > 0 ? Math.min(settings.leaseGraceMs, plan.heartbeatLeaseMs) : settings.leaseGraceMs,
     maxAttempts: plan.retry.maxAttempts,
     blockMs: settings.readerBlockMs,
     activity: host.parts.activity?.of(type),

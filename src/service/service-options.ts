@@ -44,6 +44,14 @@ export interface DelayedEventServiceOptions {
   readonly handlerTimeoutMs?: number;
   /** A claimed event's lease outlasts the handler timeout by this much before another instance may take it; default 5 s. */
   readonly leaseGraceMs?: number;
+  /**
+   * Since 0.6: while a call runs, its instance renews its lease every this
+   * many ms (250 to 60,000; default 5,000), and a lease not renewed for three
+   * of them ends: the events of a process that died run again within about
+   * `3 × heartbeatMs`, however long the handler timeout. `false`: leases last
+   * `timeout + leaseGraceMs`, as before 0.6. Per handler: HandlerOptions.heartbeatMs.
+   */
+  readonly heartbeatMs?: number | false;
   /** Default retry policy; default exponential from 1 s, doubling, capped at 5 min, 10 attempts, 20% jitter. */
   readonly retry?: RetryPolicy;
   /**
@@ -174,6 +182,7 @@ export const SERVICE_OPTION_KEYS = {
   handlerTimeoutMs: true,
   priorityAgingMs: true,
   leaseGraceMs: true,
+  heartbeatMs: true,
   retry: true,
   maxPayloadBytes: true,
   commandTimeoutMs: true,
@@ -211,6 +220,7 @@ export function resolveOptions(options: DelayedEventServiceOptions): ResolvedOpt
     dispatchBatchSize: integer('dispatchBatchSize', options.dispatchBatchSize, 1_000, 1, 5_000),
     handlerTimeoutMs: positive('handlerTimeoutMs', options.handlerTimeoutMs, 30_000),
     leaseGraceMs: positive('leaseGraceMs', options.leaseGraceMs, 5_000),
+    heartbeatMs: checkHeartbeat(options.heartbeatMs, 'heartbeatMs') ?? DEFAULT_HEARTBEAT_MS,
     retry: checkRetryPolicy(options.retry ?? exponentialBackoff(DEFAULT_RETRY_POLICY_OPTIONS), 'retry'),
     priorityAgingMs: integer('priorityAgingMs', options.priorityAgingMs, DEFAULT_PRIORITY_AGING_MS, 0, MAX_PRIORITY_AGING_MS),
     maxPayloadBytes: integer('maxPayloadBytes', options.maxPayloadBytes, 512 * 1024, 64, 256 * 1024 * 1024),
@@ -306,6 +316,25 @@ export function positive(name: string, value: number | undefined, fallback: numb
   if (value === undefined) return fallback;
   if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) throw new InvalidOptionError(name, `must be a finite number > 0, got ${String(value)}`);
   if (value > max) throw new InvalidOptionError(name, `must be at most ${max} ms${max === MAX_TIMER_MS ? ' (about 24.8 days, the longest a timer can wait)' : ''}, got ${String(value)}`);
+  return value;
+}
+
+/** heartbeatMs by default, and its range (ms). */
+export const DEFAULT_HEARTBEAT_MS = 5_000;
+export const MIN_HEARTBEAT_MS = 250;
+export const MAX_HEARTBEAT_MS = 60_000;
+/** A lease not renewed for this many heartbeats ends. */
+export const HEARTBEATS_PER_LEASE = 3;
+
+/** A heartbeatMs option checked (undefined: not given); `false` turns heartbeats off. */
+export function checkHeartbeat(value: number | false | undefined, name: string): number | false | undefined {
+  if (value === undefined || value === false) return value;
+  if (!Number.isInteger(value) || value < MIN_HEARTBEAT_MS || value > MAX_HEARTBEAT_MS) {
+    throw new InvalidOptionError(
+      name,
+      `must be an integer from ${MIN_HEARTBEAT_MS} to ${MAX_HEARTBEAT_MS} (ms between lease renewals), or false for leases of timeout + leaseGraceMs; got ${String(value)}`,
+    );
+  }
   return value;
 }
 

@@ -7,6 +7,8 @@
  *   GROUP       the subscriber group to join (default: the default group)
  *   MODE=stall  attempt 1 blocks the whole event loop for STALL_MS, then succeeds; later attempts succeed at once
  *   MODE=snooze every event is snoozed for SNOOZE_MS on its first delivery, then succeeds
+ *   MODE=until-aborted  every call runs until its delivery.signal aborts, reports the reason's code, then succeeds (a late result)
+ *   HEARTBEAT_MS  the heartbeatMs option ('off': false; default: the service's default)
  *   BATCH=<n>   a batch handler of up to n events instead (MODE=hang: its calls never finish)
  */
 import 'reflect-metadata';
@@ -29,6 +31,7 @@ const service = new DelayedEventService({
   leaseGraceMs: Number(process.env.LEASE_GRACE_MS ?? 300),
   readerBlockMs: 1_000,
   retry: fixedBackoff(Number(process.env.MAX_ATTEMPTS ?? 10), 100),
+  ...(process.env.HEARTBEAT_MS ? { heartbeatMs: process.env.HEARTBEAT_MS === 'off' ? false : Number(process.env.HEARTBEAT_MS) } : {}),
 });
 
 service.metrics$.subscribe((metric) => {
@@ -49,6 +52,15 @@ if (process.env.BATCH) {
     WorkItem,
     (event, _context, delivery) => {
       report({ started: event.id, attempt: delivery.attempt });
+      if (process.env.MODE === 'until-aborted') {
+        const signal = delivery.signal;
+        return new Promise<boolean>((resolve) =>
+          signal.addEventListener('abort', () => {
+            report({ aborted: event.id, code: (signal.reason as { code?: string }).code });
+            resolve(true);
+          }),
+        );
+      }
       if (process.env.MODE === 'snooze') return delivery.snoozes === 0 ? delivery.snooze(Number(process.env.SNOOZE_MS ?? 500)) : true;
       if (process.env.MODE === 'stall') {
         if (delivery.attempt > 1) return true;

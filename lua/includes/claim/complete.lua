@@ -6,6 +6,12 @@ if successes_n > 0 then
   local ids = {}
   for i = successes_at, successes_at + 2 * successes_n - 1, 2 do ids[#ids + 1] = ARGV[i] end
   local leased = redis.call('ZMSCORE', KEYS[2], unpack(ids))
+  if heartbeat_lease_ms > 0 then
+    -- Their heartbeat entries go, the stale ones' too: those claims ended (includes/lease-heartbeat.lua).
+    local entries = {}
+    for k, id in ipairs(ids) do entries[k] = ARGV[successes_at - 1 + 2 * k] .. ':' .. id end
+    redis.call('ZREM', KEYS[15], unpack(entries))
+  end
   for k, id in ipairs(ids) do
     if leased[k] and lease_fences(tonumber(leased[k]), tonumber(ARGV[successes_at - 1 + 2 * k])) then
       removed[#removed + 1] = id

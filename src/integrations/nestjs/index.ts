@@ -36,6 +36,7 @@ const ON_DELAYED_EVENT_KEYS = {
   group: true,
   prefetch: true,
   maxSnoozes: true,
+  heartbeatMs: true,
   priorityAgingMs: true,
   rateLimit: true,
   globalConcurrency: true,

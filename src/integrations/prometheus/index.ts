@@ -55,6 +55,10 @@ const COUNTERS: Partial<Record<MetricName, { readonly name: string; readonly hel
   [METRIC.rateLimited]: { name: 'rate_limited_total', help: 'Handler calls that said their provider rate-limited them: the event went back to READY, attempt unspent, and the queue was held.' },
   [METRIC.batches]: { name: 'batches_total', help: 'Calls of batch handlers (addBatchHandler).' },
   [METRIC.batchedEvents]: { name: 'batched_events_total', help: 'Events handed to batch handlers: divided by batches_total, the mean batch size.' },
+  [METRIC.callsAbandoned]: {
+    name: 'calls_abandoned_total',
+    help: 'Handler calls given up while running (since 0.6): reason lease-lost (its lease could not be renewed) or shutdown (close() stopped waiting); their signals were aborted.',
+  },
   [METRIC.instanceAnswersDropped]: { name: 'instance_answers_dropped_total', help: 'Answers to instances() dropped as malformed: anyone who may publish on the wake-up channel can answer.' },
   [METRIC.wakeListenerResets]: { name: 'wake_listener_resets_total', help: 'Wake-up subscriber connections replaced because a PING went unanswered.' },
 };

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { type Delivery, DeliveryAbortedError, fixedBackoff } from '../src';
+import { type Delivery, DeliveryAbortedError, METRIC, fixedBackoff } from '../src';
 import { WorkItem } from './support/events';
-import { useRedis } from './support/harness';
+import { counter, recordMetrics, useRedis } from './support/harness';
 import { waitFor } from './support/wait-for';
 import { Worker } from './support/worker';
 
@@ -117,6 +117,24 @@ describe('heartbeat leases', () => {
       ['b', 1],
     ]);
   }, 30_000);
+
+  it('cancel() reaches a running call: its signal aborts with lease-lost at the next renewal, and its result changes nothing', async () => {
+    const prefix = redis.prefix();
+    const service = redis.service({ prefix, heartbeatMs: HEARTBEAT_MS, handlerTimeoutMs: HOUR_MS });
+    const metrics = recordMetrics(service);
+    let signal: AbortSignal | undefined;
+    service.addHandler(WorkItem, (_e, _c, d) => {
+      signal = d.signal;
+      return new Promise<boolean>((resolve) => d.signal.addEventListener('abort', () => resolve(true)));
+    });
+    await service.enqueue(new WorkItem('called-off'), 0);
+    await waitFor(() => signal !== undefined, 'the call started');
+    expect(await service.cancel(WorkItem, 'called-off')).toBe(true);
+    await waitFor(() => signal?.aborted === true, 'the call told', 5_000);
+    expect((signal?.reason as DeliveryAbortedError).code).toBe('lease-lost');
+    await waitFor(() => counter(metrics, METRIC.staleResults) === 1, 'its success fenced off');
+    expect(await service.find(WorkItem, 'called-off')).toBeUndefined();
+  });
 
   it('a handler timeout aborts the signal with code timeout', async () => {
     const prefix = redis.prefix();

@@ -60,4 +60,26 @@ describe('option checks', () => {
     // A batch handler takes them too (its own list of keys).
     expect(planHandler(route, 1, { maxSnoozes: 7 } as never, defaults, { maxBatch: 10, maxWaitMs: 50, calls: 1 }).maxSnoozes).toBe(7);
   });
+
+  it('check heartbeatMs (since 0.6): service and handler, 250 to 60,000 or false; the handler overrides; the lease is three heartbeats', () => {
+    const redis = 'redis://127.0.0.1:1';
+    expect(() => resolveOptions({ redis, heartbeatMS: 1_000 } as never)).toThrow(/"heartbeatMS" \(did you mean heartbeatMs\?\)/);
+    for (const bad of [249, 60_001, 1.5, 0, -1, true, '1000'])
+      expect(() => resolveOptions({ redis, heartbeatMs: bad as never }), String(bad)).toThrow(/heartbeatMs: must be an integer from 250 to 60000/);
+    expect(resolveOptions({ redis }).heartbeatMs).toBe(5_000);
+    expect(resolveOptions({ redis, heartbeatMs: 250 }).heartbeatMs).toBe(250);
+    expect(resolveOptions({ redis, heartbeatMs: 60_000 }).heartbeatMs).toBe(60_000);
+    expect(resolveOptions({ redis, heartbeatMs: false }).heartbeatMs).toBe(false);
+
+    const route = { type: 'orders.created', partitions: 1 };
+    const defaults = { handlerTimeoutMs: 30_000, leaseGraceMs: 5_000, retry: fixedBackoff(3, 10), heartbeatMs: 5_000 as number | false };
+    expect(() => planHandler(route, 1, { heartbeat: 1_000 } as never, defaults)).toThrow(/"heartbeat" \(did you mean heartbeatMs\?\)/);
+    expect(() => planHandler(route, 1, { heartbeatMs: 100 }, defaults)).toThrow(InvalidOptionError);
+    expect(() => planHandler(route, 1, { heartbeatMs: 100 } as never, defaults, { maxBatch: 10, maxWaitMs: 50, calls: 1 })).toThrow(/heartbeatMs/);
+    expect(planHandler(route, 1, {}, defaults)).toMatchObject({ heartbeatMs: 5_000, heartbeatLeaseMs: 15_000 });
+    expect(planHandler(route, 1, { heartbeatMs: 1_000 }, defaults)).toMatchObject({ heartbeatMs: 1_000, heartbeatLeaseMs: 3_000 });
+    expect(planHandler(route, 1, { heartbeatMs: false }, defaults)).toMatchObject({ heartbeatMs: 0, heartbeatLeaseMs: 0 });
+    expect(planHandler(route, 1, { heartbeatMs: 250 }, { ...defaults, heartbeatMs: false })).toMatchObject({ heartbeatMs: 250 });
+    expect(planHandler(route, 1, {}, { ...defaults, heartbeatMs: false })).toMatchObject({ heartbeatMs: 0 });
+  });
 });

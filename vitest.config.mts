@@ -56,6 +56,7 @@ const onClusterToo = [
   'unknown-options',
   'heartbeat',
   'heartbeat-model',
+  'call-reports',
 ].map((name) => `test/${name}.test.ts`);
 
 export default defineConfig({

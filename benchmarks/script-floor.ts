@@ -103,6 +103,7 @@ export async function scriptFloorMicros(port: number, row: ScriptFloorRow, count
         started: [],
         confirmations: [],
         successes,
+        results: [],
       },
       [...claimKeys],
     );

@@ -28,5 +28,6 @@ if kind == 'dead' then
   event_drop({ meta = KEYS[2], shared_meta = KEYS[6], pending = KEYS[5], errors = KEYS[3], error_log = KEYS[7] }, ids)
 else
   redis.call('HDEL', KEYS[8], unpack(ids))
+  redis.call('HDEL', KEYS[8] .. 'r', unpack(ids))
 end
 return #ids

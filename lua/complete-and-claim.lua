@@ -59,6 +59,8 @@
 --         reader is about to start (writes nothing): refused unless its lease is still
 --         that claim's and the type is not paused
 -- ARGV[..] successes {id: string, claim: number}: each succeeded event
+-- ARGV[..] results {id: string, result: string}: the JSON result of each succeeded event whose call
+--         gave one (delivery.result, since 0.6): kept beside its history record (keepHandled)
 -- REPLY {now: number, stale: number[], claimed: string[], dead: unknown[], paused: flag, claim_score: string, left: number, throttled_ms: number, freed: flag, refused: number[]}:
 --          Redis now ms, {position of each succeeded event not completed},
 --          {id, envelope, ...} claimed, {id, attempt, ...} dead-lettered,

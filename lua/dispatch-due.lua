@@ -73,6 +73,7 @@
 -- @include hset-pairs
 -- @include keyed-release
 -- @include lease-heartbeat
+-- @include lease-heartbeat-drop
 -- @include lease-constants
 -- @include lease-started
 -- @include lease-unpin-if-idle
@@ -253,6 +254,15 @@ local function take_expired()
   -- first lets the crashed workers' events come back when memory is short.
   redis.call('ZREM', KEYS[2], unpack(expired))
   lease_unpin_if_idle(KEYS[2])
+  -- Leases past their hard expiry that also had a heartbeat entry: it goes with them.
+  if #scaled > 0 then
+    local ids, scores = {}, {}
+    for i = 1, #scaled, 2 do
+      ids[#ids + 1] = scaled[i]
+      scores[#scores + 1] = scaled[i + 1]
+    end
+    lease_heartbeat_drop(KEYS[2], ids, scores)
+  end
   if #scaled_ids > 0 then
     local values = redis.call('HMGET', KEYS[5], unpack(scaled_ids))
     local notes = redis.call('HMGET', KEYS[11], unpack(scaled_ids))

@@ -88,6 +88,8 @@ for i = ids_at, ids_at + ids_n - 1 do
         redis.call('HDEL', g.meta, id)
         redis.call('HDEL', g.errors, id)
         redis.call('HDEL', g.error_log, id)
+        redis.call('HDEL', g.progress, id)
+        redis.call('HDEL', g.logs, id)
         if pending then pending = pending - 1 end
       end
     end
@@ -103,8 +105,13 @@ for i = ids_at, ids_at + ids_n - 1 do
       redis.call('HDEL', h.g.meta, id)
       redis.call('HDEL', h.g.errors, id)
       redis.call('HDEL', h.g.error_log, id)
+      -- Progress and log lines (since 0.6) stay behind: a move carries the event, not its calls' reports.
+      redis.call('HDEL', h.g.progress, id)
+      redis.call('HDEL', h.g.logs, id)
     end
     redis.call('HDEL', KEYS[1], id)
+    redis.call('HDEL', string.sub(KEYS[1], 1, -3) .. ':pg', id)
+    redis.call('HDEL', string.sub(KEYS[1], 1, -3) .. ':lg', id)
     redis.call('HDEL', KEYS[6], id)
     redis.call('HDEL', KEYS[7], id)
     redis.call('HDEL', KEYS[10], id)

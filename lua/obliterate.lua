@@ -58,7 +58,7 @@ local function clear(own)
   for _, version in ipairs(redis.call('HKEYS', own .. ':v')) do redis.call('UNLINK', own .. ':v:' .. version) end
   redis.call('UNLINK', own .. ':m', own .. ':b', own .. ':s', own .. ':r', own .. ':f', own .. ':d', own .. ':e', own .. ':el',
     own .. ':h', own .. ':hi', own .. ':v', own .. ':kid', own .. ':ring', own .. ':kw', own .. ':rq', own .. ':ra', own .. ':rs',
-    own .. ':fc', own .. ':rl', own .. ':groups', own .. ':hl')
+    own .. ':fc', own .. ':rl', own .. ':groups', own .. ':hl', own .. ':pg', own .. ':lg', own .. ':hr')
   return true
 end
 

@@ -45,7 +45,7 @@ if left == 0 then
     redis.call('UNLINK', g.schedule .. ':' .. bucket)
   end
   -- UNLINK: what is left (ids in the ready list, retry buckets) holds no header; freed off the main thread.
-  redis.call('UNLINK', g.schedule, g.legacy, g.ready, g.in_flight, g.dead, g.errors, g.error_log, g.handled, g.handled_index, g.heartbeats)
+  redis.call('UNLINK', g.schedule, g.legacy, g.ready, g.in_flight, g.dead, g.errors, g.error_log, g.handled, g.handled_index, g.heartbeats, g.handled .. 'r', g.progress, g.logs)
   -- And what its readers left for a newer class version.
   local newer = newer_key(g.meta)
   for _, version in ipairs(redis.call('HKEYS', newer)) do redis.call('UNLINK', newer .. ':' .. version) end

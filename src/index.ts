@@ -13,6 +13,7 @@ export type { InstanceHandler, InstanceInfo } from './redis/instance-registry';
 export type { DeadLetter, DeadLetterPage, DueTimelineOptions, EventTarget, InspectedEvent, InspectorOptions, ListOptions } from './service/inspection-types';
 export type { CleanOptions, DrainOptions, ObliterateOptions } from './service/bulk-calls';
 export type { EventCounts, EventError, EventState, EventTypeInfo, StateCounts } from './redis/stored-types';
+export type { CallRecords, EventLogLine } from './redis/call-records';
 export type { RecurringSchedule, ScheduleOptions } from './service/recurring-schedules';
 export type { CatchUp, RecurrenceSpec } from './core/recurrence';
 export type { DelayedEventServiceOptions, KeepDead } from './service/service-options';

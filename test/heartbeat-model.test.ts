@@ -51,6 +51,8 @@ const operation = fc.oneof(
   // it: it must end only the lease of the claim it names.
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('leftover' as const), delivery }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('start' as const), delivery }) },
+  // A call's progress and log line (lua/report-calls.lua, since 0.6): written only for the claim in flight.
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('report' as const), delivery }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('complete' as const), delivery }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('retry' as const), delivery }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('cancel' as const), id }) },
@@ -69,6 +71,8 @@ describe('heartbeat leases (model)', () => {
         const model = new Map<string, Modelled>();
         const deliveries: Delivery[] = [];
         let ready: string[] = [];
+        /** Events a current call reported on: their progress and log stay until the event goes. */
+        const reported = new Set<string>();
         const deliveryAt = (index: number): Delivery | undefined => deliveries[deliveries.length - 1 - (index % Math.max(1, deliveries.length))];
         const isCurrent = (d: Delivery) => model.get(d.id)?.state === 'inFlight' && model.get(d.id)!.claim === d.claim;
         const leave = (m: Modelled) => Object.assign(m, { claim: undefined, started: undefined, expired: undefined, heartbeat: undefined });
@@ -80,6 +84,8 @@ describe('heartbeat leases (model)', () => {
             expect(status).toBe(stored && !op.replace ? 'duplicate' : stored ? 'replaced' : 'scheduled');
             if (!stored || op.replace) {
               model.set(op.id, { state: 'scheduled', attempt: 0, due: op.due, noted: false });
+              // A replace removes the old event whole, its calls' reports too.
+              reported.delete(op.id);
               ready = ready.filter((r) => r !== op.id);
             }
           } else if (op.kind === 'dispatch') {
@@ -138,6 +144,16 @@ describe('heartbeat leases (model)', () => {
             if (!d) continue;
             await client.zadd(keys.heartbeats, Date.now() - 1_000, `${d.claim}:${d.id}`);
             if (isCurrent(d)) model.get(d.id)!.heartbeat = 'lapsed';
+          } else if (op.kind === 'report') {
+            const d = deliveryAt(op.delivery);
+            if (!d) continue;
+            const m = model.get(d.id);
+            const reply = await scripts.call('report-calls', keys, { reports: [{ id: d.id, claim: d.claim, attempt: m?.attempt ?? 0, progress: '1', lines: '["x"]' }] });
+            expect(reply.lost).toEqual(isCurrent(d) ? [] : [1]);
+            if (isCurrent(d)) {
+              expect((await client.hget(keys.progress, d.id))?.split('|')[0]).toBe(String(m!.attempt));
+              reported.add(d.id);
+            }
           } else if (op.kind === 'start') {
             const d = deliveryAt(op.delivery);
             if (!d) continue;
@@ -150,6 +166,7 @@ describe('heartbeat leases (model)', () => {
             const result = await scripts.completeAndClaim(keys, [d], 0, 60_000, MAX_ATTEMPTS, undefined, { heartbeatLeaseMs: 60_000 });
             expect(result.stale).toEqual(current ? [] : [0]);
             if (current) model.delete(d.id);
+            if (current) reported.delete(d.id);
           } else if (op.kind === 'retry') {
             const d = deliveryAt(op.delivery);
             if (!d) continue;
@@ -158,6 +175,7 @@ describe('heartbeat leases (model)', () => {
             if (current) Object.assign(leave(model.get(d.id)!), { state: 'scheduled', due: true, noted: false });
           } else {
             expect(await scripts.cancel(keys, op.id)).toBe(model.delete(op.id));
+            reported.delete(op.id);
             ready = ready.filter((r) => r !== op.id);
           }
 
@@ -175,6 +193,9 @@ describe('heartbeat leases (model)', () => {
             expect({ id: eventId, heartbeat: lapses === undefined ? undefined : lapses <= now ? 'lapsed' : 'alive' }).toEqual({ id: eventId, heartbeat: m.heartbeat });
           }
           expect(await client.lrange(keys.ready, 0, -1)).toEqual(ready);
+          // Reports stay exactly while their event does.
+          expect((await client.hkeys(keys.logs)).sort()).toEqual([...reported].sort());
+          expect((await client.hkeys(keys.progress)).sort()).toEqual([...reported].sort());
           // The envelope keeps the attempt before the claim: the lease carries the one running.
           for (const [eventId, m] of model) {
             const envelope = await client.hget(keys.meta, eventId);

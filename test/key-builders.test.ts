@@ -82,6 +82,9 @@ return cjson.encode({
         error_log: group.errorLog,
         handled: group.handled,
         handled_index: group.handledIndex,
+        heartbeats: group.heartbeats,
+        progress: group.progress,
+        logs: group.logs,
       });
     }
   });

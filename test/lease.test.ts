@@ -186,6 +186,7 @@ describe('leases', () => {
         started: [],
         confirmations: [],
         successes: [],
+        results: [],
       }),
     );
     expect(await leasedIds(client, `${keys}:f`)).toEqual(['stalled']);

@@ -24,4 +24,8 @@ local function event_drop(k, ids)
   end
   redis.call('HDEL', k.errors, unpack(ids))
   redis.call('HDEL', k.error_log, unpack(ids))
+  -- What its calls reported (since 0.6): the group's own, named after its meta key.
+  local base = string.sub(k.meta, 1, -3)
+  redis.call('HDEL', base .. ':pg', unpack(ids))
+  redis.call('HDEL', base .. ':lg', unpack(ids))
 end

@@ -9,6 +9,6 @@ local function group_keys(meta_key, group)
   return {
     meta = own .. ':m', schedule = own .. ':b', legacy = own .. ':s', ready = own .. ':r',
     in_flight = own .. ':f', dead = own .. ':d', errors = own .. ':e', error_log = own .. ':el',
-    handled = own .. ':h', handled_index = own .. ':hi', heartbeats = own .. ':hl',
+    handled = own .. ':h', handled_index = own .. ':hi', heartbeats = own .. ':hl', progress = own .. ':pg', logs = own .. ':lg',
   }
 end

@@ -26,6 +26,8 @@ local function groups_forget(registry_key, pending_key, meta_key, id)
       end
       redis.call('HDEL', g.errors, id)
       redis.call('HDEL', g.error_log, id)
+      redis.call('HDEL', g.progress, id)
+      redis.call('HDEL', g.logs, id)
     end
   end
 end

@@ -21,6 +21,7 @@ local function handled_keep(hash_key, index_key, records, at, keep_count, keep_a
       local old = redis.call('ZRANGE', index_key, 0, over - 1)
       redis.call('ZREMRANGEBYRANK', index_key, 0, over - 1)
       redis.call('HDEL', hash_key, unpack(old))
+      redis.call('HDEL', hash_key .. 'r', unpack(old))
     end
   end
   if keep_age > 0 then handled_trim_age(hash_key, index_key, at, keep_age) end

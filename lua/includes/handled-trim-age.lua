@@ -8,5 +8,7 @@ local function handled_trim_age(hash_key, index_key, now, keep_age)
     local old = redis.call('ZRANGE', index_key, '-inf', '(' .. cutoff, 'BYSCORE', 'LIMIT', 0, 1000)
     redis.call('ZREM', index_key, unpack(old))
     redis.call('HDEL', hash_key, unpack(old))
+    -- Their calls' results (since 0.6), kept beside them.
+    redis.call('HDEL', hash_key .. 'r', unpack(old))
   end
 end

@@ -1,3 +1,4 @@
+-- @include lease-heartbeat-drop
 -- @include lease-unpin-if-idle
 
 -- Takes the leases of `ids` (all in flight, in the order they were claimed)
@@ -5,6 +6,8 @@
 -- they keep their turn. No attempt is spent: the attempt in flight lives only
 -- in the lease (includes/lease-constants.lua).
 local function lease_give_back(in_flight_key, ready_key, ids)
+  if #ids == 0 then return end
+  lease_heartbeat_drop(in_flight_key, ids, redis.call('ZMSCORE', in_flight_key, unpack(ids)))
   redis.call('ZREM', in_flight_key, unpack(ids))
   lease_unpin_if_idle(in_flight_key)
   local reversed = {}

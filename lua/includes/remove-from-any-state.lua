@@ -27,5 +27,9 @@ local function remove_from_any_state(k, id, due)
   keyed_release(k.meta, { id })
   redis.call('HDEL', k.errors, id)
   redis.call('HDEL', k.error_log, id)
+  -- What its calls reported (since 0.6), named after its meta key.
+  local base = string.sub(k.meta, 1, -3)
+  redis.call('HDEL', base .. ':pg', id)
+  redis.call('HDEL', base .. ':lg', id)
   groups_forget(k.groups, k.pending, k.meta, id)
 end

@@ -28,8 +28,9 @@ export class UnregisteredEventClassError extends DelayedEventError {
 }
 
 export class SerializationError extends DelayedEventError {
-  constructor(type: string, cause: unknown) {
-    super('SERIALIZATION_FAILED', `Event of type '${type}' cannot be serialized to JSON (${describe(cause)}); remove circular references, BigInts and other non-JSON values.`);
+  /** `what`: what could not be serialized, when not the event itself (a call's result or progress, since 0.6). */
+  constructor(type: string, cause: unknown, what = 'Event') {
+    super('SERIALIZATION_FAILED', `${what} of type '${type}' cannot be serialized to JSON (${describe(cause)}); remove circular references, BigInts and other non-JSON values.`);
   }
 }
 

@@ -24,6 +24,7 @@ import {
   KEEP_ALL,
   enqueueStatuses,
   newMarkerValue,
+  resultsOf,
 } from './script-results';
 
 export type { RedisClient } from './redis-client';
@@ -213,10 +214,9 @@ export class LuaScripts {
   }
 
   /**
-   * Completes the succeeded events (fenced by attempt), then claims up to
-   * `count` ready events; one round trip for both. What the claim took is kept
-   * under `claim.log` with `claim.token` (none when the token is empty), so
-   * that if the reply is lost the reader can give it back (releaseClaim).
+   * Completes the succeeded events (fenced by their claims), then claims up to `count` ready events; one
+   * round trip for both. What the claim took is kept under `claim.log` with `claim.token` (none when the
+   * token is empty), so that if the reply is lost the reader can give it back (releaseClaim).
    */
   async completeAndClaim(
     keys: TypeKeys,
@@ -251,6 +251,7 @@ export class LuaScripts {
       started: options.started ?? [],
       confirmations: options.confirm ?? [],
       successes: succeeded,
+      results: resultsOf(succeeded),
     });
     return claimResultOf(reply, options.startNow ?? count);
   }

@@ -138,6 +138,12 @@ export interface TypeKeys {
    * whose lease stays the hard bound.
    */
   readonly heartbeats: string;
+  /** Hash (since 0.6): id -> 'attempt|at ms|JSON' of the last progress a handler reported (delivery.progress). */
+  readonly progress: string;
+  /** Hash (since 0.6): id -> JSON [[at ms, attempt, line], ...], the last 100 lines handlers logged (delivery.log). */
+  readonly logs: string;
+  /** Hash (since 0.6): id -> the JSON result of the call that handled it (delivery.result), beside `handled`. */
+  readonly handledResults: string;
 }
 
 /**
@@ -160,6 +166,9 @@ function derivedKeys(own: string) {
     readyAging: `${own}:ra`,
     readySeq: `${own}:rs`,
     heartbeats: `${own}:hl`,
+    progress: `${own}:pg`,
+    logs: `${own}:lg`,
+    handledResults: `${own}:hr`,
   };
 }
 

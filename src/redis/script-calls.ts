@@ -37,6 +37,7 @@ export const SCRIPT_NAMES = [
   'clean',
   'obliterate',
   'renew-leases',
+  'report-calls',
 ] as const;
 export type ScriptName = (typeof SCRIPT_NAMES)[number];
 

@@ -62,6 +62,17 @@ export type EnqueueStatus = 'scheduled' | 'duplicate' | 'replaced';
 export interface ClaimedRef {
   readonly id: string;
   readonly claim: number;
+  /** A success's result as JSON, when its call gave one (delivery.result, since 0.6). */
+  readonly result?: string | undefined;
+}
+
+const NO_RESULTS: ReadonlyArray<{ readonly id: string; readonly result: string }> = [];
+
+/** The results among successes, for complete-and-claim.lua; none (no allocation) when no call gave one. */
+export function resultsOf(succeeded: ReadonlyArray<ClaimedRef>): ReadonlyArray<{ readonly id: string; readonly result: string }> {
+  let results: Array<{ id: string; result: string }> | undefined;
+  for (const s of succeeded) if (s.result !== undefined) (results ??= []).push({ id: s.id, result: s.result });
+  return results ?? NO_RESULTS;
 }
 
 /** A value for a queue's marker: unique, so that a marker set anew differs from every one seen before. */

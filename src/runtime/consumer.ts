@@ -13,6 +13,7 @@ import { FifoTimeouts } from './fifo-timeouts';
 import { HandlerSlots } from './handler-slots';
 import { HoldEnds } from './hold-ends';
 import { LeaseKeeper } from './lease-keeper';
+import { CallReports } from './call-reports';
 import type { LuaScripts } from '../redis/lua-scripts';
 import { METRIC, type Metrics } from './metrics';
 import { OutageBackoff, sleep } from './outage-backoff';
@@ -81,11 +82,14 @@ export class Consumer<T extends DelayedEventInstance> implements BackgroundServi
   private readonly holds: HoldEnds;
   /** The running calls' leases, renewed by heartbeats and given up at shutdown. */
   protected readonly leases: LeaseKeeper;
+  /** Progress and log lines its calls report (delivery.progress, delivery.log). */
+  private readonly reports: CallReports;
 
   constructor(protected readonly parts: ConsumerParts<T>) {
     this.slots = new HandlerSlots(parts.parallelism, parts.prefetch);
     this.timeouts = new FifoTimeouts(parts.timeoutMs);
     this.holds = new HoldEnds((keys) => parts.onHoldEnded?.(keys));
+    this.reports = new CallReports(parts.scripts, parts.metrics);
     this.leases = new LeaseKeeper(parts.scripts, parts.metrics, { type: parts.type, group: parts.group }, parts.heartbeat.everyMs, parts.heartbeat.leaseMs);
     this.stopping = parts.queues.map(() => new AbortController());
     this.tags = { type: parts.type, group: parts.group };
@@ -178,7 +182,7 @@ export class Consumer<T extends DelayedEventInstance> implements BackgroundServi
   protected deliveryOf(claimed: ClaimedEvent, decoded: DecodedEvent<T>): HandlerDelivery {
     const { extras } = decoded;
     const maxAttempts = extras.maxAttempts ?? this.parts.retry.maxAttempts;
-    return new HandlerDelivery(claimed.id, this.parts.type, claimed.attempt, maxAttempts, claimed.dueAt, decoded.enqueuedAt, this.parts.group, extras.snoozes ?? 0);
+    return new HandlerDelivery(claimed.id, this.parts.type, claimed.attempt, maxAttempts, claimed.dueAt, decoded.enqueuedAt, this.parts.group, extras.snoozes ?? 0, this.reports, claimed);
   }
 
   protected async handle(claimed: ClaimedEvent): Promise<void> {
@@ -231,8 +235,12 @@ export class Consumer<T extends DelayedEventInstance> implements BackgroundServi
   protected async settle(claimed: ClaimedEvent, event: T, outcome: Outcome, delivery: HandlerDelivery): Promise<HandledOutcome> {
     let handled: HandledOutcome = 'stale';
     try {
+      // What the call reported goes first, so that its lines are there for the next attempt (rarely anything).
+      const reported = this.reports.written(claimed);
+      if (reported) await reported;
+      const done = delivery.resultJson === undefined ? claimed : { id: claimed.id, claim: claimed.claim, result: delivery.resultJson };
       // Every success passes here: one await, as before outcomes were named (an A/B showed another hop).
-      if (outcome.ok && delivery.heldForMs === undefined) handled = (await this.record(() => claimed.reader.complete(claimed))) ? 'success' : 'stale';
+      if (outcome.ok && delivery.heldForMs === undefined) handled = (await this.record(() => claimed.reader.complete(done))) ? 'success' : 'stale';
       else handled = await this.writeOther(claimed, event, outcome, delivery);
     } finally {
       // An integration waits for it (a span ends with it): said whatever happened.
@@ -264,7 +272,10 @@ export class Consumer<T extends DelayedEventInstance> implements BackgroundServi
       this.wakeWaiters(keys);
       return givenBack ? 'rate-limited' : 'stale';
     }
-    if (outcome.ok) return (await this.record(() => claimed.reader.complete(claimed))) ? 'success' : 'stale';
+    if (outcome.ok) {
+      const done = delivery.resultJson === undefined ? claimed : { id: claimed.id, claim: claimed.claim, result: delivery.resultJson };
+      return (await this.record(() => claimed.reader.complete(done))) ? 'success' : 'stale';
+    }
     if (outcome.snooze && delivery.snoozes < this.parts.maxSnoozes) return this.snooze(claimed, event, outcome.snooze, delivery);
     if (outcome.snooze) {
       const reason = `snoozed ${delivery.snoozes} times, as many as maxSnoozes allows (attempt ${claimed.attempt} of ${delivery.maxAttempts})`;

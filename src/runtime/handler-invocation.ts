@@ -2,10 +2,11 @@ import { type Observable, firstValueFrom, isObservable } from 'rxjs';
 import type { DelayedEventInstance } from '../core/delayed-event.decorator';
 import { type Delay, MAX_DELAY_MS } from '../core/duration';
 import { Snoozed, type SnoozeOptions } from '../core/snoozed';
-import { type DeliveryAbortCode, DeliveryAbortedError, PermanentFailure, UNPRINTABLE, describe, rateLimitedAsk, rateLimitedHoldOf } from '../core/errors';
+import { type DeliveryAbortCode, DeliveryAbortedError, InvalidArgumentError, PermanentFailure, SerializationError, UNPRINTABLE, describe, rateLimitedAsk, rateLimitedHoldOf } from '../core/errors';
 import type { EventContext, EventContextStore } from '../core/event-context';
 import type { FifoTimeouts } from './fifo-timeouts';
 import type { HandledOutcome } from './outcomes';
+import type { TypeKeys } from '../redis/redis-layout';
 
 /**
  * What a handler answers, at once, as a Promise or as an Observable (its first
@@ -54,7 +55,49 @@ export interface Delivery {
   snooze(delay: Delay, options?: SnoozeOptions): Snoozed;
   /** How many times a handler snoozed this event so far (since 0.6). */
   readonly snoozes: number;
+  /**
+   * Reports how far this call got (since 0.6): a number or any JSON value of
+   * up to 4 KiB as JSON; the last one wins. It is written within a quarter of
+   * a second, with this call's attempt, and `find()` shows it (`progress`)
+   * from any process until the next attempt starts. Throws
+   * SerializationError for a value that is not JSON, InvalidArgumentError
+   * for one too large.
+   */
+  progress(value: unknown): void;
+  /**
+   * Adds a line to the event's log (since 0.6): kept across attempts, the
+   * last 100, each cut to 1 KiB, until the event is removed; `find()` shows
+   * them (`logs`). Written within a quarter of a second, and before the call's
+   * result.
+   */
+  log(line: string): void;
+  /**
+   * Records what this call produced (since 0.6): JSON of up to 64 KiB, the
+   * last call wins. Kept with the handled event when keepHandled is on
+   * (`find().result`); dropped if the attempt fails. Throws
+   * SerializationError at once for a value that is not JSON,
+   * InvalidArgumentError for one too large.
+   */
+  result(value: unknown): void;
 }
+
+/** The call a report belongs to: its claim, in its queue. */
+export interface ReportedCall {
+  readonly id: string;
+  readonly claim: number;
+  readonly keys: TypeKeys;
+}
+
+/** Where a delivery's reports go (src/runtime/call-reports.ts). */
+export interface DeliveryReports {
+  progress(call: ReportedCall, attempt: number, json: string): void;
+  log(call: ReportedCall, attempt: number, line: string): void;
+}
+
+/** Largest progress value (bytes of JSON), log line (bytes; longer ones are cut) and result (bytes of JSON). */
+export const MAX_PROGRESS_BYTES = 4 * 1024;
+export const MAX_LOG_LINE_BYTES = 1024;
+export const MAX_RESULT_BYTES = 64 * 1024;
 
 /**
  * Handles one event. Answer `true` or nothing when done (a plain `async`
@@ -109,6 +152,9 @@ export class HandlerDelivery implements Delivery {
   /** A value rateLimited() was called with that is out of range, as text. */
   heldRefused: string | undefined;
 
+  /** The call's result as JSON, once result() was called. */
+  #result: string | undefined;
+
   constructor(
     readonly id: string,
     readonly type: string,
@@ -118,7 +164,29 @@ export class HandlerDelivery implements Delivery {
     readonly enqueuedAt: number,
     readonly group = 'default',
     readonly snoozes = 0,
+    /** Where progress and log lines go, and the call they belong to; none for a Delivery made by hand. */
+    private readonly reportsTo?: DeliveryReports,
+    private readonly call?: ReportedCall,
   ) {}
+
+  progress(value: unknown): void {
+    const json = jsonOf(value, this.type, 'The progress of a call', 'progress', MAX_PROGRESS_BYTES);
+    if (this.call) this.reportsTo?.progress(this.call, this.attempt, json);
+  }
+
+  log(line: string): void {
+    if (typeof line !== 'string') throw new InvalidArgumentError('line', `delivery.log takes a string, got ${describe(line)}`);
+    if (this.call) this.reportsTo?.log(this.call, this.attempt, cutToBytes(line, MAX_LOG_LINE_BYTES));
+  }
+
+  result(value: unknown): void {
+    this.#result = jsonOf(value, this.type, 'The result of a call', 'result', MAX_RESULT_BYTES);
+  }
+
+  /** The result recorded with result(), as JSON. */
+  get resultJson(): string | undefined {
+    return this.#result;
+  }
 
   snooze(delay: Delay, options?: SnoozeOptions): Snoozed {
     return new Snoozed(delay, options);
@@ -234,6 +302,31 @@ export function invokeHandler<T>(invocation: Invocation<T>): Outcome | Promise<O
         resolve(outcome);
       });
   });
+}
+
+/** `value` as JSON, or the error a handler should get at once: not JSON, or over `most` bytes. */
+function jsonOf(value: unknown, type: string, what: string, name: string, most: number): string {
+  let json: string | undefined;
+  try {
+    json = JSON.stringify(value);
+  } catch (error) {
+    throw new SerializationError(type, error, what);
+  }
+  if (json === undefined) throw new SerializationError(type, `${describe(value)} has no JSON form`, what);
+  const bytes = Buffer.byteLength(json);
+  if (bytes > most) throw new InvalidArgumentError(name, `is ${bytes} bytes as JSON; at most ${most} are kept: report less, or store it elsewhere and report a reference`);
+  return json;
+}
+
+/** `text` cut to at most `most` bytes of UTF-8, never inside a character; a cut one ends with '…'. */
+function cutToBytes(text: string, most: number): string {
+  if (Buffer.byteLength(text) <= most) return text;
+  let cut = Buffer.from(text)
+    .subarray(0, most - 3)
+    .toString();
+  // A character split at the end decodes as U+FFFD: drop it.
+  if (cut.endsWith('\uFFFD')) cut = cut.slice(0, -1);
+  return `${cut}…`;
 }
 
 /** Never throws, whatever `error` is (a Proxy whose traps throw, an Error whose message getter does). */

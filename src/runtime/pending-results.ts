@@ -60,7 +60,7 @@ export class PendingResults {
   /** A success to record; resolves true when completed, false when its claim was stale. */
   success(event: ClaimedRef): Promise<boolean> {
     return new Promise((resolve, reject) => {
-      this.successes.push({ id: event.id, claim: event.claim, resolve, reject });
+      this.successes.push({ id: event.id, claim: event.claim, result: event.result, resolve, reject });
     });
   }
 

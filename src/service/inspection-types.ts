@@ -7,6 +7,7 @@ import type { EventCodec } from '../core/event-codec';
 import type { EventContext } from '../core/event-context';
 import { type JsonEvent, parseStoredBody } from '../core/stored-body';
 import type { EventError, EventState, StoredDeadLetter, StoredEvent } from '../redis/stored-events';
+import type { CallRecords, EventLogLine } from '../redis/call-records';
 import type { IORedisClient } from './service-options';
 
 // What the Inspector (src/service/inspector.ts) takes and answers, and how a
@@ -45,6 +46,14 @@ export interface InspectedEvent<T = JsonEvent> {
   readonly errors?: readonly EventError[];
   /** find() only, for a type with registered groups: the event's state in each group that still holds it. */
   readonly groups?: Readonly<Record<string, EventState>>;
+  /** find() only (since 0.6): the last progress its current attempt reported (delivery.progress), as JSON parsed. */
+  readonly progress?: unknown;
+  /** find() only (since 0.6): the lines its calls logged (delivery.log), oldest first, the last 100. */
+  readonly logs?: readonly EventLogLine[];
+  /** find() only (since 0.6), handled events kept by keepHandled: what the call recorded (delivery.result), as JSON parsed. */
+  readonly result?: unknown;
+  /** find() only (since 0.6): per named group holding the event, the progress and log lines of its calls there. */
+  readonly groupReports?: Readonly<Record<string, CallRecords>>;
 }
 
 export interface DeadLetter<T> {

@@ -7,6 +7,7 @@ import { noCheck, checkTarget, checkEvent, checkVerifyOptions } from './inspecti
 import { type DueTimeline, readDueTimeline } from '../redis/due-timeline';
 import type { DueSpec } from '../redis/lua-scripts';
 import { type InstanceInfo, askInstances } from '../redis/instance-registry';
+import { reportedOn } from '../redis/call-records';
 import { pingWithin } from '../redis/redis-readiness';
 import { purgeDead, replayDead } from '../redis/housekeeping';
 import type { TypeKeys } from '../redis/redis-layout';
@@ -156,7 +157,9 @@ export class Inspector extends BulkCalls {
         const resolved = await this.resolve(target);
         const keys = resolved && (await this.queueOf(resolved, id));
         const stored = keys && (await this.stored.read(keys, id));
-        return stored && (inspectedEvent(this.parts.codec, resolved!.eventClass, stored) as InspectedEvent<T | JsonEvent>);
+        if (!stored) return undefined;
+        const reported = await reportedOn(this.parts.client, this.parts.layout, keys, stored);
+        return { ...inspectedEvent(this.parts.codec, resolved!.eventClass, stored), ...reported } as InspectedEvent<T | JsonEvent>;
       },
     );
   }

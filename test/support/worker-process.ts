@@ -8,6 +8,7 @@
  *   MODE=stall  attempt 1 blocks the whole event loop for STALL_MS, then succeeds; later attempts succeed at once
  *   MODE=snooze every event is snoozed for SNOOZE_MS on its first delivery, then succeeds
  *   MODE=until-aborted  every call runs until its delivery.signal aborts, reports the reason's code, then succeeds (a late result)
+ *   MODE=report  every call reports progress and logs 150 lines in a loop (2 ms apart), then runs until its signal aborts
  *   HEARTBEAT_MS  the heartbeatMs option ('off': false; default: the service's default)
  *   BATCH=<n>   a batch handler of up to n events instead (MODE=hang: its calls never finish)
  */
@@ -50,8 +51,19 @@ if (process.env.BATCH) {
 } else
   service.addHandler(
     WorkItem,
-    (event, _context, delivery) => {
+    async (event, _context, delivery) => {
       report({ started: event.id, attempt: delivery.attempt });
+      if (process.env.MODE === 'report') {
+        for (let i = 0; i < 150; i++) {
+          delivery.progress({ done: i, of: 150 });
+          delivery.log(`line ${i}`);
+          // A pause between reports (about a third of a second in all): each could be written on its own.
+          await new Promise((resolve) => setTimeout(resolve, 2));
+        }
+        report({ reported: event.id });
+        const signal = delivery.signal;
+        return new Promise<boolean>((resolve) => signal.addEventListener('abort', () => resolve(false)));
+      }
       if (process.env.MODE === 'until-aborted') {
         const signal = delivery.signal;
         return new Promise<boolean>((resolve) =>

@@ -35,6 +35,18 @@ if successes_n > 0 then
         end
       end
       handled_keep(KEYS[13], KEYS[14], records, now, keep_count, keep_age)
+      if results_n > 0 then
+        -- Each call's result (delivery.result) beside its record, in the history's results hash (its name + 'r').
+        local kept, pairs_ = {}, {}
+        for k = 1, #records, 2 do kept[records[k]] = true end
+        for i = results_at, results_at + 2 * results_n - 1, 2 do
+          if kept[ARGV[i]] then
+            pairs_[#pairs_ + 1] = ARGV[i]
+            pairs_[#pairs_ + 1] = ARGV[i + 1]
+          end
+        end
+        if #pairs_ > 0 then redis.call('HSET', KEYS[13] .. 'r', unpack(pairs_)) end
+      end
     end
     -- The ids whose bodies go now: all of them, unless other groups still hold some.
     local finished = removed
@@ -63,6 +75,12 @@ if successes_n > 0 then
         redis.call('ZADD', KEYS[7], unpack(marks))
       end
     end
+  end
+  -- Progress and log lines its calls reported (since 0.6) go with the event, as its errors do.
+  if #removed > 0 and flow[FLOW_RP] then
+    local base = string.sub(KEYS[3], 1, -3)
+    redis.call('HDEL', base .. ':pg', unpack(removed))
+    redis.call('HDEL', base .. ':lg', unpack(removed))
   end
   -- An event that failed before, or whose lease ran out before it started, has an error recorded.
   if #removed > 0 and redis.call('EXISTS', KEYS[5]) == 1 then redis.call('HDEL', KEYS[5], unpack(removed)) end

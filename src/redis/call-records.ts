@@ -1,0 +1,75 @@
+import { DEFAULT_GROUP, type RedisLayout, type TypeKeys } from './redis-layout';
+import type { RedisClient } from './redis-client';
+import type { StoredEvent } from './stored-types';
+
+/** A line a handler logged (delivery.log, since 0.6): when, in which attempt, and the line. */
+export interface EventLogLine {
+  readonly at: Date;
+  readonly attempt: number;
+  readonly line: string;
+}
+
+/** What an event's calls reported in one group: the progress of its current attempt, and its log. */
+export interface CallRecords {
+  /** The last progress its current (or last) attempt reported, as JSON parsed (delivery.progress). */
+  readonly progress?: unknown;
+  /** The lines its calls logged, oldest first, the last 100 (delivery.log). */
+  readonly logs?: readonly EventLogLine[];
+}
+
+/** find()'s view of what the calls reported (since 0.6): the event's own group's, each named group's, and the result it was handled with. */
+export interface ReportedOnEvent extends CallRecords {
+  /** Handled (kept by keepHandled): what its call recorded with delivery.result, as JSON parsed. */
+  readonly result?: unknown;
+  /** Per named group that holds the event, what its calls there reported. */
+  readonly groupReports?: Readonly<Record<string, CallRecords>>;
+}
+
+function parseJson(text: string | null | undefined): unknown {
+  if (text === null || text === undefined) return undefined;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Progress as stored ('attempt|at|json'): shown only for `attempt`, the event's current one (each attempt starts afresh). */
+function progressOf(stored: string | null, attempt: number): unknown {
+  if (stored === null) return undefined;
+  const [of, , ...json] = stored.split('|');
+  return Number(of) === attempt ? parseJson(json.join('|')) : undefined;
+}
+
+function logsOf(stored: string | null): readonly EventLogLine[] | undefined {
+  const parsed = parseJson(stored);
+  if (!Array.isArray(parsed)) return undefined;
+  const lines: EventLogLine[] = [];
+  for (const entry of parsed) {
+    if (Array.isArray(entry) && typeof entry[0] === 'number' && typeof entry[1] === 'number' && typeof entry[2] === 'string') lines.push({ at: new Date(entry[0]), attempt: entry[1], line: entry[2] });
+  }
+  return lines.length > 0 ? lines : undefined;
+}
+
+async function recordsIn(client: RedisClient, keys: TypeKeys, id: string, attempt: number): Promise<CallRecords> {
+  const [progress, logs] = await Promise.all([client.hget(keys.progress, id), client.hget(keys.logs, id)]);
+  const shown = progressOf(progress, attempt);
+  const lines = logsOf(logs);
+  return { ...(shown !== undefined ? { progress: shown } : {}), ...(lines ? { logs: lines } : {}) };
+}
+
+/** What the calls of a stored (or handled) event reported, as find() shows it. */
+export async function reportedOn(client: RedisClient, layout: RedisLayout, keys: TypeKeys, stored: StoredEvent): Promise<ReportedOnEvent> {
+  const own = stored.state === 'handled' ? {} : await recordsIn(client, keys, stored.id, stored.attempt);
+  const result = stored.state === 'handled' ? parseJson(await client.hget(keys.handledResults, stored.id)) : undefined;
+  const groupReports: Record<string, CallRecords> = {};
+  for (const [group, state] of Object.entries(stored.groups ?? {})) {
+    if (group === DEFAULT_GROUP || state === 'handled') continue;
+    const groupKeys = layout.forGroup(keys, group);
+    const header = await client.hget(groupKeys.meta, stored.id);
+    const attempt = Number(header?.split('|')[0] ?? 0) + (state === 'in-flight' ? 1 : 0);
+    const records = await recordsIn(client, groupKeys, stored.id, attempt);
+    if (records.progress !== undefined || records.logs) groupReports[group] = records;
+  }
+  return { ...own, ...(result !== undefined ? { result } : {}), ...(Object.keys(groupReports).length > 0 ? { groupReports } : {}) };
+}

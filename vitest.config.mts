@@ -57,6 +57,7 @@ const onClusterToo = [
   'heartbeat',
   'heartbeat-model',
   'call-reports',
+  'outcome-events',
 ].map((name) => `test/${name}.test.ts`);
 
 export default defineConfig({

@@ -100,6 +100,7 @@ export async function scriptFloorMicros(port: number, row: ScriptFloorRow, count
         sortsByKey: false,
         agingMs: 60_000,
         heartbeatLeaseMs: 0,
+        outcomesMaxLen: 0,
         started: [],
         confirmations: [],
         successes,

@@ -10,12 +10,14 @@
 -- KEYS[6] errorLog: error-log hash (id -> its last failures; includes/error-log-append.lua)
 -- KEYS[7] pending: pending hash   (id -> how many groups still hold the event)
 -- KEYS[8] sharedMeta: the type's meta hash, where bodies live: KEYS[1] itself for the default group
+-- KEYS[9] outcomes: outcome stream (since 0.6; includes/outcome-add.lua)
 -- ARGV[1] id (string): the event's id
 -- ARGV[2] claim (number): identity of the claim that ran it (its not-started lease score)
 -- ARGV[3] attempt (number): the attempt that ran
 -- ARGV[4] reason (string): why it is dead-lettered
 -- ARGV[5] keep_count (number): keepDead.count: the most dead letters kept (0: no limit)
 -- ARGV[6] keep_age (number): keepDead.ageMs: how long one is kept (0: no limit)
+-- ARGV[7] outcomes_max_len (number): the outcomes option's maxLen: the stream's cap (0: outcomes off)
 -- REPLY (number): 1 when dead-lettered, 0 when the claim was stale.
 -- @include dead-trim
 -- @include envelope-make
@@ -25,6 +27,7 @@
 -- @include keyed-release
 -- @include lease-remove
 -- @include now-ms
+-- @include outcome-add
 
 local score = redis.call('ZSCORE', KEYS[2], id)
 if not score or not lease_fences(tonumber(score), claim) then return 0 end
@@ -42,6 +45,7 @@ local now = now_ms()
 redis.call('ZADD', KEYS[3], now, id)
 redis.call('HSET', KEYS[4], id, reason)
 error_log_append(KEYS[6], id, attempt, now, reason)
+outcome_add(KEYS[9], outcomes_max_len, outcome_group(KEYS[1]), id, 'dead-lettered', attempt, 'e', reason)
 -- Retention (keepDead): amortised like the history's, at most DEAD_TRIM_MOST (250) a call.
 if keep_count > 0 or keep_age > 0 then
   dead_trim({ dead = KEYS[3], meta = KEYS[1], shared_meta = KEYS[8], pending = KEYS[7], errors = KEYS[4], error_log = KEYS[6] }, now, keep_count, keep_age)

@@ -15,12 +15,14 @@
 -- KEYS[5] sharedGroups: the type's group registry (group -> registered at ms)
 -- KEYS[6] slotGuard: slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
+-- KEYS[7] outcomes: outcome stream (since 0.6; includes/outcome-add.lua)
 -- ARGV[1] id (string): the event's id
 -- ARGV[2] claim (number): identity of the claim that ran it (its not-started lease score)
 -- ARGV[3] attempt (number): this delivery's attempt
 -- ARGV[4] delay_ms (number): how long to snooze, ms
 -- ARGV[5] body (string): the body to store: its snooze count one more, maybe a new payload
 -- ARGV[6] replaces (flag): the body holds a new payload from the handler
+-- ARGV[7] outcomes_max_len (number): the outcomes option's maxLen: the stream's cap (0: outcomes off)
 -- REPLY (number): the new due ms; -1 when the claim was stale; -2 when a new payload was
 -- refused (the type has more than one group): nothing changed.
 -- @include envelope-make
@@ -29,6 +31,7 @@
 -- @include keyed-release
 -- @include lease-remove
 -- @include now-ms
+-- @include outcome-add
 -- @include schedule-add
 
 local score = redis.call('ZSCORE', KEYS[2], id)
@@ -54,4 +57,5 @@ else
   end
 end
 schedule_add(KEYS[3], { { due, id } })
+outcome_add(KEYS[7], outcomes_max_len, outcome_group(KEYS[1]), id, 'snoozed', attempt)
 return due

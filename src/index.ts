@@ -14,6 +14,8 @@ export type { DeadLetter, DeadLetterPage, DueTimelineOptions, EventTarget, Inspe
 export type { CleanOptions, DrainOptions, ObliterateOptions } from './service/bulk-calls';
 export type { EventCounts, EventError, EventState, EventTypeInfo, StateCounts } from './redis/stored-types';
 export type { CallRecords, EventLogLine } from './redis/call-records';
+export type { OutcomeEvent, OutcomeKind } from './redis/outcome-streams';
+export type { OutcomesOptions, WaitForOptions } from './service/outcome-calls';
 export type { RecurringSchedule, ScheduleOptions } from './service/recurring-schedules';
 export type { CatchUp, RecurrenceSpec } from './core/recurrence';
 export type { DelayedEventServiceOptions, KeepDead } from './service/service-options';
@@ -36,6 +38,7 @@ export {
   HandlerAlreadyRegisteredError,
   TypeInUseError,
   DeliveryAbortedError,
+  WaitTimeoutError,
   type DeliveryAbortCode,
   InvalidDelayError,
   InvalidArgumentError,

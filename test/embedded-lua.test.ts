@@ -152,6 +152,7 @@ describe('the embedded Lua scripts', () => {
       sortsByKey: true,
       agingMs: 60_000,
       heartbeatLeaseMs: 0,
+      outcomesMaxLen: 0,
       started: [{ id: 's', claim: 7 }],
       confirmations: [],
       successes: [
@@ -160,8 +161,8 @@ describe('the embedded Lua scripts', () => {
       ],
       results: [{ id: 'b', result: '{"ok":1}' }],
     });
-    // Twelve scalars, then each list but the last with its length in front.
-    expect(encoded).toEqual([3, 30_000, 5, 0, 't', 1, 0, 0, 2, '1', 60_000, 0, 1, 's', 7, 0, 2, 'a', 1, 'b', 2, 'b', '{"ok":1}']);
+    // Thirteen scalars, then each list but the last with its length in front.
+    expect(encoded).toEqual([3, 30_000, 5, 0, 't', 1, 0, 0, 2, '1', 60_000, 0, 0, 1, 's', 7, 0, 2, 'a', 1, 'b', 2, 'b', '{"ok":1}']);
     expect(claim.decode([1, [2], [], [], 1, '9', 0, -1, 0, []])).toEqual({
       now: 1,
       stale: [2],

@@ -67,7 +67,10 @@ describe('heartbeat leases (model)', () => {
       fc.asyncProperty(fc.array(operation, { minLength: 10, maxLength: 60, size: 'max' }), async (operations) => {
         const layout = new RedisLayout(redis.prefix());
         const keys = layout.forType('test.beat');
-        const scripts = new LuaScripts(client, layout.wakeChannel, { ms: 10_000, onStuck: () => {} }, 0);
+        // With outcomes (since 0.6): each settled call's outcome is appended, a stale one's never.
+        const scripts = new LuaScripts(client, layout.wakeChannel, { ms: 10_000, onStuck: () => {} }, 0, undefined, undefined, undefined, 1_000);
+        const outcomes: string[] = [];
+        let streamRead = '0-0';
         const model = new Map<string, Modelled>();
         const deliveries: Delivery[] = [];
         let ready: string[] = [];
@@ -121,6 +124,7 @@ describe('heartbeat leases (model)', () => {
               if (m.attempt >= MAX_ATTEMPTS) {
                 leave(m);
                 Object.assign(m, { state: 'dead', noted: false });
+                outcomes.push(`dead-lettered:${p}:${m.attempt}`);
               } else expected.push({ id: p, attempt: m.attempt + 1, started: expected.length < op.startNow });
             }
             expect(result.claimed.map((c) => ({ id: c.id, attempt: c.attempt, started: c.started }))).toEqual(expected);
@@ -165,6 +169,7 @@ describe('heartbeat leases (model)', () => {
             const current = isCurrent(d);
             const result = await scripts.completeAndClaim(keys, [d], 0, 60_000, MAX_ATTEMPTS, undefined, { heartbeatLeaseMs: 60_000 });
             expect(result.stale).toEqual(current ? [] : [0]);
+            if (current) outcomes.push(`handled:${d.id}:${model.get(d.id)!.attempt}`);
             if (current) model.delete(d.id);
             if (current) reported.delete(d.id);
           } else if (op.kind === 'retry') {
@@ -172,9 +177,13 @@ describe('heartbeat leases (model)', () => {
             if (!d) continue;
             const current = isCurrent(d);
             expect((await scripts.retry(keys, { ...d, attempt: model.get(d.id)?.attempt ?? 1 }, 0, 'failed')) !== undefined).toBe(current);
+            if (current) outcomes.push(`retried:${d.id}:${model.get(d.id)!.attempt}`);
             if (current) Object.assign(leave(model.get(d.id)!), { state: 'scheduled', due: true, noted: false });
           } else {
+            const attempt = model.get(op.id)?.attempt;
             expect(await scripts.cancel(keys, op.id)).toBe(model.delete(op.id));
+            // A cancel ends the event in every group; its attempt is the last one spent (in flight: the one before).
+            if (attempt !== undefined) outcomes.push(`cancelled:${op.id}:*`);
             reported.delete(op.id);
             ready = ready.filter((r) => r !== op.id);
           }
@@ -193,6 +202,10 @@ describe('heartbeat leases (model)', () => {
             expect({ id: eventId, heartbeat: lapses === undefined ? undefined : lapses <= now ? 'lapsed' : 'alive' }).toEqual({ id: eventId, heartbeat: m.heartbeat });
           }
           expect(await client.lrange(keys.ready, 0, -1)).toEqual(ready);
+          // The outcomes appended by this step, in order.
+          const appended = (await client.xrange(keys.outcomes, `(${streamRead}`, '+')) as Array<[string, string[]]>;
+          if (appended.length > 0) streamRead = appended.at(-1)![0];
+          expect(appended.map(([, f]) => `${f[5]}:${f[1]}:${f[5] === 'cancelled' ? f[3] : f[7]}`)).toEqual(outcomes.splice(0));
           // Reports stay exactly while their event does.
           expect((await client.hkeys(keys.logs)).sort()).toEqual([...reported].sort());
           expect((await client.hkeys(keys.progress)).sort()).toEqual([...reported].sort());

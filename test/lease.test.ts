@@ -170,6 +170,7 @@ describe('leases', () => {
       `${keys}:h`,
       `${keys}:hi`,
       `${keys}:hl`,
+      `${keys}:o`,
       ...LUA_SOURCES['complete-and-claim'].encode({
         most: 1,
         leaseMs: -1_000,
@@ -183,6 +184,7 @@ describe('leases', () => {
         sortsByKey: false,
         agingMs: 60_000,
         heartbeatLeaseMs: 0,
+        outcomesMaxLen: 0,
         started: [],
         confirmations: [],
         successes: [],

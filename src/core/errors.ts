@@ -104,6 +104,20 @@ export class DeliveryAbortedError extends DelayedEventError {
   }
 }
 
+/** waitFor() saw no final outcome of the event within its timeoutMs (since 0.6). */
+export class WaitTimeoutError extends DelayedEventError {
+  constructor(
+    readonly type: string,
+    readonly id: string,
+    readonly timeoutMs: number,
+  ) {
+    super(
+      'WAIT_TIMEOUT',
+      `No final outcome (handled, dead-lettered or cancelled) of '${type}' event '${id}' within ${timeoutMs} ms; it may still be waiting or running: wait again, or look with find()`,
+    );
+  }
+}
+
 export class NotReplicatedError extends DelayedEventError {
   constructor(
     readonly acknowledged: number,

@@ -59,6 +59,8 @@ export class LuaScripts {
     onRefused?: (error: RedisConnectionError) => void,
     /** How many handled events each queue keeps, and for how long (0: none / no limit): the keepHandled option. */
     private readonly keepHandled: { readonly count: number; readonly ageMs: number } = { count: 0, ageMs: 0 },
+    /** The outcomes option's maxLen: the cap of the outcome streams settled calls append to (0: off; since 0.6). */
+    private readonly outcomesMaxLen = 0,
   ) {
     this.deadlines = new CallDeadlines(deadline.ms, deadline.onStuck);
     this.scripts = Object.fromEntries(SCRIPT_NAMES.map((name) => [name, loadScript(name)])) as Record<ScriptName, LoadedScript>;
@@ -248,6 +250,7 @@ export class LuaScripts {
       sortsByKey: options.sortsByKey ?? false,
       agingMs: options.agingMs ?? DEFAULT_PRIORITY_AGING_MS,
       heartbeatLeaseMs: options.heartbeatLeaseMs ?? 0,
+      outcomesMaxLen: this.outcomesMaxLen,
       started: options.started ?? [],
       confirmations: options.confirm ?? [],
       successes: succeeded,
@@ -258,7 +261,14 @@ export class LuaScripts {
 
   /** Returns the new due time, or undefined when the claim was stale. The error is stored cut to MAX_ERROR_BYTES. */
   async retry(keys: TypeKeys, event: ClaimedRef & { readonly attempt: number }, backoffMs: number, error: string): Promise<number | undefined> {
-    const due = await this.run('retry', this.keysOf('retry', keys), { id: event.id, claim: event.claim, attempt: event.attempt, backoffMs, errorText: boundErrorText(error) });
+    const due = await this.run('retry', this.keysOf('retry', keys), {
+      id: event.id,
+      claim: event.claim,
+      attempt: event.attempt,
+      backoffMs,
+      errorText: boundErrorText(error),
+      outcomesMaxLen: this.outcomesMaxLen,
+    });
     return due < 0 ? undefined : due;
   }
 
@@ -269,20 +279,20 @@ export class LuaScripts {
    * payload was, the type having more than one group.
    */
   async snooze(keys: TypeKeys, event: ClaimedRef & { readonly attempt: number }, delayMs: number, body: string, replaces: boolean): Promise<number | 'stale' | 'refused'> {
-    const due = await this.run('snooze', this.keysOf('snooze', keys), { id: event.id, claim: event.claim, attempt: event.attempt, delayMs, body, replaces });
+    const due = await this.run('snooze', this.keysOf('snooze', keys), { id: event.id, claim: event.claim, attempt: event.attempt, delayMs, body, replaces, outcomesMaxLen: this.outcomesMaxLen });
     return due === -1 ? 'stale' : due === -2 ? 'refused' : due;
   }
 
   /** True when dead-lettered, false when the claim was stale. The reason is stored cut to MAX_ERROR_BYTES. */
   async deadLetter(keys: TypeKeys, event: ClaimedRef & { readonly attempt: number }, reason: string, keep: DeadRetention = KEEP_ALL): Promise<boolean> {
-    const args = { id: event.id, claim: event.claim, attempt: event.attempt, reason: boundErrorText(reason), keepCount: keep.count, keepAge: keep.ageMs };
+    const args = { id: event.id, claim: event.claim, attempt: event.attempt, reason: boundErrorText(reason), keepCount: keep.count, keepAge: keep.ageMs, outcomesMaxLen: this.outcomesMaxLen };
     return (await this.run('dead-letter', this.keysOf('dead-letter', keys), args)) === 1;
   }
 
   /** Removes an event in any state; `mark: false` leaves no idempotency mark (an occurrence its schedule will enqueue again). */
   async cancel(keys: TypeKeys, id: string, mark = true): Promise<boolean> {
     const windowMs = mark ? this.idempotencyWindowMs : 0;
-    return (await this.run('cancel', this.keysOf('cancel', keys), { id, windowMs })) === 1;
+    return (await this.run('cancel', this.keysOf('cancel', keys), { id, windowMs, outcomesMaxLen: this.outcomesMaxLen })) === 1;
   }
 
   /** Registers subscriber group `group` of a queue (a type or one partition); true when it is new. Not `fresh` (restored after a loss): refused on an obliterated queue. */
@@ -330,7 +340,7 @@ export class LuaScripts {
 
   /** Gives a running event back to READY without spending its attempt, and holds the queue for `holdMs`; true when given back. */
   async rateLimited(keys: TypeKeys, event: ClaimedRef, holdMs: number): Promise<{ givenBack: boolean; heldForMs: number }> {
-    const reply = await this.run('rate-limited', this.keysOf('rate-limited', keys), { id: event.id, claim: event.claim, holdMs: Math.ceil(holdMs) });
+    const reply = await this.run('rate-limited', this.keysOf('rate-limited', keys), { id: event.id, claim: event.claim, holdMs: Math.ceil(holdMs), outcomesMaxLen: this.outcomesMaxLen });
     return { givenBack: reply.givenBack, heldForMs: Number(reply.heldMs) };
   }
 
@@ -351,17 +361,6 @@ export class LuaScripts {
   /** Wakes the instances if a claim found the queue's concurrency limit full; true when one had. */
   async wakeWaiters(keys: TypeKeys): Promise<boolean> {
     return (await this.run('wake-waiters', this.keysOf('wake-waiters', keys), { wakeChannel: this.wakeChannel, wakeMessage: `${keys.queueTag}|-1` })) === 1;
-  }
-
-  /** Rewrites stored bodies still as read (`from`) to `to`, keeping each event's state; resolves how many were rewritten. */
-  async upgradeBodies(keys: TypeKeys, bodies: ReadonlyArray<{ readonly id: string; readonly from: string; readonly to: string }>): Promise<number> {
-    if (bodies.length === 0) return 0;
-    return this.run('upgrade-bodies', this.keysOf('upgrade-bodies', keys), { bodies });
-  }
-
-  /** Rewrites a schedule's definition if it is still `from`; true when rewritten. */
-  async upgradeSchedule(keys: TypeKeys, name: string, from: string, to: string): Promise<boolean> {
-    return (await this.run('upgrade-schedule', this.keysOf('upgrade-schedule', keys), { name, read: from, toStore: to })) === 1;
   }
 
   /** Takes the events of `ids` no holder has in flight out of their queue, into its moving hash; resolves their records. */

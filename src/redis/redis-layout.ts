@@ -95,6 +95,12 @@ export interface TypeKeys {
    * cancelled within the window: enqueueing such an id again is a duplicate.
    */
   readonly recent: string;
+  /**
+   * Stream (since 0.6, the outcomes option): the outcome of each call settled
+   * in this queue, every group's, capped (lua/includes/outcome-add.lua); a
+   * group's keys name its queue's.
+   */
+  readonly outcomes: string;
   /** Prefix of each reader's claim log key (`<prefix><reader id>`): what its last claim took. */
   readonly claimLogPrefix: string;
   /**
@@ -303,6 +309,7 @@ export class RedisLayout {
       handled: `${base}:h`,
       handledIndex: `${base}:hi`,
       recent: `${base}:i`,
+      outcomes: `${base}:o`,
       claimLogPrefix: `${base}:c:`,
       slotGuard: `${base}:guard`,
     };
@@ -354,6 +361,7 @@ export class RedisLayout {
       handled: `${own}:h`,
       handledIndex: `${own}:hi`,
       recent: queue.recent,
+      outcomes: queue.outcomes,
       claimLogPrefix: `${own}:c:`,
       slotGuard: queue.slotGuard,
     };

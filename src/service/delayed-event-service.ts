@@ -78,7 +78,16 @@ export class DelayedEventService extends InspectionCalls {
       this.metrics.count(METRIC.redisErrors, { loop: 'connection', type: '' });
     });
     const deadline = { ms: settings.commandTimeoutMs, onStuck: () => this.healthState.commandStuck() };
-    this.scripts = new LuaScripts(this.connections.command, layout.wakeChannel, deadline, settings.idempotencyWindowMs, undefined, (error) => this.log.refused(error));
+    this.scripts = new LuaScripts(
+      this.connections.command,
+      layout.wakeChannel,
+      deadline,
+      settings.idempotencyWindowMs,
+      undefined,
+      (error) => this.log.refused(error),
+      undefined,
+      settings.outcomesMaxLen,
+    );
     this.activityRecorder = settings.recordActivity
       ? new ActivityRecorder(this.connections.command, layout, settings.commandTimeoutMs, (error) =>
           this.log.degraded('activity', `Redis refuses the activity counts (${error.message}); the dashboard's charts stay empty: grant +hincrby and +pexpire, or set recordActivity: false`),
@@ -107,6 +116,7 @@ export class DelayedEventService extends InspectionCalls {
       onDroppedAnswers: (count) => this.metrics.count(METRIC.instanceAnswersDropped, {}, count),
       handledAgeMs: settings.keepHandled.ageMs,
       handledHere: () => this.handlers.running().map((h) => h.type),
+      outcomesOff: settings.outcomesMaxLen === 0,
     });
     this.enqueuer = new Enqueuer({
       options: settings,

@@ -354,6 +354,7 @@ export class Handlers {
       undefined,
       (error) => log.refused(error),
       options.keepHandled,
+      options.outcomesMaxLen,
     );
     return this.handlingScripts;
   }

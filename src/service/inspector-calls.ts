@@ -31,6 +31,8 @@ export interface InspectorParts {
   readonly handledAgeMs?: number;
   /** Told how many answers instances() dropped as malformed (anyone who may publish can answer). */
   readonly onDroppedAnswers?: (count: number) => void;
+  /** The service that made it has the outcomes option off: waitFor() says so (since 0.6). */
+  readonly outcomesOff?: boolean;
   /** The types the service that made it handles: known at once, before its answer to instances() can be heard. */
   readonly handledHere?: () => readonly string[];
 }

@@ -9,6 +9,9 @@ import type { ActivitySlot } from '../runtime/activity-log';
 import type { DeadLetter, DeadLetterPage, DueTimelineOptions, EventTarget, InspectedEvent, ListOptions } from './inspection-types';
 import type { Inspector } from './inspector';
 import type { CleanOptions, DrainOptions, ObliterateOptions } from './bulk-calls';
+import type { OutcomesOptions, WaitForOptions } from './outcome-calls';
+import type { OutcomeEvent } from '../redis/outcome-streams';
+import type { Observable } from 'rxjs';
 import type { StoredVersions, UpgradeReport, VerifyOptions, VerifyReport } from './stored-versions';
 
 /**
@@ -65,6 +68,16 @@ export abstract class InspectionCalls {
   /** Removes every key of the type (since 0.6); refuses with TypeInUseError while an instance handles it, unless `force`. */
   obliterate(eventClass: EventTarget, options?: ObliterateOptions): Promise<boolean> {
     return this.inspector.obliterate(eventClass, options);
+  }
+
+  /** Since 0.6: each outcome of a type's calls (or every type's) from now, or after `from`, read from the outcome streams (the outcomes option). */
+  outcomes$(eventClass?: EventTarget, options?: OutcomesOptions): Observable<OutcomeEvent> {
+    return this.inspector.outcomes$(eventClass, options);
+  }
+
+  /** Since 0.6: the final outcome (handled, dead-lettered, cancelled) of one event, from any process; WaitTimeoutError after `timeoutMs`. */
+  waitFor(eventClass: EventTarget, id: string, options: WaitForOptions): Promise<OutcomeEvent> {
+    return this.inspector.waitFor(eventClass, id, options);
   }
 
   /** Removes a stored event in any state; resolves whether it existed. */

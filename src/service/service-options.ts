@@ -52,6 +52,14 @@ export interface DelayedEventServiceOptions {
    * `timeout + leaseGraceMs`, as before 0.6. Per handler: HandlerOptions.heartbeatMs.
    */
   readonly heartbeatMs?: number | false;
+  /**
+   * Since 0.6: the settling scripts of this instance's handlers (and its
+   * cancels) append each call's outcome to a capped stream per type and
+   * partition, which outcomes$() and waitFor() read from any process.
+   * `{ maxLen }`: each stream keeps about its last `maxLen` entries (100 to
+   * 10,000,000; default 10,000). Default `false`: nothing is written.
+   */
+  readonly outcomes?: { readonly maxLen?: number } | false;
   /** Default retry policy; default exponential from 1 s, doubling, capped at 5 min, 10 attempts, 20% jitter. */
   readonly retry?: RetryPolicy;
   /**
@@ -152,9 +160,11 @@ export interface KeepDead {
 export type { DeadRetention };
 
 export type ResolvedOptions = Required<
-  Omit<DelayedEventServiceOptions, 'contextProvider' | 'contextHandler' | 'durableEnqueue' | 'redis' | 'instrumentEnqueue' | 'logger' | 'keepHandled' | 'keepDead'>
+  Omit<DelayedEventServiceOptions, 'contextProvider' | 'contextHandler' | 'durableEnqueue' | 'redis' | 'instrumentEnqueue' | 'logger' | 'keepHandled' | 'keepDead' | 'outcomes'>
 > & {
   readonly keepDead: DeadRetention;
+  /** outcomes as the scripts take it: each stream's cap, 0 when off. */
+  readonly outcomesMaxLen: number;
   /** keepHandled as the scripts take it: count 0 keeps nothing; ageMs 0 has no age limit. */
   readonly keepHandled: { readonly count: number; readonly ageMs: number };
 } & Pick<DelayedEventServiceOptions, 'contextProvider' | 'contextHandler' | 'durableEnqueue' | 'instrumentEnqueue'> & { readonly redis: string | Redis | Cluster; readonly logger: Logger | false };
@@ -183,6 +193,7 @@ export const SERVICE_OPTION_KEYS = {
   priorityAgingMs: true,
   leaseGraceMs: true,
   heartbeatMs: true,
+  outcomes: true,
   retry: true,
   maxPayloadBytes: true,
   commandTimeoutMs: true,
@@ -204,6 +215,7 @@ export const SERVICE_OPTION_KEYS = {
 } as const satisfies AllowedKeys<DelayedEventServiceOptions>;
 const KEEP_HANDLED_KEYS = { count: true, ageMs: true } as const satisfies AllowedKeys<Exclude<DelayedEventServiceOptions['keepHandled'], false | undefined>>;
 const KEEP_DEAD_KEYS = { count: true, ageMs: true } as const satisfies AllowedKeys<KeepDead>;
+const OUTCOMES_KEYS = { maxLen: true } as const satisfies AllowedKeys<Exclude<DelayedEventServiceOptions['outcomes'], false | undefined>>;
 const DURABILITY_KEYS = { replicas: true, timeoutMs: true } as const satisfies AllowedKeys<Durability>;
 
 export function resolveOptions(options: DelayedEventServiceOptions): ResolvedOptions {
@@ -221,6 +233,7 @@ export function resolveOptions(options: DelayedEventServiceOptions): ResolvedOpt
     handlerTimeoutMs: positive('handlerTimeoutMs', options.handlerTimeoutMs, 30_000),
     leaseGraceMs: positive('leaseGraceMs', options.leaseGraceMs, 5_000),
     heartbeatMs: checkHeartbeat(options.heartbeatMs, 'heartbeatMs') ?? DEFAULT_HEARTBEAT_MS,
+    outcomesMaxLen: checkOutcomes(options.outcomes),
     retry: checkRetryPolicy(options.retry ?? exponentialBackoff(DEFAULT_RETRY_POLICY_OPTIONS), 'retry'),
     priorityAgingMs: integer('priorityAgingMs', options.priorityAgingMs, DEFAULT_PRIORITY_AGING_MS, 0, MAX_PRIORITY_AGING_MS),
     maxPayloadBytes: integer('maxPayloadBytes', options.maxPayloadBytes, 512 * 1024, 64, 256 * 1024 * 1024),
@@ -317,6 +330,17 @@ export function positive(name: string, value: number | undefined, fallback: numb
   if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) throw new InvalidOptionError(name, `must be a finite number > 0, got ${String(value)}`);
   if (value > max) throw new InvalidOptionError(name, `must be at most ${max} ms${max === MAX_TIMER_MS ? ' (about 24.8 days, the longest a timer can wait)' : ''}, got ${String(value)}`);
   return value;
+}
+
+/** The outcomes option's maxLen by default, and its range. */
+export const DEFAULT_OUTCOMES_MAX_LEN = 10_000;
+
+/** The outcomes option checked: each stream's cap, 0 when off (the default). */
+function checkOutcomes(outcomes: DelayedEventServiceOptions['outcomes']): number {
+  if (outcomes === undefined || outcomes === false) return 0;
+  if (outcomes === null || typeof outcomes !== 'object' || Array.isArray(outcomes)) throw new InvalidOptionError('outcomes', `must be { maxLen? } or false; got ${String(outcomes)}`);
+  checkOptionKeys(outcomes, OUTCOMES_KEYS, 'outcomes');
+  return integer('outcomes.maxLen', outcomes.maxLen, DEFAULT_OUTCOMES_MAX_LEN, 100, 10_000_000);
 }
 
 /** heartbeatMs by default, and its range (ms). */

@@ -192,7 +192,8 @@ export async function upgradeStored<T extends DelayedEventInstance>(parts: Store
         if (findings.wantsFailure()) findings.failures.push({ id, state: await stateOf(parts, keys, id, undefined), version, error: describeDecode(error) });
       }
     }
-    upgraded += await parts.scripts.upgradeBodies(keys, rewrites);
+    // Bodies still as read are rewritten, each keeping its state (lua/upgrade-bodies.lua).
+    if (rewrites.length > 0) upgraded += await parts.scripts.call('upgrade-bodies', keys, { bodies: rewrites });
   });
   const keys = parts.layout.recurringOf(route);
   for (const { definition, json } of await parts.scripts.bounded('schedules', () => parts.recurring.readAll(route))) {
@@ -228,7 +229,8 @@ async function upgradeTemplate(parts: StoredVersionParts, eventClass: EventClass
     }
     const { eventVersion: _old, ...rest } = definition;
     const next: ScheduleDefinition = { ...rest, payload, ...(version > 1 ? { eventVersion: version } : {}) };
-    if (await parts.scripts.upgradeSchedule(keys, definition.name, json, JSON.stringify(next))) return true;
+    // Rewritten only if still as read (lua/upgrade-schedule.lua).
+    if ((await parts.scripts.call('upgrade-schedule', keys, { name: definition.name, read: json, toStore: JSON.stringify(next) })) === 1) return true;
     const again = await parts.scripts.bounded('schedules', () => parts.recurring.read({ type: definition.type, partitions: definition.partitions }, definition.name));
     if (!again || (again.definition.eventVersion ?? 1) >= version) return false;
     definition = again.definition;

@@ -9,6 +9,8 @@
  *   MODE=snooze every event is snoozed for SNOOZE_MS on its first delivery, then succeeds
  *   MODE=until-aborted  every call runs until its delivery.signal aborts, reports the reason's code, then succeeds (a late result)
  *   MODE=report  every call reports progress and logs 150 lines in a loop (2 ms apart), then runs until its signal aborts
+ *   MODE=succeed  every call succeeds at once, but attempt 1 of ids starting 'flaky' fails
+ *   OUTCOMES  the outcomes option's maxLen (outcomes on)
  *   HEARTBEAT_MS  the heartbeatMs option ('off': false; default: the service's default)
  *   BATCH=<n>   a batch handler of up to n events instead (MODE=hang: its calls never finish)
  */
@@ -32,6 +34,7 @@ const service = new DelayedEventService({
   leaseGraceMs: Number(process.env.LEASE_GRACE_MS ?? 300),
   readerBlockMs: 1_000,
   retry: fixedBackoff(Number(process.env.MAX_ATTEMPTS ?? 10), 100),
+  ...(process.env.OUTCOMES ? { outcomes: { maxLen: Number(process.env.OUTCOMES) } } : {}),
   ...(process.env.HEARTBEAT_MS ? { heartbeatMs: process.env.HEARTBEAT_MS === 'off' ? false : Number(process.env.HEARTBEAT_MS) } : {}),
 });
 
@@ -53,6 +56,7 @@ if (process.env.BATCH) {
     WorkItem,
     async (event, _context, delivery) => {
       report({ started: event.id, attempt: delivery.attempt });
+      if (process.env.MODE === 'succeed') return !(event.id.startsWith('flaky') && delivery.attempt === 1);
       if (process.env.MODE === 'report') {
         for (let i = 0; i < 150; i++) {
           delivery.progress({ done: i, of: 150 });

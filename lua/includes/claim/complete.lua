@@ -21,6 +21,21 @@ if successes_n > 0 then
   end
   if #removed > 0 then
     redis.call('ZREM', KEYS[2], unpack(removed))
+    if outcomes_max_len > 0 then
+      -- Each success's outcome (includes/outcome-add.lua, inline): its attempt, and its result when it gave one.
+      local group = string.match(KEYS[3], ':g:([%w_%.%-]+):m$') or 'default'
+      local headers = redis.call('HMGET', KEYS[3], unpack(removed))
+      local results = {}
+      for i = results_at, results_at + 2 * results_n - 1, 2 do results[ARGV[i]] = ARGV[i + 1] end
+      for k, id in ipairs(removed) do
+        local attempt = (headers[k] and tonumber(string.match(headers[k], '^(%d+)|')) or 0) + 1
+        if results[id] then
+          redis.call('XADD', KEYS[16], 'MAXLEN', '~', outcomes_max_len, '*', 'id', id, 'g', group, 'o', 'handled', 'a', attempt, 'r', results[id])
+        else
+          redis.call('XADD', KEYS[16], 'MAXLEN', '~', outcomes_max_len, '*', 'id', id, 'g', group, 'o', 'handled', 'a', attempt)
+        end
+      end
+    end
     if keep_count > 0 then
       -- The history keeps what ran: the attempt (the envelope's plus the one in flight), when, the due time and the body.
       local headers = redis.call('HMGET', KEYS[3], unpack(removed))

@@ -41,6 +41,10 @@ for k, id in ipairs(ids) do
       local reason = 'lease expired on attempt ' .. attempt .. ' of ' .. most .. ': the handling process died or stalled'
       redis.call('HSET', KEYS[5], id, reason)
       error_log_append(KEYS[12], id, attempt, now, reason)
+      if outcomes_max_len > 0 then
+        local group = string.match(KEYS[3], ':g:([%w_%.%-]+):m$') or 'default'
+        redis.call('XADD', KEYS[16], 'MAXLEN', '~', outcomes_max_len, '*', 'id', id, 'g', group, 'o', 'dead-lettered', 'a', attempt, 'e', reason)
+      end
       dead[n_dead + 1] = id
       dead[n_dead + 2] = attempt
       n_dead = n_dead + 2

@@ -1,0 +1,221 @@
+import { Observable } from 'rxjs';
+import { checkGroupArgument } from '../core/arguments';
+import { type DelayedEventInstance, eventRouteOf } from '../core/delayed-event.decorator';
+import { InvalidArgumentError, WaitTimeoutError } from '../core/errors';
+import { type AllowedKeys, checkArgumentKeys } from '../core/option-keys';
+import { FINAL_OUTCOMES, type OutcomeEvent, type StreamEntry, decodePosition, encodePosition, entriesAfter, entriesBefore, lastEntryId, outcomeOf } from '../redis/outcome-streams';
+import type { TypeKeys } from '../redis/redis-layout';
+import { OutageBackoff, sleep } from '../runtime/outage-backoff';
+import { BulkCalls } from './bulk-calls';
+import { checkEvent, checkTarget } from './inspection-checks';
+import type { EventTarget } from './inspection-types';
+import { MAX_TIMER_MS } from './service-options';
+
+/** outcomes$()'s options. */
+export interface OutcomesOptions {
+  /** Only this group's outcomes (and cancels, which end the event in every group); default: every group's. */
+  readonly group?: string;
+  /** Go on after this item's `position` (from an earlier subscription); default: from now. */
+  readonly from?: string;
+}
+
+/** waitFor()'s options. */
+export interface WaitForOptions {
+  /** How long to wait; then it rejects with WaitTimeoutError. Required. */
+  readonly timeoutMs: number;
+  /** The final outcome of this group's delivery; default: the first of any group. */
+  readonly group?: string;
+}
+
+const OUTCOMES_OPTION_KEYS = { group: true, from: true } as const satisfies AllowedKeys<OutcomesOptions>;
+const WAIT_FOR_OPTION_KEYS = { timeoutMs: true, group: true } as const satisfies AllowedKeys<WaitForOptions>;
+
+/** How long a reader of outcome streams waits after a look that found nothing. */
+const POLL_MS = 100;
+/** Entries read per stream per look. */
+const STEP = 500;
+/** How often outcomes$() without a type looks for types that started writing outcomes. */
+const DISCOVER_MS = 5_000;
+
+interface Stream {
+  readonly type: string;
+  readonly key: string;
+}
+
+/**
+ * Outcome events across processes (since 0.6): outcomes$() and waitFor(),
+ * over the capped stream per type and partition that settling scripts append
+ * to when the outcomes option is on (lua/includes/outcome-add.lua). Read by
+ * polling on the caller's connection: every stream is looked at every
+ * POLL_MS while nothing new comes.
+ */
+export abstract class OutcomeCalls extends BulkCalls {
+  /**
+   * Each outcome written from now (or after `from`): handled, retried,
+   * dead-lettered, snoozed, rate-limited or cancelled, of one type (an event
+   * class or a type name) or, without one, of every type. In order within each
+   * partition; across partitions, as they are read. A subscriber that comes
+   * back with the last `position` it saw loses and repeats nothing, as long as
+   * the streams still hold it (each keeps its last `maxLen`).
+   */
+  outcomes$<T extends DelayedEventInstance>(target?: EventTarget<T>, options: OutcomesOptions = {}): Observable<OutcomeEvent> {
+    return new Observable<OutcomeEvent>((subscriber) => {
+      let from: Map<string, string> | undefined;
+      let group: string | undefined;
+      try {
+        if (target !== undefined) checkTarget(target);
+        checkArgumentKeys(options, OUTCOMES_OPTION_KEYS, 'outcomes$');
+        if (options.group !== undefined) group = checkGroupArgument(options.group);
+        if (options.from !== undefined) {
+          from = typeof options.from === 'string' ? decodePosition(options.from) : undefined;
+          if (!from) throw new InvalidArgumentError('from', 'must be the position of an item outcomes$() gave');
+        }
+      } catch (error) {
+        subscriber.error(error);
+        return undefined;
+      }
+      // "From now" is Redis's clock when this is subscribed: asked at once, on the connection this service's
+      // own calls use, so an outcome of anything it does after subscribing is seen.
+      const now = from ? undefined : this.parts.client.time().then(([s, us]) => Number(s) * 1000 + Math.floor(Number(us) / 1000));
+      now?.catch(() => undefined);
+      const stop = new AbortController();
+      const emit = (stream: Stream, entry: StreamEntry, positions: Map<string, string>) => {
+        positions.set(stream.key, entry[0]);
+        const outcome = outcomeOf(stream.type, entry);
+        if (outcome && (group === undefined || outcome.group === group || outcome.group === '*')) subscriber.next({ ...outcome, position: encodePosition(positions) });
+      };
+      this.follow(target, from, now, emit, stop.signal).catch((error: unknown) => subscriber.error(error));
+      return () => stop.abort();
+    });
+  }
+
+  /**
+   * The final outcome (handled, dead-lettered or cancelled) of one event,
+   * from any process: at once if the stream still holds it, else when it
+   * comes. Rejects with WaitTimeoutError after `timeoutMs`. Needs the outcomes
+   * option on in the instances that handle the type (and in this service).
+   */
+  waitFor<T extends DelayedEventInstance>(target: EventTarget<T>, id: string, options: WaitForOptions): Promise<OutcomeEvent> {
+    const check = () => {
+      const type = checkEvent(target, id);
+      if (options === null || typeof options !== 'object') throw new InvalidArgumentError('options', 'waitFor needs { timeoutMs }');
+      checkArgumentKeys(options, WAIT_FOR_OPTION_KEYS, 'waitFor');
+      const { timeoutMs } = options;
+      if (typeof timeoutMs !== 'number' || !Number.isFinite(timeoutMs) || timeoutMs <= 0 || timeoutMs > MAX_TIMER_MS) {
+        throw new InvalidArgumentError('timeoutMs', `must be a number of ms above 0, at most ${MAX_TIMER_MS}; got ${String(timeoutMs)}`);
+      }
+      const group = options.group === undefined ? undefined : checkGroupArgument(options.group);
+      if (this.parts.outcomesOff) {
+        throw new InvalidArgumentError(
+          'outcomes',
+          'waitFor reads the outcome streams, which are written only with the outcomes option: set outcomes: {} on this service and on the instances that handle the type',
+        );
+      }
+      return { type, timeoutMs, group };
+    };
+    return this.whenReady(check, async ({ type, timeoutMs, group }) => {
+      const deadline = Date.now() + timeoutMs;
+      const resolved = await this.resolve(target);
+      const keys = (resolved && (await this.queueOf(resolved, id))) ?? this.parts.layout.forEvent(resolved?.route ?? { type, partitions: 1 }, id);
+      const client = this.parts.client;
+      const key = keys.outcomes;
+      const matches = (entry: StreamEntry) => {
+        const outcome = outcomeOf(type, entry);
+        return outcome && outcome.id === id && FINAL_OUTCOMES.has(outcome.outcome) && (group === undefined || outcome.group === group || outcome.group === '*') ? outcome : undefined;
+      };
+      // Where the stream ends now, before anything is looked at: what lands after it is read below, so nothing falls between.
+      let after = await this.read(() => lastEntryId(client, key));
+      if (await this.read(() => this.mayHaveEnded(keys, id, group))) {
+        for (let before = '+'; ; ) {
+          const page = await this.read(() => entriesBefore(client, key, before, 1_000));
+          for (const entry of page) {
+            const found = matches(entry);
+            if (found) return { ...found, position: encodePosition(new Map([[key, entry[0]]])) };
+          }
+          if (page.length < 1_000) break;
+          before = page[page.length - 1]![0];
+        }
+      }
+      while (Date.now() < deadline) {
+        if (this.isClosed()) break;
+        const entries = await this.read(() => entriesAfter(client, key, after, STEP));
+        for (const entry of entries) {
+          after = entry[0];
+          const found = matches(entry);
+          if (found) return { ...found, position: encodePosition(new Map([[key, entry[0]]])) };
+        }
+        if (entries.length === 0) await sleep(Math.min(POLL_MS, Math.max(0, deadline - Date.now())));
+      }
+      throw new WaitTimeoutError(type, id, timeoutMs);
+    });
+  }
+
+  /** A read bounded by commandTimeoutMs: one sent on a connection that dropped fails, and is made again, rather than hang. */
+  private read<R>(work: () => Promise<R>): Promise<R> {
+    return this.parts.scripts.bounded('outcomes', work);
+  }
+
+  /** Whether the event's final outcome may be written already: it is not stored (or dead) where it is waited for, or named groups may have ended it. */
+  private async mayHaveEnded(keys: TypeKeys, id: string, group: string | undefined): Promise<boolean> {
+    const client = this.parts.client;
+    const own = group === undefined ? keys : this.parts.layout.forGroup(keys, group);
+    const [stored, dead, named] = await Promise.all([client.hexists(own.meta, id), client.zscore(own.dead, id), group === undefined ? client.hlen(keys.groups) : Promise.resolve(0)]);
+    return stored === 0 || dead !== null || named > 0;
+  }
+
+  /** Reads every stream of `target` (or of every type) from `from` (or from now), handing each entry to `emit`, until `stop`. */
+  private async follow(
+    target: EventTarget | undefined,
+    from: Map<string, string> | undefined,
+    startedAt: Promise<number> | undefined,
+    emit: (stream: Stream, entry: StreamEntry, positions: Map<string, string>) => void,
+    stop: AbortSignal,
+  ): Promise<void> {
+    const client = this.parts.client;
+    const positions = new Map<string, string>(from ?? []);
+    const streams = new Map<string, Stream>();
+    const backoff = new OutageBackoff();
+    let lookedAt = 0;
+    // Streams found at the start begin at their end (or at `from`); those found later, at their start.
+    let initial = true;
+    while (!stop.aborted && !this.isClosed()) {
+      try {
+        if (initial || (target === undefined && Date.now() - lookedAt > DISCOVER_MS)) {
+          lookedAt = Date.now();
+          for (const stream of await this.read(() => this.streamsOf(target))) {
+            if (streams.has(stream.key)) continue;
+            streams.set(stream.key, stream);
+            // Just before the first millisecond of the subscription: its entries are read.
+            if (!positions.has(stream.key)) positions.set(stream.key, initial && startedAt ? `${(await startedAt) - 1}-18446744073709551615` : '0-0');
+          }
+          initial = false;
+        }
+        let read = 0;
+        for (const stream of streams.values()) {
+          const entries = await this.read(() => entriesAfter(client, stream.key, positions.get(stream.key) ?? '0-0', STEP));
+          for (const entry of entries) {
+            if (stop.aborted) return;
+            emit(stream, entry, positions);
+          }
+          read += entries.length;
+        }
+        backoff.reset();
+        if (read === 0) await sleep(POLL_MS, stop);
+      } catch {
+        // Redis out of reach: the positions hold, so nothing is lost or repeated once it answers.
+        await sleep(backoff.next(), stop);
+      }
+    }
+  }
+
+  /** The outcome streams of a type (every partition), or of every type stored under the prefix. */
+  private async streamsOf(target: EventTarget | undefined): Promise<Stream[]> {
+    const routes =
+      target === undefined
+        ? (await this.stored.types()).map((t) => ({ type: t.type, partitions: t.partitions }))
+        : typeof target === 'string'
+          ? [(await this.stored.typeByName(target))?.route ?? { type: target, partitions: 1 }]
+          : [eventRouteOf(target)];
+    return routes.flatMap((route) => this.parts.layout.partitionsOf(route).map((keys) => ({ type: route.type, key: keys.outcomes })));
+  }
+}

@@ -28,6 +28,7 @@
 -- @include lease-remove
 -- @include now-ms
 -- @include outcome-add
+-- @include outcome-group
 
 local score = redis.call('ZSCORE', KEYS[2], id)
 if not score or not lease_fences(tonumber(score), claim) then return 0 end

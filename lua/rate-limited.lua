@@ -23,6 +23,7 @@
 -- @include limit-keys
 -- @include now-ms
 -- @include outcome-add
+-- @include outcome-group
 -- @include envelope-parse
 
 local flow_key = limit_keys(KEYS[3])

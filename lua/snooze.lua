@@ -32,6 +32,7 @@
 -- @include lease-remove
 -- @include now-ms
 -- @include outcome-add
+-- @include outcome-group
 -- @include schedule-add
 
 local score = redis.call('ZSCORE', KEYS[2], id)

@@ -58,6 +58,8 @@ const onClusterToo = [
   'heartbeat-model',
   'call-reports',
   'outcome-events',
+  'explain',
+  'key-visibility',
 ].map((name) => `test/${name}.test.ts`);
 
 export default defineConfig({

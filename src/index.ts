@@ -15,6 +15,7 @@ export type { CleanOptions, DrainOptions, ObliterateOptions } from './service/bu
 export type { EventCounts, EventError, EventState, EventTypeInfo, StateCounts } from './redis/stored-types';
 export type { CallRecords, EventLogLine } from './redis/call-records';
 export type { OutcomeEvent, OutcomeKind } from './redis/outcome-streams';
+export type { Explanation, ExplanationGate, GroupExplanation } from './redis/explanations';
 export type { OutcomesOptions, WaitForOptions } from './service/outcome-calls';
 export type { RecurringSchedule, ScheduleOptions } from './service/recurring-schedules';
 export type { CatchUp, RecurrenceSpec } from './core/recurrence';

@@ -160,10 +160,12 @@ describe('the delayed-events CLI', () => {
     ]);
     expect(show.code).toBe(0);
     expect(show.stdout).toMatch(
-      /^id {10}later\ntype {8}cli\.payment\nstate {7}scheduled\ndue {9}\S+ \S+ \(in 2h 59m\)\nattempts {4}0\npriority {4}0\nenqueued .*\ncontext {5}\{"tenant":"acme"\}\nlast error {2}-\nevent {7}\{\n {14}"cents": 1999,\n {14}"id": "later"\n {12}\}\n$/,
+      /^id {10}later\ntype {8}cli\.payment\nstate {7}scheduled\ndue {9}\S+ \S+ \(in 2h 59m\)\nattempts {4}0\npriority {4}0\nenqueued .*\ncontext {5}\{"tenant":"acme"\}\nlast error {2}-\nwhy {9}not due until \S+ \(in \d+ s\)\nevent {7}\{\n {14}"cents": 1999,\n {14}"id": "later"\n {12}\}\n$/,
     );
     expect(JSON.parse(showJson.stdout)).toMatchObject({ type: 'cli.payment', id: 'later', state: 'scheduled', attempt: 0, context: { tenant: 'acme' }, event: { id: 'later', cents: 1999 } });
     expect(showDead.stdout).toMatch(/state {7}dead\n[\s\S]*dead since {2}.* ago\)\n[\s\S]*last error {2}permanent failure: card declined \(attempt 1 of 3\)\n/);
+    expect(showDead.stdout).toMatch(/\nwhy {9}dead-lettered after attempt 1: permanent failure: card declined .*replayDeadLetters\(\) runs it again\n/);
+    expect(JSON.parse(showJson.stdout).explanation).toMatchObject({ gate: 'not-due', state: 'scheduled', group: 'default' });
     expect(missing.code).toBe(1);
     expect(missing.stderr).toMatch(/no event 'nope' of type 'cli\.payment'/);
     expect(noType.code).toBe(1);

@@ -107,6 +107,7 @@ describe('the dashboard in a real browser', () => {
     expect(await payload.innerText()).toContain(JSON.stringify(HOSTILE));
     expect(await page.locator('[data-testid="event-state"]').innerText()).toBe('Scheduled');
     expect(await page.locator('[data-testid="event-priority"]').innerText()).toBe('3');
+    expect(await page.locator('[data-testid="event-explanation"]').innerText()).toMatch(/^not due until \d\d:\d\d:\d\d\.\d{3} \(in \d+ s\)$/);
     await page.screenshot({ path: join(ARTIFACTS, 'dashboard-event.png'), fullPage: true });
 
     await page.goto(`${dashboard.url}#/types/dash.order/dead`);

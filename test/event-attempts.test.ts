@@ -4,6 +4,7 @@ import { InvalidArgumentError, fixedBackoff } from '../src';
 import { WorkItem } from './support/events';
 import { useRedis } from './support/harness';
 import { waitFor } from './support/wait-for';
+import { Worker } from './support/worker';
 
 /**
  * `enqueue(event, delay, { maxAttempts })` (docs/api.md): the event's own
@@ -49,22 +50,15 @@ describe('attempts per event', () => {
 
   it('a lease that runs out counts against the event’s own attempts: redelivered past the handler’s, dead at its own', async () => {
     const prefix = redis.prefix();
-    // The first instance takes both and never finishes: their leases (200 + 100 ms) run out.
-    const stuck = redis.service({ prefix, pollIntervalMs: 20, leaseGraceMs: 100, closeTimeoutMs: 50 });
-    const taken: string[] = [];
-    stuck.addHandler(
-      WorkItem,
-      (event) => {
-        taken.push(event.id);
-        return new Promise<boolean>(() => undefined);
-      },
-      2,
-      { timeoutMs: 200, retry: fixedBackoff(1, 10) },
-    );
-    await stuck.enqueue(new WorkItem('more', 1), 0, { maxAttempts: 2 });
-    await stuck.enqueue(new WorkItem('fewer', 1), 0, { maxAttempts: 1 });
-    await waitFor(() => taken.length === 2, 'both taken');
-    await stuck.close();
+    // The first instance, a process, takes both and is killed mid-call: their leases (1,000 + 100 ms) run out.
+    const stuck = new Worker({ ...redis.workerEnv(), PREFIX: prefix, MODE: 'hang', HANDLER_TIMEOUT_MS: '1000', LEASE_GRACE_MS: '100', MAX_ATTEMPTS: '1' });
+    await stuck.waitForLine((l) => l.ready === true);
+    const producer = redis.service({ prefix });
+    await producer.enqueue(new WorkItem('more', 1), 0, { maxAttempts: 2 });
+    await producer.enqueue(new WorkItem('fewer', 1), 0, { maxAttempts: 1 });
+    await stuck.waitForLine((l) => l.started === 'more');
+    await stuck.waitForLine((l) => l.started === 'fewer');
+    await stuck.kill('SIGKILL');
 
     // The second instance's handler allows one attempt; 'more' has two, 'fewer' one.
     const next = redis.service({ prefix, pollIntervalMs: 20, leaseGraceMs: 100 });

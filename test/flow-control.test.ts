@@ -250,7 +250,7 @@ describe('fair sharing per key', () => {
     const waited = (await service.counts(TenantJob))?.oldestReadyMs;
     expect(waited).toBeGreaterThanOrEqual(0);
     expect(waited).toBeLessThanOrEqual(Date.now() - firstStored + 50);
-    expect(await service.limits(TenantJob)).toEqual({ default: { perKey: { concurrency: 1 }, running: 1, keysWaiting: 1 } });
+    expect(await service.limits(TenantJob)).toEqual({ default: { perKey: { concurrency: 1 }, running: 1, keysWaiting: 1, keys: [{ key: 'a', waiting: 2, running: 1 }] } });
     expect(await service.cancel(TenantJob, 'a2')).toBe(true);
     expect((await service.counts(TenantJob))?.ready).toBe(1);
     held.splice(0).forEach((release) => release());

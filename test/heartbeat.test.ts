@@ -131,7 +131,7 @@ describe('heartbeat leases', () => {
     await waitFor(() => signal !== undefined, 'the call started');
     expect(await service.cancel(WorkItem, 'called-off')).toBe(true);
     await waitFor(() => signal?.aborted === true, 'the call told', 5_000);
-    expect((signal?.reason as DeliveryAbortedError).code).toBe('lease-lost');
+    expect((signal!.reason as DeliveryAbortedError).code).toBe('lease-lost');
     await waitFor(() => counter(metrics, METRIC.staleResults) === 1, 'its success fenced off');
     expect(await service.find(WorkItem, 'called-off')).toBeUndefined();
   });

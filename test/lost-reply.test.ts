@@ -203,7 +203,7 @@ describe('a call whose reply is lost', () => {
       await waitFor(() => signal?.aborted === true, 'the call given up', 5_000);
       // Not before its lease could have lapsed: 3 heartbeats less half of one, from the last renewal.
       expect(Date.now() - cutAt).toBeGreaterThanOrEqual(250);
-      expect((signal?.reason as { code?: string }).code).toBe('lease-lost');
+      expect((signal!.reason as { code?: string }).code).toBe('lease-lost');
       expect(counter(metrics, METRIC.callsAbandoned, { reason: 'lease-lost' })).toBe(1);
     } finally {
       await proxy.stop();

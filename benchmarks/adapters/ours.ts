@@ -1,7 +1,7 @@
 import 'reflect-metadata';
 import { Redis } from 'ioredis';
 import { firstValueFrom } from 'rxjs';
-import { DelayedEvent, DelayedEventService, type DelayedEventServiceOptions, type HandlerOptions } from '../../src';
+import { DelayedEvent, DelayedEventService, type DelayedEventServiceOptions, type Delivery, type HandlerOptions } from '../../src';
 import { type BenchQueue, type BenchQueueFactory, PAYLOAD_S, chunks } from './bench-queue';
 
 @DelayedEvent('bench.event')
@@ -14,16 +14,23 @@ class BenchEvent {
 }
 
 /** This service with `options` (and its handlers with `handlerOptions`) beside its defaults (ours: the defaults alone). */
-export function oursWith(options: Partial<DelayedEventServiceOptions>, library = 'ours', handlerOptions: HandlerOptions = {}): BenchQueueFactory {
+/** `inCall`: what each handler call does besides (progress, log lines, a result: benchmarks/running-work.ts). */
+export function oursWith(options: Partial<DelayedEventServiceOptions>, library = 'ours', handlerOptions: HandlerOptions = {}, inCall?: (delivery: Delivery, n: number) => void): BenchQueueFactory {
   return {
     library,
-    create: (port, queueName) => createOurs(port, queueName, options, handlerOptions),
+    create: (port, queueName) => createOurs(port, queueName, options, handlerOptions, inCall),
   };
 }
 
 export const ours: BenchQueueFactory = oursWith({});
 
-async function createOurs(port: number, queueName: string, options: Partial<DelayedEventServiceOptions>, handlerOptions: HandlerOptions): Promise<BenchQueue> {
+async function createOurs(
+  port: number,
+  queueName: string,
+  options: Partial<DelayedEventServiceOptions>,
+  handlerOptions: HandlerOptions,
+  inCall: ((delivery: Delivery, n: number) => void) | undefined,
+): Promise<BenchQueue> {
   const service = new DelayedEventService({ redis: `redis://127.0.0.1:${port}`, prefix: queueName, ...options });
   const event = (n: number) => new BenchEvent(`${n}`, n, PAYLOAD_S);
   const observer = new Redis(port, '127.0.0.1');
@@ -42,8 +49,9 @@ async function createOurs(port: number, queueName: string, options: Partial<Dela
       return () =>
         service.addHandler(
           BenchEvent,
-          async (e) => {
+          async (e, _context, delivery) => {
             onStart(e.n);
+            inCall?.(delivery, e.n);
           },
           parallelism,
           handlerOptions,

@@ -1,4 +1,4 @@
-import { type EventCounts, type EventState, type InspectedEvent, type Inspector, type JsonEvent, RedisCallTimeoutError } from '../index';
+import { type EventCounts, type EventState, type Explanation, type InspectedEvent, type Inspector, type JsonEvent, RedisCallTimeoutError } from '../index';
 import { count, json, oneLine, printable, shown, span, table, when } from './format';
 import { NotFoundError, UsageError, parseDelay, parseWhole } from './parse';
 
@@ -120,7 +120,7 @@ export async function list(ctx: Context, type: string, options: PageOptions & { 
 }
 
 /** One event, as `show` prints it. */
-function describeEvent(type: string, e: InspectedEvent<JsonEvent>): string {
+function describeEvent(type: string, e: InspectedEvent<JsonEvent>, explanation?: Explanation): string {
   const now = Date.now();
   const fields: Array<[string, string]> = [
     ['id', e.id],
@@ -145,7 +145,12 @@ function describeEvent(type: string, e: InspectedEvent<JsonEvent>): string {
   fields.push(['context', Object.keys(e.context).length > 0 ? JSON.stringify(e.context) : '-']);
   fields.push(['last error', e.lastError ?? '-']);
   for (const error of e.errors ?? []) fields.push([`attempt ${error.attempt}`, `${when(error.at, now)}: ${oneLine(error.message, 120)}`]);
+  if (e.progress !== undefined) fields.push(['progress', oneLine(JSON.stringify(e.progress), 120)]);
+  if (e.result !== undefined) fields.push(['result', oneLine(JSON.stringify(e.result), 120)]);
+  for (const line of e.logs ?? []) fields.push([`log ${line.attempt}`, `${when(line.at, now)}: ${oneLine(line.line, 120)}`]);
   if (e.decodeError) fields.push(['unreadable', e.decodeError]);
+  // Why it waits, or what it does (explain(), since 0.6): one line per group.
+  for (const g of explanation?.groups ?? []) fields.push([explanation!.groups.length > 1 ? `why (${g.group})` : 'why', g.text]);
   const width = Math.max(...fields.map(([k]) => k.length));
   const event = e.event === undefined ? '-' : json(e.event);
   return [
@@ -158,7 +163,9 @@ function describeEvent(type: string, e: InspectedEvent<JsonEvent>): string {
 
 export async function show(ctx: Context, type: string, id: string): Promise<void> {
   const event = await findEvent(ctx, type, id);
-  ctx.out(ctx.json ? json({ type, ...event }) : describeEvent(type, event));
+  // Why it waits (since 0.6), read beside it.
+  const explanation = await ctx.service.explain(type, id);
+  ctx.out(ctx.json ? json({ type, ...event, ...(explanation ? { explanation } : {}) }) : describeEvent(type, event, explanation));
 }
 
 async function findEvent(ctx: Context, type: string, id: string): Promise<InspectedEvent<JsonEvent>> {

@@ -27,6 +27,7 @@ export type DashboardSource = Pick<
   | 'types'
   | 'counts'
   | 'find'
+  | 'explain'
   | 'list'
   | 'reschedule'
   | 'runNow'
@@ -140,7 +141,11 @@ function changed(done: boolean, what: string): { ok: true } {
 
 const READS: Record<string, Route> = {
   events: async (source, { type, rest, query }) => {
-    if (rest.length === 1) return found(await source.find(type, id(rest[0])), `no event ${JSON.stringify(rest[0])} of type ${type}`);
+    if (rest.length === 1) {
+      // With why it waits (since 0.6), read beside it.
+      const [event, explanation] = await Promise.all([source.find(type, id(rest[0])), source.explain(type, id(rest[0]))]);
+      return found(event && { ...event, ...(explanation ? { explanation } : {}) }, `no event ${JSON.stringify(rest[0])} of type ${type}`);
+    }
     if (rest.length > 1) throw new HttpError(404, 'no-route', 'no such path');
     const searched = query.get('id');
     if (searched) {

@@ -23,6 +23,32 @@ export interface LimitUse extends StoredLimits {
   readonly pausedForMoveMs?: number;
   /** Keys with ready events waiting their turn (HandlerOptions.key), when any. */
   readonly keysWaiting?: number;
+  /**
+   * Per key (HandlerOptions.key; since 0.6): how many of its events wait and
+   * how many of its calls run, for the KEYS_SHOWN keys with the most waiting
+   * (then the most running), most first.
+   */
+  readonly keys?: ReadonlyArray<{ readonly key: string; readonly waiting: number; readonly running: number }>;
+}
+
+/** Keys limits() lists with their use: the busiest, a bounded answer however many keys there are. */
+export const KEYS_SHOWN = 100;
+/** Keys read to find them: a queue with more waiting keys lists the busiest of those read. */
+const KEYS_READ = 1_000;
+
+/** The busiest keys of a queue sorted by key: waiting (from its counts) and running (leases not expired). */
+async function keysInUse(client: RedisClient, keys: TypeKeys, now: number): Promise<Array<{ key: string; waiting: number; running: number }>> {
+  const [, flat] = await client.hscan(keys.keysWaiting, '0', 'COUNT', KEYS_READ);
+  const waiting = new Map<string, number>();
+  for (let i = 0; i + 1 < flat.length; i += 2) waiting.set(flat[i]!, Number(flat[i + 1]));
+  // Keys whose calls run: those of the events in flight sorted by key.
+  const [, ids] = await client.hscan(keys.keyedIds, '0', 'COUNT', KEYS_READ);
+  for (let i = 1; i < ids.length; i += 2) if (!waiting.has(ids[i]!)) waiting.set(ids[i]!, 0);
+  const listed = await Promise.all([...waiting].map(async ([key, w]) => ({ key, waiting: w, running: await client.zcount(`${keys.keyRunning}${key}`, `(${now}`, '+inf') })));
+  return listed
+    .filter((k) => k.waiting > 0 || k.running > 0)
+    .sort((a, b) => b.waiting - a.waiting || b.running - a.running || (a.key < b.key ? -1 : 1))
+    .slice(0, KEYS_SHOWN);
 }
 
 function parse(stored: Record<string, string>): StoredLimits {
@@ -88,6 +114,7 @@ export async function limitUse(client: RedisClient, keys: TypeKeys): Promise<Lim
   const started = limits.rate ? await client.zcount(keys.rateWindow, `(${now - limits.rate.perMs}`, '+inf') : undefined;
   const heldForMs = Number(stored.hold ?? 0) - now;
   const pausedForMoveMs = Number(stored.mv ?? 0) - now;
+  const perKey = stored.keyed !== undefined || keysWaiting > 0 ? await keysInUse(client, keys, now) : [];
   return {
     ...limits,
     running: leases > 0 ? leases - 1 : 0,
@@ -95,6 +122,7 @@ export async function limitUse(client: RedisClient, keys: TypeKeys): Promise<Lim
     ...(heldForMs > 0 ? { heldForMs } : {}),
     ...(pausedForMoveMs > 0 ? { pausedForMoveMs } : {}),
     ...(keysWaiting > 0 ? { keysWaiting } : {}),
+    ...(perKey.length > 0 ? { keys: perKey } : {}),
   };
 }
 
@@ -107,7 +135,15 @@ function addUse(a: LimitUse, b: LimitUse): LimitUse {
   const heldForMs = Math.max(a.heldForMs ?? 0, b.heldForMs ?? 0);
   const pausedForMoveMs = Math.max(a.pausedForMoveMs ?? 0, b.pausedForMoveMs ?? 0);
   const keysWaiting = (a.keysWaiting ?? 0) + (b.keysWaiting ?? 0);
+  // A key's events are in one partition or spread: its counts added, the busiest kept.
+  const byKey = new Map<string, { key: string; waiting: number; running: number }>();
+  for (const k of [...(a.keys ?? []), ...(b.keys ?? [])]) {
+    const seen = byKey.get(k.key);
+    byKey.set(k.key, seen ? { key: k.key, waiting: seen.waiting + k.waiting, running: seen.running + k.running } : k);
+  }
+  const keys = [...byKey.values()].sort((x, y) => y.waiting - x.waiting || y.running - x.running || (x.key < y.key ? -1 : 1)).slice(0, KEYS_SHOWN);
   return {
+    ...(keys.length > 0 ? { keys } : {}),
     ...(keysWaiting > 0 ? { keysWaiting } : {}),
     ...(rate ? { rate } : {}),
     ...(concurrency !== undefined ? { concurrency } : {}),

@@ -1,4 +1,5 @@
 import type { RedisClient } from './redis-client';
+import type { TypeKeys } from './redis-layout';
 
 /** What became of a call, as the outcome stream records it (since 0.6; lua/includes/outcome-add.lua). */
 export type OutcomeKind = 'handled' | 'retried' | 'dead-lettered' | 'snoozed' | 'rate-limited' | 'cancelled';
@@ -88,4 +89,15 @@ export function decodePosition(position: string): Map<string, string> | undefine
   } catch {
     return undefined;
   }
+}
+
+/**
+ * Whether an event's final outcome may be written already, so that waitFor()
+ * must look back: it is not stored (or dead) where it is waited for (`own`,
+ * its queue's or a group's keys), or, waiting for any group, its queue has
+ * named groups (one of them may have ended it).
+ */
+export async function mayHaveEnded(client: RedisClient, own: TypeKeys, queue: TypeKeys, id: string, anyGroup: boolean): Promise<boolean> {
+  const [stored, dead, named] = await Promise.all([client.hexists(own.meta, id), client.zscore(own.dead, id), anyGroup ? client.hlen(queue.groups) : Promise.resolve(0)]);
+  return stored === 0 || dead !== null || named > 0;
 }

@@ -1,6 +1,6 @@
 import type { LuaScripts } from '../redis/lua-scripts';
 import type { TypeKeys } from '../redis/redis-layout';
-import type { DeliveryReports, ReportedCall } from './handler-invocation';
+import type { DeliveryReports, ReportedCall } from './delivery-reports';
 import { METRIC, type Metrics } from './metrics';
 
 /** How often at most a queue's reports are written: a handler reporting in a tight loop costs a few writes a second. */

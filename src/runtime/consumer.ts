@@ -13,6 +13,7 @@ import { FifoTimeouts } from './fifo-timeouts';
 import { HandlerSlots } from './handler-slots';
 import { HoldEnds } from './hold-ends';
 import { LeaseKeeper } from './lease-keeper';
+import type { KeyLabels } from './key-labels';
 import { CallReports } from './call-reports';
 import type { LuaScripts } from '../redis/lua-scripts';
 import { METRIC, type Metrics } from './metrics';
@@ -58,6 +59,8 @@ export interface ConsumerParts<T extends DelayedEventInstance> {
   readonly keepDead?: DeadRetention;
   /** A hold this consumer set (rate-limited) ended: the readers of every instance should look now. */
   readonly onHoldEnded?: (keys: TypeKeys) => void;
+  /** Lateness per key (HandlerOptions.keyMetrics): each event's key label, bounded. */
+  readonly keyLabels?: KeyLabels<T>;
   /** Where its one-off calls run (the wake-up of instances waiting for room): close() waits for them. */
   readonly errands: Errands;
 }
@@ -164,7 +167,9 @@ export class Consumer<T extends DelayedEventInstance> implements BackgroundServi
     try {
       const decoded = this.parts.codec.decode(this.parts.eventClass, claimed.id, claimed.body);
       const metrics = this.parts.metrics;
-      if (metrics.listening) metrics.timing(METRIC.lateness, this.tags, Math.max(0, claimed.claimedAt - claimed.dueAt));
+      const late = Math.max(0, claimed.claimedAt - claimed.dueAt);
+      if (metrics.listening) metrics.timing(METRIC.lateness, this.tags, late);
+      if (metrics.listening && this.parts.keyLabels) metrics.timing(METRIC.keyLateness, { ...this.tags, key: this.parts.keyLabels.of(decoded.event) }, late);
       return decoded;
     } catch (error) {
       return { undecodable: error instanceof DecodeError ? error.message : String(error) };

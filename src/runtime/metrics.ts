@@ -45,6 +45,7 @@ export const METRIC = {
   batchedEvents: 'delayed.queue.batched.events',
   instanceAnswersDropped: 'delayed.queue.instance.answers.dropped',
   callsAbandoned: 'delayed.queue.calls.abandoned',
+  keyLateness: 'delayed.queue.key.lateness',
 } as const;
 export type MetricName = (typeof METRIC)[keyof typeof METRIC];
 
@@ -84,6 +85,7 @@ export const METRIC_TAGS = {
   [METRIC.batchedEvents]: ['type', 'group'],
   [METRIC.instanceAnswersDropped]: [],
   [METRIC.callsAbandoned]: ['type', 'group', 'reason'],
+  [METRIC.keyLateness]: ['type', 'group', 'key'],
 } as const satisfies Record<MetricName, readonly string[]>;
 
 /** The tags a metric is emitted with: exactly its METRIC_TAGS keys. */

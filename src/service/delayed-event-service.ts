@@ -1,7 +1,7 @@
 import { type Observable, firstValueFrom, lastValueFrom, map, throwError } from 'rxjs';
 import type { DelayedEventInstance, EventClass } from '../core/delayed-event.decorator';
 import { type Delay, dateToMillis, delayToMillis } from '../core/duration';
-import { ServiceClosedError } from '../core/errors';
+import { type RedisConnectionError, ServiceClosedError } from '../core/errors';
 import { EventCodec } from '../core/event-codec';
 import { type EventContext, EventContextStore } from '../core/event-context';
 import type { RecurrenceSpec } from '../core/recurrence';
@@ -78,16 +78,8 @@ export class DelayedEventService extends InspectionCalls {
       this.metrics.count(METRIC.redisErrors, { loop: 'connection', type: '' });
     });
     const deadline = { ms: settings.commandTimeoutMs, onStuck: () => this.healthState.commandStuck() };
-    this.scripts = new LuaScripts(
-      this.connections.command,
-      layout.wakeChannel,
-      deadline,
-      settings.idempotencyWindowMs,
-      undefined,
-      (error) => this.log.refused(error),
-      undefined,
-      settings.outcomesMaxLen,
-    );
+    const refused = (error: RedisConnectionError) => this.log.refused(error);
+    this.scripts = new LuaScripts(this.connections.command, layout.wakeChannel, deadline, settings.idempotencyWindowMs, undefined, refused, undefined, settings.outcomesMaxLen);
     this.activityRecorder = settings.recordActivity
       ? new ActivityRecorder(this.connections.command, layout, settings.commandTimeoutMs, (error) =>
           this.log.degraded('activity', `Redis refuses the activity counts (${error.message}); the dashboard's charts stay empty: grant +hincrby and +pexpire, or set recordActivity: false`),

@@ -75,6 +75,13 @@ export interface HandlerOptions<T = DelayedEventInstance> {
   key?(event: T): string;
   /** Each key's own limits (with `key`): at most `rateLimit` calls per window and `globalConcurrency` at once per key, across instances. */
   readonly perKey?: PerKeyLimits;
+  /**
+   * Lateness per key (with `key`; since 0.6): `delayed.queue.key.lateness`
+   * with a `key` tag, for the first `keyMetrics` distinct keys this instance
+   * sees (1 to 10,000); every later key is tagged `(other)`, so the series
+   * stay bounded. Default: none.
+   */
+  readonly keyMetrics?: number;
 }
 
 /** addHandler's options, each once (src/core/option-keys.ts). */
@@ -92,6 +99,7 @@ export const HANDLER_OPTION_KEYS = {
   globalConcurrency: true,
   key: true,
   perKey: true,
+  keyMetrics: true,
 } as const satisfies AllowedKeys<HandlerOptions>;
 
 /** addBatchHandler's options, each once. */
@@ -106,6 +114,7 @@ export const BATCH_HANDLER_OPTION_KEYS = {
   globalConcurrency: true,
   key: true,
   perKey: true,
+  keyMetrics: true,
   keepDead: true,
   maxBatch: true,
   maxWaitMs: true,

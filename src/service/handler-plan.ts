@@ -33,6 +33,8 @@ export interface HandlerPlan {
   readonly timeoutMs: number;
   /** How long a claim's lease lasts at most: what the handler may take, and the grace. */
   readonly leaseMs: number;
+  /** Keys with a lateness series of their own (keyMetrics; 0: none). */
+  readonly keyMetrics: number;
   /** How often its instance renews a running call's lease (0: never; since 0.6). */
   readonly heartbeatMs: number;
   /** A lease not renewed for this long ends (HEARTBEATS_PER_LEASE heartbeats; 0 without heartbeats). */
@@ -64,6 +66,13 @@ export interface PlanDefaults {
   readonly retry: RetryPolicy;
   /** The service's keepDead. */
   readonly keepDead?: DeadRetention;
+}
+
+/** keyMetrics checked: how many keys get a lateness series of their own (0: the option is not given). */
+function checkKeyMetrics(options: { readonly keyMetrics?: unknown; readonly key?: unknown }): number {
+  if (options.keyMetrics === undefined) return 0;
+  if (options.key === undefined) throw new InvalidOptionError('keyMetrics', 'needs key: (event) => string, which names the key each lateness is reported under');
+  return integer('keyMetrics', options.keyMetrics as number, 0, 1, 10_000);
 }
 
 /** Validates a group option; undefined is the default group. */
@@ -117,6 +126,7 @@ export function planHandler<T>(
     prefetch,
     timeoutMs,
     leaseMs,
+    keyMetrics: checkKeyMetrics(options),
     heartbeatMs,
     heartbeatLeaseMs: heartbeatMs * HEARTBEATS_PER_LEASE,
     retry: checkRetryPolicy(options.retry ?? defaults.retry, 'retry'),

@@ -27,6 +27,7 @@ export type { BatchHandlerOptions, HandlerOptions } from './handler-options';
 import { keySorter, storeLimitsWhenReady } from './flow-registration';
 import { type StoredLimits, forgetSorter } from '../redis/flow-limits';
 import { GroupRegistrations } from './group-registrations';
+import { KeyLabels } from '../runtime/key-labels';
 
 /** A handler registered here: its consumer, the dispatchers it runs, its readers (by queue tag, for nudges). */
 interface Registration {
@@ -189,6 +190,7 @@ export class Handlers {
       prefetch: plan.prefetch,
       timeoutMs: plan.timeoutMs,
       heartbeat: { everyMs: plan.heartbeatMs, leaseMs: plan.heartbeatLeaseMs },
+      ...(plan.keyMetrics > 0 && options.key ? { keyLabels: new KeyLabels((event: T) => options.key!.call(options, event), plan.keyMetrics) } : {}),
       retry: plan.retry,
       maxSnoozes: plan.maxSnoozes,
       keepDead: plan.keepDead,

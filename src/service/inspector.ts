@@ -37,7 +37,7 @@ import {
   inspectedEvent,
 } from './inspection-types';
 import { checkArgumentKeys } from '../core/option-keys';
-import { OutcomeCalls } from './outcome-calls';
+import { ExplainCalls } from './explain-calls';
 
 export type { InspectorParts } from './inspector-calls';
 
@@ -50,7 +50,7 @@ export type { InspectorParts } from './inspector-calls';
  * RedisCallTimeoutError after commandTimeoutMs. The storage format is read by
  * src/redis/ alone; this class checks arguments and decodes what it returns.
  */
-export class Inspector extends OutcomeCalls {
+export class Inspector extends ExplainCalls {
   /** The namespace of the keys read (the services' `prefix`). */
   get prefix(): string {
     return this.parts.layout.prefix;

@@ -3,8 +3,7 @@ import { checkGroupArgument } from '../core/arguments';
 import { type DelayedEventInstance, eventRouteOf } from '../core/delayed-event.decorator';
 import { InvalidArgumentError, WaitTimeoutError } from '../core/errors';
 import { type AllowedKeys, checkArgumentKeys } from '../core/option-keys';
-import { FINAL_OUTCOMES, type OutcomeEvent, type StreamEntry, decodePosition, encodePosition, entriesAfter, entriesBefore, lastEntryId, outcomeOf } from '../redis/outcome-streams';
-import type { TypeKeys } from '../redis/redis-layout';
+import { FINAL_OUTCOMES, type OutcomeEvent, type StreamEntry, decodePosition, encodePosition, entriesAfter, entriesBefore, lastEntryId, mayHaveEnded, outcomeOf } from '../redis/outcome-streams';
 import { OutageBackoff, sleep } from '../runtime/outage-backoff';
 import { BulkCalls } from './bulk-calls';
 import { checkEvent, checkTarget } from './inspection-checks';
@@ -125,7 +124,7 @@ export abstract class OutcomeCalls extends BulkCalls {
       };
       // Where the stream ends now, before anything is looked at: what lands after it is read below, so nothing falls between.
       let after = await this.read(() => lastEntryId(client, key));
-      if (await this.read(() => this.mayHaveEnded(keys, id, group))) {
+      if (await this.read(() => mayHaveEnded(this.parts.client, group === undefined ? keys : this.parts.layout.forGroup(keys, group), keys, id, group === undefined))) {
         for (let before = '+'; ; ) {
           const page = await this.read(() => entriesBefore(client, key, before, 1_000));
           for (const entry of page) {
@@ -153,14 +152,6 @@ export abstract class OutcomeCalls extends BulkCalls {
   /** A read bounded by commandTimeoutMs: one sent on a connection that dropped fails, and is made again, rather than hang. */
   private read<R>(work: () => Promise<R>): Promise<R> {
     return this.parts.scripts.bounded('outcomes', work);
-  }
-
-  /** Whether the event's final outcome may be written already: it is not stored (or dead) where it is waited for, or named groups may have ended it. */
-  private async mayHaveEnded(keys: TypeKeys, id: string, group: string | undefined): Promise<boolean> {
-    const client = this.parts.client;
-    const own = group === undefined ? keys : this.parts.layout.forGroup(keys, group);
-    const [stored, dead, named] = await Promise.all([client.hexists(own.meta, id), client.zscore(own.dead, id), group === undefined ? client.hlen(keys.groups) : Promise.resolve(0)]);
-    return stored === 0 || dead !== null || named > 0;
   }
 
   /** Reads every stream of `target` (or of every type) from `from` (or from now), handing each entry to `emit`, until `stop`. */

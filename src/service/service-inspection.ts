@@ -11,6 +11,7 @@ import type { Inspector } from './inspector';
 import type { CleanOptions, DrainOptions, ObliterateOptions } from './bulk-calls';
 import type { OutcomesOptions, WaitForOptions } from './outcome-calls';
 import type { OutcomeEvent } from '../redis/outcome-streams';
+import type { Explanation } from '../redis/explanations';
 import type { Observable } from 'rxjs';
 import type { StoredVersions, UpgradeReport, VerifyOptions, VerifyReport } from './stored-versions';
 
@@ -78,6 +79,11 @@ export abstract class InspectionCalls {
   /** Since 0.6: the final outcome (handled, dead-lettered, cancelled) of one event, from any process; WaitTimeoutError after `timeoutMs`. */
   waitFor(eventClass: EventTarget, id: string, options: WaitForOptions): Promise<OutcomeEvent> {
     return this.inspector.waitFor(eventClass, id, options);
+  }
+
+  /** Since 0.6: what holds an event back (or what it is doing), in each group: a gate, until when, the figures and a sentence. */
+  explain(eventClass: EventTarget, id: string): Promise<Explanation | undefined> {
+    return this.inspector.explain(eventClass, id);
   }
 
   /** Removes a stored event in any state; resolves whether it existed. */

@@ -46,6 +46,16 @@ export interface InspectedEvent {
   readonly handledAt?: string;
   readonly errors?: ReadonlyArray<{ readonly attempt: number; readonly at: string; readonly message: string }>;
   readonly groups?: Readonly<Record<string, EventState>>;
+  /** Since 0.6, the event page's: what its current attempt reported, and its calls' log lines. */
+  readonly progress?: unknown;
+  readonly logs?: ReadonlyArray<{ readonly at: string; readonly attempt: number; readonly line: string }>;
+  readonly result?: unknown;
+  /** Since 0.6, the event page's: why it has not run (explain()). */
+  readonly explanation?: {
+    readonly text: string;
+    readonly gate: string;
+    readonly groups: ReadonlyArray<{ readonly group: string; readonly gate: string; readonly text: string }>;
+  };
 }
 
 export interface Instance {

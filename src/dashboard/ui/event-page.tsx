@@ -82,6 +82,58 @@ export function EventPage(props: { type: string; id: string; readOnly: boolean }
             <Field label="Dead-lettered" value={e.deadLetteredAt && `${absolute(e.deadLetteredAt)} (${relative(e.deadLetteredAt)})`} />
             <Field label="Handled" value={e.handledAt && `${absolute(e.handledAt)} (${relative(e.handledAt)})`} testId="event-handled" />
           </dl>
+          {e.explanation && (
+            <>
+              <h2>Why it waits</h2>
+              <ul class="explanation" data-testid="event-explanation">
+                {e.explanation.groups.map((g) => (
+                  <li key={g.group}>
+                    {e.explanation!.groups.length > 1 && <strong>{g.group}: </strong>}
+                    {g.text}
+                  </li>
+                ))}
+              </ul>
+            </>
+          )}
+          {e.progress !== undefined && (
+            <>
+              <h2>Progress</h2>
+              <pre class="json" data-testid="event-progress">
+                {pretty(e.progress)}
+              </pre>
+            </>
+          )}
+          {e.result !== undefined && (
+            <>
+              <h2>Result</h2>
+              <pre class="json" data-testid="event-result">
+                {pretty(e.result)}
+              </pre>
+            </>
+          )}
+          {e.logs && e.logs.length > 0 && (
+            <>
+              <h2>Log</h2>
+              <table class="events" data-testid="event-logs">
+                <thead>
+                  <tr>
+                    <th class="num">Attempt</th>
+                    <th>When</th>
+                    <th>Line</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {e.logs.map((l, i) => (
+                    <tr key={`${i}/${l.at}`}>
+                      <td class="num">{l.attempt}</td>
+                      <td title={absolute(l.at)}>{relative(l.at)}</td>
+                      <td>{l.line}</td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </>
+          )}
           {(e.lastError || e.decodeError) && (
             <>
               <h2>{e.decodeError ? 'Cannot decode' : 'Last error'}</h2>

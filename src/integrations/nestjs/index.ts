@@ -37,6 +37,7 @@ const ON_DELAYED_EVENT_KEYS = {
   prefetch: true,
   maxSnoozes: true,
   heartbeatMs: true,
+  keyMetrics: true,
   priorityAgingMs: true,
   rateLimit: true,
   globalConcurrency: true,

@@ -66,6 +66,11 @@ const COUNTERS: Partial<Record<MetricName, { readonly name: string; readonly hel
 const HISTOGRAMS: Partial<Record<MetricName, { readonly name: string; readonly help: string; readonly buckets: 'lateness' | 'handlerDuration' }>> = {
   [METRIC.lateness]: { name: 'dispatch_lateness_seconds', help: "From an event's due time to its claim, on Redis's clock.", buckets: 'lateness' },
   [METRIC.handlerDuration]: { name: 'handler_duration_seconds', help: 'How long handler calls took, by outcome.', buckets: 'handlerDuration' },
+  [METRIC.keyLateness]: {
+    name: 'key_lateness_seconds',
+    help: 'Since 0.6, with HandlerOptions.keyMetrics: from due to claim per key, for the first keyMetrics keys seen (the rest labelled (other)).',
+    buckets: 'lateness',
+  },
 };
 
 /** Every metric carries the service's key prefix, so services with different prefixes in one process stay apart. */

@@ -17,7 +17,7 @@
 -- ARGV[1] id (string): the event's id
 -- ARGV[2] window_ms (number): idempotency window ms: a cancelled id is marked for that long, so a
 --         late re-send of its enqueue does not bring it back (0: no mark)
--- ARGV[3] outcomes_max_len (number): the caller's outcomes maxLen (0: its outcomes are off; the stream is still written, capped at 10,000, while it exists)
+-- ARGV[3] outcomes_max_len (number): the caller's outcomes maxLen (0: its outcomes are off; the stream is still written, untrimmed, while it exists)
 -- REPLY (number): 1 when the event existed, 0 otherwise.
 -- @include envelope-parse
 -- @include now-ms
@@ -31,8 +31,10 @@ local _, due = envelope_parse(value)
 remove_from_any_state({ meta = KEYS[1], schedule = KEYS[2], ready = KEYS[3], in_flight = KEYS[4], dead = KEYS[5], errors = KEYS[6], error_log = KEYS[12], legacy = KEYS[7], groups = KEYS[10], pending = KEYS[11] }, id, due)
 if window_ms > 0 then redis.call('ZADD', KEYS[9], now_ms() + window_ms, id) end
 -- Cancelled for every group ('*'), with its last attempt.
-if outcomes_max_len > 0 or redis.call('EXISTS', KEYS[13]) == 1 then
-  local attempt = envelope_parse(value)
-  outcome_add(KEYS[13], outcomes_max_len > 0 and outcomes_max_len or 10000, '*', id, 'cancelled', attempt)
+-- A caller without the option appends only to a stream others write, and trims nothing: their cap is theirs.
+if outcomes_max_len > 0 then
+  outcome_add(KEYS[13], outcomes_max_len, '*', id, 'cancelled', (envelope_parse(value)))
+elseif redis.call('EXISTS', KEYS[13]) == 1 then
+  redis.call('XADD', KEYS[13], '*', 'id', id, 'g', '*', 'o', 'cancelled', 'a', (envelope_parse(value)))
 end
 return 1

@@ -105,7 +105,7 @@ for i = ids_at, ids_at + ids_n - 1 do
       redis.call('HDEL', h.g.meta, id)
       redis.call('HDEL', h.g.errors, id)
       redis.call('HDEL', h.g.error_log, id)
-      -- Progress and log lines (since 0.6) stay behind: a move carries the event, not its calls' reports.
+      -- Progress and log lines (since 0.6) are dropped: a move carries the event, not its calls' reports.
       redis.call('HDEL', h.g.progress, id)
       redis.call('HDEL', h.g.logs, id)
     end

@@ -63,7 +63,8 @@ describe('outcome events', () => {
         const observer = redis.service({ redis: proxy.url, prefix, commandTimeoutMs: 1_000 });
         const seen: OutcomeEvent[] = [];
         const subscription = observer.outcomes$(WorkItem).subscribe((o) => seen.push(o));
-        await worker.enqueue(new WorkItem('warm-up'), 0);
+        // Enqueued by the observer: after its subscription's first look, on the same connection.
+        await observer.enqueue(new WorkItem('warm-up'), 0);
         await waitFor(() => seen.some((o) => o.id === 'warm-up'), 'the warm-up outcome');
         for (let i = 0; i < 4; i++) await worker.enqueueMany(Array.from({ length: 500 }, (_, j) => ({ event: new WorkItem(`e${i * 500 + j}`) })));
         await waitFor(() => seen.length > 500, 'a quarter seen');
@@ -145,10 +146,19 @@ describe('outcome events', () => {
     const waiting = caller.waitFor(WorkItem, 'later', { timeoutMs: 10_000 });
     await caller.cancel(WorkItem, 'later');
     expect(await waiting).toMatchObject({ outcome: 'cancelled' });
+    // An id used again: the outcome of its earlier event is not taken for the new one's.
+    await caller.enqueue(new WorkItem('r5', 50), 3_600_000, { replace: true });
+    await expect(caller.waitFor(WorkItem, 'r5', { timeoutMs: 300 })).rejects.toBeInstanceOf(WaitTimeoutError);
+    await caller.runNow(WorkItem, 'r5');
+    expect(await caller.waitFor(WorkItem, 'r5', { timeoutMs: 10_000 })).toMatchObject({ outcome: 'handled', result: 50 });
+    // Obliterated, the type's outcome stream goes too.
     await caller.enqueue(new WorkItem('slow'), 3_600_000);
     const timedOut = await caller.waitFor(WorkItem, 'slow', { timeoutMs: 200 }).catch((e: unknown) => e);
     expect(timedOut).toBeInstanceOf(WaitTimeoutError);
     expect(timedOut).toMatchObject({ code: 'WAIT_TIMEOUT', id: 'slow' });
+    expect(await redis.client().exists(`${prefix}:{test.work}:o`)).toBe(1);
+    await caller.obliterate(WorkItem, { force: true });
+    expect(await redis.client().exists(`${prefix}:{test.work}:o`)).toBe(0);
   });
 
   it('refuses, typed and before anything is read: waitFor without outcomes, bad options, an unknown key, a position it did not write', async () => {

@@ -67,7 +67,7 @@ async function explainGroup(client: RedisClient, keys: TypeKeys, stored: StoredE
         gate: 'in-flight',
         ...(until !== undefined ? { until: new Date(until) } : {}),
         detail: { attempt: stored.attempt },
-        text: `running attempt ${stored.attempt}${until !== undefined ? `; its lease lasts until ${clock(until)} unless renewed` : ''}`,
+        text: `running attempt ${stored.attempt}${until !== undefined ? `; its lease ends at ${clock(until)} at the latest, sooner if its instance stops renewing it` : ''}`,
       };
     }
     case 'scheduled': {

@@ -1,5 +1,4 @@
 import type { RedisClient } from './redis-client';
-import type { TypeKeys } from './redis-layout';
 
 /** What became of a call, as the outcome stream records it (since 0.6; lua/includes/outcome-add.lua). */
 export type OutcomeKind = 'handled' | 'retried' | 'dead-lettered' | 'snoozed' | 'rate-limited' | 'cancelled';
@@ -65,9 +64,9 @@ export async function entriesAfter(client: RedisClient, key: string, after: stri
   return (await client.xrange(key, `(${after}`, '+', 'COUNT', count)) as StreamEntry[];
 }
 
-/** Pages backwards through a stream from `before` (exclusive; '+' for the newest), `count` at a time. */
-export async function entriesBefore(client: RedisClient, key: string, before: string, count: number): Promise<StreamEntry[]> {
-  return (await client.xrevrange(key, before === '+' ? '+' : `(${before}`, '-', 'COUNT', count)) as StreamEntry[];
+/** Pages backwards through a stream from `before` (exclusive; '+' for the newest) down to `since` ('-': its start), `count` at a time. */
+export async function entriesBefore(client: RedisClient, key: string, before: string, count: number, since = '-'): Promise<StreamEntry[]> {
+  return (await client.xrevrange(key, before === '+' ? '+' : `(${before}`, since, 'COUNT', count)) as StreamEntry[];
 }
 
 /** A position: every stream's last entry id read, opaque to callers. */
@@ -91,13 +90,8 @@ export function decodePosition(position: string): Map<string, string> | undefine
   }
 }
 
-/**
- * Whether an event's final outcome may be written already, so that waitFor()
- * must look back: it is not stored (or dead) where it is waited for (`own`,
- * its queue's or a group's keys), or, waiting for any group, its queue has
- * named groups (one of them may have ended it).
- */
-export async function mayHaveEnded(client: RedisClient, own: TypeKeys, queue: TypeKeys, id: string, anyGroup: boolean): Promise<boolean> {
-  const [stored, dead, named] = await Promise.all([client.hexists(own.meta, id), client.zscore(own.dead, id), anyGroup ? client.hlen(queue.groups) : Promise.resolve(0)]);
-  return stored === 0 || dead !== null || named > 0;
+/** Redis's clock, ms. */
+export async function redisNow(client: RedisClient): Promise<number> {
+  const [seconds, micros] = await client.time();
+  return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
 }

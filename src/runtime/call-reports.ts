@@ -30,6 +30,8 @@ export class CallReports implements DeliveryReports {
   private readonly pending = new Map<ReportedCall, Pending>();
   private timer: NodeJS.Timeout | undefined;
   private writing: Promise<void> = Promise.resolve();
+  /** Stopped (close): what a call given up reports afterwards is dropped, and no timer is left. */
+  private stopped = false;
 
   constructor(
     private readonly scripts: LuaScripts,
@@ -37,11 +39,13 @@ export class CallReports implements DeliveryReports {
   ) {}
 
   progress(ref: ReportedCall, attempt: number, json: string): void {
+    if (this.stopped) return;
     this.of(ref, attempt).progress = json;
     this.soon();
   }
 
   log(ref: ReportedCall, attempt: number, line: string): void {
+    if (this.stopped) return;
     const pending = this.of(ref, attempt);
     pending.lines.push(line);
     if (pending.lines.length > LOG_LINES_KEPT) pending.lines.shift();
@@ -56,6 +60,7 @@ export class CallReports implements DeliveryReports {
 
   /** Writes what waits now; later reports are not coalesced into a write after stop. */
   stop(): Promise<void> {
+    this.stopped = true;
     return this.flush();
   }
 

@@ -141,14 +141,14 @@ export class Consumer<T extends DelayedEventInstance> implements BackgroundServi
     const drained = await Promise.race([this.finished.then(() => true), sleep(timeoutMs, waiting.signal).then(() => false)]);
     waiting.abort();
     if (!drained) {
-      // No result is written from here (a call that ends on the abort must not spend the attempt); the calls
-      // still running are told (code shutdown), and their leases lapse unstarted: their events come back unspent.
+      // No result is written from here; calls still running are told (shutdown), their leases lapse unstarted (unspent).
       this.abandoned.abort();
       await this.leases.abandon();
       this.subscription?.unsubscribe();
     } else {
       this.leases.stop();
     }
+    await this.reports.stop();
     return drained;
   }
 
@@ -239,6 +239,7 @@ export class Consumer<T extends DelayedEventInstance> implements BackgroundServi
    */
   protected async settle(claimed: ClaimedEvent, event: T, outcome: Outcome, delivery: HandlerDelivery): Promise<HandledOutcome> {
     let handled: HandledOutcome = 'stale';
+    this.leases.ending(claimed);
     try {
       // What the call reported goes first, so that its lines are there for the next attempt (rarely anything).
       const reported = this.reports.written(claimed);

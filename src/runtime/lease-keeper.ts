@@ -16,6 +16,8 @@ interface Kept {
   readonly delivery: HandlerDelivery;
   /** When (performance.now()) the last renewal that reached Redis was sent; the lease lapses leaseMs after that at the latest. */
   renewedAt: number;
+  /** Its result is being written: a lease that ends now ended by that result, not lost. */
+  ending: boolean;
 }
 
 /** Renewals per script call: few enough for one Lua unpack and a short script. */
@@ -51,8 +53,14 @@ export class LeaseKeeper {
   /** A call starts (or a batch call gathers it): its lease is renewed until release(). */
   hold(claim: KeptClaim, delivery: HandlerDelivery): void {
     if (this.stopped) return;
-    this.kept.set(claim, { delivery, renewedAt: claim.arrivedAt });
+    this.kept.set(claim, { delivery, renewedAt: claim.arrivedAt, ending: false });
     if (this.heartbeatMs > 0) this.timer ??= setInterval(() => void this.beat(), this.heartbeatMs).unref();
+  }
+
+  /** Its call ended and its result is being written: still renewed (the write may wait out an outage), never given up. */
+  ending(claim: KeptClaim): void {
+    const kept = this.kept.get(claim);
+    if (kept) kept.ending = true;
   }
 
   /** Its result is written (or it will not run): no more renewals. */
@@ -80,6 +88,9 @@ export class LeaseKeeper {
   }
 
   private async beat(): Promise<void> {
+    // Every tick, a renewal under way or not: a call whose lease may have lapsed is given up now, not when a hung renewal fails.
+    const now = performance.now();
+    this.giveUp([...this.kept].filter(([, kept]) => now - kept.renewedAt >= this.leaseMs - this.heartbeatMs / 2).map(([claim]) => claim));
     if (this.beating || this.kept.size === 0) return;
     this.beating = true;
     try {
@@ -99,22 +110,24 @@ export class LeaseKeeper {
         if (kept) kept.renewedAt = sentAt;
       }
     } catch {
-      // Not renewed: a call is given up once its lease may have lapsed (half a heartbeat of margin).
+      // Not renewed: the next ticks give the calls up once their leases may have lapsed (half a heartbeat of margin).
       this.metrics.count(METRIC.redisErrors, { loop: 'heartbeat', type: this.tags.type });
-      const now = performance.now();
-      lost = claims.filter((claim) => {
-        const kept = this.kept.get(claim);
-        return kept !== undefined && now - kept.renewedAt >= this.leaseMs - this.heartbeatMs / 2;
-      });
+      return;
     }
+    this.giveUp(lost);
+  }
+
+  /** Aborts the calls whose leases are lost (lease-lost), but not those their own result ended. */
+  private giveUp(lost: readonly KeptClaim[]): void {
     let given = 0;
     for (const claim of lost) {
       const kept = this.kept.get(claim);
       if (!kept) continue;
       this.kept.delete(claim);
+      if (kept.ending) continue;
       kept.delivery.abort(
         'lease-lost',
-        "the lease of this call could not be kept (renewals failed or came too late, or it was ended meanwhile); the event may run elsewhere, and this call's result changes nothing",
+        "this call's lease is gone: its instance could not renew it in time, or the event was cancelled, replaced or handed out again meanwhile; it may run elsewhere, and this call's result changes nothing",
       );
       given++;
     }

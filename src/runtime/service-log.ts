@@ -110,7 +110,7 @@ export class ServiceLog {
           { prefix: this.settings.prefix, type: notice.tags.type, group: notice.tags.group, reason: notice.tags.reason, calls: notice.value },
           notice.tags.reason === 'shutdown'
             ? 'close() stopped waiting for running calls: their signals were aborted and their events come back, attempts unspent, once their leases lapse'
-            : 'running calls lost their leases (renewals failed or came too late): their signals were aborted, and their events may run elsewhere',
+            : 'running calls lost their leases (renewals failed or came too late, or their events were cancelled or replaced): their signals were aborted, and their events may run elsewhere',
         );
       case METRIC.claimsReleased:
         return this.write('debug', { type: notice.tags.type, group: notice.tags.group, events: notice.value }, 'events of a claim whose reply was lost were given back');

@@ -1,13 +1,15 @@
 import { Observable } from 'rxjs';
 import { checkGroupArgument } from '../core/arguments';
 import { type DelayedEventInstance, eventRouteOf } from '../core/delayed-event.decorator';
-import { InvalidArgumentError, WaitTimeoutError } from '../core/errors';
+import { InvalidArgumentError, ServiceClosedError, WaitTimeoutError } from '../core/errors';
+import { parseStoredBody } from '../core/stored-body';
 import { type AllowedKeys, checkArgumentKeys } from '../core/option-keys';
-import { FINAL_OUTCOMES, type OutcomeEvent, type StreamEntry, decodePosition, encodePosition, entriesAfter, entriesBefore, lastEntryId, mayHaveEnded, outcomeOf } from '../redis/outcome-streams';
+import { FINAL_OUTCOMES, type OutcomeEvent, type StreamEntry, decodePosition, encodePosition, entriesAfter, entriesBefore, lastEntryId, outcomeOf, redisNow } from '../redis/outcome-streams';
 import { OutageBackoff, sleep } from '../runtime/outage-backoff';
 import { BulkCalls } from './bulk-calls';
 import { checkEvent, checkTarget } from './inspection-checks';
 import type { EventTarget } from './inspection-types';
+import { DEFAULT_GROUP } from '../redis/redis-layout';
 import { MAX_TIMER_MS } from './service-options';
 
 /** outcomes$()'s options. */
@@ -75,7 +77,7 @@ export abstract class OutcomeCalls extends BulkCalls {
       }
       // "From now" is Redis's clock when this is subscribed: asked at once, on the connection this service's
       // own calls use, so an outcome of anything it does after subscribing is seen.
-      const now = from ? undefined : this.parts.client.time().then(([s, us]) => Number(s) * 1000 + Math.floor(Number(us) / 1000));
+      const now = from ? undefined : redisNow(this.parts.client);
       now?.catch(() => undefined);
       const stop = new AbortController();
       const emit = (stream: Stream, entry: StreamEntry, positions: Map<string, string>) => {
@@ -124,19 +126,26 @@ export abstract class OutcomeCalls extends BulkCalls {
       };
       // Where the stream ends now, before anything is looked at: what lands after it is read below, so nothing falls between.
       let after = await this.read(() => lastEntryId(client, key));
-      if (await this.read(() => mayHaveEnded(this.parts.client, group === undefined ? keys : this.parts.layout.forGroup(keys, group), keys, id, group === undefined))) {
-        for (let before = '+'; ; ) {
-          const page = await this.read(() => entriesBefore(client, key, before, 1_000));
-          for (const entry of page) {
-            const found = matches(entry);
-            if (found) return { ...found, position: encodePosition(new Map([[key, entry[0]]])) };
-          }
-          if (page.length < 1_000) break;
-          before = page[page.length - 1]![0];
+      // Looking back. An event still waiting or running where it is waited for has no final outcome yet: one in the
+      // stream is an earlier event's of the same id. One stored elsewhere ended no earlier than it was enqueued
+      // (a minute of margin for the enqueuer's clock).
+      const stored = await this.read(() => this.stored.read(keys, id));
+      const state = stored && (group === undefined ? (stored.groups ? undefined : stored.state) : group === DEFAULT_GROUP ? stored.state : stored.groups?.[group]);
+      const open = state === 'scheduled' || state === 'ready' || state === 'in-flight';
+      const enqueuedAt = stored ? parseStoredBody(id, stored.body).enqueuedAt : undefined;
+      const since = typeof enqueuedAt === 'number' ? `${Math.max(0, enqueuedAt - 60_000)}-0` : '-';
+      // The first page whatever the timeout: an outcome the stream holds is answered at once.
+      for (let before = '+', first = true; !open && (first || Date.now() < deadline); first = false) {
+        const page = await this.read(() => entriesBefore(client, key, before, 1_000, since));
+        for (const entry of page) {
+          const found = matches(entry);
+          if (found) return { ...found, position: encodePosition(new Map([[key, entry[0]]])) };
         }
+        if (page.length < 1_000) break;
+        before = page[page.length - 1]![0];
       }
       while (Date.now() < deadline) {
-        if (this.isClosed()) break;
+        if (this.isClosed()) throw new ServiceClosedError();
         const entries = await this.read(() => entriesAfter(client, key, after, STEP));
         for (const entry of entries) {
           after = entry[0];
@@ -167,17 +176,19 @@ export abstract class OutcomeCalls extends BulkCalls {
     const streams = new Map<string, Stream>();
     const backoff = new OutageBackoff();
     let lookedAt = 0;
-    // Streams found at the start begin at their end (or at `from`); those found later, at their start.
+    // Where streams found at the start begin: the subscription's first millisecond (asked again if that failed),
+    // or, going on from `from`, its newest entry's for streams it does not name. Those found later begin at their start.
+    let start: number | undefined;
     let initial = true;
     while (!stop.aborted && !this.isClosed()) {
       try {
+        start ??= from ? Math.max(0, ...[...from.values()].map((id) => Number(id.split('-')[0]))) : await this.read(() => (startedAt ? startedAt.catch(() => redisNow(client)) : redisNow(client)));
         if (initial || (target === undefined && Date.now() - lookedAt > DISCOVER_MS)) {
           lookedAt = Date.now();
           for (const stream of await this.read(() => this.streamsOf(target))) {
             if (streams.has(stream.key)) continue;
             streams.set(stream.key, stream);
-            // Just before the first millisecond of the subscription: its entries are read.
-            if (!positions.has(stream.key)) positions.set(stream.key, initial && startedAt ? `${(await startedAt) - 1}-18446744073709551615` : '0-0');
+            if (!positions.has(stream.key)) positions.set(stream.key, initial ? `${Math.max(0, start - 1)}-18446744073709551615` : '0-0');
           }
           initial = false;
         }

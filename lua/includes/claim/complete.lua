@@ -50,17 +50,27 @@ if successes_n > 0 then
         end
       end
       handled_keep(KEYS[13], KEYS[14], records, now, keep_count, keep_age)
+      -- An earlier handling's result of a reused id goes: a record shows its own call's result, or none.
+      if results_n == 0 and redis.call('EXISTS', KEYS[13] .. 'r') == 1 then
+        local ids_kept = {}
+        for k = 1, #records, 2 do ids_kept[#ids_kept + 1] = records[k] end
+        if #ids_kept > 0 then redis.call('HDEL', KEYS[13] .. 'r', unpack(ids_kept)) end
+      end
       if results_n > 0 then
         -- Each call's result (delivery.result) beside its record, in the history's results hash (its name + 'r').
-        local kept, pairs_ = {}, {}
-        for k = 1, #records, 2 do kept[records[k]] = true end
-        for i = results_at, results_at + 2 * results_n - 1, 2 do
-          if kept[ARGV[i]] then
-            pairs_[#pairs_ + 1] = ARGV[i]
-            pairs_[#pairs_ + 1] = ARGV[i + 1]
+        local given, pairs_, none = {}, {}, {}
+        for i = results_at, results_at + 2 * results_n - 1, 2 do given[ARGV[i]] = ARGV[i + 1] end
+        for k = 1, #records, 2 do
+          local id = records[k]
+          if given[id] then
+            pairs_[#pairs_ + 1] = id
+            pairs_[#pairs_ + 1] = given[id]
+          else
+            none[#none + 1] = id
           end
         end
         if #pairs_ > 0 then redis.call('HSET', KEYS[13] .. 'r', unpack(pairs_)) end
+        if #none > 0 then redis.call('HDEL', KEYS[13] .. 'r', unpack(none)) end
       end
     end
     -- The ids whose bodies go now: all of them, unless other groups still hold some.

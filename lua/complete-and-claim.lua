@@ -27,7 +27,7 @@
 -- KEYS[12] errorLog: error-log hash (id -> its last failures; includes/error-log-append.lua)
 -- KEYS[13] handled: handled hash (id -> 'attempt|handled at|due|body'; includes/handled-keep.lua)
 -- KEYS[14] handledIndex: handled index zset (id -> handled at ms)
--- KEYS[15] heartbeats: heartbeat zset ('<claim identity>:<id>' -> lapses at ms; includes/lease-heartbeat.lua)
+-- KEYS[15] heartbeats: heartbeat zset ('<claim identity>' -> lapses at ms; includes/lease-heartbeat.lua)
 -- KEYS[16] outcomes: outcome stream (since 0.6; includes/outcome-add.lua): each success, and each
 --         event dead-lettered here, appended
 -- ARGV[1] most (number): most events to claim (0: only complete)
@@ -53,8 +53,8 @@
 --         handlers that sorted stopped, and per-key limits hold while they run
 -- ARGV[11] aging_ms (number): priorityAgingMs: a READY event with a priority due longer ago
 --         than this is served before the others, by due time (0: never; includes/priority.lua)
--- ARGV[12] heartbeat_lease_ms (number): the heartbeat lease (since 0.6): each claim's entry in the
---         heartbeat zset lapses this long from now unless renewed; successes drop theirs (0: none)
+-- ARGV[12] heartbeat_lease_ms (number): the heartbeat lease (since 0.6): a claim's entry in the
+--         heartbeat zset lapses this long from now unless renewed; its last success drops it (0: none)
 -- ARGV[13] outcomes_max_len (number): the outcomes option's maxLen: the stream's cap (0: outcomes off)
 -- ARGV[14..] started {id: string, claim: number}: each event claimed ahead whose handler
 --         started, and the identity of the claim that took it

@@ -31,7 +31,7 @@
 -- KEYS[17] errorLog: error-log hash (id -> its last failures)
 -- KEYS[18] tombstone: tombstone: while set (obliterate.lua), a missing marker is no loss to
 --         repair: nothing is registered again
--- KEYS[19] heartbeats: heartbeat zset ('<claim identity>:<id>' -> lapses at ms, since 0.6): a lease
+-- KEYS[19] heartbeats: heartbeat zset ('<claim identity>' -> lapses at ms, since 0.6): a lease
 --         whose heartbeat lapsed ends as an expired one does (includes/lease-heartbeat.lua)
 -- ARGV[1] limit (number): most events to move in this call
 -- ARGV[2] default_here (flag): a handler of the default group runs here: once the type has
@@ -72,7 +72,6 @@
 -- @include handled-trim-age
 -- @include hset-pairs
 -- @include keyed-release
--- @include lease-heartbeat
 -- @include lease-heartbeat-drop
 -- @include lease-constants
 -- @include lease-started
@@ -256,12 +255,9 @@ local function take_expired()
   lease_unpin_if_idle(KEYS[2])
   -- Leases past their hard expiry that also had a heartbeat entry: it goes with them.
   if #scaled > 0 then
-    local ids, scores = {}, {}
-    for i = 1, #scaled, 2 do
-      ids[#ids + 1] = scaled[i]
-      scores[#scores + 1] = scaled[i + 1]
-    end
-    lease_heartbeat_drop(KEYS[2], ids, scores)
+    local scores = {}
+    for i = 2, #scaled, 2 do scores[#scores + 1] = scaled[i] end
+    lease_heartbeat_drop(KEYS[2], scores)
   end
   if #scaled_ids > 0 then
     local values = redis.call('HMGET', KEYS[5], unpack(scaled_ids))

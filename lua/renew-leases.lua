@@ -4,10 +4,11 @@
 -- gave up waiting for the calls), their leases are marked not started instead
 -- and left to lapse: the events come back, their attempts unspent.
 -- KEYS[1] inFlight: in-flight zset (id -> lease score, includes/lease-constants.lua)
--- KEYS[2] heartbeats: heartbeat zset ('<claim identity>:<id>' -> lapses at ms)
+-- KEYS[2] heartbeats: heartbeat zset ('<claim identity>' -> lapses at ms)
 -- KEYS[3] slotGuard: slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
--- ARGV[1] lease_ms (number): the heartbeat lease: each entry lapses this long from now
+-- ARGV[1] lease_ms (number): the heartbeat lease: the entry of each claim with a lease still its own lapses
+--         this long from now
 -- ARGV[2] abandon (flag): mark the leases not started and renew nothing
 -- ARGV[3..] events {id: string, claim: number}: each id and the identity of the claim
 --         that took it
@@ -22,7 +23,7 @@ for i = events_at, events_at + 2 * events_n - 1, 2 do ids[#ids + 1] = ARGV[i] en
 local lost = {}
 if #ids == 0 then return {now, lost} end
 local leased = redis.call('ZMSCORE', KEYS[1], unpack(ids))
-local entries, marks = {}, {}
+local entries, marks, renewed = {}, {}, {}
 local lapses = string.format('%d', now + lease_ms)
 for k, id in ipairs(ids) do
   local claim = ARGV[events_at - 1 + 2 * k]
@@ -30,9 +31,11 @@ for k, id in ipairs(ids) do
     if abandon then
       marks[#marks + 1] = claim
       marks[#marks + 1] = id
-    else
+    elseif not renewed[claim] then
+      -- One entry per claim (includes/lease-heartbeat.lua): renewed once, for all its leases.
+      renewed[claim] = true
       entries[#entries + 1] = lapses
-      entries[#entries + 1] = claim .. ':' .. id
+      entries[#entries + 1] = claim
     end
   else
     lost[#lost + 1] = k

@@ -20,8 +20,6 @@ interface Modelled {
   started?: boolean;
   /** In flight: its hard lease expired (claimed with a lease already past). */
   expired?: boolean;
-  /** In flight: its heartbeat entry, alive or lapsed; none when claimed without heartbeats and never renewed. */
-  heartbeat?: 'alive' | 'lapsed';
   /** Its last expiry was unstarted (the next unstarted one spends the attempt). */
   noted: boolean;
 }
@@ -78,7 +76,9 @@ describe('heartbeat leases (model)', () => {
         const reported = new Set<string>();
         const deliveryAt = (index: number): Delivery | undefined => deliveries[deliveries.length - 1 - (index % Math.max(1, deliveries.length))];
         const isCurrent = (d: Delivery) => model.get(d.id)?.state === 'inFlight' && model.get(d.id)!.claim === d.claim;
-        const leave = (m: Modelled) => Object.assign(m, { claim: undefined, started: undefined, expired: undefined, heartbeat: undefined });
+        const leave = (m: Modelled) => Object.assign(m, { claim: undefined, started: undefined, expired: undefined });
+        /** Each claim's heartbeat entry, alive or lapsed (one per claim, lua/includes/lease-heartbeat.lua); none without heartbeats. */
+        const beat = new Map<number, 'alive' | 'lapsed'>();
 
         for (const op of operations) {
           if (op.kind === 'enqueue') {
@@ -94,7 +94,7 @@ describe('heartbeat leases (model)', () => {
           } else if (op.kind === 'dispatch') {
             const dueNow = [...model].filter(([, m]) => m.state === 'scheduled' && m.due).map(([k]) => k);
             // A lease ends when it expires or its heartbeat lapsed.
-            const ending = new Set([...model].filter(([, m]) => m.state === 'inFlight' && (m.expired || m.heartbeat === 'lapsed')).map(([k]) => k));
+            const ending = new Set([...model].filter(([, m]) => m.state === 'inFlight' && (m.expired || beat.get(m.claim!) === 'lapsed')).map(([k]) => k));
             const result = await scripts.dispatchDue(keys, op.limit);
             expect(result.movedDue).toBe(Math.min(op.limit, dueNow.length));
             expect(result.movedExpired).toBe(Math.min(op.limit - result.movedDue, ending.size));
@@ -129,7 +129,8 @@ describe('heartbeat leases (model)', () => {
             }
             expect(result.claimed.map((c) => ({ id: c.id, attempt: c.attempt, started: c.started }))).toEqual(expected);
             for (const c of result.claimed) {
-              Object.assign(model.get(c.id)!, { state: 'inFlight', attempt: c.attempt, claim: c.claim, started: c.started, expired: op.expired, heartbeat: op.heartbeat ? 'alive' : undefined });
+              Object.assign(model.get(c.id)!, { state: 'inFlight', attempt: c.attempt, claim: c.claim, started: c.started, expired: op.expired });
+              if (op.heartbeat) beat.set(c.claim, 'alive');
               deliveries.push({ id: c.id, claim: c.claim });
             }
           } else if (op.kind === 'renew') {
@@ -141,13 +142,14 @@ describe('heartbeat leases (model)', () => {
             for (const d of asked.filter(isCurrent)) {
               const m = model.get(d.id)!;
               if (op.abandon) m.started = false;
-              else m.heartbeat = op.lapse ? 'lapsed' : 'alive';
+              else beat.set(d.claim, op.lapse ? 'lapsed' : 'alive');
             }
           } else if (op.kind === 'leftover') {
             const d = deliveryAt(op.delivery);
             if (!d) continue;
-            await client.zadd(keys.heartbeats, Date.now() - 1_000, `${d.claim}:${d.id}`);
-            if (isCurrent(d)) model.get(d.id)!.heartbeat = 'lapsed';
+            await client.zadd(keys.heartbeats, Date.now() - 1_000, String(d.claim));
+            // It ends the leases still of that claim; one whose leases all ended is only dropped.
+            beat.set(d.claim, 'lapsed');
           } else if (op.kind === 'report') {
             const d = deliveryAt(op.delivery);
             if (!d) continue;
@@ -198,8 +200,8 @@ describe('heartbeat leases (model)', () => {
           for (const [eventId, m] of inFlight) {
             const score = Number(await client.zscore(keys.inFlight, eventId));
             expect({ id: eventId, claim: score - (score % 2), started: score % 2 === 1 }).toEqual({ id: eventId, claim: m.claim, started: m.started });
-            const lapses = beats.get(`${m.claim}:${eventId}`);
-            expect({ id: eventId, heartbeat: lapses === undefined ? undefined : lapses <= now ? 'lapsed' : 'alive' }).toEqual({ id: eventId, heartbeat: m.heartbeat });
+            const lapses = beats.get(String(m.claim));
+            expect({ id: eventId, heartbeat: lapses === undefined ? undefined : lapses <= now ? 'lapsed' : 'alive' }).toEqual({ id: eventId, heartbeat: beat.get(m.claim!) });
           }
           expect(await client.lrange(keys.ready, 0, -1)).toEqual(ready);
           // The outcomes appended by this step, in order.

@@ -24,8 +24,6 @@ interface Modelled {
   /** In flight: the claim that holds it, and whether its handler started. */
   claim?: number;
   started?: boolean;
-  /** In flight: its heartbeat lease, if its claim or a renewal wrote one: alive, or lapsed (lua/renew-leases.lua). */
-  heartbeat?: 'alive' | 'lapsed';
   /** Its error is the note of a lease that ran out before its handler started (lua/dispatch-due.lua). */
   noted: boolean;
   /** The event class version its body was written at: 1 (no number in front) or 3 (`3|`). */
@@ -149,6 +147,8 @@ describe('the event state machine', () => {
         /** Every id a current success completed: the history holds the last KEPT of them, never another. */
         const completed = new Set<string>();
         const deliveries: Delivery[] = [];
+        /** Each claim's heartbeat entry, alive or lapsed (one per claim, lua/includes/lease-heartbeat.lua); none without heartbeats. */
+        const beat = new Map<number, 'alive' | 'lapsed'>();
         let ready: string[] = [];
         /** READY events version-1 readers left for a version-3 one, oldest first (lua/includes/newer-key.lua). */
         let parked: string[] = [];
@@ -249,7 +249,7 @@ describe('the event state machine', () => {
             // Its lease expired, or its heartbeat lapsed (lua/includes/lease-heartbeat.lua).
             const expired = new Set(
               inState('inFlight')
-                .filter(([, m]) => m.due || m.heartbeat === 'lapsed')
+                .filter(([, m]) => m.due || beat.get(m.claim!) === 'lapsed')
                 .map(([eventId]) => eventId),
             );
             const trimmed = await overKept(op.keepDead);
@@ -282,7 +282,7 @@ describe('the event state machine', () => {
                 if (!m.started && !m.noted) m.attempt -= 1;
                 m.noted = !m.started;
               }
-              Object.assign(m, { state: 'ready', claim: undefined, started: undefined, heartbeat: undefined });
+              Object.assign(m, { state: 'ready', claim: undefined, started: undefined });
             }
             ready = list;
           } else if (op.kind === 'claim') {
@@ -368,7 +368,8 @@ describe('the event state machine', () => {
             for (const c of result.claimed) {
               // A claim is a new delivery: no earlier claim of the same id shares its identity.
               expect(deliveries.filter((d) => d.id === c.id && d.claim === c.claim)).toEqual([]);
-              Object.assign(model.get(c.id)!, { state: 'inFlight', attempt: c.attempt, due: op.expired, claim: c.claim, started: c.started, heartbeat: op.heartbeat ? 'alive' : undefined });
+              Object.assign(model.get(c.id)!, { state: 'inFlight', attempt: c.attempt, due: op.expired, claim: c.claim, started: c.started });
+              if (op.heartbeat) beat.set(c.claim, 'alive');
               deliveries.push({ id: c.id, claim: c.claim, attempt: c.attempt });
             }
           } else if (op.kind === 'confirm') {
@@ -394,7 +395,7 @@ describe('the event state machine', () => {
               if (!isCurrent(d)) continue;
               const m = model.get(d.id)!;
               if (op.abandon) m.started = false;
-              else m.heartbeat = op.lapse ? 'lapsed' : 'alive';
+              else beat.set(d.claim, op.lapse ? 'lapsed' : 'alive');
             }
           } else if (op.kind === 'start') {
             const started = picked(op.deliveries);
@@ -605,7 +606,7 @@ describe('the event state machine', () => {
             expect((await purgeDead(scripts, keys, [op.id], 100)).done).toBe(isDead ? 1 : 0);
             if (isDead) model.delete(op.id);
           }
-          await expectRedisToHold(keys, model, ready, completed);
+          await expectRedisToHold(keys, model, ready, completed, beat);
           expect(await client.zrange(keys.readyByPriority, '0', '-1'), 'the priority set, in claim order').toEqual(byPriority());
           expect((await client.zrange(keys.readyAging, '0', '-1')).sort()).toEqual(byPriority().sort());
           expect(await client.exists(keys.readySeq)).toBe(prioritized.length > 0 ? 1 : 0);
@@ -624,7 +625,7 @@ describe('the event state machine', () => {
       { numRuns: 150 },
     );
 
-    async function expectRedisToHold(keys: TypeKeys, model: Map<string, Modelled>, ready: string[], completed: ReadonlySet<string>): Promise<void> {
+    async function expectRedisToHold(keys: TypeKeys, model: Map<string, Modelled>, ready: string[], completed: ReadonlySet<string>, beat: ReadonlyMap<number, string>): Promise<void> {
       const ids = (state: State) =>
         [...model]
           .filter(([, m]) => m.state === state)
@@ -670,9 +671,9 @@ describe('the event state machine', () => {
       const now = Date.now();
       for (const [eventId, m] of model) {
         if (m.state !== 'inFlight') continue;
-        const lapses = beats.get(`${m.claim}:${eventId}`);
+        const lapses = beats.get(String(m.claim));
         const seen = lapses === undefined ? undefined : lapses <= now ? 'lapsed' : 'alive';
-        expect({ id: eventId, heartbeat: seen }).toEqual({ id: eventId, heartbeat: m.heartbeat });
+        expect({ id: eventId, heartbeat: seen }).toEqual({ id: eventId, heartbeat: beat.get(m.claim!) });
       }
     }
   }, 180_000);

@@ -7,8 +7,9 @@
 -- in the lease (includes/lease-constants.lua).
 local function lease_give_back(in_flight_key, ready_key, ids)
   if #ids == 0 then return end
-  lease_heartbeat_drop(in_flight_key, ids, redis.call('ZMSCORE', in_flight_key, unpack(ids)))
+  local scores = redis.call('ZMSCORE', in_flight_key, unpack(ids))
   redis.call('ZREM', in_flight_key, unpack(ids))
+  lease_heartbeat_drop(in_flight_key, scores)
   lease_unpin_if_idle(in_flight_key)
   local reversed = {}
   for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end

@@ -1,43 +1,45 @@
 -- Heartbeat leases (since 0.6, HandlerOptions.heartbeatMs). A claim made with
--- heartbeats writes, beside each lease in the in-flight set, an entry in the
--- queue's heartbeat set: member '<claim identity>:<id>' (the identity as
--- includes/lease-constants.lua defines it: no ':' in it, so the id is all
--- after the first one), scored by when it lapses unless its instance renews it
--- (lua/renew-leases.lua). The in-flight score is never changed by a renewal,
--- so it stays the claim's fence; its expiry (timeout + grace) stays the hard
--- bound. A lapsed entry ends its lease only while the lease is still that
--- claim's: an entry left by a claim that ended otherwise (a retry, a cancel, a
--- 0.5 instance's script) changes nothing and is dropped when it lapses.
--- @include lease-fences
+-- heartbeats writes one entry in the queue's heartbeat set for all the leases
+-- it wrote: member '<claim identity>' (the not-started score every lease of the
+-- claim shares, includes/lease-constants.lua), scored by when it lapses unless
+-- the instance renews it (lua/renew-leases.lua). One entry per claim, not per
+-- event: a claim of 32 costs one write. The in-flight scores are never changed
+-- by a renewal, so they stay the claims' fences; their expiry (timeout + grace)
+-- stays the hard bound. A lapsed entry ends the leases that still carry its
+-- identity (score identity or identity + 1): none, once they all ended
+-- otherwise (a success, a retry, a cancel, a 0.5 instance's script), and then
+-- it is only dropped.
+-- @include lease-constants
 
--- The in-flight leases whose heartbeat lapsed by `now` and whose hard expiry
--- has not come (those the caller takes as expired anyway), at most `limit`, as
--- {id, in-flight score} pairs. Every lapsed entry looked at is removed: those of
--- ended claims are skipped without counting against `limit`.
+-- The leases of `identity` (its not-started and started scores), at most `most`, as {id, score, ...}.
+local function heartbeat_leases(in_flight_key, identity, most)
+  return redis.call('ZRANGE', in_flight_key, identity, string.format('%.0f', tonumber(identity) + 1), 'BYSCORE', 'LIMIT', 0, most, 'WITHSCORES')
+end
+
+-- The in-flight leases whose claim's heartbeat lapsed by `now` and whose hard
+-- expiry has not come (those the caller takes as expired anyway), at most
+-- `limit`, as {id, in-flight score} pairs. Every lapsed entry looked at is
+-- removed; one whose claim has more leases than fit is put back, lapsed, for
+-- the next call. Ten entries looked at, at most.
 local function heartbeat_lapsed(heartbeats_key, in_flight_key, now, limit)
   local ended = {}
   local hard = now * 1000 + 999
-  -- Entries of ended claims are skipped; ten looks at most, so a pile of them costs a few calls, not one long one.
-  local looks = 0
-  while #ended < 2 * limit and looks < 10 do
-    looks = looks + 1
-    local lapsed = redis.call('ZRANGE', heartbeats_key, '-inf', now, 'BYSCORE', 'LIMIT', 0, limit - #ended / 2)
-    if #lapsed == 0 then break end
-    redis.call('ZREM', heartbeats_key, unpack(lapsed))
-    local ids, identities = {}, {}
-    for _, member in ipairs(lapsed) do
-      local identity, id = string.match(member, '^(%d+):(.*)$')
-      if identity then
-        ids[#ids + 1] = id
-        identities[#ids] = tonumber(identity)
-      end
-    end
-    local scores = #ids > 0 and redis.call('ZMSCORE', in_flight_key, unpack(ids)) or {}
-    for k, id in ipairs(ids) do
-      local score = scores[k] and tonumber(scores[k])
-      if score and score > hard and lease_fences(score, identities[k]) then
-        ended[#ended + 1] = id
-        ended[#ended + 1] = scores[k]
+  local lapsed = redis.call('ZRANGE', heartbeats_key, '-inf', now, 'BYSCORE', 'LIMIT', 0, 10)
+  for _, identity in ipairs(lapsed) do
+    redis.call('ZREM', heartbeats_key, identity)
+    local value = tonumber(identity)
+    -- Past its hard expiry, the caller's look at expired leases takes them.
+    if value and value >= SCALED_LEASE_FROM and value > hard then
+      local room = limit - #ended / 2
+      if room <= 0 then
+        redis.call('ZADD', heartbeats_key, now, identity)
+      else
+        local leases = heartbeat_leases(in_flight_key, identity, room + 1)
+        for i = 1, math.min(#leases, 2 * room), 2 do
+          ended[#ended + 1] = leases[i]
+          ended[#ended + 1] = leases[i + 1]
+        end
+        if #leases > 2 * room then redis.call('ZADD', heartbeats_key, now, identity) end
       end
     end
   end

@@ -6,7 +6,7 @@ local function lease_remove(in_flight_key, id)
   local score = redis.call('ZSCORE', in_flight_key, id)
   if not score then return false end
   redis.call('ZREM', in_flight_key, id)
-  lease_heartbeat_drop(in_flight_key, { id }, { score })
+  lease_heartbeat_drop(in_flight_key, { score })
   lease_unpin_if_idle(in_flight_key)
   return true
 end

@@ -6,12 +6,6 @@ if successes_n > 0 then
   local ids = {}
   for i = successes_at, successes_at + 2 * successes_n - 1, 2 do ids[#ids + 1] = ARGV[i] end
   local leased = redis.call('ZMSCORE', KEYS[2], unpack(ids))
-  if heartbeat_lease_ms > 0 then
-    -- Their heartbeat entries go, the stale ones' too: those claims ended (includes/lease-heartbeat.lua).
-    local entries = {}
-    for k, id in ipairs(ids) do entries[k] = ARGV[successes_at - 1 + 2 * k] .. ':' .. id end
-    redis.call('ZREM', KEYS[15], unpack(entries))
-  end
   for k, id in ipairs(ids) do
     if leased[k] and lease_fences(tonumber(leased[k]), tonumber(ARGV[successes_at - 1 + 2 * k])) then
       removed[#removed + 1] = id
@@ -21,6 +15,18 @@ if successes_n > 0 then
   end
   if #removed > 0 then
     redis.call('ZREM', KEYS[2], unpack(removed))
+    if heartbeat_lease_ms > 0 then
+      -- A claim's heartbeat entry goes with its last lease (includes/lease-heartbeat.lua, inline: one look per claim).
+      local done = {}
+      for k = 1, successes_n do
+        local identity = ARGV[successes_at - 1 + 2 * k]
+        if not done[identity] then
+          done[identity] = true
+          local left = redis.call('ZRANGE', KEYS[2], identity, string.format('%.0f', tonumber(identity) + 1), 'BYSCORE', 'LIMIT', 0, 1)
+          if #left == 0 then redis.call('ZREM', KEYS[15], identity) end
+        end
+      end
+    end
     if outcomes_max_len > 0 then
       -- Each success's outcome (includes/outcome-add.lua, inline): its attempt, and its result when it gave one.
       local group = string.match(KEYS[3], ':g:([%w_%.%-]+):m$') or 'default'

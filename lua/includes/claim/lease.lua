@@ -62,15 +62,8 @@ end
 -- The pin goes first: a new set is then created as a skiplist, not converted.
 if n_leases > 0 then
   redis.call('ZADD', KEYS[2], LEASE_PIN_SCORE, LEASE_PIN, unpack(leases))
-  if heartbeat_lease_ms > 0 then
-    -- Each lease's heartbeat entry (includes/lease-heartbeat.lua), under this claim's identity.
-    local entries, lapses = {}, string.format('%d', now + heartbeat_lease_ms)
-    for k = 2, n_leases, 2 do
-      entries[k - 1] = lapses
-      entries[k] = not_started .. ':' .. leases[k]
-    end
-    redis.call('ZADD', KEYS[15], unpack(entries))
-  end
+  -- One heartbeat entry for the claim's leases (includes/lease-heartbeat.lua), under its identity.
+  if heartbeat_lease_ms > 0 then redis.call('ZADD', KEYS[15], string.format('%d', now + heartbeat_lease_ms), not_started) end
   -- Overwrites the reader's previous log: a reader has one claim in flight at a time.
   if token ~= '' then redis.call('SET', KEYS[8], token .. ':' .. cmsgpack.pack(leases), 'PX', lease_ms) end
   -- Each call of a key counts against the key's own limits while it runs.

@@ -92,6 +92,8 @@ export interface LimitUse {
   readonly heldForMs?: number;
   readonly perKey?: { readonly rate?: { readonly max: number; readonly perMs: number }; readonly concurrency?: number };
   readonly keysWaiting?: number;
+  /** Since 0.6: the busiest keys, each with its events waiting and calls running. */
+  readonly keys?: ReadonlyArray<{ readonly key: string; readonly waiting: number; readonly running: number }>;
 }
 
 export interface RecurringSchedule {

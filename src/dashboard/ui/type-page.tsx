@@ -120,9 +120,16 @@ function Limits(props: { type: string; group: string | undefined }) {
   }
   if (use.heldForMs !== undefined) parts.push(`held by a handler for ${Math.ceil(use.heldForMs / 1_000)} s more`);
   return (
-    <p class="muted" data-testid="limits">
-      Flow limits across the fleet: {parts.join('; ')}
-    </p>
+    <>
+      <p class="muted" data-testid="limits">
+        Flow limits across the fleet: {parts.join('; ')}
+      </p>
+      {use.keys && use.keys.length > 0 && (
+        <p class="muted" data-testid="limit-keys">
+          Busiest keys: {use.keys.map((k) => `${k.key} (${count(k.waiting)} waiting, ${count(k.running)} running)`).join('; ')}
+        </p>
+      )}
+    </>
   );
 }
 

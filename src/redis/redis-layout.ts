@@ -138,8 +138,8 @@ export interface TypeKeys {
   readonly readyAging: string;
   readonly readySeq: string;
   /**
-   * Sorted set (since 0.6): '<claim identity>:<id>' -> when the heartbeat
-   * lease of that claim lapses (ms) unless its instance renews it
+   * Sorted set (since 0.6): '<claim identity>' (one per claim) -> when the
+   * heartbeat lease of its leases lapses (ms) unless its instance renews it
    * (heartbeatMs; lua/includes/lease-heartbeat.lua). Beside `inFlight`,
    * whose lease stays the hard bound.
    */

@@ -72,6 +72,7 @@
 -- @include handled-trim-age
 -- @include hset-pairs
 -- @include keyed-release
+-- @include lease-heartbeat
 -- @include lease-heartbeat-drop
 -- @include lease-constants
 -- @include lease-started

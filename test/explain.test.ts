@@ -90,6 +90,18 @@ describe('explain', () => {
     expect(turn.detail).toMatchObject({ key: 'acme', running: 1, max: 1 });
     expect(turn.text).toBe("waits for its key 'acme': 1 of 1 of its calls run");
     release3();
+
+    const prefix4 = redis.prefix();
+    const paced = redis.service({ prefix: prefix4 });
+    paced.addHandler(WorkItem, () => true, 10, { key: (e: WorkItem) => (e.n === 1 ? 'acme' : 'other'), perKey: { rateLimit: { max: 1, perMs: 60_000 } } });
+    await paced.enqueueMany([{ event: new WorkItem('p1', 1) }, { event: new WorkItem('p2', 1) }]);
+    const windowFull = await waitFor(async () => {
+      const waiting = (await Promise.all(['p1', 'p2'].map((id) => paced.explain(WorkItem, id)))).find((e) => e?.state === 'ready');
+      return waiting?.gate === 'key-turn' && waiting;
+    }, "the second held by its key's rate window");
+    expect(windowFull.detail).toMatchObject({ key: 'acme', started: 1, max: 1, perMs: 60_000 });
+    expect(windowFull.text).toMatch(/^waits for its key 'acme' until \d\d:\d\d:\d\d\.\d{3}: 1 of 1 of its calls started in the last 60000 ms$/);
+    expect(windowFull.until!.getTime()).toBeGreaterThan(Date.now() + 50_000);
   });
 
   it('a hold a handler asked for (rateLimited) and each group of a fan-out type', async () => {

@@ -1,4 +1,4 @@
--- @include lease-heartbeat
+-- @include lease-heartbeat-leases
 
 -- After leases ended otherwise than by lapsing (a success, a retry, a dead
 -- letter, a snooze, a give-back, a cancel, an expiry): the heartbeat entry of

@@ -10,11 +10,7 @@
 -- otherwise (a success, a retry, a cancel, a 0.5 instance's script), and then
 -- it is only dropped.
 -- @include lease-constants
-
--- The leases of `identity` (its not-started and started scores), at most `most`, as {id, score, ...}.
-local function heartbeat_leases(in_flight_key, identity, most)
-  return redis.call('ZRANGE', in_flight_key, identity, string.format('%.0f', tonumber(identity) + 1), 'BYSCORE', 'LIMIT', 0, most, 'WITHSCORES')
-end
+-- @include lease-heartbeat-leases
 
 -- The in-flight leases whose claim's heartbeat lapsed by `now` and whose hard
 -- expiry has not come (those the caller takes as expired anyway), at most

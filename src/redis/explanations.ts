@@ -144,6 +144,19 @@ async function explainReady(client: RedisClient, keys: TypeKeys, id: string, bas
   }
   if (key !== null) {
     const [running, waiting, keys_] = await Promise.all([client.zcount(`${keys.keyRunning}${key}`, `(${now}`, '+inf'), client.lpos(`${keys.keyedList}${key}`, id), client.llen(keys.keyRing)]);
+    const rate = use.perKey?.rate;
+    const started = rate ? await client.zcount(`${keys.keyRate}${key}`, `(${now - rate.perMs}`, '+inf') : 0;
+    if (rate && started >= rate.max) {
+      const oldest = await client.zrange(`${keys.keyRate}${key}`, `(${now - rate.perMs}`, '+inf', 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES');
+      const until = oldest[1] !== undefined ? Number(oldest[1]) + rate.perMs : now + rate.perMs;
+      return {
+        ...base,
+        gate: 'key-turn',
+        until: new Date(until),
+        detail: { key, started, max: rate.max, perMs: rate.perMs },
+        text: `waits for its key '${key}' until ${clock(until)}: ${started} of ${rate.max} of its calls started in the last ${rate.perMs} ms`,
+      };
+    }
     const limit = use.perKey?.concurrency;
     const text =
       limit !== undefined && running >= limit

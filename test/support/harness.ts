@@ -93,11 +93,12 @@ export function useRedis(serverArgs: string[] = []) {
     /**
      * Every key under `prefix` with its DUMP: equal snapshots mean nothing
      * changed. The activity counts (`:a:<slot>`) are left out: running
-     * services add to them in the background every 10 s.
+     * services add to them in the background every 10 s; so are the heartbeat
+     * sets (`:hl`), which running calls' instances renew every heartbeatMs.
      */
     async snapshot(prefix: string): Promise<Record<string, string>> {
       const client = harness.client();
-      const keys = (await harness.keys(`${prefix}:*`)).filter((key) => !/:a:\d+$/.test(key));
+      const keys = (await harness.keys(`${prefix}:*`)).filter((key) => !/:a:\d+$/.test(key) && !key.endsWith(':hl'));
       const dumps = await Promise.all(keys.map((key) => client.dumpBuffer(key)));
       return Object.fromEntries(keys.map((key, i) => [key, dumps[i]?.toString('hex') ?? '']));
     },

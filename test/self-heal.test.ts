@@ -94,7 +94,19 @@ describe('self-healing after Redis loses its data', () => {
     const b = redis.service({ prefix, pollIntervalMs: 100 });
     a.addHandler(PaymentCheck, () => true, 1, { group: 'audit' });
     a.addHandler(PaymentCheck, () => true, 1);
-    await waitFor(async () => (await redis.client().hexists(`${prefix}:{test.payment-check}:groups`, 'audit')) === 1, 'the group registered');
+    // Both registrations done, and the queue's marker set: nothing of a's start-up is still under way (on a loaded
+    // machine a registration or a first dispatch that registers could otherwise land after the removal).
+    await waitFor(async () => {
+      const client = redis.client();
+      const [audit, fallback, marker] = await Promise.all([
+        client.hexists(`${prefix}:{test.payment-check}:groups`, 'audit'),
+        client.hexists(`${prefix}:{test.payment-check}:groups`, 'default'),
+        client.exists(`${prefix}:{test.payment-check}:here`),
+      ]);
+      return audit + fallback + marker === 3;
+    }, 'the groups registered');
+    await a.enqueue(new PaymentCheck('warm-up'), 0);
+    await waitFor(async () => (await a.find(PaymentCheck, 'warm-up')) === undefined, "a's dispatcher and readers running");
     expect(await b.removeGroup(PaymentCheck, 'audit')).toBe(true);
     // Several of a's dispatch rounds later, the group stays removed.
     await b.enqueue(new PaymentCheck('probe'), 0);

@@ -107,7 +107,10 @@ describe('outcome events', () => {
     await service.enqueueMany(['ok', 'bad', 'nap', 'busy'].map((id) => ({ event: new WorkItem(id) })));
     await service.enqueue(new WorkItem('never'), 3_600_000);
     await service.cancel(WorkItem, 'never');
-    await waitFor(() => ['ok', 'nap', 'busy'].every((id) => seen.some((o) => o.id === id && o.outcome === 'handled')) && seen.some((o) => o.outcome === 'dead-lettered'), 'every outcome');
+    await waitFor(
+      () => ['ok', 'nap', 'busy'].every((id) => seen.some((o) => o.id === id && o.outcome === 'handled')) && seen.some((o) => o.outcome === 'dead-lettered') && billingOnly.length > 0,
+      'every outcome, and the cancel read by the billing filter too',
+    );
     const kinds = (id: string) => seen.filter((o) => o.id === id).map((o) => o.outcome);
     expect(kinds('ok')).toEqual(['handled']);
     expect(seen.find((o) => o.id === 'ok')?.result).toEqual({ sum: 3 });

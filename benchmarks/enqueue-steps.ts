@@ -64,7 +64,7 @@ async function main(): Promise<void> {
   const plainKeys = plain.map((k) => fields[k]!);
   const body = (n: number) => JSON.stringify([Date.now(), { n, s: PAYLOAD_S }]);
   const scriptArgs = (n: number) =>
-    LUA_SOURCES.enqueue.encode({ replace: false, wakeChannel: 'steps:nobody-listens', wakeTag: keys.tag, events: [{ id: `f${n}`, body: body(n), due: `+${DELAY_MS}` }] }, [...plainKeys]);
+    LUA_SOURCES.enqueue.encode({ mode: '', modeMs: 0, wakeChannel: 'steps:nobody-listens', wakeTag: keys.tag, events: [{ id: `f${n}`, body: body(n), due: `+${DELAY_MS}` }] }, [...plainKeys]);
 
   // What the service does in this process before the call leaves: check and serialize the event, capture the context.
   const codec = new EventCodec(512 * 1024);

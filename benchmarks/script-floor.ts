@@ -73,10 +73,10 @@ export async function scriptFloorMicros(port: number, row: ScriptFloorRow, count
   const keysOf = (name: 'enqueue' | 'dispatch-due' | 'complete-and-claim') => loadLua(name).keys.map((key) => (key === 'claimLog' ? `${keys.claimLogPrefix}floor` : fields[key]!));
   const enqueueKeys = keysOf('enqueue');
   const enqueueArgs = (ids: readonly number[], due: string) =>
-    LUA_SOURCES.enqueue.encode({ replace: false, wakeChannel: `${keys.tag}:nobody-listens`, wakeTag: keys.tag, events: ids.map((n) => ({ id: `${n}`, body: body(n), due })) }, [...enqueueKeys]);
+    LUA_SOURCES.enqueue.encode({ mode: '', modeMs: 0, wakeChannel: `${keys.tag}:nobody-listens`, wakeTag: keys.tag, events: ids.map((n) => ({ id: `${n}`, body: body(n), due })) }, [...enqueueKeys]);
   // The four keys a plain enqueue names for one event at a time: its first four.
   const plainArgs = (layout: TypeKeys, n: number) =>
-    LUA_SOURCES.enqueue.encode({ replace: false, wakeChannel: `${layout.tag}:nobody-listens`, wakeTag: layout.tag, events: [{ id: `${n}`, body: body(n), due: '+60000' }] }, [
+    LUA_SOURCES.enqueue.encode({ mode: '', modeMs: 0, wakeChannel: `${layout.tag}:nobody-listens`, wakeTag: layout.tag, events: [{ id: `${n}`, body: body(n), due: '+60000' }] }, [
       layout.meta,
       layout.schedule,
       layout.recent,

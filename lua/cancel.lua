@@ -19,16 +19,24 @@
 --         late re-send of its enqueue does not bring it back (0: no mark)
 -- ARGV[3] outcomes_max_len (number): the caller's outcomes maxLen (0: its outcomes are off; the stream is still written, untrimmed, while it exists)
 -- REPLY (number): 1 when the event existed, 0 otherwise.
+-- @include burst-keys
 -- @include envelope-parse
 -- @include now-ms
 -- @include outcome-add
 -- @include remove-from-any-state
 
+-- A leading debounce's burst (since 0.6) ends with it: a payload held to run after it never runs.
+local bursts, burst_ends = burst_keys(KEYS[1])
+redis.call('HDEL', bursts, id)
+redis.call('ZREM', burst_ends, id)
 local value = redis.call('HGET', KEYS[1], id)
 if not value then return 0 end
 redis.call('HDEL', KEYS[1], id)
 local _, due = envelope_parse(value)
 remove_from_any_state({ meta = KEYS[1], schedule = KEYS[2], ready = KEYS[3], in_flight = KEYS[4], dead = KEYS[5], errors = KEYS[6], error_log = KEYS[12], legacy = KEYS[7], groups = KEYS[10], pending = KEYS[11] }, id, due)
+-- An event with its own idempotency window (dedupe, since 0.6) is marked for that long instead.
+local own_window = tonumber(string.match(value, ';i=(%d+)[^"]*"%]$', -64))
+if own_window then window_ms = own_window end
 if window_ms > 0 then redis.call('ZADD', KEYS[9], now_ms() + window_ms, id) end
 -- Cancelled for every group ('*'), with its last attempt.
 -- A caller without the option appends only to a stream others write, and trims nothing: their cap is theirs.

@@ -71,7 +71,8 @@
 --          how many events this call left for a newer version,
 --          ms to wait when the queue's limits left no room (-1: until a running
 --          call ends; 0: not held back; includes/limit-room.lua),
---          whether completions freed room a claim had found missing,
+--          whether completions freed room a claim had found missing (or stored
+--          a trailing payload a leading debounce held: includes/burst-release.lua),
 --          {position (from 1) of each confirmation refused: its lease is no
 --          longer that claim's (cancelled, replaced, expired; the handler must
 --          not start), or the type is paused (it goes back unstarted)}.
@@ -80,6 +81,7 @@
 -- flag per event, keeps the usual reply (every success completed) short.
 -- A claimed event's envelope is returned as stored: its attempt is the one
 -- before this claim (the claim's is one more), and the caller splits it.
+-- @include burst-release
 -- @include envelope-attempt-version
 -- @include envelope-parse
 -- @include expire-optional

@@ -19,6 +19,7 @@
 -- ARGV[6] keep_age (number): keepDead.ageMs: how long one is kept (0: no limit)
 -- ARGV[7] outcomes_max_len (number): the outcomes option's maxLen: the stream's cap (0: outcomes off)
 -- REPLY (number): 1 when dead-lettered, 0 when the claim was stale.
+-- @include burst-release
 -- @include dead-trim
 -- @include envelope-make
 -- @include error-log-append
@@ -47,6 +48,11 @@ redis.call('ZADD', KEYS[3], now, id)
 redis.call('HSET', KEYS[4], id, reason)
 error_log_append(KEYS[6], id, attempt, now, reason)
 outcome_add(KEYS[9], outcomes_max_len, outcome_group(KEYS[1]), id, 'dead-lettered', attempt, 'e', reason)
+-- A trailing payload a leading debounce held for it (since 0.6) goes now, in its place, unless a named group holds it.
+if KEYS[1] == KEYS[8] and redis.call('HEXISTS', KEYS[7], id) == 0 and #burst_release(KEYS[1], { id }) > 0 then
+  redis.call('ZREM', KEYS[3], id)
+  redis.call('HDEL', KEYS[4], id)
+end
 -- Retention (keepDead): amortised like the history's, at most DEAD_TRIM_MOST (250) a call.
 if keep_count > 0 or keep_age > 0 then
   dead_trim({ dead = KEYS[3], meta = KEYS[1], shared_meta = KEYS[8], pending = KEYS[7], errors = KEYS[4], error_log = KEYS[6] }, now, keep_count, keep_age)

@@ -1,5 +1,6 @@
 -- Transition: (nothing) -> SCHEDULED, or any state -> SCHEDULED when replacing;
--- for one event or a batch of events of one type.
+-- for one event or a batch of events of one type. With a window (debounce,
+-- throttle, dedupe; since 0.6) each event goes through includes/enqueue-policy.lua.
 -- KEYS[1] meta: meta hash      (id -> envelope)
 -- KEYS[2] schedule: schedule index (bucket -> earliest due ms; see includes/schedule-buckets-constants.lua)
 -- KEYS[3] recent: recent zset    (id -> end of its idempotency window ms): ids handled or
@@ -14,13 +15,17 @@
 -- KEYS[10] groups: group registry (includes/group-keys.lua)
 -- KEYS[11] pending: pending hash: a replaced event delivered to named groups leaves each
 -- KEYS[12] errorLog: error-log hash (id -> its last failures; includes/error-log-append.lua)
--- ARGV[1] replace (flag): replace stored events, rather than leave them as they are
--- ARGV[2] wake_channel (string): wake channel
--- ARGV[3] wake_tag (string): wake message (the type's key tag)
--- ARGV[4..] events {id: string, body: string, due: string}: per event, its id, body json
+-- ARGV[1] mode (string): '' leaves stored events as they are; 'r' replaces them; since
+--         0.6, a window (includes/enqueue-policy.lua): 'd' debounce, 'l' leading debounce,
+--         'L' leading debounce without a trailing call, 't' throttle, 'i' dedupe, 'k' dedupe
+--         keeping the last payload
+-- ARGV[2] mode_ms (number): the debounce's maxWaitMs (0: none) or the throttle's windowMs
+-- ARGV[3] wake_channel (string): wake channel
+-- ARGV[4] wake_tag (string): wake message (the type's key tag)
+-- ARGV[5..] events {id: string, body: string, due: string}: per event, its id, body json
 --         and due ('+<ms from Redis now>' or '<absolute ms>')
 -- REPLY (unknown): one status per event: 1 stored, 0 already stored or handled within
--- the idempotency window (untouched), 2 replaced; for one event, its status
+-- the idempotency window (untouched), 2 replaced, 3 debounced, 4 throttled; for one event, its status
 -- alone (a number: Redis sends it for less than a list of one).
 --
 -- A call that does not replace reads and writes only the meta hash, the
@@ -47,7 +52,8 @@ end
 -- defining them costs Redis more than this path's own work (~10.5 -> ~8 µs a
 -- call). It is schedule_target + schedule_fill of includes/schedule-buckets-constants.lua for
 -- that one case (BUCKET_MAX 64); everything else goes the general way.
-if events_n == 1 and not replace then
+local replace = mode == 'r'
+if events_n == 1 and mode == '' then
   local spec, due = ARGV[events_at + 2], nil
   if string.byte(spec, 1) == 43 then -- '+': relative to Redis's now
     local t = redis.call('TIME')
@@ -80,17 +86,19 @@ if events_n == 1 and not replace then
   end
 end
 
+-- @include enqueue-policy
 -- @include envelope-make
 -- @include envelope-parse
+-- @include limit-keys
 -- @include now-ms
 -- @include remove-from-any-state
 -- @include schedule-add
 
-if replace and not KEYS[12] then
-  return redis.error_reply('ERR enqueue: replacing needs all 12 keys, not the four of a plain enqueue')
+if mode ~= '' and not KEYS[12] then
+  return redis.error_reply('ERR enqueue: replacing or a window needs all 12 keys, not the four of a plain enqueue')
 end
 -- The queue's keys for remove_from_any_state: only a replacing call (all 12 keys) removes.
-local QUEUE = replace and { meta = KEYS[1], schedule = KEYS[2], ready = KEYS[5], in_flight = KEYS[6], dead = KEYS[7], errors = KEYS[8], error_log = KEYS[12], legacy = KEYS[9], groups = KEYS[10], pending = KEYS[11] } or nil
+local QUEUE = mode ~= '' and { meta = KEYS[1], schedule = KEYS[2], ready = KEYS[5], in_flight = KEYS[6], dead = KEYS[7], errors = KEYS[8], error_log = KEYS[12], legacy = KEYS[9], groups = KEYS[10], pending = KEYS[11] } or nil
 local now
 local function due_of(due_spec)
   if string.byte(due_spec, 1) == 43 then -- '+': relative to Redis's now
@@ -124,6 +132,22 @@ local function within_window(mark)
   if not mark then return false end
   now = now or now_ms()
   return tonumber(mark) > now
+end
+
+-- Windows: one event at a time, each seeing the one before it.
+if mode ~= '' and mode ~= 'r' then
+  QUEUE.recent = RECENT
+  QUEUE.flow = limit_keys(KEYS[1])
+  now = now or now_ms()
+  local statuses = {}
+  for k = 1, events_n do
+    local at = events_at + 3 * (k - 1)
+    local status, earlier = enqueue_policy(QUEUE, mode, mode_ms, now, ARGV[at], ARGV[at + 1], due_of(ARGV[at + 2]))
+    statuses[k] = status
+    if earlier then announce(earlier) end
+  end
+  if events_n == 1 then return statuses[1] end
+  return statuses
 end
 
 -- One new event that needs a new bucket or the index changed: HSETNX tests and stores in one call.

@@ -22,9 +22,12 @@ describe('the Lua key builders', () => {
 -- @include bucket-key
 -- @include priority-keys
 -- @include priority-marker
+-- @include burst-keys
 local meta, group, schedule, shared = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local flow, rate_window = limit_keys(meta)
+local bursts, burst_ends, throttles = burst_keys(shared)
 return cjson.encode({
+  bursts = bursts, burst_ends = burst_ends, throttles = throttles,
   flow = flow, rate_window = rate_window, newer = newer_key(meta), keyed = keyed_keys(meta),
   group = group_keys(meta, group), bucket = bucket_key(schedule, '1700000000000'),
   priority = priority_keys(meta), marker = priority_marker(shared),
@@ -42,6 +45,9 @@ return cjson.encode({
       bucket: string;
       priority: Record<string, string>;
       marker: string;
+      bursts: string;
+      burst_ends: string;
+      throttles: string;
     };
   }
 
@@ -64,6 +70,8 @@ return cjson.encode({
       });
       expect(lua.priority, queue.tag).toEqual({ queue: queue.readyByPriority, aging: queue.readyAging, seq: queue.readySeq, flow: queue.flow });
       expect(lua.marker, queue.tag).toBe(queue.priorityMarker);
+      // The windows' keys (since 0.6) are the queue's, named after the type's meta hash.
+      expect([lua.bursts, lua.burst_ends, lua.throttles], queue.tag).toEqual([queue.bursts, queue.burstEnds, queue.throttles]);
       // The scripts append a version or a key to these: the helpers of RedisLayout do the same.
       expect(`${lua.newer}:2`).toBe(newerListKey(queue, 2));
       expect(`${lua.keyed.list}customer-7`).toBe(keyedListKey(queue, 'customer-7'));

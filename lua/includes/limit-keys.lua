@@ -26,7 +26,11 @@
 --                rq: '1' while the queue's priority set holds events
 --                  (includes/priority-keys.lua): a claim looks there only then;
 --                rp: '1' once a handler reported progress or log lines here
---                  (lua/report-calls.lua, since 0.6): successes drop them
+--                  (lua/report-calls.lua, since 0.6): successes drop them;
+--                bq: '1' once an event with its own dedupe window, or a
+--                  leading debounce, was enqueued here (includes/enqueue-policy.lua,
+--                  since 0.6): completions read those windows and release
+--                  held trailing payloads (includes/burst-release.lua)
 --   <queue>:rl   sorted set: when each call of the last `per` ms started
 --                (ms; members unique per claim)
 local function limit_keys(meta_key)
@@ -38,7 +42,7 @@ end
 -- and each one's place in its reply: scripts read `flow[FLOW_THR]`, never a
 -- number (test/embedded-lua.test.ts checks that the two lists agree). Locals,
 -- not a table of names: reading one costs nothing more than a number.
-local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks', 'kseen', 'mv', 'rq', 'rp' }
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks', 'kseen', 'mv', 'rq', 'rp', 'bq' }
 local FLOW_MAX, FLOW_PER, FLOW_CONC, FLOW_HOLD, FLOW_THR, FLOW_V, FLOW_KMAX = 1, 2, 3, 4, 5, 6, 7
 local FLOW_KPER, FLOW_KCONC, FLOW_KEYED, FLOW_KC, FLOW_KS, FLOW_KSEEN, FLOW_MV = 8, 9, 10, 11, 12, 13, 14
-local FLOW_RQ, FLOW_RP = 15, 16
+local FLOW_RQ, FLOW_RP, FLOW_BQ = 15, 16, 17

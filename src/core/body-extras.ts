@@ -15,6 +15,13 @@ export interface BodyExtras {
   readonly snoozes?: number;
   /** Its priority when above 0 (0 is the best; since 0.6). */
   readonly priority?: number;
+  /**
+   * Set on an event stored by a debounce (since 0.6): its burst's maxWaitMs,
+   * 0 when it has none. lua/includes/enqueue-policy.lua reads and rewrites it.
+   */
+  readonly maxWaitMs?: number;
+  /** Its own idempotency window, ms (`dedupe: { windowMs }`, since 0.6): completions and cancels mark it for that long. */
+  readonly dedupeWindowMs?: number;
 }
 
 const TAG = 'rde';
@@ -26,6 +33,9 @@ export const MAX_PRIORITY_AGING_MS = 30 * 24 * 3_600_000;
 /** The string stored for `extras`, or undefined when there is nothing to store. */
 export function formatExtras(extras: BodyExtras): string | undefined {
   let text = TAG;
+  // The burst and window fields go first: the Lua scripts read a, s and p within the body's last 48 characters.
+  if (extras.maxWaitMs !== undefined) text += `;w=${extras.maxWaitMs}`;
+  if (extras.dedupeWindowMs !== undefined) text += `;i=${extras.dedupeWindowMs}`;
   if (extras.maxAttempts !== undefined) text += `;a=${extras.maxAttempts}`;
   if (extras.snoozes !== undefined && extras.snoozes > 0) text += `;s=${extras.snoozes}`;
   if (extras.priority !== undefined && extras.priority > 0) text += `;p=${extras.priority}`;
@@ -35,7 +45,7 @@ export function formatExtras(extras: BodyExtras): string | undefined {
 /** The extras an element of a body holds; none for anything else (an older body, a hand-written one). */
 export function parseExtras(element: unknown): BodyExtras {
   if (typeof element !== 'string' || !element.startsWith(TAG)) return {};
-  const extras: { maxAttempts?: number; snoozes?: number; priority?: number } = {};
+  const extras: { maxAttempts?: number; snoozes?: number; priority?: number; maxWaitMs?: number; dedupeWindowMs?: number } = {};
   for (const field of element.split(';').slice(1)) {
     const [name, value] = field.split('=');
     const n = Number(value);
@@ -43,6 +53,8 @@ export function parseExtras(element: unknown): BodyExtras {
     if (name === 'a' && n >= 1) extras.maxAttempts = n;
     else if (name === 's') extras.snoozes = n;
     else if (name === 'p' && n > 0) extras.priority = n;
+    else if (name === 'w') extras.maxWaitMs = n;
+    else if (name === 'i') extras.dedupeWindowMs = n;
   }
   return extras;
 }

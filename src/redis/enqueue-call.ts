@@ -3,10 +3,15 @@ import type { CallDeadlines } from './call-deadlines';
 import { LUA_SOURCES } from './lua-sources.generated';
 import type { RedisClient } from './redis-client';
 import { type LoadedScript, followRedirection, isCluster, isMissingScript, isRedirection } from './script-calls';
-import type { Durability, ScheduledBody } from './script-results';
+import { type Durability, type EnqueuePolicy, PLAIN_POLICY, REPLACE_POLICY, type ScheduledBody } from './script-results';
+
+/** An enqueue's policy; `true` replaces, `false` leaves stored events as they are. */
+export function policyOf(how: EnqueuePolicy | boolean): EnqueuePolicy {
+  return typeof how === 'boolean' ? (how ? REPLACE_POLICY : PLAIN_POLICY) : how;
+}
 
 /** The arguments of one lua/enqueue.lua call: its keys, then what its header declares (the generated encoder places them). */
-export function enqueueArguments(keyArgs: readonly string[], replace: boolean, wakeChannel: string, tag: string, events: ReadonlyArray<ScheduledBody>): Array<string | number> {
+export function enqueueArguments(keyArgs: readonly string[], policy: EnqueuePolicy, wakeChannel: string, tag: string, events: ReadonlyArray<ScheduledBody>): Array<string | number> {
   // Events of one call mostly share a delay: its argument is built once.
   let lastDelay = -1;
   let delayArg = '';
@@ -20,7 +25,7 @@ export function enqueueArguments(keyArgs: readonly string[], replace: boolean, w
     }
     return { id: e.id, body: e.body, due: delayArg };
   });
-  return LUA_SOURCES.enqueue.encode({ replace, wakeChannel, wakeTag: tag, events: entries }, keyArgs.slice());
+  return LUA_SOURCES.enqueue.encode({ mode: policy.mode, modeMs: policy.ms, wakeChannel, wakeTag: tag, events: entries }, keyArgs.slice());
 }
 
 /**

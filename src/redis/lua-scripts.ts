@@ -3,7 +3,7 @@ import { parseEnvelope } from '../core/envelope';
 import { MAX_EVENT_VERSION } from '../core/delayed-event.decorator';
 import { DEFAULT_PRIORITY_AGING_MS } from '../core/body-extras';
 import { CallDeadlines } from './call-deadlines';
-import { enqueueArguments, enqueueDurably } from './enqueue-call';
+import { enqueueArguments, enqueueDurably, policyOf } from './enqueue-call';
 import { ScriptPermissions } from './permissions';
 import { READY_WAIT_MS, ReadyGate, isUnsent, typedConnectionError } from './ready-gate';
 import type { RedisClient } from './redis-client';
@@ -18,6 +18,7 @@ import {
   type DispatchResult,
   type Durability,
   type DueSpec,
+  type EnqueuePolicy,
   type EnqueueStatus,
   type ScheduledBody,
   claimResultOf,
@@ -29,8 +30,8 @@ import {
 
 export type { RedisClient } from './redis-client';
 export { loadLua } from './script-calls';
-export type { ClaimLog, ClaimResult, ClaimedRecord, ClaimedRef, DeadLetterStep, DeadRetention, DispatchResult, Durability, DueSpec, EnqueueStatus, ScheduledBody } from './script-results';
 export { newMarkerValue } from './script-results';
+export type { ClaimLog, ClaimResult, ClaimedRecord, ClaimedRef, DeadLetterStep, DeadRetention, DispatchResult, Durability, DueSpec, EnqueueStatus, ScheduledBody } from './script-results';
 
 /** Typed calls of the Lua state transitions in lua/; one method per script. */
 export class LuaScripts {
@@ -163,20 +164,20 @@ export class LuaScripts {
    * With `durability`, a WAIT follows in the same pipeline (so on a cluster it
    * reaches the node that took the write) and too few replicas is an error.
    */
-  enqueue(keys: TypeKeys, events: ReadonlyArray<ScheduledBody>, replace: boolean, durability?: Durability): Promise<EnqueueStatus[]> {
+  enqueue(keys: TypeKeys, events: ReadonlyArray<ScheduledBody>, how: EnqueuePolicy | boolean, durability?: Durability): Promise<EnqueueStatus[]> {
     const waiting = this.gate.wait();
-    if (waiting) return waiting.then(() => this.enqueue(keys, events, replace, durability));
+    if (waiting) return waiting.then(() => this.enqueue(keys, events, how, durability));
     const checking = this.permitted(this.scripts.enqueue, keys.meta);
-    const enqueued = checking ? checking.then(() => this.enqueue(keys, events, replace, durability)) : this.enqueueAsArgs(keys, events, replace, durability);
+    const enqueued = checking ? checking.then(() => this.enqueue(keys, events, how, durability)) : this.enqueueAsArgs(keys, events, policyOf(how), durability);
     return enqueued.then(undefined, (error: unknown) => {
       throw typedConnectionError(error, 'enqueue');
     });
   }
 
-  private async enqueueAsArgs(keys: TypeKeys, events: ReadonlyArray<ScheduledBody>, replace: boolean, durability: Durability | undefined): Promise<EnqueueStatus[]> {
+  private async enqueueAsArgs(keys: TypeKeys, events: ReadonlyArray<ScheduledBody>, policy: EnqueuePolicy, durability: Durability | undefined): Promise<EnqueueStatus[]> {
     // A plain enqueue names only the four keys it touches (lua/enqueue.lua says so): fewer arguments to write and read.
-    const keyArgs = replace ? this.keysOf('enqueue', keys) : this.keysOf('enqueue', keys, undefined, 'plain');
-    const args = enqueueArguments(keyArgs, replace, this.wakeChannel, keys.tag, events);
+    const keyArgs = policy.mode !== '' ? this.keysOf('enqueue', keys) : this.keysOf('enqueue', keys, undefined, 'plain');
+    const args = enqueueArguments(keyArgs, policy, this.wakeChannel, keys.tag, events);
     const sent = durability
       ? enqueueDurably(this.client, this.scripts.enqueue, args, keyArgs.length, durability, this.deadlines)
       : this.deadlines.bound(evalScript(this.client, this.scripts.enqueue, args, keyArgs.length, this.permissions, this.gate), 'enqueue');

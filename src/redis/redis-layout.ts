@@ -44,10 +44,7 @@ export interface TypeKeys {
    * removed only by obliterate(): gone, it says Redis lost the registrations (lua/dispatch-due.lua).
    */
   readonly marker: string;
-  /**
-   * String, since 0.6: set by obliterate() (lua/obliterate.lua) with when it
-   * ran; while it exists no registration lost with the data is restored.
-   */
+  /** String, since 0.6: set by obliterate() (lua/obliterate.lua) with when it ran; while it exists no lost registration is restored. */
   readonly tombstone: string;
   /** String: the same for the recurring schedules kept here (src/service/recurring-schedules.ts). */
   readonly recurringMarker: string;
@@ -59,7 +56,7 @@ export interface TypeKeys {
    * Buckets keep Redis's compact encoding: lua/includes/schedule-buckets-constants.lua explains.
    */
   readonly schedule: string;
-  /** Sorted set: id -> due ms, as 0.1 scheduled events; only emptied now. */
+  /** Sorted set: id -> due ms: 0.1's schedule; since 0.6 also trailing payloads a leading debounce released (lua/includes/burst-release.lua). */
   readonly legacySchedule: string;
   /** List of ids due now, oldest first. State READY. */
   readonly ready: string;
@@ -101,6 +98,10 @@ export interface TypeKeys {
    * group's keys name its queue's.
    */
   readonly outcomes: string;
+  /** Since 0.6, a queue's window keys (lua/includes/burst-keys.lua): leading debounce bursts, their quiet ends, throttle windows. */
+  readonly bursts: string;
+  readonly burstEnds: string;
+  readonly throttles: string;
   /** Prefix of each reader's claim log key (`<prefix><reader id>`): what its last claim took. */
   readonly claimLogPrefix: string;
   /**
@@ -310,6 +311,9 @@ export class RedisLayout {
       handledIndex: `${base}:hi`,
       recent: `${base}:i`,
       outcomes: `${base}:o`,
+      bursts: `${base}:dq`,
+      burstEnds: `${base}:dx`,
+      throttles: `${base}:th`,
       claimLogPrefix: `${base}:c:`,
       slotGuard: `${base}:guard`,
     };
@@ -362,6 +366,9 @@ export class RedisLayout {
       handledIndex: `${own}:hi`,
       recent: queue.recent,
       outcomes: queue.outcomes,
+      bursts: queue.bursts,
+      burstEnds: queue.burstEnds,
+      throttles: queue.throttles,
       claimLogPrefix: `${own}:c:`,
       slotGuard: queue.slotGuard,
     };

@@ -56,7 +56,27 @@ export interface DispatchResult {
   readonly handedToGroups: number;
 }
 
-export type EnqueueStatus = 'scheduled' | 'duplicate' | 'replaced';
+/**
+ * What an enqueue did: 'scheduled' (stored as a new event), 'duplicate' (left
+ * as it was), 'replaced'; since 0.6 'debounced' (folded into the burst of an
+ * event with this id) and 'throttled' (within the id's throttle window,
+ * nothing changed). A `switch` over it that must be exhaustive handles all five.
+ */
+export type EnqueueStatus = 'scheduled' | 'duplicate' | 'replaced' | 'debounced' | 'throttled';
+
+/**
+ * How one enqueue call treats an id already stored (lua/enqueue.lua, ARGV
+ * mode): '' leaves it, 'r' replaces it; the windows (since 0.6): 'd'
+ * debounce, 'l' leading debounce with a trailing call, 'L' leading only, 't'
+ * throttle, 'i' dedupe, 'k' dedupe keeping the last payload. `ms` is the
+ * debounce's maxWaitMs or the throttle's windowMs (0 otherwise).
+ */
+export interface EnqueuePolicy {
+  readonly mode: '' | 'r' | 'd' | 'l' | 'L' | 't' | 'i' | 'k';
+  readonly ms: number;
+}
+export const PLAIN_POLICY: EnqueuePolicy = Object.freeze({ mode: '', ms: 0 });
+export const REPLACE_POLICY: EnqueuePolicy = Object.freeze({ mode: 'r', ms: 0 });
 
 /** An event as one claim took it: what a result names to be fenced by that claim. */
 export interface ClaimedRef {
@@ -114,8 +134,11 @@ export interface DeadLetterStep {
   readonly taken: number;
 }
 
+/** lua/enqueue.lua's status numbers. */
+const ENQUEUE_STATUSES: readonly EnqueueStatus[] = ['duplicate', 'scheduled', 'replaced', 'debounced', 'throttled'];
+
 function enqueueStatus(status: number): EnqueueStatus {
-  return status === 0 ? 'duplicate' : status === 2 ? 'replaced' : 'scheduled';
+  return ENQUEUE_STATUSES[status] ?? 'scheduled';
 }
 
 /** The enqueue script's reply: one status per event, or one event's status alone. */

@@ -46,6 +46,7 @@ export const METRIC = {
   instanceAnswersDropped: 'delayed.queue.instance.answers.dropped',
   callsAbandoned: 'delayed.queue.calls.abandoned',
   keyLateness: 'delayed.queue.key.lateness',
+  enqueued: 'delayed.queue.enqueued',
 } as const;
 export type MetricName = (typeof METRIC)[keyof typeof METRIC];
 
@@ -64,6 +65,7 @@ export const METRIC_TAGS = {
   [METRIC.retries]: ['type', 'group'],
   [METRIC.deadLettered]: ['type', 'group', 'reason'],
   [METRIC.duplicatesIgnored]: ['type'],
+  [METRIC.enqueued]: ['type', 'status'],
   [METRIC.staleResults]: ['type', 'group'],
   [METRIC.dispatched]: ['type', 'group', 'reason'],
   [METRIC.lateness]: ['type', 'group'],

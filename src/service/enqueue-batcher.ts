@@ -1,4 +1,5 @@
 import type { EnqueueStatus, ScheduledBody } from '../redis/lua-scripts';
+import type { EnqueuePolicy } from '../redis/script-results';
 import type { TypeKeys } from '../redis/redis-layout';
 
 /**
@@ -29,7 +30,7 @@ interface Waiter {
 
 interface PendingCall {
   readonly keys: TypeKeys;
-  readonly replace: boolean;
+  readonly policy: EnqueuePolicy;
   readonly events: ScheduledBody[];
   readonly waiters: Waiter[];
 }
@@ -50,13 +51,13 @@ export class EnqueueBatcher {
   private readonly sentThisTick = new Map<string, number>();
   private flushScheduled = false;
 
-  constructor(private readonly store: (keys: TypeKeys, events: ScheduledBody[], replace: boolean) => Promise<EnqueueStatus[]>) {}
+  constructor(private readonly store: (keys: TypeKeys, events: ScheduledBody[], policy: EnqueuePolicy) => Promise<EnqueueStatus[]>) {}
 
   /** Stores `events` (all of the queue `keys`); statuses in the order given. */
-  submit(keys: TypeKeys, events: readonly ScheduledBody[], replace: boolean): Promise<EnqueueStatus[]> {
+  submit(keys: TypeKeys, events: readonly ScheduledBody[], policy: EnqueuePolicy): Promise<EnqueueStatus[]> {
     const parts: Array<Promise<EnqueueStatus[]>> = [];
     for (let start = 0; start < events.length; ) {
-      const call = this.callFor(keys, replace);
+      const call = this.callFor(keys, policy);
       const count = Math.min(ENQUEUE_CHUNK - call.events.length, events.length - start);
       const from = call.events.length;
       for (let i = start; i < start + count; i++) call.events.push(events[i]!);
@@ -74,8 +75,8 @@ export class EnqueueBatcher {
    * `reject`) straight from the call's reply: a single enqueue's reply then
    * passes through one promise fewer before its caller goes on.
    */
-  submitOne(keys: TypeKeys, event: ScheduledBody, replace: boolean, resolve: (status: EnqueueStatus) => void, reject: (error: unknown) => void): void {
-    const call = this.callFor(keys, replace);
+  submitOne(keys: TypeKeys, event: ScheduledBody, policy: EnqueuePolicy, resolve: (status: EnqueueStatus) => void, reject: (error: unknown) => void): void {
+    const call = this.callFor(keys, policy);
     const from = call.events.length;
     call.events.push(event);
     call.waiters.push({ resolve: (statuses) => resolve(statuses[from]!), reject });
@@ -84,20 +85,20 @@ export class EnqueueBatcher {
 
   /** How many single enqueues a call gathers before it leaves early: EARLY_FLUSH, growing through the tick. */
   private earlyFlushAt(call: PendingCall): number {
-    return Math.min(ENQUEUE_CHUNK, Math.max(EARLY_FLUSH, this.sentThisTick.get(pendingKey(call.keys, call.replace)) ?? 0));
+    return Math.min(ENQUEUE_CHUNK, Math.max(EARLY_FLUSH, this.sentThisTick.get(pendingKey(call.keys, call.policy)) ?? 0));
   }
 
   private sendEarly(call: PendingCall): void {
-    const key = pendingKey(call.keys, call.replace);
+    const key = pendingKey(call.keys, call.policy);
     this.sentThisTick.set(key, (this.sentThisTick.get(key) ?? 0) + call.events.length);
     this.send(call);
   }
 
-  private callFor(keys: TypeKeys, replace: boolean): PendingCall {
-    const key = pendingKey(keys, replace);
+  private callFor(keys: TypeKeys, policy: EnqueuePolicy): PendingCall {
+    const key = pendingKey(keys, policy);
     let call = this.pending.get(key);
     if (!call) {
-      call = { keys, replace, events: [], waiters: [] };
+      call = { keys, policy, events: [], waiters: [] };
       this.pending.set(key, call);
       if (!this.flushScheduled) {
         this.flushScheduled = true;
@@ -117,8 +118,8 @@ export class EnqueueBatcher {
   }
 
   private send(call: PendingCall): void {
-    this.pending.delete(pendingKey(call.keys, call.replace));
-    this.store(call.keys, call.events, call.replace).then(
+    this.pending.delete(pendingKey(call.keys, call.policy));
+    this.store(call.keys, call.events, call.policy).then(
       (statuses) => {
         for (const w of call.waiters) w.resolve(statuses);
       },
@@ -131,9 +132,9 @@ export class EnqueueBatcher {
 
 /**
  * A queue's plain calls go under its tag as it is, with no string built per
- * enqueue; its replacing calls under '|' and the tag: no tag holds a '|'
- * (type names may not), so the two never meet.
+ * enqueue; its other calls under their mode, window and '|' before the tag: no
+ * tag holds a '|' (type names may not), so they never meet.
  */
-function pendingKey(keys: TypeKeys, replace: boolean): string {
-  return replace ? `|${keys.tag}` : keys.tag;
+function pendingKey(keys: TypeKeys, policy: EnqueuePolicy): string {
+  return policy.mode === '' ? keys.tag : `${policy.mode}${policy.ms}|${keys.tag}`;
 }

@@ -1,90 +1,35 @@
 import { type Observable, defer, of, throwError } from 'rxjs';
 import { type DelayedEventInstance, type EventClass, type EventRoute, eventRouteOf } from '../core/delayed-event.decorator';
-import { type Delay, dateToMillis, delayToMillis } from '../core/duration';
-import { ContextProviderError, InvalidArgumentError, RedisConnectionError, classifyRedisError, describe } from '../core/errors';
+import { dateToMillis, delayToMillis } from '../core/duration';
+import { ContextProviderError, InvalidArgumentError, RedisConnectionError, classifyRedisError } from '../core/errors';
 import type { BodyExtras } from '../core/body-extras';
-import { type AllowedKeys, checkArgumentKeys } from '../core/option-keys';
+import { checkArgumentKeys } from '../core/option-keys';
 import type { EncodedEvent, EventCodec } from '../core/event-codec';
 import type { EventContext, EventContextStore } from '../core/event-context';
 import type { DueSpec, EnqueueStatus, LuaScripts } from '../redis/lua-scripts';
+import { type EnqueuePolicy, PLAIN_POLICY, REPLACE_POLICY } from '../redis/script-results';
 import { permissionError } from '../redis/permissions';
 import { isUnsent } from '../redis/ready-gate';
 import type { RedisLayout, TypeKeys } from '../redis/redis-layout';
 import type { ActivityRecorder } from '../runtime/activity-log';
 import { METRIC, type Metrics } from '../runtime/metrics';
 import { EnqueueBatcher } from './enqueue-batcher';
+import { type WindowPolicy, pickWindows, plainWindow, windowsOf } from './enqueue-windows';
 import type { EnqueueScope } from './instrumentation';
 import type { Occurrence } from './recurring-schedules';
 import type { ResolvedOptions } from './service-options';
 
-export interface EnqueueOptions {
-  /** Context stored with the event; default: the service's contextProvider. */
-  readonly context?: EventContext;
-  /** Replace the payload and due time of an event with the same type and id instead of leaving it as it is. */
-  readonly replace?: boolean;
-  /**
-   * This event's attempts, in every group, instead of the handler's retry
-   * policy's (its backoff still applies): 1 to 100,000 (since 0.6). An
-   * instance of 0.5 does not see it and uses its handler's.
-   */
-  readonly maxAttempts?: number;
-  /**
-   * Its priority among READY events of its type: a whole number from 0
-   * (default, the best) to 1,000,000; lower first (since 0.6). It never
-   * makes an event run before its due time. An instance of 0.5 ignores it.
-   */
-  readonly priority?: number;
-}
+import { type BatchEntry, ENQUEUE_OPTION_KEYS, type EnqueueOptions, checkBatchEntry, extrasOf } from './enqueue-options';
 
-/** One event of enqueueBatch: due after `delay` (default 0) or at `at`. */
-export interface BatchEntry<T extends DelayedEventInstance = DelayedEventInstance> {
-  readonly event: T;
-  readonly delay?: Delay;
-  readonly at?: Date;
-  readonly context?: EventContext;
-  /** This event's attempts (EnqueueOptions.maxAttempts). */
-  readonly maxAttempts?: number;
-  /** Its priority (EnqueueOptions.priority). */
-  readonly priority?: number;
-}
-
-/** Options of enqueue, enqueueWithDelay and enqueueAt, each once (src/core/option-keys.ts). */
-const ENQUEUE_OPTION_KEYS = { context: true, replace: true, maxAttempts: true, priority: true } as const satisfies AllowedKeys<EnqueueOptions>;
-/** What an entry of enqueueBatch may hold. */
-const BATCH_ENTRY_KEYS = { event: true, delay: true, at: true, context: true, maxAttempts: true, priority: true } as const satisfies AllowedKeys<BatchEntry>;
-/** enqueueBatch's own options. */
-export const BATCH_OPTION_KEYS = { replace: true } as const satisfies AllowedKeys<Pick<EnqueueOptions, 'replace'>>;
-
-/** Most attempts an event may ask for (EnqueueOptions.maxAttempts). */
-const MOST_ATTEMPTS = 100_000;
-
-/** The worst priority (EnqueueOptions.priority); 0 is the best. */
-const WORST_PRIORITY = 1_000_000;
-
-/** The body extras of an enqueue's options (or a batch entry), checked. */
-function extrasOf(options: { readonly maxAttempts?: unknown; readonly priority?: unknown }, what: string): BodyExtras {
-  const { maxAttempts, priority } = options;
-  if (maxAttempts === undefined && priority === undefined) return NO_EXTRAS;
-  if (maxAttempts !== undefined && (typeof maxAttempts !== 'number' || !Number.isInteger(maxAttempts) || maxAttempts < 1 || maxAttempts > MOST_ATTEMPTS)) {
-    throw new InvalidArgumentError(`maxAttempts of ${what}`, `must be a whole number from 1 to ${MOST_ATTEMPTS.toLocaleString('en-US')}, got ${describe(maxAttempts)}`);
-  }
-  if (priority !== undefined && (typeof priority !== 'number' || !Number.isInteger(priority) || priority < 0 || priority > WORST_PRIORITY)) {
-    throw new InvalidArgumentError(`priority of ${what}`, `must be a whole number from 0 (the best) to ${WORST_PRIORITY.toLocaleString('en-US')}, got ${describe(priority)}`);
-  }
-  return { ...(maxAttempts !== undefined ? { maxAttempts: maxAttempts as number } : {}), ...(priority ? { priority: priority as number } : {}) };
-}
-const NO_EXTRAS: BodyExtras = Object.freeze({});
-
-/** An entry of enqueueBatch holds only what an entry may. */
-function checkBatchEntry(entry: unknown, index: number, call: string): void {
-  if (entry === null || typeof entry !== 'object') throw new InvalidArgumentError(`${call} entry ${index}`, 'must be { event, delay?, at?, context? }');
-  checkArgumentKeys(entry, BATCH_ENTRY_KEYS, `${call} entry ${index}`);
-}
+export type { BatchEntry, EnqueueOptions } from './enqueue-options';
+export { BATCH_OPTION_KEYS } from './enqueue-options';
 
 interface PreparedEvent extends Omit<EncodedEvent, 'version'> {
   /** What instrumentEnqueue answered for it: told when the store settled. */
   scope?: EnqueueScope | undefined;
   readonly due: DueSpec;
+  /** How the script treats an id already stored: plain, replace, or a window. */
+  readonly policy: EnqueuePolicy;
   /** When the store was asked for (see ScheduledBody): at the call, or at each subscription of the cold form. */
   requestedAt: number;
 }
@@ -114,7 +59,7 @@ export class Enqueuer {
 
   constructor(private readonly parts: EnqueuerParts) {
     const durability = parts.options.durableEnqueue;
-    this.batcher = new EnqueueBatcher((keys, events, replace) => parts.scripts.enqueue(keys, events, replace, durability));
+    this.batcher = new EnqueueBatcher((keys, events, policy) => parts.scripts.enqueue(keys, events, policy, durability));
   }
 
   /** Promise form of one enqueue; `due` is read at the call. */
@@ -124,11 +69,11 @@ export class Enqueuer {
     let prepared: PreparedEvent;
     try {
       checkArgumentKeys(options, ENQUEUE_OPTION_KEYS, 'enqueue');
-      prepared = this.prepare(event, due, options.context, requestedAt, { batch: false, replace: options.replace === true }, extrasOf(options, 'enqueue'));
+      prepared = this.prepare(event, due, options.context, requestedAt, { batch: false, replace: options.replace === true }, extrasOf(options, 'enqueue'), windowsOf(options, 'enqueue'));
     } catch (error) {
       return Promise.reject(error);
     }
-    return this.storeOne(prepared, options.replace === true, requestedAt);
+    return this.storeOne(prepared, requestedAt);
   }
 
   /** Cold form of one enqueue: validated at the call, stored at each subscription. */
@@ -136,11 +81,11 @@ export class Enqueuer {
     let prepared: PreparedEvent;
     try {
       checkArgumentKeys(options, ENQUEUE_OPTION_KEYS, 'enqueue');
-      prepared = this.prepare(event, due, options.context, performance.now(), { batch: false, replace: options.replace === true }, extrasOf(options, 'enqueue'));
+      prepared = this.prepare(event, due, options.context, performance.now(), { batch: false, replace: options.replace === true }, extrasOf(options, 'enqueue'), windowsOf(options, 'enqueue'));
     } catch (error) {
       return throwError(() => error);
     }
-    return defer(() => this.storeOne(prepared, options.replace === true, performance.now()));
+    return defer(() => this.storeOne(prepared, performance.now()));
   }
 
   /** Every entry validated first: one bad entry rejects the batch and nothing is written. */
@@ -152,20 +97,27 @@ export class Enqueuer {
       prepared = entries.map((entry, i) => {
         checkBatchEntry(entry, i, call);
         const due = () => (entry.at !== undefined ? { atMs: dateToMillis(entry.at) } : { delayMs: delayToMillis(entry.delay ?? 0) });
-        return this.prepare(entry.event, due, entry.context, calledAt, { batch: true, replace }, extrasOf(entry, `${call} entry ${i}`));
+        return this.prepare(
+          entry.event,
+          due,
+          entry.context,
+          calledAt,
+          { batch: true, replace },
+          extrasOf(entry, `${call} entry ${i}`),
+          windowsOf({ ...pickWindows(entry), replace }, `${call} entry ${i}`),
+        );
       });
     } catch (error) {
       return throwError(() => error);
     }
-    return this.store(prepared, replace);
+    return this.store(prepared);
   }
 
   /** Stores a recurring schedule's occurrences (already encoded). */
   storeOccurrences(occurrences: readonly Occurrence[], replace: boolean): Observable<EnqueueStatus[]> {
     const requestedAt = performance.now();
     return this.store(
-      occurrences.map((o): PreparedEvent => ({ route: o.route, type: o.route.type, id: o.id, body: o.body, due: { atMs: o.at }, requestedAt })),
-      replace,
+      occurrences.map((o): PreparedEvent => ({ route: o.route, type: o.route.type, id: o.id, body: o.body, due: { atMs: o.at }, policy: replace ? REPLACE_POLICY : PLAIN_POLICY, requestedAt })),
     );
   }
 
@@ -174,7 +126,7 @@ export class Enqueuer {
     this.batcher.flush();
   }
 
-  private storeOne(prepared: PreparedEvent, replace: boolean, requestedAt: number): Promise<EnqueueStatus> {
+  private storeOne(prepared: PreparedEvent, requestedAt: number): Promise<EnqueueStatus> {
     const keys = this.parts.layout.forEvent(prepared.route, prepared.id);
     prepared.requestedAt = requestedAt;
     // Settled from the batcher's reply handler itself: no promise of the batcher's in between.
@@ -182,7 +134,7 @@ export class Enqueuer {
       this.batcher.submitOne(
         keys,
         prepared,
-        replace,
+        prepared.policy,
         (status) => {
           // Called in the batcher's loop over a call's waiters: a throw must reach this caller alone, as a rejection.
           try {
@@ -210,14 +162,19 @@ export class Enqueuer {
     requestedAt: number,
     how: { readonly batch: boolean; readonly replace: boolean },
     extras: BodyExtras = {},
+    windows: (dueSpec: DueSpec) => WindowPolicy = plainWindow,
   ): PreparedEvent {
     this.parts.assertOpen();
+    const dueSpec = due();
+    const window = windows(dueSpec);
+    const policy = window.policy;
+    if (window.policy.mode !== '' && window.policy.mode !== 'r') extras = { ...extras, ...window.extras };
     const { instrumentEnqueue: instrument, contextProvider } = this.parts.options;
     const store = this.parts.contextStore;
     const capture = () => context ?? (contextProvider ? provided(contextProvider, store.current()) : store.current());
     if (instrument === undefined) {
       const encoded = this.parts.codec.encode(event, capture(), Date.now(), extras);
-      return { route: encoded.route, type: encoded.type, id: encoded.id, body: encoded.body, due: due(), requestedAt };
+      return { route: encoded.route, type: encoded.type, id: encoded.id, body: encoded.body, due: dueSpec, policy, requestedAt };
     }
     let scope: EnqueueScope | undefined;
     try {
@@ -229,7 +186,7 @@ export class Enqueuer {
     try {
       const captured = scope?.capture ? capturedWithin(scope.capture, capture) : capture();
       const encoded = this.parts.codec.encode(event, captured, Date.now(), extras);
-      return { route: encoded.route, type: encoded.type, id: encoded.id, body: encoded.body, due: due(), requestedAt, scope };
+      return { route: encoded.route, type: encoded.type, id: encoded.id, body: encoded.body, due: dueSpec, policy, requestedAt, scope };
     } catch (error) {
       if (scope) endScope(scope, { error });
       throw error;
@@ -237,27 +194,28 @@ export class Enqueuer {
   }
 
   /** Cold: script calls of up to ENQUEUE_CHUNK events of one queue, statuses back in the order given. */
-  private store(events: readonly PreparedEvent[], replace: boolean): Observable<EnqueueStatus[]> {
+  private store(events: readonly PreparedEvent[]): Observable<EnqueueStatus[]> {
     if (events.length === 0) return of([]);
     return defer(async () => {
       const requestedAt = performance.now();
-      // One call per queue (type, or partition of a type): each call stays in one slot.
-      const byQueue = new Map<string, { keys: TypeKeys; indexes: number[] }>();
+      // One call per queue (type, or partition of a type) and policy: each call stays in one slot.
+      const byQueue = new Map<string, { keys: TypeKeys; policy: EnqueuePolicy; indexes: number[] }>();
       events.forEach((e, i) => {
         e.requestedAt = requestedAt;
         const keys = this.parts.layout.forEvent(e.route, e.id);
-        const queue = byQueue.get(keys.tag);
+        const key = e.policy.mode === '' ? keys.tag : `${e.policy.mode}${e.policy.ms}|${keys.tag}`;
+        const queue = byQueue.get(key);
         if (queue) queue.indexes.push(i);
-        else byQueue.set(keys.tag, { keys, indexes: [i] });
+        else byQueue.set(key, { keys, policy: e.policy, indexes: [i] });
       });
       const statuses: EnqueueStatus[] = new Array(events.length);
       try {
         await Promise.all(
-          [...byQueue.values()].map(async ({ keys, indexes }) => {
+          [...byQueue.values()].map(async ({ keys, policy, indexes }) => {
             const results = await this.batcher.submit(
               keys,
               indexes.map((i) => events[i]!),
-              replace,
+              policy,
             );
             results.forEach((status, k) => (statuses[indexes[k]!] = status));
           }),
@@ -276,24 +234,28 @@ export class Enqueuer {
   /** countStored() of one event (the hot path), without the tallies a batch needs. */
   private countOne(event: PreparedEvent, status: EnqueueStatus): void {
     this.parts.onStored(event.route);
+    this.parts.metrics.count(METRIC.enqueued, { type: event.type, status }, 1);
     if (status === 'duplicate') {
       this.parts.metrics.count(METRIC.duplicatesIgnored, { type: event.type }, 1);
-    } else {
+    } else if (status !== 'throttled') {
       this.parts.metrics.count(METRIC.events, { type: event.type, group: '', direction: 'enqueue' }, 1);
       this.parts.activity?.of(event.type).enqueued(1);
     }
   }
 
   private countStored(events: readonly PreparedEvent[], statuses: readonly EnqueueStatus[]): void {
-    const counts = new Map<string, { stored: number; duplicates: number }>();
+    const counts = new Map<string, { stored: number; duplicates: number; byStatus: Map<EnqueueStatus, number> }>();
     events.forEach((e, i) => {
       this.parts.onStored(e.route);
-      const count = counts.get(e.type) ?? { stored: 0, duplicates: 0 };
-      if (statuses[i] === 'duplicate') count.duplicates++;
-      else count.stored++;
+      const count = counts.get(e.type) ?? { stored: 0, duplicates: 0, byStatus: new Map() };
+      const status = statuses[i]!;
+      if (status === 'duplicate') count.duplicates++;
+      else if (status !== 'throttled') count.stored++;
+      count.byStatus.set(status, (count.byStatus.get(status) ?? 0) + 1);
       counts.set(e.type, count);
     });
     for (const [type, count] of counts) {
+      for (const [status, n] of count.byStatus) this.parts.metrics.count(METRIC.enqueued, { type, status }, n);
       this.parts.metrics.count(METRIC.duplicatesIgnored, { type }, count.duplicates);
       this.parts.metrics.count(METRIC.events, { type, group: '', direction: 'enqueue' }, count.stored);
       if (count.stored > 0) this.parts.activity?.of(type).enqueued(count.stored);

@@ -109,7 +109,11 @@ export function wirePartition(host: PartitionHost, shared: TypeKeys, p: number, 
     version,
     priorityAgingMs: plan.priorityAgingMs,
     onLeftForNewerVersion: announce,
-    onFreed: announce,
+    // Room freed, or a trailing payload released into the type's schedule (lua/includes/burst-release.lua).
+    onFreed: () => {
+      announce();
+      typeDispatcher.nudge();
+    },
     ...(sortByKey ? { sortByKey } : {}),
     ...(wiring.confirmedByConsumer ? { confirmedByConsumer: true } : {}),
   });

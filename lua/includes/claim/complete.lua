@@ -2,6 +2,9 @@
 -- keepHandled, for each success still fenced by its claim (`stale` lists the
 -- others); ids marked for the idempotency window; `freed` when a concurrency
 -- limit a claim found full has room again.
+-- Room freed under a concurrency limit that a claim found full, or a trailing
+-- payload stored (includes/burst-release.lua): the caller wakes the instances and its dispatcher.
+local freed = 0
 if successes_n > 0 then
   local ids = {}
   for i = successes_at, successes_at + 2 * successes_n - 1, 2 do ids[#ids + 1] = ARGV[i] end
@@ -94,8 +97,26 @@ if successes_n > 0 then
       for _, id in ipairs(groups_release(KEYS[9], delivered)) do finished[#finished + 1] = id end
     end
     if #finished > 0 then
+      -- Since 0.6 an event may carry its own idempotency window (dedupe), and a
+      -- leading debounce may hold a trailing payload for it: the type's flow hash says when to look.
+      local windows = flow[FLOW_BQ] or (group_queue and redis.call('HGET', (limit_keys(KEYS[10])), 'bq'))
+      local values = windows and redis.call('HMGET', KEYS[10], unpack(finished))
       redis.call('HDEL', KEYS[10], unpack(finished))
-      if window_ms > 0 then
+      if windows then
+        local released = {}
+        for _, id in ipairs(burst_release(KEYS[10], finished)) do released[id] = true end
+        if next(released) then freed = 1 end
+        local marks = {}
+        for k, id in ipairs(finished) do
+          local own = values[k] and tonumber(string.match(values[k], ';i=(%d+)[^"]*"%]$', -64))
+          local w = own or window_ms
+          if w > 0 and not released[id] then
+            marks[#marks + 1] = string.format('%d', now + w)
+            marks[#marks + 1] = id
+          end
+        end
+        if #marks > 0 then redis.call('ZADD', KEYS[7], unpack(marks)) end
+      elseif window_ms > 0 then
         -- One score for every mark, written once rather than converted from a number per mark.
         local marks = {}
         local until_ms = string.format('%d', now + window_ms)
@@ -117,8 +138,6 @@ if successes_n > 0 then
   if #removed > 0 and redis.call('EXISTS', KEYS[5]) == 1 then redis.call('HDEL', KEYS[5], unpack(removed)) end
   if #removed > 0 and redis.call('EXISTS', KEYS[12]) == 1 then redis.call('HDEL', KEYS[12], unpack(removed)) end
 end
--- Room freed under a concurrency limit that a claim found full: the caller wakes the instances.
-local freed = 0
 if #removed > 0 and flow[FLOW_KS] then keyed_release(KEYS[3], removed) end
 if #removed > 0 and flow[FLOW_THR] then
   redis.call('HDEL', flow_key, 'thr')

@@ -60,6 +60,7 @@ const COUNTERS: Partial<Record<MetricName, { readonly name: string; readonly hel
     help: 'Handler calls given up while running (since 0.6): reason lease-lost (its lease could not be renewed) or shutdown (close() stopped waiting); their signals were aborted.',
   },
   [METRIC.instanceAnswersDropped]: { name: 'instance_answers_dropped_total', help: 'Answers to instances() dropped as malformed: anyone who may publish on the wake-up channel can answer.' },
+  [METRIC.enqueued]: { name: 'enqueued_total', help: 'Enqueues by what they did (since 0.6): status scheduled, replaced, duplicate, debounced or throttled.' },
   [METRIC.wakeListenerResets]: { name: 'wake_listener_resets_total', help: 'Wake-up subscriber connections replaced because a PING went unanswered.' },
 };
 

@@ -15,6 +15,8 @@ const onClusterToo = [
   'delivery',
   'enqueue',
   'enqueue-batch',
+  'windows',
+  'windows-model',
   'validation',
   'retry',
   'decode',

@@ -24,7 +24,9 @@
 -- ARGV[3] wake_tag (string): wake message prefix (this queue's tag)
 -- ARGV[4..] records (string[]): record json of each event (migrate-out.lua)
 -- REPLY (number): how many events were stored.
+-- @include burst-keys
 -- @include envelope-parse
+-- @include limit-keys
 -- @include group-keys
 -- @include now-ms
 -- @include priority-marker
@@ -67,6 +69,16 @@ for i = records_at, records_at + records_n - 1 do
     if record.error then redis.call('HSET', KEYS[5], id, record.error) end
     if record.log then redis.call('HSET', KEYS[6], id, record.log) end
     if record.pending then redis.call('HSET', KEYS[8], id, record.pending) end
+    local bursts, burst_ends, throttles = burst_keys(KEYS[1])
+    if record.burst then
+      -- A leading debounce's burst (since 0.6, includes/enqueue-policy.lua): completions here look for it.
+      redis.call('HSET', bursts, id, record.burst)
+      local quiet_end, _, _, held = string.match(record.burst, '^(%d+)|([^|]*)|([^|]*)|[^|]*|(.*)$')
+      redis.call('ZADD', burst_ends, held and held ~= '' and '+inf' or quiet_end or '0', id)
+    end
+    -- So do its own dedupe window's (includes/limit-keys.lua, bq).
+    if record.burst or string.match(record.value, ';i=%d+[^"]*"%]$', -64) then redis.call('HSET', (limit_keys(KEYS[1])), 'bq', '1') end
+    if record.throttle then redis.call('ZADD', throttles, record.throttle, id) end
     for _, h in ipairs(record.groups or {}) do
       local g = group_keys(KEYS[1], h.group)
       -- A group that held it here is registered there too, as it was.

@@ -22,6 +22,7 @@
 -- ARGV[1] token (string): token of this move (the caller's batch)
 -- ARGV[2..] ids (string[]): the ids to move
 -- REPLY (string[]): {id, record json, ...} of the events taken out.
+-- @include burst-keys
 -- @include envelope-parse
 -- @include group-keys
 -- @include groups-constants
@@ -79,6 +80,13 @@ for i = ids_at, ids_at + ids_n - 1 do
     record.state, record.dead = take(own, id, due)
     record.error = redis.call('HGET', KEYS[6], id) or nil
     record.log = redis.call('HGET', KEYS[7], id) or nil
+    -- Its windows (since 0.6) go with it: a leading debounce's burst, with the payload it may hold, and a throttle window.
+    local bursts, burst_ends, throttles = burst_keys(KEYS[1])
+    record.burst = redis.call('HGET', bursts, id) or nil
+    record.throttle = redis.call('ZSCORE', throttles, id) or nil
+    redis.call('HDEL', bursts, id)
+    redis.call('ZREM', burst_ends, id)
+    redis.call('ZREM', throttles, id)
     local pending = tonumber(redis.call('HGET', KEYS[10], id) or '')
     for _, g in ipairs(removing) do
       local header = redis.call('HGET', g.meta, id)

@@ -2,6 +2,7 @@ import 'reflect-metadata';
 
 export { DelayedEventService } from './service/delayed-event-service';
 export type { BatchEntry, EnqueueOptions } from './service/enqueuer';
+export type { DebounceOptions, DedupeOptions, ThrottleOptions, WindowOptions } from './service/enqueue-windows';
 export type { BatchHandlerOptions, HandlerOptions } from './service/handlers';
 export type { BatchHandler, BatchHandlerResult, BatchResult } from './runtime/batch-consumer';
 export type { PerKeyLimits, RateLimit } from './service/flow-control';

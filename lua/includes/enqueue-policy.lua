@@ -50,9 +50,10 @@ local function enqueue_policy(q, mode, mode_ms, now, id, body, due)
   end
   -- The body with its burst: began at `start`, bounded by `wait`.
   local function with_burst(start, wait)
-    local head, tail = string.match(body, '^(.*;w=)%d+([^"]*"%]$)')
+    local head, tail = string.match(body, '^(.*;w=)%d+([^"]*"%])$')
     local b = head and (head .. wait .. tail) or body
-    return (string.gsub(b, '^%[%-?%d+', '[' .. start, 1))
+    -- After the class version in front, when the body has one ('3|[...'; src/core/stored-body.ts).
+    return (string.gsub(b, '^(%d*|?)%[%-?%d+', '%1[' .. start, 1))
   end
 
   if mode == 't' then
@@ -81,7 +82,7 @@ local function enqueue_policy(q, mode, mode_ms, now, id, body, due)
   if mode == 'd' then
     if unscheduled() then
       local _, _, stored_body = envelope_parse(stored)
-      local start = tonumber(string.match(stored_body, '^%[(%-?%d+)')) or now
+      local start = tonumber(string.match(stored_body, '^%d*|?%[(%-?%d+)')) or now
       local wait = tonumber(string.match(stored_body, ';w=(%d+)[^"]*"%]$')) or 0
       if wait == 0 then wait = mode_ms end
       local at = due

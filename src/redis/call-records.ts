@@ -23,6 +23,10 @@ export interface ReportedOnEvent extends CallRecords {
   readonly result?: unknown;
   /** Per named group that holds the event, what its calls there reported. */
   readonly groupReports?: Readonly<Record<string, CallRecords>>;
+  /** A leading debounce holds a trailing payload until this event settles (since 0.6): when that call is due. */
+  readonly trailingDueAt?: Date;
+  /** Within a throttle window (since 0.6): until when enqueues of this id answer 'throttled'. */
+  readonly throttledUntil?: Date;
 }
 
 function parseJson(text: string | null | undefined): unknown {
@@ -71,5 +75,16 @@ export async function reportedOn(client: RedisClient, layout: RedisLayout, keys:
     const records = await recordsIn(client, groupKeys, stored.id, attempt);
     if (records.progress !== undefined || records.logs) groupReports[group] = records;
   }
-  return { ...own, ...(result !== undefined ? { result } : {}), ...(Object.keys(groupReports).length > 0 ? { groupReports } : {}) };
+  const windows = await windowsOn(client, keys, stored.id);
+  return { ...own, ...(result !== undefined ? { result } : {}), ...(Object.keys(groupReports).length > 0 ? { groupReports } : {}), ...windows };
+}
+
+/** The id's windows (lua/includes/enqueue-policy.lua): a trailing payload held, a throttle window still open. */
+async function windowsOn(client: RedisClient, keys: TypeKeys, id: string): Promise<Pick<ReportedOnEvent, 'trailingDueAt' | 'throttledUntil'>> {
+  const [burst, throttle, [seconds, micros]] = await Promise.all([client.hget(keys.bursts, id), client.zscore(keys.throttles, id), client.time()]);
+  const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+  // '<quiet end>|<burst start>|<max wait>|<held due>|<held body>'
+  const [, , , heldDue, ...held] = (burst ?? '').split('|');
+  const until = throttle === null ? 0 : Number(throttle);
+  return { ...(heldDue && held.join('|') !== '' ? { trailingDueAt: new Date(Number(heldDue)) } : {}), ...(until > now ? { throttledUntil: new Date(until) } : {}) };
 }

@@ -29,6 +29,14 @@ export interface InspectedEvent<T = JsonEvent> {
   readonly snoozes?: number;
   /** When it was first enqueued; undefined when its stored body does not say. */
   readonly enqueuedAt: Date | undefined;
+  /** Stored by a debounce (since 0.6): when its burst began. */
+  readonly burstStartedAt?: Date;
+  /** Stored by a debounce with a maxWaitMs (since 0.6): the latest it is due, however many enqueues follow. */
+  readonly dueBy?: Date;
+  /** find() only (since 0.6): a leading debounce holds a trailing payload until this event settles; when that call is due. */
+  readonly trailingDueAt?: Date;
+  /** find() only (since 0.6): until when enqueues of this id answer 'throttled'. */
+  readonly throttledUntil?: Date;
   readonly context: EventContext;
   /** The last error recorded (a failed attempt, or why it is dead), if any. */
   readonly lastError: string | undefined;
@@ -141,6 +149,7 @@ export function inspectedEvent(codec: EventCodec, eventClass: EventClass | undef
     ...(decoded.extras.maxAttempts !== undefined ? { maxAttempts: decoded.extras.maxAttempts } : {}),
     ...(decoded.extras.snoozes ? { snoozes: decoded.extras.snoozes } : {}),
     enqueuedAt: decoded.enqueuedAt === undefined ? undefined : new Date(decoded.enqueuedAt),
+    ...burstOf(decoded.enqueuedAt, decoded.extras.maxWaitMs),
     context: decoded.context,
     // Bounded on read too: an error stored before text was bounded at the write may be megabytes.
     lastError: stored.lastError === undefined ? undefined : boundErrorText(stored.lastError),
@@ -152,6 +161,12 @@ export function inspectedEvent(codec: EventCodec, eventClass: EventClass | undef
     ...(stored.errors ? { errors: stored.errors.map((e) => ({ ...e, message: boundErrorText(e.message) })) } : {}),
     ...(stored.groups ? { groups: stored.groups } : {}),
   };
+}
+
+/** A debounced event's burst: its body's enqueued-at is when the burst began (lua/includes/enqueue-policy.lua). */
+function burstOf(startedAt: number | undefined, maxWaitMs: number | undefined): Pick<InspectedEvent, 'burstStartedAt' | 'dueBy'> {
+  if (startedAt === undefined || maxWaitMs === undefined) return {};
+  return { burstStartedAt: new Date(startedAt), ...(maxWaitMs > 0 ? { dueBy: new Date(startedAt + maxWaitMs) } : {}) };
 }
 
 /** A stored body as the caller's class (or, by type name, as parsed JSON), and why it could not be decoded. */

@@ -27,6 +27,9 @@ export class ScheduleView {
       const flat = await this.client.zrange(`${this.queue}:b:${bucket}`, '0', '-1', 'WITHSCORES');
       for (let i = 0; i < flat.length; i += 2) entries.set(flat[i]!, Number(flat[i + 1]));
     }
+    // The side schedule: 0.1's, and since 0.6 trailing payloads a leading debounce released (lua/includes/burst-release.lua).
+    const side = await this.client.zrange(`${this.queue}:s`, '0', '-1', 'WITHSCORES');
+    for (let i = 0; i < side.length; i += 2) entries.set(side[i]!, Number(side[i + 1]));
     return entries;
   }
 
@@ -65,6 +68,7 @@ export class ScheduleView {
       if (Number(index[i + 1]) !== lo) found.push(`bucket ${bucket} is indexed at ${index[i + 1]} but starts at ${lo}`);
       ranges.push({ bucket, lo, hi: Number(flat[flat.length - 1]) });
     }
+    for (const id of await this.client.zrange(`${this.queue}:s`, '0', '-1')) if (bucketOf.has(id)) found.push(`${id} is in bucket ${bucketOf.get(id)} and the side schedule`);
     // The index orders buckets sharing a score by name, bytewise: ASCII names compare alike here.
     const lastOfGroup = new Map<number, string>();
     for (const { bucket, lo } of ranges) if ((lastOfGroup.get(lo) ?? '') < bucket) lastOfGroup.set(lo, bucket);

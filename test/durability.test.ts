@@ -31,6 +31,22 @@ describe('durable enqueue (Redis WAIT)', () => {
     }
   });
 
+  it("a debounce resolves once a replica holds its burst: the replica, promoted, keeps the burst's start and bound", async () => {
+    const prefix = redis.prefix();
+    const service = redis.service({ prefix, durableEnqueue: { replicas: 1, timeoutMs: 2_000 } });
+    const options = { debounce: { maxWaitMs: 60_000 } };
+    expect(await service.enqueue(new PaymentCheck('burst'), 30_000, options)).toBe('scheduled');
+    for (let i = 0; i < 5; i++) {
+      expect(await service.enqueue(new PaymentCheck('burst', i), 30_000, options)).toBe('debounced');
+      // No waiting: the replica holds what the primary does, the burst's start and maxWaitMs in the body.
+      const key = `${prefix}:{test.payment-check}:m`;
+      expect(await replicaClient.hget(key, 'burst')).toBe(await redis.client().hget(key, 'burst'));
+    }
+    // A leading debounce's record too.
+    await service.enqueue(new PaymentCheck('lead'), 30_000, { debounce: { leading: true } });
+    expect(await replicaClient.hget(`${prefix}:{test.payment-check}:dq`, 'lead')).toBe(await redis.client().hget(`${prefix}:{test.payment-check}:dq`, 'lead'));
+  });
+
   it('stores and waits again after Redis lost its scripts', async () => {
     const prefix = redis.prefix();
     const service = redis.service({ prefix, durableEnqueue: { replicas: 1, timeoutMs: 2_000 } });

@@ -57,8 +57,11 @@ local function enqueue_policy(q, mode, mode_ms, now, id, body, due)
   end
 
   if mode == 't' then
-    redis.call('ZREMRANGEBYSCORE', throttles, '-inf', now)
-    if redis.call('ZSCORE', throttles, id) then return 4, false end
+    -- Ended windows go as calls come, a few at a time: Redis is never held long.
+    local ended = redis.call('ZRANGE', throttles, '-inf', now, 'BYSCORE', 'LIMIT', 0, 64)
+    if #ended > 0 then redis.call('ZREM', throttles, unpack(ended)) end
+    local until_ms = redis.call('ZSCORE', throttles, id)
+    if until_ms and tonumber(until_ms) > now then return 4, false end
     if stored and not dead then return 0, false end
     redis.call('ZADD', throttles, now + mode_ms, id)
     return 1, store_new(due, body)

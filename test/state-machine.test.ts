@@ -234,7 +234,19 @@ describe('the event state machine', () => {
           const held = bursts.get(eventId)?.held;
           if (!held) return;
           bursts.get(eventId)!.held = undefined;
-          model.set(eventId, { state: 'scheduled', attempt: 0, due: held.due, noted: false, version: held.version, snoozes: 0, priority: held.priority, epoch: held.epoch, start: bursts.get(eventId)!.start, wait: 0, ...(held.most ? { most: held.most } : {}) });
+          model.set(eventId, {
+            state: 'scheduled',
+            attempt: 0,
+            due: held.due,
+            noted: false,
+            version: held.version,
+            snoozes: 0,
+            priority: held.priority,
+            epoch: held.epoch,
+            start: bursts.get(eventId)!.start,
+            wait: 0,
+            ...(held.most ? { most: held.most } : {}),
+          });
         };
         /** The burst's start as Redis recorded it, when it began with this call. */
         const burstStart = async (eventId: string) => Number((await client.hget(keys.bursts, eventId))?.split('|')[1]);

@@ -132,6 +132,11 @@ function describeEvent(type: string, e: InspectedEvent<JsonEvent>, explanation?:
     ['enqueued', when(e.enqueuedAt, now)],
   ];
   if (e.snoozes) fields.push(['snoozes', String(e.snoozes)]);
+  // The enqueue windows (since 0.6): a debounced burst, a trailing call held behind this one, a throttle window.
+  if (e.burstStartedAt) fields.push(['burst since', when(e.burstStartedAt, now)]);
+  if (e.dueBy) fields.push(['due by', when(e.dueBy, now)]);
+  if (e.trailingDueAt) fields.push(['trailing call', `held until this one settles, due ${when(e.trailingDueAt, now)}`]);
+  if (e.throttledUntil) fields.push(['throttled until', when(e.throttledUntil, now)]);
   if (e.leaseExpiresAt) fields.push(['lease until', when(e.leaseExpiresAt, now)]);
   if (e.deadLetteredAt) fields.push(['dead since', when(e.deadLetteredAt, now)]);
   if (e.handledAt) fields.push(['handled', when(e.handledAt, now)]);

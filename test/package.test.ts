@@ -111,7 +111,7 @@ import { Redis as Redis5 } from 'ioredis5';
 class Ping { id = ''; }
 const options: DelayedEventServiceOptions[] = [{ redis: 'redis://127.0.0.1:1' }, { redis: new Redis({ lazyConnect: true }) }, { redis: new Redis5({ lazyConnect: true }) }];
 export const services: DelayedEventService[] = options.map((o) => new DelayedEventService(o));
-export const enqueued: Promise<'scheduled' | 'duplicate' | 'replaced'> = services[0]!.enqueue(new Ping(), 10);
+export const enqueued: Promise<'scheduled' | 'duplicate' | 'replaced' | 'debounced' | 'throttled'> = services[0]!.enqueue(new Ping(), 10);
 export const failed: Error = new InvalidOptionError('redis', 'no');
 `;
 

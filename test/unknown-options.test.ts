@@ -47,7 +47,11 @@ describe('unknown option keys are refused, saying which and what is allowed', ()
       'enqueue { priorty }': () => service.enqueue(event, 0, { priorty: 1 } as never),
       'enqueue { replce: undefined }': () => service.enqueue(event, 0, { replce: undefined } as never),
       'enqueueWithDelay { after }': () => firstValueFrom(service.enqueueWithDelay(event, 0, { after: ['x'] } as never)),
-      'enqueueAt { debounce }': () => firstValueFrom(service.enqueueAt(event, new Date(), { debounce: 5 } as never)),
+      'enqueueAt { debounse }': () => firstValueFrom(service.enqueueAt(event, new Date(), { debounse: {} } as never)),
+      'enqueue debounce { maxWait }': () => service.enqueue(event, 0, { debounce: { maxWait: 5 } } as never),
+      'enqueue throttle { window }': () => service.enqueue(event, 0, { throttle: { window: 5, windowMs: 5 } } as never),
+      'enqueue dedupe { keeplast }': () => service.enqueue(event, 0, { dedupe: { windowMs: 5, keeplast: true } } as never),
+      'enqueueMany entry debounce { lead }': () => service.enqueueMany([{ event, debounce: { lead: true } } as never]),
       'enqueueBatch entry { priorty }': () => firstValueFrom(service.enqueueBatch([{ event, delay: 0, priorty: 2 } as never])),
       'enqueueBatch { replce }': () => firstValueFrom(service.enqueueBatch([{ event }], { replce: true } as never)),
       'schedule { overlap }': () => service.schedule('tick', new PaymentCheck(''), { every: 1_000 }, { overlap: 'skip' } as never),
@@ -76,7 +80,7 @@ describe('unknown option keys are refused, saying which and what is allowed', ()
     }
     const misspelt = (await rejected(() => service.enqueue(event, 0, { priorty: 1 } as never))) as Error;
     // Since 0.6 enqueue has a priority: the misspelling is named, and so is what it likely means.
-    expect(misspelt.message).toContain('enqueue has no option "priorty" (did you mean priority?); its options are context, replace, maxAttempts, priority');
+    expect(misspelt.message).toContain('enqueue has no option "priorty" (did you mean priority?); its options are context, replace, maxAttempts, priority, debounce, throttle, dedupe');
     expect((await rejected(() => service.enqueue(event, 0, { replce: true } as never))) as Error).toHaveProperty('message', expect.stringContaining('(did you mean replace?)'));
     // Nothing was stored by any of them.
     expect(await redis.client().keys(`${prefix}:*`)).toEqual([]);

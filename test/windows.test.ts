@@ -1,10 +1,19 @@
 import { lastValueFrom } from 'rxjs';
 import { describe, expect, it } from 'vitest';
-import { type EnqueueStatus, InvalidArgumentError, METRIC } from '../src';
+import { DelayedEvent, type EnqueueStatus, InvalidArgumentError, METRIC } from '../src';
 import { WorkItem } from './support/events';
 import { counter, recordMetrics, useRedis } from './support/harness';
 import { waitFor } from './support/wait-for';
 import { Worker } from './support/worker';
+
+@DelayedEvent('test.window-partitioned', { partitions: 4 })
+class Digest {
+  constructor(
+    readonly id: string = '',
+    readonly tenant: string = '',
+    readonly n: number = 0,
+  ) {}
+}
 
 interface Call {
   readonly id: string;
@@ -202,9 +211,9 @@ describe('enqueue windows', () => {
       return true;
     });
     const options = { debounce: { leading: true } };
-    await service.enqueue(new WorkItem('slow', 1), 100, options);
+    await service.enqueue(new WorkItem('slow', 1), 1_000, options);
     await waitFor(() => calls.length === 1, 'the leading call running');
-    expect(await service.enqueue(new WorkItem('slow', 2), 100, options)).toBe('debounced');
+    expect(await service.enqueue(new WorkItem('slow', 2), 1_000, options)).toBe('debounced');
     // Its quiet period ends while the leading call still runs: the trailing payload waits for it.
     const held = await service.find(WorkItem, 'slow');
     expect(held?.state).toBe('in-flight');
@@ -354,6 +363,22 @@ describe('enqueue windows', () => {
     expect(calls.filter((c) => c.id === 'm1').map((c) => c.n)).toEqual([2]);
     expect(counter(metrics, METRIC.enqueued, { type: 'test.work', status: 'debounced' })).toBe(1);
     expect(counter(metrics, METRIC.enqueued, { type: 'test.work', status: 'throttled' })).toBe(1);
+  });
+
+  it('on a partitioned type with per-key limits and priorities, each id makes one call with its last payload and priority', async () => {
+    const service = redis.service({ prefix: redis.prefix() });
+    const seen: Array<{ id: string; n: number }> = [];
+    const ids = Array.from({ length: 12 }, (_, i) => `digest-${i}`);
+    for (let n = 1; n <= 4; n++) {
+      const statuses = await service.enqueueMany(ids.map((id, i) => ({ event: new Digest(id, `t${i % 3}`, n), delay: 1_000, priority: n, debounce: { maxWaitMs: 5_000 } })));
+      expect(new Set(statuses)).toEqual(new Set([n === 1 ? 'scheduled' : 'debounced']));
+    }
+    expect(await service.find(Digest, 'digest-5')).toMatchObject({ state: 'scheduled', priority: 4, event: { n: 4 } });
+    service.addHandler(Digest, (e) => void seen.push({ id: e.id, n: e.n }), 4, { key: (e) => e.tenant, perKey: { globalConcurrency: 4 } });
+    await waitFor(() => seen.length === ids.length, 'one call per id', 10_000);
+    await waitFor(async () => (await Promise.all(ids.map((id) => service.find(Digest, id)))).every((e) => e === undefined), 'all handled');
+    expect(seen.map((c) => c.id).sort()).toEqual([...ids].sort());
+    expect(seen.every((c) => c.n === 4)).toBe(true);
   });
 
   it('a debounced event reaches each registered group once, with the last payload', async () => {

@@ -232,10 +232,8 @@ export class Consumer<T extends DelayedEventInstance> implements BackgroundServi
   }
 
   /**
-   * Records one event's outcome (complete, rate-limited, dead letter or
-   * retry), fenced by its claim, and counts it as what it turned out to be
-   * (src/runtime/outcomes.ts): a result fenced off is `stale`, whatever the
-   * handler said.
+   * Records one event's outcome (complete, rate-limited, dead letter or retry), fenced by its claim, and counts it
+   * as what it turned out to be (src/runtime/outcomes.ts): a result fenced off is `stale`, whatever the handler said.
    */
   protected async settle(claimed: ClaimedEvent, event: T, outcome: Outcome, delivery: HandlerDelivery): Promise<HandledOutcome> {
     let handled: HandledOutcome = 'stale';
@@ -296,6 +294,8 @@ export class Consumer<T extends DelayedEventInstance> implements BackgroundServi
       const reason = `${boundErrorText(outcome.error, MAX_ERROR_BYTES - attempt.length)}${attempt}`;
       if (this.parts.metrics.noticing) this.noticeDeadLetter(claimed, outcome.permanent ? 'permanent' : 'attempts-exhausted', reason, event);
       const dead = await this.record(() => this.parts.scripts.deadLetter(keys, claimed, reason, this.parts.keepDead), outcome.permanent ? 'permanent' : 'attempts-exhausted');
+      // A trailing call a leading debounce held for it may be scheduled in its place (lua/includes/burst-release.lua).
+      if (dead) this.retryScheduled.get(keys.tag)?.();
       this.wakeWaiters(keys);
       return dead ? 'failure' : 'stale';
     }

@@ -52,6 +52,7 @@ outcome_add(KEYS[9], outcomes_max_len, outcome_group(KEYS[1]), id, 'dead-lettere
 if KEYS[1] == KEYS[8] and redis.call('HEXISTS', KEYS[7], id) == 0 and #burst_release(KEYS[1], { id }) > 0 then
   redis.call('ZREM', KEYS[3], id)
   redis.call('HDEL', KEYS[4], id)
+  redis.call('HDEL', KEYS[6], id)
 end
 -- Retention (keepDead): amortised like the history's, at most DEAD_TRIM_MOST (250) a call.
 if keep_count > 0 or keep_age > 0 then

@@ -379,6 +379,10 @@ describe('the event state machine', () => {
                   // Folded: the new body, moved to the new due time, the burst's start kept.
                   Object.assign(stored, { version, priority, snoozes: 0, most, wait: 0, dedupe: undefined, due, epoch: due });
                   expected.push('debounced');
+                } else if (stored?.state === 'ready' && stored.attempt === 0 && stored.priority === priority && !keyed) {
+                  // Due and never run: the new body takes its place where it waits READY.
+                  Object.assign(stored, { version, priority, snoozes: 0, most, wait: 0, dedupe: undefined });
+                  expected.push('debounced');
                 } else {
                   model.set(eventId, fresh(Number.NaN, due, { wait: 0 }));
                   unready(eventId);

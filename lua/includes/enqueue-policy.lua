@@ -1,6 +1,7 @@
 -- @include burst-keys
 -- @include envelope-make
 -- @include envelope-parse
+-- @include priority-of
 -- @include remove-from-any-state
 -- @include schedule-add
 -- @include schedule-remove
@@ -83,15 +84,30 @@ local function enqueue_policy(q, mode, mode_ms, now, id, body, due)
   end
 
   if mode == 'd' then
-    if unscheduled() then
+    -- The burst of the stored event: when it began, and its bound (the stored one wins).
+    local function burst_of()
       local _, _, stored_body = envelope_parse(stored)
       local start = tonumber(string.match(stored_body, '^%d*|?%[(%-?%d+)')) or now
       local wait = tonumber(string.match(stored_body, ';w=(%d+)[^"]*"%]$')) or 0
       if wait == 0 then wait = mode_ms end
+      return start, wait
+    end
+    if unscheduled() then
+      local start, wait = burst_of()
       local at = due
       if wait > 0 and start + wait < at then at = start + wait end
       redis.call('HSET', q.meta, id, envelope_make(0, at, with_burst(start, wait)))
       return 3, reschedule(at)
+    end
+    -- Due and waiting READY for a handler, never run, in no named group: the new payload takes its place there,
+    -- and runs as soon as a handler is free. Stored anew instead, a steady stream of enqueues could keep a due
+    -- event from ever running, its burst's bound passed. Kept where it waits only while that place stays right:
+    -- the same priority, and no handler sorting the ready events by a key of the payload.
+    if stored and not dead and attempt == 0 and not redis.call('ZSCORE', q.in_flight, id) and redis.call('HEXISTS', q.pending, id) == 0
+      and priority_of(stored) == priority_of(body) and not redis.call('HGET', q.flow, 'keyed') then
+      local start, wait = burst_of()
+      redis.call('HSET', q.meta, id, envelope_make(0, stored_due, with_burst(start, wait)))
+      return 3, false
     end
     local at = due
     if mode_ms > 0 and now + mode_ms < at then at = now + mode_ms end

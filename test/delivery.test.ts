@@ -25,9 +25,10 @@ describe('delivery', () => {
     service.addHandler(PaymentCheck, (event) => (started.push(event.id), true), 1);
     await service.enqueue(new PaymentCheck('first', 1), 0);
     await waitFor(() => started.length === 1, 'the handler idle again');
-    // 50,000 events an hour ahead: the calls storing them leave all at once.
+    // 150,000 events an hour ahead (over a second of Redis time, so that a loaded machine still shows it): the calls
+    // storing them leave all at once.
     let batchStored = false;
-    const batch = firstValueFrom(service.enqueueBatch(Array.from({ length: 50_000 }, (_, i) => ({ event: new PaymentCheck(`later-${i}`, i), delay: 3_600_000 })))).then(() => {
+    const batch = firstValueFrom(service.enqueueBatch(Array.from({ length: 150_000 }, (_, i) => ({ event: new PaymentCheck(`later-${i}`, i), delay: 3_600_000 })))).then(() => {
       batchStored = true;
     });
     // Due now, straight into the ready list and said on the wake-up channel, as a dispatcher does: the waiting reader claims it.

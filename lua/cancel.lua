@@ -18,9 +18,11 @@
 -- ARGV[2] window_ms (number): idempotency window ms: a cancelled id is marked for that long, so a
 --         late re-send of its enqueue does not bring it back (0: no mark)
 -- ARGV[3] outcomes_max_len (number): the caller's outcomes maxLen (0: its outcomes are off; the stream is still written, untrimmed, while it exists)
--- REPLY (number): 1 when the event existed, 0 otherwise.
+-- REPLY (number): 1 when the event existed, 2 when it existed and a parent's notice was queued
+--         (the caller applies the outbox: src/redis/flow-notices.ts), 0 otherwise.
 -- @include burst-keys
 -- @include envelope-parse
+-- @include flow-notice-push
 -- @include now-ms
 -- @include outcome-add
 -- @include remove-from-any-state
@@ -31,6 +33,12 @@ redis.call('HDEL', bursts, id)
 redis.call('ZREM', burst_ends, id)
 local value = redis.call('HGET', KEYS[1], id)
 if not value then return 0 end
+-- Since 0.6: a parent that waits for it hears it was cancelled (a failure of its edge); a
+-- waiting parent cancelled stops waiting (its children are the caller's to cascade to).
+local noticed = flow_notice_push(KEYS[1], { id }, 'cancelled', nil, 'cancelled')
+local waiting, flows = flow_keys(KEYS[1])
+redis.call('ZREM', waiting, id)
+redis.call('HDEL', flows, id)
 redis.call('HDEL', KEYS[1], id)
 local _, due = envelope_parse(value)
 remove_from_any_state({ meta = KEYS[1], schedule = KEYS[2], ready = KEYS[3], in_flight = KEYS[4], dead = KEYS[5], errors = KEYS[6], error_log = KEYS[12], legacy = KEYS[7], groups = KEYS[10], pending = KEYS[11] }, id, due)
@@ -45,4 +53,4 @@ if outcomes_max_len > 0 then
 elseif redis.call('EXISTS', KEYS[13]) == 1 then
   redis.call('XADD', KEYS[13], '*', 'id', id, 'g', '*', 'o', 'cancelled', 'a', (envelope_parse(value)))
 end
-return 1
+return noticed > 0 and 2 or 1

@@ -72,7 +72,8 @@
 --          ms to wait when the queue's limits left no room (-1: until a running
 --          call ends; 0: not held back; includes/limit-room.lua),
 --          whether completions freed room a claim had found missing (or stored
---          a trailing payload a leading debounce held: includes/burst-release.lua),
+--          a trailing payload a leading debounce held: includes/burst-release.lua,
+--          or queued a parent's notice: includes/flow-notice-push.lua),
 --          {position (from 1) of each confirmation refused: its lease is no
 --          longer that claim's (cancelled, replaced, expired; the handler must
 --          not start), or the type is paused (it goes back unstarted)}.
@@ -85,6 +86,7 @@
 -- @include envelope-attempt-version
 -- @include envelope-parse
 -- @include expire-optional
+-- @include flow-notice-push
 -- @include error-log-append
 -- @include handled-keep
 -- @include groups-release

@@ -18,11 +18,13 @@
 -- ARGV[5] keep_count (number): keepDead.count: the most dead letters kept (0: no limit)
 -- ARGV[6] keep_age (number): keepDead.ageMs: how long one is kept (0: no limit)
 -- ARGV[7] outcomes_max_len (number): the outcomes option's maxLen: the stream's cap (0: outcomes off)
--- REPLY (number): 1 when dead-lettered, 0 when the claim was stale.
+-- REPLY (number): 1 when dead-lettered, 2 when dead-lettered and a parent's notice was queued
+--         (the caller applies the outbox: src/redis/flow-notices.ts), 0 when the claim was stale.
 -- @include burst-release
 -- @include dead-trim
 -- @include envelope-make
 -- @include error-log-append
+-- @include flow-notice-push
 -- @include envelope-parse
 -- @include lease-fences
 -- @include keyed-release
@@ -54,8 +56,10 @@ if KEYS[1] == KEYS[8] and redis.call('HEXISTS', KEYS[7], id) == 0 and #burst_rel
   redis.call('HDEL', KEYS[4], id)
   redis.call('HDEL', KEYS[6], id)
 end
+-- Parents that wait for it hear of it (since 0.6): its link stays, for a replay handled later.
+local noticed = flow_notice_push(KEYS[8], { id }, 'dead-lettered', nil, reason)
 -- Retention (keepDead): amortised like the history's, at most DEAD_TRIM_MOST (250) a call.
 if keep_count > 0 or keep_age > 0 then
   dead_trim({ dead = KEYS[3], meta = KEYS[1], shared_meta = KEYS[8], pending = KEYS[7], errors = KEYS[4], error_log = KEYS[6] }, now, keep_count, keep_age)
 end
-return 1
+return noticed > 0 and 2 or 1

@@ -2,6 +2,9 @@ import 'reflect-metadata';
 
 export { DelayedEventService } from './service/delayed-event-service';
 export type { BatchEntry, EnqueueOptions } from './service/enqueuer';
+export type { Dependency, Flow, FlowStatus } from './service/flows';
+export type { ChildFailurePolicy, ChildOutcome, ChildResult } from './redis/flow-store';
+export type { CancelOptions } from './service/inspection-checks';
 export type { DebounceOptions, DedupeOptions, ThrottleOptions, WindowOptions } from './service/enqueue-windows';
 export type { BatchHandlerOptions, HandlerOptions } from './service/handlers';
 export type { BatchHandler, BatchHandlerResult, BatchResult } from './runtime/batch-consumer';

@@ -31,6 +31,10 @@
 --                  leading debounce, was enqueued here (includes/enqueue-policy.lua,
 --                  since 0.6): completions read those windows and release
 --                  held trailing payloads (includes/burst-release.lua)
+--                up: '1' once a child was linked to a parent here (lua/flow-link.lua,
+--                  since 0.6): settling an event looks for its link
+--                fp: '1' once a parent waited here (lua/flow-park.lua, since
+--                  0.6): a handled event drops its flow record
 --   <queue>:rl   sorted set: when each call of the last `per` ms started
 --                (ms; members unique per claim)
 local function limit_keys(meta_key)
@@ -42,7 +46,7 @@ end
 -- and each one's place in its reply: scripts read `flow[FLOW_THR]`, never a
 -- number (test/embedded-lua.test.ts checks that the two lists agree). Locals,
 -- not a table of names: reading one costs nothing more than a number.
-local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks', 'kseen', 'mv', 'rq', 'rp', 'bq' }
+local FLOW_FIELDS = { 'max', 'per', 'conc', 'hold', 'thr', 'v', 'kmax', 'kper', 'kconc', 'keyed', 'kc', 'ks', 'kseen', 'mv', 'rq', 'rp', 'bq', 'up', 'fp' }
 local FLOW_MAX, FLOW_PER, FLOW_CONC, FLOW_HOLD, FLOW_THR, FLOW_V, FLOW_KMAX = 1, 2, 3, 4, 5, 6, 7
 local FLOW_KPER, FLOW_KCONC, FLOW_KEYED, FLOW_KC, FLOW_KS, FLOW_KSEEN, FLOW_MV = 8, 9, 10, 11, 12, 13, 14
-local FLOW_RQ, FLOW_RP, FLOW_BQ = 15, 16, 17
+local FLOW_RQ, FLOW_RP, FLOW_BQ, FLOW_UP, FLOW_FP = 15, 16, 17, 18, 19

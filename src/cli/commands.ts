@@ -31,8 +31,8 @@ export interface PageOptions {
 }
 
 /** The states `list --state` takes, in the order they are shown. */
-const EVENT_STATES: readonly EventState[] = ['scheduled', 'ready', 'in-flight', 'dead', 'handled'];
-const STATE_LABEL: Readonly<Record<EventState, string>> = { scheduled: 'scheduled', ready: 'ready', 'in-flight': 'in flight', dead: 'dead', handled: 'handled' };
+const EVENT_STATES: readonly EventState[] = ['scheduled', 'ready', 'in-flight', 'dead', 'handled', 'waiting'];
+const STATE_LABEL: Readonly<Record<EventState, string>> = { scheduled: 'scheduled', ready: 'ready', 'in-flight': 'in flight', dead: 'dead', handled: 'handled', waiting: 'waiting' };
 
 export function unknownType(ctx: Context, type: string): NotFoundError {
   return new NotFoundError(`no events, groups or pause of type '${shown(type)}' under prefix '${ctx.prefix}' (\`delayed-events types\` lists what there is)`);
@@ -58,7 +58,7 @@ export async function types(ctx: Context): Promise<void> {
 }
 
 /** A type listed for its recurring schedules alone has nothing stored yet: it counts as zeros. */
-const NOTHING_STORED: EventCounts = { scheduled: 0, ready: 0, inFlight: 0, dead: 0 };
+const NOTHING_STORED: EventCounts = { scheduled: 0, ready: 0, inFlight: 0, dead: 0, waiting: 0 };
 
 export async function stats(ctx: Context, type: string | undefined): Promise<void> {
   const listed = type === undefined ? await typesWithin(ctx) : undefined;
@@ -72,10 +72,10 @@ export async function stats(ctx: Context, type: string | undefined): Promise<voi
   );
   if (ctx.json) return ctx.out(json(type === undefined ? rows : rows[0]));
   if (rows.length === 0) return ctx.out(`no event types under prefix '${ctx.prefix}'`);
-  const cells = (c: EventCounts) => [count(c.scheduled), count(c.ready), count(c.inFlight), count(c.dead)];
+  const cells = (c: EventCounts) => [count(c.scheduled), count(c.ready), count(c.inFlight), count(c.dead), count(c.waiting ?? 0)];
   ctx.out(
     table(
-      ['TYPE', 'GROUP', 'SCHEDULED', 'READY', 'IN FLIGHT', 'DEAD', 'PAUSED'],
+      ['TYPE', 'GROUP', 'SCHEDULED', 'READY', 'IN FLIGHT', 'DEAD', 'WAITING', 'PAUSED'],
       rows.flatMap((r) => [[r.type, '-', ...cells(r), r.paused ? 'yes' : 'no'], ...Object.entries(r.groups ?? {}).map(([group, c]) => [r.type, group, ...cells(c), r.paused ? 'yes' : 'no'])]),
     ),
   );
@@ -106,6 +106,8 @@ export async function list(ctx: Context, type: string, options: PageOptions & { 
         return [e.id, when(e.deadLetteredAt, now), String(e.attempt), oneLine(e.lastError ?? '-', 60)];
       case 'handled':
         return [e.id, when(e.handledAt, now), String(e.attempt), when(e.dueAt, now)];
+      case 'waiting':
+        return [e.id, when(e.dueAt, now), String(e.attempt), when(e.enqueuedAt, now)];
     }
   });
   const headers: Record<EventState, string[]> = {
@@ -114,6 +116,7 @@ export async function list(ctx: Context, type: string, options: PageOptions & { 
     'in-flight': ['ID', 'ATTEMPT', 'LEASE EXPIRES', 'DUE'],
     dead: ['ID', 'DEAD SINCE', 'ATTEMPTS', 'LAST ERROR'],
     handled: ['ID', 'HANDLED', 'ATTEMPTS', 'DUE'],
+    waiting: ['ID', 'DUE ONCE CHILDREN ARE DONE', 'ATTEMPTS', 'ENQUEUED'],
   };
   const more = offset + events.length < total ? `; --offset ${offset + events.length} for more` : '';
   ctx.out(`${table(headers[state], rows)}\n${offset + 1}-${offset + events.length} of ${count(total)} ${STATE_LABEL[state]}${more}`);

@@ -62,7 +62,7 @@ export async function watch(ctx: Context, options: WatchOptions): Promise<void> 
     const seconds = previous ? (at - previous.at) / 1_000 : 0;
     const rows = sampled.map(({ type, counts, paused }) => {
       const before = previous?.counts.get(type);
-      const c = counts ?? { scheduled: 0, ready: 0, inFlight: 0, dead: 0 };
+      const c = counts ?? { scheduled: 0, ready: 0, inFlight: 0, dead: 0, waiting: 0 };
       const rates = {
         scheduled: rate(c.scheduled, before?.scheduled, seconds),
         ready: rate(c.ready, before?.ready, seconds),

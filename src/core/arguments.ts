@@ -10,7 +10,7 @@ import { GROUP_NAME_RULE, isGroupName } from './names';
 
 /** The default group's name: the type's own keys. */
 const DEFAULT_GROUP = 'default';
-const STATES = ['scheduled', 'ready', 'in-flight', 'dead', 'handled'];
+const STATES = ['scheduled', 'ready', 'in-flight', 'dead', 'handled', 'waiting'];
 
 /** An integer argument from `min` to `max`; `fallback` when undefined. */
 export function checkIntegerArgument(name: string, value: unknown, fallback: number, min: number, max: number): number {

@@ -49,7 +49,7 @@ export type DashboardSource = Pick<
 >;
 
 /** The states the API pages through, and the most ids or events one request takes (the Inspector's page limit). */
-const EVENT_STATES: readonly EventState[] = ['scheduled', 'ready', 'in-flight', 'dead', 'handled'];
+const EVENT_STATES: readonly EventState[] = ['scheduled', 'ready', 'in-flight', 'dead', 'handled', 'waiting'];
 const MAX_PAGE = 1_000;
 
 /** A type as the overview shows it. */
@@ -67,7 +67,7 @@ export interface Overview {
 type Query = URLSearchParams;
 type Route = (source: DashboardSource, params: { type: string; rest: string[]; query: Query; req: IncomingMessage }) => Promise<unknown>;
 
-const EMPTY_COUNTS: StateCounts = { scheduled: 0, ready: 0, inFlight: 0, dead: 0 };
+const EMPTY_COUNTS: StateCounts = { scheduled: 0, ready: 0, inFlight: 0, dead: 0, waiting: 0 };
 const ID_MAX = 1_000;
 
 export async function readOverview(source: DashboardSource, readOnly: boolean): Promise<Overview> {

@@ -1,6 +1,7 @@
 import { DEFAULT_GROUP, type RedisLayout, type TypeKeys } from './redis-layout';
 import type { RedisClient } from './redis-client';
 import type { StoredEvent } from './stored-types';
+import { recordOf } from './flow-store';
 
 /** A line a handler logged (delivery.log, since 0.6): when, in which attempt, and the line. */
 export interface EventLogLine {
@@ -27,6 +28,8 @@ export interface ReportedOnEvent extends CallRecords {
   readonly trailingDueAt?: Date;
   /** Within a throttle window (since 0.6): until when enqueues of this id answer 'throttled'. */
   readonly throttledUntil?: Date;
+  /** A parent of a flow (since 0.6, docs/flows.md): the children it still waits for (pending, or failed under 'fail'). */
+  readonly waitingFor?: ReadonlyArray<{ readonly type: string; readonly id: string }>;
 }
 
 function parseJson(text: string | null | undefined): unknown {
@@ -76,7 +79,9 @@ export async function reportedOn(client: RedisClient, layout: RedisLayout, keys:
     if (records.progress !== undefined || records.logs) groupReports[group] = records;
   }
   const windows = await windowsOn(client, keys, stored.id);
-  return { ...own, ...(result !== undefined ? { result } : {}), ...(Object.keys(groupReports).length > 0 ? { groupReports } : {}), ...windows };
+  const flow = stored.state === 'handled' ? undefined : recordOf(await client.hget(keys.flows, stored.id));
+  const waitingFor = flow?.edges.filter((e) => e.state !== 'done').map((e) => e.child);
+  return { ...own, ...(result !== undefined ? { result } : {}), ...(Object.keys(groupReports).length > 0 ? { groupReports } : {}), ...windows, ...(waitingFor ? { waitingFor } : {}) };
 }
 
 /** The id's windows (lua/includes/enqueue-policy.lua): a trailing payload held, a throttle window still open. */

@@ -287,13 +287,13 @@ export class LuaScripts {
   /** True when dead-lettered, false when the claim was stale. The reason is stored cut to MAX_ERROR_BYTES. */
   async deadLetter(keys: TypeKeys, event: ClaimedRef & { readonly attempt: number }, reason: string, keep: DeadRetention = KEEP_ALL): Promise<boolean> {
     const args = { id: event.id, claim: event.claim, attempt: event.attempt, reason: boundErrorText(reason), keepCount: keep.count, keepAge: keep.ageMs, outcomesMaxLen: this.outcomesMaxLen };
-    return (await this.run('dead-letter', this.keysOf('dead-letter', keys), args)) === 1;
+    return (await this.run('dead-letter', this.keysOf('dead-letter', keys), args)) >= 1;
   }
 
   /** Removes an event in any state; `mark: false` leaves no idempotency mark (an occurrence its schedule will enqueue again). */
   async cancel(keys: TypeKeys, id: string, mark = true): Promise<boolean> {
     const windowMs = mark ? this.idempotencyWindowMs : 0;
-    return (await this.run('cancel', this.keysOf('cancel', keys), { id, windowMs, outcomesMaxLen: this.outcomesMaxLen })) === 1;
+    return (await this.run('cancel', this.keysOf('cancel', keys), { id, windowMs, outcomesMaxLen: this.outcomesMaxLen })) >= 1;
   }
 
   /** Registers subscriber group `group` of a queue (a type or one partition); true when it is new. Not `fresh` (restored after a loss): refused on an obliterated queue. */

@@ -38,6 +38,10 @@ export const SCRIPT_NAMES = [
   'obliterate',
   'renew-leases',
   'report-calls',
+  'flow-park',
+  'flow-link',
+  'flow-notice',
+  'flow-record',
 ] as const;
 export type ScriptName = (typeof SCRIPT_NAMES)[number];
 

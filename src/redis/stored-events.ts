@@ -47,10 +47,11 @@ function sum(all: readonly StateCounts[]): StateCounts {
       ready: a.ready + b.ready,
       inFlight: a.inFlight + b.inFlight,
       dead: a.dead + b.dead,
+      waiting: a.waiting + b.waiting,
       ...(a.oldestReadyMs !== undefined || b.oldestReadyMs !== undefined ? { oldestReadyMs: Math.max(a.oldestReadyMs ?? 0, b.oldestReadyMs ?? 0) } : {}),
       ...(a.awaitingNewerVersion || b.awaitingNewerVersion ? { awaitingNewerVersion: (a.awaitingNewerVersion ?? 0) + (b.awaitingNewerVersion ?? 0) } : {}),
     }),
-    { scheduled: 0, ready: 0, inFlight: 0, dead: 0 },
+    { scheduled: 0, ready: 0, inFlight: 0, dead: 0, waiting: 0 },
   );
 }
 
@@ -131,7 +132,7 @@ export class StoredEvents {
    */
   async read(keys: TypeKeys, id: string): Promise<StoredEvent | undefined> {
     // One transaction: the event cannot move between the lookups.
-    const [value, leaseScore, deadScore, position, lastError, registry, delivered, errorLog, handled] = pipelineValues(
+    const [value, leaseScore, deadScore, position, lastError, registry, delivered, errorLog, handled, waiting] = pipelineValues(
       await this.client
         .multi()
         .hget(keys.meta, id)
@@ -143,14 +144,16 @@ export class StoredEvents {
         .hexists(keys.pending, id)
         .hget(keys.errorLog, id)
         .hget(keys.handled, id)
+        .zscore(keys.waiting, id)
         .exec(),
-    ) as [string | null, string | null, string | null, number | null, string | null, string[], number, string | null, string | null];
+    ) as [string | null, string | null, string | null, number | null, string | null, string[], number, string | null, string | null, string | null];
     const named = registry.filter((g) => g !== DEFAULT_GROUP).sort();
     if (value === null) return this.history.find(keys, id, handled, registry, named);
     const envelope = parseEnvelope(value);
 
     let own: EventState | undefined;
-    if (leaseScore !== null) own = 'in-flight';
+    if (waiting !== null) own = 'waiting';
+    else if (leaseScore !== null) own = 'in-flight';
     else if (deadScore !== null) own = 'dead';
     else if (position !== null || (await waitsForReader(this.client, keys, id))) own = 'ready';
     // Delivered to groups, and in none of the type's own states but its schedule:
@@ -286,6 +289,8 @@ export class StoredEvents {
     pipeline.hgetall(keys.keysWaiting);
     // Ready events with a priority wait beside the ready list (lua/includes/priority.lua), the oldest due first in :ra.
     pipeline.zcard(keys.readyByPriority).zrange(keys.readyAging, '0', '0', 'WITHSCORES');
+    // Parents waiting for their children (since 0.6) are stored, and in no other state.
+    if (withFlags) pipeline.zcard(keys.waiting);
     const replies = (await pipeline.exec()) ?? [];
     const waitingByKey = Object.entries((replies[withFlags ? 10 : 7]?.[1] as Record<string, string> | undefined) ?? {}).filter(([, v]) => Number(v) > 0);
     const sortedByKey = waitingByKey.reduce((n, [, v]) => n + Number(v), 0);
@@ -304,10 +309,11 @@ export class StoredEvents {
     const ready = readyListed + sortedByKey + prioritized;
     const inFlight = inFlightMembers - (pinScore > 0 ? 1 : 0);
     const groups = withFlags ? ((replies[8]?.[1] as string[] | undefined) ?? []) : [];
-    const held = ready + inFlight + dead + parked;
+    const waiting = withFlags ? Number(replies[13]?.[1] ?? 0) : 0;
+    const held = ready + inFlight + dead + parked + waiting;
     const notScheduled = groups.includes(DEFAULT_GROUP) ? Math.max(pending, held) : pending + held;
     return {
-      counts: { scheduled: Math.max(0, stored - notScheduled), ready, inFlight, dead, ...oldest, ...(parked > 0 ? { awaitingNewerVersion: parked } : {}) },
+      counts: { scheduled: Math.max(0, stored - notScheduled), ready, inFlight, dead, waiting, ...oldest, ...(parked > 0 ? { awaitingNewerVersion: parked } : {}) },
       paused: withFlags && replies[7]?.[1] != null,
       groups,
     };
@@ -340,6 +346,13 @@ export class StoredEvents {
         return [];
       case 'scheduled':
         return scheduledEntries(this.client, keys, from, count);
+      case 'waiting': {
+        // By the due time each keeps for when its children are done.
+        const flat = await this.client.zrange(keys.waiting, String(from), String(from + count - 1), 'WITHSCORES');
+        const entries: Entry[] = [];
+        for (let i = 0; i < flat.length; i += 2) entries.push({ id: flat[i]!, key: Number(flat[i + 1]), score: Number(flat[i + 1]) });
+        return entries;
+      }
       case 'ready': {
         // The ready list first (priority 0), then those with a priority, best first.
         const ids = await this.client.lrange(keys.ready, from, from + count - 1);

@@ -2,10 +2,11 @@
 
 /**
  * Where an event is, in its type's (or group's) keys: stored and waiting or
- * running, dead, or handled and kept in the history (keepHandled).
+ * running, dead, or handled and kept in the history (keepHandled); since 0.6
+ * `waiting`: a parent waiting for its children (docs/flows.md).
  */
-export type EventState = 'scheduled' | 'ready' | 'in-flight' | 'dead' | 'handled';
-export const EVENT_STATES: readonly EventState[] = ['scheduled', 'ready', 'in-flight', 'dead', 'handled'];
+export type EventState = 'scheduled' | 'ready' | 'in-flight' | 'dead' | 'handled' | 'waiting';
+export const EVENT_STATES: readonly EventState[] = ['scheduled', 'ready', 'in-flight', 'dead', 'handled', 'waiting'];
 
 /** One failure of an event, as its error log keeps it (the last 10). */
 export interface EventError {
@@ -21,6 +22,8 @@ export interface StateCounts {
   readonly ready: number;
   readonly inFlight: number;
   readonly dead: number;
+  /** Since 0.6: parents waiting for their children (docs/flows.md); counted in no other state. */
+  readonly waiting: number;
   /**
    * How long the oldest READY event has waited since it fell due, in ms;
    * absent when none is ready. Stuck work shows here first: events due with

@@ -1,6 +1,7 @@
 import type { LuaScripts } from '../redis/lua-scripts';
 import type { TypeKeys } from '../redis/redis-layout';
 import type { DeliveryReports, ReportedCall } from './delivery-reports';
+import { type ChildResult, recordOf } from '../redis/flow-store';
 import { METRIC, type Metrics } from './metrics';
 
 /** How often at most a queue's reports are written: a handler reporting in a tight loop costs a few writes a second. */
@@ -50,6 +51,10 @@ export class CallReports implements DeliveryReports {
     pending.lines.push(line);
     if (pending.lines.length > LOG_LINES_KEPT) pending.lines.shift();
     this.soon();
+  }
+
+  async childResults(ref: ReportedCall): Promise<Readonly<Record<string, ChildResult>>> {
+    return recordOf((await this.scripts.call('flow-record', ref.keys, { id: ref.id })) || null)?.results ?? {};
   }
 
   /** Resolves once what `ref`'s call reported is written (or dropped): before its result. Nothing to wait for, most of the time. */

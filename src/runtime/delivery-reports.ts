@@ -1,5 +1,6 @@
 import { InvalidArgumentError, SerializationError, describe } from '../core/errors';
 import type { TypeKeys } from '../redis/redis-layout';
+import type { ChildResult } from '../redis/flow-store';
 
 // What a handler reports while it runs (since 0.6): delivery.progress, delivery.log and delivery.result.
 
@@ -14,6 +15,8 @@ export interface ReportedCall {
 export interface DeliveryReports {
   progress(call: ReportedCall, attempt: number, json: string): void;
   log(call: ReportedCall, attempt: number, line: string): void;
+  /** A flow parent's children's results (since 0.6), keyed '"type|id"'. */
+  childResults(call: ReportedCall): Promise<Readonly<Record<string, ChildResult>>>;
 }
 
 /** Largest progress value (bytes of JSON), log line (bytes; longer ones are cut) and result (bytes of JSON). */

@@ -24,6 +24,8 @@ export interface DispatcherSettings {
   readonly onMoved?: () => void;
   /** keepDead of the group whose keys these are: each look drops the dead letters past it. */
   readonly keepDead?: DeadRetention;
+  /** The type's dispatcher: after each look, the queue's flow notices (since 0.6; src/runtime/flow-sweep.ts). */
+  readonly flows?: { afterLook(): Promise<void> };
 }
 
 export interface DispatcherRegistrations {
@@ -106,6 +108,7 @@ export class Dispatcher implements BackgroundService {
         if (result.movedDue + result.movedExpired + result.handedToGroups > 0) this.settings.onMoved?.();
         this.metrics.count(METRIC.dispatched, { ...tags, reason: 'due' }, result.movedDue);
         this.metrics.count(METRIC.dispatched, { ...tags, reason: 'lease-expired' }, result.movedExpired);
+        await this.settings.flows?.afterLook();
         if (result.movedDue + result.movedExpired >= this.settings.batchSize) continue;
         const untilNext = result.nextDue < 0 ? Infinity : result.nextDue - result.now;
         await this.wakeup.wait(Math.max(0, Math.min(untilNext, this.settings.pollIntervalMs)));

@@ -3,6 +3,7 @@ import type { DelayedEventInstance } from '../core/delayed-event.decorator';
 import { type Delay, MAX_DELAY_MS } from '../core/duration';
 import { Snoozed, type SnoozeOptions } from '../core/snoozed';
 import { type DeliveryAbortCode, DeliveryAbortedError, InvalidArgumentError, PermanentFailure, UNPRINTABLE, describe, rateLimitedAsk, rateLimitedHoldOf } from '../core/errors';
+import type { ChildResult } from '../redis/flow-store';
 import { type DeliveryReports, MAX_LOG_LINE_BYTES, MAX_PROGRESS_BYTES, MAX_RESULT_BYTES, type ReportedCall, cutToBytes, jsonOf } from './delivery-reports';
 import type { EventContext, EventContextStore } from '../core/event-context';
 import type { FifoTimeouts } from './fifo-timeouts';
@@ -79,6 +80,14 @@ export interface Delivery {
    * InvalidArgumentError for one too large.
    */
   result(value: unknown): void;
+  /**
+   * A flow's parent (since 0.6, docs/flows.md): each child's outcome, keyed
+   * `"type|id"`, with what its handler gave `delivery.result()` and, for a
+   * failed child, its error. Copied into the parent's record as each child
+   * settles, so it does not depend on keepHandled. Empty for an event that
+   * waited for nothing.
+   */
+  childResults(): Promise<Readonly<Record<string, ChildResult>>>;
 }
 
 /**
@@ -163,6 +172,10 @@ export class HandlerDelivery implements Delivery {
 
   result(value: unknown): void {
     this.#result = jsonOf(value, this.type, 'The result of a call', 'result', MAX_RESULT_BYTES);
+  }
+
+  childResults(): Promise<Readonly<Record<string, ChildResult>>> {
+    return this.call && this.reportsTo ? this.reportsTo.childResults(this.call) : Promise.resolve({});
   }
 
   /** The result recorded with result(), as JSON. */

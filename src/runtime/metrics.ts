@@ -20,6 +20,8 @@ export const METRIC = {
   readyCount: 'delayed.queue.ready.for.handling.count',
   inFlightCount: 'delayed.queue.in.flight.count',
   deadLetterCount: 'delayed.queue.dead.letter.count',
+  /** Since 0.6: parents waiting for their children (docs/flows.md). */
+  waitingCount: 'delayed.queue.waiting.count',
   handled: 'delayed.queue.handled',
   retries: 'delayed.queue.retries',
   deadLettered: 'delayed.queue.dead.lettered',
@@ -61,6 +63,7 @@ export const METRIC_TAGS = {
   [METRIC.readyCount]: ['type'],
   [METRIC.inFlightCount]: ['type'],
   [METRIC.deadLetterCount]: ['type'],
+  [METRIC.waitingCount]: ['type'],
   [METRIC.handled]: ['type', 'group', 'outcome'],
   [METRIC.retries]: ['type', 'group'],
   [METRIC.deadLettered]: ['type', 'group', 'reason'],

@@ -23,10 +23,11 @@ import type { BatchHandler } from '../runtime/batch-consumer';
 import { Health } from './health';
 import { TIMEOUT_OPTION_KEYS } from './inspection-types';
 import { Inspector } from './inspector';
-import { InspectionCalls } from './service-inspection';
+import { FlowCalls } from './flow-calls';
+import { Flows } from './flows';
 import { PartitionMoves } from '../redis/partition-moves';
 import type { ServiceHealth } from './instrumentation';
-import { type RecurringSchedule, RecurringSchedules, type ScheduleOptions, checkScheduleKeys } from './recurring-schedules';
+import { RecurringSchedules, type ScheduleOptions, checkScheduleKeys } from './recurring-schedules';
 import { type DelayedEventServiceOptions, type ResolvedOptions, positive, resolveOptions } from './service-options';
 
 /**
@@ -38,7 +39,7 @@ import { type DelayedEventServiceOptions, type ResolvedOptions, positive, resolv
  * docs/architecture.md for the shape and docs/state-machine.md for what
  * happens to an event.
  */
-export class DelayedEventService extends InspectionCalls {
+export class DelayedEventService extends FlowCalls {
   /** Hot stream of counters, gauges and timings; see the README for every metric. */
   readonly metrics$: Observable<Metric>;
 
@@ -56,6 +57,7 @@ export class DelayedEventService extends InspectionCalls {
   private readonly handlers: Handlers;
   private readonly recurring: RecurringSchedules;
   protected readonly inspector: Inspector;
+  protected readonly flows: Flows;
   private readonly healthState: Health;
   private recurringStarted = false;
   private closing: Promise<void> | undefined;
@@ -121,6 +123,7 @@ export class DelayedEventService extends InspectionCalls {
       assertOpen,
       onStored: (route) => this.healthState.know(route),
     });
+    this.flows = new Flows({ layout, store: this.inspector.flowStore, metrics: this.metrics, keysOf: (type, id) => this.inspector.eventKeys(type, id) }, this.enqueuer);
     this.recurring = new RecurringSchedules(this.connections.command, this.scripts, layout, codec, this.metrics, {
       pollIntervalMs: settings.pollIntervalMs,
       store: async (occurrences, replace) => void (await firstValueFrom(this.enqueuer.storeOccurrences(occurrences, replace))),
@@ -287,11 +290,6 @@ export class DelayedEventService extends InspectionCalls {
       const route = await this.inspector.recurringRoute(eventClass);
       return route ? this.recurring.remove(route, name) : false;
     });
-  }
-
-  /** The recurring schedules of `eventClass` (or a type name), each with its spec and next occurrence; without one, every schedule of the prefix. */
-  schedules<T extends DelayedEventInstance>(eventClass?: EventClass<T> | string): Promise<RecurringSchedule[]> {
-    return this.inspector.schedules(eventClass);
   }
 
   // Health (src/service/health.ts).

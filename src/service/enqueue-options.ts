@@ -5,6 +5,7 @@ import type { BodyExtras } from '../core/body-extras';
 import { type AllowedKeys, checkArgumentKeys } from '../core/option-keys';
 import type { EventContext } from '../core/event-context';
 import type { WindowOptions } from './enqueue-windows';
+import type { Dependency } from './flows';
 
 // The options of the enqueue calls, and their checks (src/service/enqueuer.ts uses them).
 
@@ -25,6 +26,13 @@ export interface EnqueueOptions extends WindowOptions {
    * makes an event run before its due time. An instance of 0.5 ignores it.
    */
   readonly priority?: number;
+  /**
+   * Events already stored that this one waits for (since 0.6, docs/flows.md):
+   * stored WAITING, due once each is done and its own delay has passed. An
+   * id neither stored nor handled within the idempotency window is an
+   * InvalidArgumentError. Not with replace or a window.
+   */
+  readonly after?: readonly Dependency[];
 }
 
 /** One event of enqueueBatch: due after `delay` (default 0) or at `at`; its own window (since 0.6), as enqueue's. */
@@ -40,7 +48,16 @@ export interface BatchEntry<T extends DelayedEventInstance = DelayedEventInstanc
 }
 
 /** Options of enqueue, enqueueWithDelay and enqueueAt, each once (src/core/option-keys.ts). */
-export const ENQUEUE_OPTION_KEYS = { context: true, replace: true, maxAttempts: true, priority: true, debounce: true, throttle: true, dedupe: true } as const satisfies AllowedKeys<EnqueueOptions>;
+export const ENQUEUE_OPTION_KEYS = {
+  context: true,
+  replace: true,
+  maxAttempts: true,
+  priority: true,
+  debounce: true,
+  throttle: true,
+  dedupe: true,
+  after: true,
+} as const satisfies AllowedKeys<EnqueueOptions>;
 /** What an entry of enqueueBatch may hold. */
 const BATCH_ENTRY_KEYS = {
   event: true,

@@ -62,8 +62,12 @@ export class Enqueuer {
     this.batcher = new EnqueueBatcher((keys, events, policy) => parts.scripts.enqueue(keys, events, policy, durability));
   }
 
+  /** Where an enqueue with `after` goes (src/service/flows.ts): it stores a parent WAITING. */
+  withDependencies: ((event: DelayedEventInstance, due: DueSpec, options: EnqueueOptions) => Promise<EnqueueStatus>) | undefined;
+
   /** Promise form of one enqueue; `due` is read at the call. */
   enqueue<T extends DelayedEventInstance>(event: T, due: () => DueSpec, options: EnqueueOptions = {}): Promise<EnqueueStatus> {
+    if (options !== null && typeof options === 'object' && options.after !== undefined) return this.dependent(event, due, options);
     // The same path as the Observable form, without building one: this is the hot call.
     const requestedAt = performance.now();
     let prepared: PreparedEvent;
@@ -78,6 +82,7 @@ export class Enqueuer {
 
   /** Cold form of one enqueue: validated at the call, stored at each subscription. */
   enqueueCold<T extends DelayedEventInstance>(event: T, due: () => DueSpec, options: EnqueueOptions = {}): Observable<EnqueueStatus> {
+    if (options !== null && typeof options === 'object' && options.after !== undefined) return defer(() => this.dependent(event, due, options));
     let prepared: PreparedEvent;
     try {
       checkArgumentKeys(options, ENQUEUE_OPTION_KEYS, 'enqueue');
@@ -111,6 +116,26 @@ export class Enqueuer {
       return throwError(() => error);
     }
     return this.store(prepared);
+  }
+
+  /** A flow's parent, checked and encoded as enqueue would store it (src/service/flows.ts stores it WAITING). */
+  encodeParent(event: DelayedEventInstance, options: EnqueueOptions, call: string, due: DueSpec = { delayMs: 0 }, leaf = false): { route: EventRoute; id: string; body: string } {
+    checkArgumentKeys(options, ENQUEUE_OPTION_KEYS, call);
+    const windows = leaf ? windowsOf(options, call) : undefined;
+    const prepared = this.prepare(event, () => due, options.context, performance.now(), { batch: false, replace: false }, extrasOf(options, call), windows);
+    if (prepared.scope) endScope(prepared.scope, { status: 'scheduled' });
+    return { route: prepared.route, id: prepared.id, body: prepared.body };
+  }
+
+  private dependent(event: DelayedEventInstance, due: () => DueSpec, options: EnqueueOptions): Promise<EnqueueStatus> {
+    try {
+      this.parts.assertOpen();
+      checkArgumentKeys(options, ENQUEUE_OPTION_KEYS, 'enqueue');
+      if (!this.withDependencies) throw new InvalidArgumentError('after', 'is not taken here');
+      return this.withDependencies(event, due(), options).catch((error: unknown) => Promise.reject(asConnectionError(error)));
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 
   /** Stores a recurring schedule's occurrences (already encoded). */

@@ -195,6 +195,7 @@ export class Health {
           { name: METRIC.readyCount, value: counts.ready, tags },
           { name: METRIC.inFlightCount, value: counts.inFlight, tags },
           { name: METRIC.deadLetterCount, value: counts.dead, tags },
+          { name: METRIC.waitingCount, value: counts.waiting, tags },
           { name: METRIC.paused, value: paused ? 1 : 0, tags },
         ];
       }),

@@ -34,3 +34,18 @@ export function checkVerifyOptions(eventClass: EventClass, options: VerifyOption
     ...(options.limit !== undefined ? { limit: checkIntegerArgument('limit', options.limit, 0, 1, Number.MAX_SAFE_INTEGER) } : {}),
   };
 }
+
+/** cancel()'s options (since 0.6). */
+export interface CancelOptions {
+  /** A flow's parent cancelled takes the children it still waits for (and theirs) along; `false` leaves them. Default true. */
+  readonly cascade?: boolean;
+}
+const CANCEL_OPTION_KEYS = { cascade: true } as const satisfies AllowedKeys<CancelOptions>;
+
+/** cancel()'s `cascade`, checked: true unless `false` is given. */
+export function cascadeOf(options: CancelOptions | undefined): boolean {
+  checkArgumentKeys(options, CANCEL_OPTION_KEYS, 'cancel');
+  const cascade = options?.cascade;
+  if (cascade !== undefined && typeof cascade !== 'boolean') throw new InvalidArgumentError('cascade', `must be true or false, got ${typeof cascade}`);
+  return cascade !== false;
+}

@@ -37,6 +37,8 @@ export interface InspectedEvent<T = JsonEvent> {
   readonly trailingDueAt?: Date;
   /** find() only (since 0.6): until when enqueues of this id answer 'throttled'. */
   readonly throttledUntil?: Date;
+  /** find() only (since 0.6): a flow's parent (docs/flows.md): the children it still waits for, by type and id. */
+  readonly waitingFor?: ReadonlyArray<{ readonly type: string; readonly id: string }>;
   readonly context: EventContext;
   /** The last error recorded (a failed attempt, or why it is dead), if any. */
   readonly lastError: string | undefined;

@@ -8,6 +8,7 @@ import { checkArgumentKeys } from '../core/option-keys';
 import { applyInChunks, idsByQueue } from './dead-letter-chunks';
 import { checkTarget } from './inspection-checks';
 import { typedConnectionError } from '../redis/ready-gate';
+import { FlowStore } from '../redis/flow-store';
 import { RecurringStore } from '../redis/recurring-store';
 import type { RedisClient } from '../redis/redis-client';
 import type { RedisConnections } from '../redis/redis-connections';
@@ -55,11 +56,20 @@ export interface Resolved {
 export abstract class InspectorCalls {
   protected readonly stored: StoredEvents;
   protected readonly recurring: RecurringStore;
+  /** Flows' records (since 0.6): cancel cascades through them. */
+  readonly flowStore: FlowStore;
   private closing: Promise<void> | undefined;
 
   constructor(protected readonly parts: InspectorParts) {
     this.stored = new StoredEvents(parts.client, parts.layout, parts.handledAgeMs);
     this.recurring = new RecurringStore(parts.client, parts.layout);
+    this.flowStore = new FlowStore(parts.client, parts.layout, parts.scripts, parts.layout.wakeChannel);
+  }
+
+  /** Where event `id` of `target` is stored, or would be: for a name, the partition holding it, else its own among those found. */
+  async eventKeys(target: EventTarget, id: string): Promise<TypeKeys | undefined> {
+    const resolved = await this.resolve(target);
+    return resolved && ((await this.queueOf(resolved, id)) ?? this.parts.layout.forEvent(resolved.route, id));
   }
 
   /** Releases the connection createInspector() opened, once; a client handed in stays open. */

@@ -3,7 +3,7 @@ import { type Delay, dateToMillis, delayToMillis } from '../core/duration';
 import { checkGroupArgument, checkIntegerArgument, checkStateArgument } from '../core/arguments';
 import { checkTypeName } from '../core/names';
 import type { JsonEvent } from '../core/stored-body';
-import { noCheck, checkTarget, checkEvent, checkVerifyOptions } from './inspection-checks';
+import { noCheck, checkTarget, checkEvent, checkVerifyOptions, type CancelOptions, cascadeOf } from './inspection-checks';
 import { type DueTimeline, readDueTimeline } from '../redis/due-timeline';
 import type { DueSpec } from '../redis/lua-scripts';
 import { type InstanceInfo, askInstances } from '../redis/instance-registry';
@@ -207,16 +207,19 @@ export class Inspector extends ExplainCalls {
   }
 
   /** Removes a stored event in any state; resolves whether it existed. */
-  cancel(target: EventTarget, id: string): Promise<boolean> {
+  cancel(target: EventTarget, id: string, options?: CancelOptions): Promise<boolean> {
     return this.whenReady(
-      () => checkEvent(target, id),
-      async () => {
+      () => (checkEvent(target, id), cascadeOf(options)),
+      async (cascade) => {
         const resolved = await this.resolve(target);
         const keys = resolved && (await this.queueOf(resolved, id));
         if (!keys) return false;
-        const existed = await this.parts.scripts.cancel(keys, id);
-        if (existed) this.parts.onCancelled?.(keys.type);
-        return existed;
+        // A flow's parent takes the children it still waits for along, unless `cascade: false` (since 0.6).
+        return this.flowStore.cancel(keys, id, cascade, async (at, one) => {
+          const existed = await this.parts.scripts.cancel(at, one);
+          if (existed) this.parts.onCancelled?.(at.type);
+          return existed;
+        });
       },
     );
   }

@@ -14,6 +14,8 @@ import type { LuaScripts } from '../redis/lua-scripts';
 import { DEFAULT_GROUP, type RedisLayout, type TypeKeys } from '../redis/redis-layout';
 import type { ConsumerQueue } from '../runtime/consumer';
 import { Dispatcher } from '../runtime/dispatcher';
+import { FlowSweep } from '../runtime/flow-sweep';
+import { FlowStore } from '../redis/flow-store';
 import { ReadyReader, type ReaderSettings } from '../runtime/ready-reader';
 import type { GroupRegistrations } from './group-registrations';
 import type { HandlerPlan } from './handler-plan';
@@ -83,11 +85,13 @@ export function wirePartition(host: PartitionHost, shared: TypeKeys, p: number, 
   const onMoved = () => host.nudgeReaders(shared.tag);
   // Each group's dead letters are trimmed by its own handlers' looks (keepDead is a handler's option).
   const keepDead = plan.keepDead;
+  // Notices of flow children settled here reach their parents through the type's dispatcher (since 0.6).
+  const flows = new FlowSweep(new FlowStore(host.parts.connections.command, layout, host.parts.scripts, layout.wakeChannel), shared, metrics);
   const typeDispatcher = new Dispatcher(
     shared,
     scripts,
     metrics,
-    { ...dispatchSettings, defaultGroupHere: group === DEFAULT_GROUP, registrations, onMoved, ...(group === DEFAULT_GROUP ? { keepDead } : {}) },
+    { ...dispatchSettings, defaultGroupHere: group === DEFAULT_GROUP, registrations, onMoved, flows, ...(group === DEFAULT_GROUP ? { keepDead } : {}) },
     host.parts.wakes$,
   );
   dispatchers.push(typeDispatcher);
@@ -109,13 +113,20 @@ export function wirePartition(host: PartitionHost, shared: TypeKeys, p: number, 
     version,
     priorityAgingMs: plan.priorityAgingMs,
     onLeftForNewerVersion: announce,
-    // Room freed, or a trailing payload released into the type's schedule (lua/includes/burst-release.lua).
+    // Room freed, a trailing payload released into the type's schedule (lua/includes/burst-release.lua), or a flow notice queued.
     onFreed: () => {
       announce();
+      flows.poke();
       typeDispatcher.nudge();
     },
     ...(sortByKey ? { sortByKey } : {}),
     ...(wiring.confirmedByConsumer ? { confirmedByConsumer: true } : {}),
   });
-  return { keys, reader, onRetryScheduled: () => ownDispatcher.nudge() };
+  // A dead letter may have queued a flow notice too (lua/dead-letter.lua).
+  const onRetryScheduled = () => {
+    flows.poke();
+    ownDispatcher.nudge();
+    if (ownDispatcher !== typeDispatcher) typeDispatcher.nudge();
+  };
+  return { keys, reader, onRetryScheduled };
 }

@@ -8,6 +8,8 @@ import type { EventCounts, EventState, EventTypeInfo } from '../redis/stored-typ
 import type { ActivitySlot } from '../runtime/activity-log';
 import type { DeadLetter, DeadLetterPage, DueTimelineOptions, EventTarget, InspectedEvent, ListOptions } from './inspection-types';
 import type { Inspector } from './inspector';
+import type { RecurringSchedule } from './recurring-schedules';
+import type { CancelOptions } from './inspection-checks';
 import type { CleanOptions, DrainOptions, ObliterateOptions } from './bulk-calls';
 import type { OutcomesOptions, WaitForOptions } from './outcome-calls';
 import type { OutcomeEvent } from '../redis/outcome-streams';
@@ -86,9 +88,14 @@ export abstract class InspectionCalls {
     return this.inspector.explain(eventClass, id);
   }
 
-  /** Removes a stored event in any state; resolves whether it existed. */
-  cancel<T extends DelayedEventInstance>(eventClass: EventClass<T> | string, id: string): Promise<boolean> {
-    return this.inspector.cancel(eventClass, id);
+  /** The recurring schedules of `eventClass` (or a type name), each with its spec and next occurrence; without one, every schedule of the prefix. */
+  schedules<T extends DelayedEventInstance>(eventClass?: EventClass<T> | string): Promise<RecurringSchedule[]> {
+    return this.inspector.schedules(eventClass);
+  }
+
+  /** Removes a stored event in any state; resolves whether it existed. A flow's parent takes the children it waits for along, unless `cascade: false` (since 0.6). */
+  cancel<T extends DelayedEventInstance>(eventClass: EventClass<T> | string, id: string, options?: CancelOptions): Promise<boolean> {
+    return this.inspector.cancel(eventClass, id, options);
   }
 
   /** Moves a scheduled or ready event to a new due time (a delay from now, or a Date), keeping payload, context and attempts; false when it is not stored, in flight or dead. */

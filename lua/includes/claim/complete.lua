@@ -2,8 +2,9 @@
 -- keepHandled, for each success still fenced by its claim (`stale` lists the
 -- others); ids marked for the idempotency window; `freed` when a concurrency
 -- limit a claim found full has room again.
--- Room freed under a concurrency limit that a claim found full, or a trailing
--- payload stored (includes/burst-release.lua): the caller wakes the instances and its dispatcher.
+-- Room freed under a concurrency limit that a claim found full, a trailing
+-- payload stored (includes/burst-release.lua), or a parent's notice queued
+-- (includes/flow-notice-push.lua): the caller wakes the instances, its dispatcher and the flow notices.
 local freed = 0
 if successes_n > 0 then
   local ids = {}
@@ -97,9 +98,16 @@ if successes_n > 0 then
       for _, id in ipairs(groups_release(KEYS[9], delivered)) do finished[#finished + 1] = id end
     end
     if #finished > 0 then
-      -- Since 0.6 an event may carry its own idempotency window (dedupe), and a
-      -- leading debounce may hold a trailing payload for it: the type's flow hash says when to look.
-      local windows = flow[FLOW_BQ] or (group_queue and redis.call('HGET', (limit_keys(KEYS[10])), 'bq'))
+      -- Since 0.6 an event may carry its own idempotency window (dedupe), a leading debounce may
+      -- hold a trailing payload for it, and parents may wait for it or it may be one: the type's flow hash says when to look.
+      local shared = group_queue and redis.call('HMGET', (limit_keys(KEYS[10])), 'bq', 'up', 'fp') or { flow[FLOW_BQ], flow[FLOW_UP], flow[FLOW_FP] }
+      local windows = shared[1]
+      if shared[2] then
+        local given = {}
+        for i = results_at, results_at + 2 * results_n - 1, 2 do given[ARGV[i]] = ARGV[i + 1] end
+        if flow_notice_push(KEYS[10], finished, 'handled', given) > 0 then freed = 1 end
+      end
+      if shared[3] then redis.call('HDEL', (select(2, flow_keys(KEYS[10]))), unpack(finished)) end
       local values = windows and redis.call('HMGET', KEYS[10], unpack(finished))
       redis.call('HDEL', KEYS[10], unpack(finished))
       if windows then

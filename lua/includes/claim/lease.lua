@@ -98,3 +98,9 @@ if n_leases > 0 then
 elseif #removed > 0 then
   lease_unpin_if_idle(KEYS[2])
 end
+-- A child dead-lettered on an expired lease tells the parents that wait for it (since 0.6; includes/flow-notice-push.lua).
+if n_dead > 0 and (flow[FLOW_UP] or (group_queue and redis.call('HGET', (limit_keys(KEYS[10])), 'up'))) then
+  local gone = {}
+  for i = 1, n_dead, 2 do gone[#gone + 1] = dead[i] end
+  if flow_notice_push(KEYS[10], gone, 'dead-lettered', nil, 'lease expired') > 0 then freed = 1 end
+end

@@ -1,13 +1,15 @@
 // The dashboard's JSON API as the page sees it (src/dashboard/dashboard-api.ts serves it): dates arrive as ISO strings.
 
-export type EventState = 'scheduled' | 'ready' | 'in-flight' | 'dead' | 'handled';
-export const STATES: readonly EventState[] = ['scheduled', 'ready', 'in-flight', 'dead', 'handled'];
+export type EventState = 'scheduled' | 'ready' | 'in-flight' | 'dead' | 'handled' | 'waiting';
+export const STATES: readonly EventState[] = ['scheduled', 'ready', 'in-flight', 'dead', 'handled', 'waiting'];
 
 export interface StateCounts {
   readonly scheduled: number;
   readonly ready: number;
   readonly inFlight: number;
   readonly dead: number;
+  /** Since 0.6: parents waiting for their children. */
+  readonly waiting?: number;
   readonly oldestReadyMs?: number;
 }
 

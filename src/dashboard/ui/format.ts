@@ -39,7 +39,7 @@ export function pretty(value: unknown): string {
   }
 }
 
-export const STATE_LABEL: Readonly<Record<string, string>> = { scheduled: 'Scheduled', ready: 'Ready', 'in-flight': 'In flight', dead: 'Dead', handled: 'Handled' };
+export const STATE_LABEL: Readonly<Record<string, string>> = { scheduled: 'Scheduled', ready: 'Ready', 'in-flight': 'In flight', dead: 'Dead', handled: 'Handled', waiting: 'Waiting' };
 
 const DAYS = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'];
 

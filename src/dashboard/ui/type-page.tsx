@@ -239,7 +239,7 @@ export function TypePage(props: { info: TypeOverview | undefined; type: string; 
         <nav class="tabs" aria-label="Event states">
           {STATES.map((s) => (
             <a class={s === state && !searched ? 'active' : ''} href={`${base}/${s}${groupQuery}`} onClick={() => (setOffset(0), setSearched(undefined), setSelected(new Set()))}>
-              {STATE_LABEL[s]} {s !== 'handled' && <span class="count">{count(counts ? counts[s === 'in-flight' ? 'inFlight' : s] : 0)}</span>}
+              {STATE_LABEL[s]} {s !== 'handled' && <span class="count">{count((counts ? counts[s === 'in-flight' ? 'inFlight' : s] : 0) ?? 0)}</span>}
             </a>
           ))}
           <form

@@ -181,6 +181,7 @@ class Exporter {
               gauge.set({ ...labels, state: 'ready' }, states.ready);
               gauge.set({ ...labels, state: 'in_flight' }, states.inFlight);
               gauge.set({ ...labels, state: 'dead' }, states.dead);
+              gauge.set({ ...labels, state: 'waiting' }, states.waiting ?? 0);
               this.oldestReady.set(labels, (states.oldestReadyMs ?? 0) / 1_000);
             }
           }

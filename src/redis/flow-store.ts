@@ -1,0 +1,201 @@
+import type { LuaScripts } from './lua-scripts';
+import type { RedisClient } from './redis-client';
+import type { RedisLayout, TypeKeys } from './redis-layout';
+import type { DueSpec } from './script-results';
+
+// A flow's records in Redis (since 0.6; docs/flows.md, docs/state-machine.md,
+// "Flows"): a parent WAITING in its own slot, each child linked to it in the
+// child's slot, and the notices by which a settled child reaches its parent
+// across slots. Each step is one script in one slot, and each is idempotent:
+// a notice carries its child's number for it, so sent twice (a crash before
+// its outbox entry went, a sweep beside the sender) it is counted once.
+
+/** What a parent does when the child of an edge is dead-lettered or cancelled. */
+export type ChildFailurePolicy = 'fail' | 'ignore' | 'continue';
+export const CHILD_FAILURE_POLICIES: readonly ChildFailurePolicy[] = ['fail', 'ignore', 'continue'];
+
+/** How a child ended, as its parent's `childResults()` shows it; `ignored`: dead-lettered or cancelled under `onChildFailure: 'ignore'`. */
+export type ChildOutcome = 'handled' | 'dead-lettered' | 'cancelled' | 'ignored';
+
+export interface ChildResult {
+  readonly outcome: ChildOutcome;
+  /** What the child's handler gave `delivery.result()`, parsed. */
+  readonly result?: unknown;
+  /** Why it failed, for a dead-lettered or cancelled child. */
+  readonly error?: string;
+}
+
+/** One child of a parent, by type and id: its edge's name is `"type|id"`. */
+export interface ChildRef {
+  readonly type: string;
+  readonly id: string;
+}
+
+export interface FlowEdge {
+  readonly child: ChildRef;
+  readonly policy: ChildFailurePolicy;
+  /** The child's queue tag: where it is stored (its partition). */
+  readonly tag: string;
+}
+
+/** A parent's flow record as read. */
+export interface FlowRecord {
+  /** Edges not done yet. */
+  readonly left: number;
+  readonly edges: ReadonlyArray<FlowEdge & { readonly state: 'pending' | 'done' | 'failed' }>;
+  /** Each settled child's result, keyed `"type|id"`. */
+  readonly results: Readonly<Record<string, ChildResult>>;
+}
+
+/** What linking a child answered: linked (stored, or ahead of its store), done already (handled within the idempotency window), dead (its notice queued), or missing. */
+export type LinkResult = 'linked' | 'ahead' | 'done' | 'dead' | 'missing';
+const LINK_RESULTS: readonly LinkResult[] = ['missing', 'linked', 'ahead', 'done', 'dead'];
+
+/** What a notice did to its parent. */
+export type NoticeEffect = 'none' | 'applied' | 'released' | 'dead-lettered';
+const NOTICE_EFFECTS: readonly NoticeEffect[] = ['none', 'applied', 'released', 'dead-lettered'];
+
+/** Most outbox entries one delivery reads. */
+const OUTBOX_STEP = 100;
+
+interface Notice {
+  readonly k: string;
+  readonly s: number;
+  readonly p: ReadonlyArray<readonly [string, string]>;
+  readonly o: string;
+  readonly r?: string;
+  readonly e?: string;
+}
+
+export const edgeName = (child: ChildRef): string => `${child.type}|${child.id}`;
+
+export class FlowStore {
+  constructor(
+    private readonly client: RedisClient,
+    private readonly layout: RedisLayout,
+    private readonly scripts: LuaScripts,
+    private readonly wakeChannel: string,
+  ) {}
+
+  /** Stores a parent WAITING for `edges` (or adds those it lacks while it waits): 'waiting', 'merged' or 'duplicate'. */
+  async park(keys: TypeKeys, id: string, due: DueSpec, body: string, edges: readonly FlowEdge[]): Promise<'waiting' | 'merged' | 'duplicate'> {
+    const at = 'atMs' in due ? due.atMs : -1;
+    const delay = 'delayMs' in due ? due.delayMs : 0;
+    const reply = await this.scripts.call('flow-park', keys, { id, delayMs: delay, atMs: at, body, edges: edges.map((e) => ({ key: edgeName(e.child), policy: e.policy, tag: e.tag })) });
+    return reply === 1 ? 'waiting' : reply === 2 ? 'merged' : 'duplicate';
+  }
+
+  /** Links child `child` (in `childKeys`) to the parent `parentId` of `parentKeys`; `expect`: the caller stores the child next. */
+  async link(childKeys: TypeKeys, child: ChildRef, parentKeys: TypeKeys, parentId: string, expect: boolean): Promise<LinkResult> {
+    const reply = await this.scripts.call('flow-link', childKeys, { id: child.id, edge: edgeName(child), parentTag: parentKeys.tag, parentId, expect });
+    return LINK_RESULTS[reply] ?? 'missing';
+  }
+
+  /** Applies a child's outcome to one parent (notice number `seq`). */
+  async notify(parentKeys: TypeKeys, parentId: string, edge: string, seq: number, outcome: string, result = '', failure = ''): Promise<NoticeEffect> {
+    const reply = await this.scripts.call('flow-notice', parentKeys, { id: parentId, edge, seq, outcome, result, failure, wakeChannel: this.wakeChannel, wakeTag: parentKeys.tag });
+    return NOTICE_EFFECTS[reply] ?? 'none';
+  }
+
+  /**
+   * Applies the notices waiting in a queue's outbox to their parents, then
+   * takes each from the outbox: a crash in between leaves it for the next
+   * delivery, which applies nothing twice. `onEffect` is told of each.
+   */
+  async deliver(childKeys: TypeKeys, onEffect: (effect: NoticeEffect, parent: TypeKeys) => void = () => {}): Promise<number> {
+    let delivered = 0;
+    for (;;) {
+      const entries = await this.scripts.bounded('flow notices', () => this.client.lrange(childKeys.notices, 0, OUTBOX_STEP - 1));
+      for (const raw of entries) {
+        const notice = parseNotice(raw);
+        for (const [tag, parentId] of notice?.p ?? []) {
+          const parent = this.keysOfTag(tag);
+          if (!parent || !notice) continue;
+          onEffect(await this.notify(parent, parentId, notice.k, notice.s, notice.o, notice.r ?? '', notice.e ?? ''), parent);
+        }
+        await this.scripts.bounded('flow notices', () => this.client.lrem(childKeys.notices, 1, raw));
+        delivered += 1;
+      }
+      if (entries.length < OUTBOX_STEP) return delivered;
+    }
+  }
+
+  /** Whether an event others would wait for is stored, or was handled (or cancelled) within the idempotency window. */
+  async presence(keys: TypeKeys, id: string): Promise<'stored' | 'done' | 'missing'> {
+    const replies = await this.scripts.bounded('after', () => this.client.multi().hexists(keys.meta, id).zscore(keys.recent, id).time().exec());
+    const [[, stored], [, mark], [, time]] = (replies ?? []) as Array<[unknown, unknown]> as [[unknown, unknown], [unknown, unknown], [unknown, unknown]];
+    if (stored === 1) return 'stored';
+    const [seconds, micros] = (time as [string, string] | undefined) ?? ['0', '0'];
+    return mark !== null && Number(mark) > Number(seconds) * 1000 + Number(micros) / 1000 ? 'done' : 'missing';
+  }
+
+  /**
+   * Cancels an event (`cancelOne`: lua/cancel.lua), applies the notice it
+   * sent its own parents, and with `cascade`, cancels the children it still
+   * waited for, and theirs: resolves whether it existed.
+   */
+  async cancel(keys: TypeKeys, id: string, cascade: boolean, cancelOne: (keys: TypeKeys, id: string) => Promise<boolean>, seen = new Set<string>()): Promise<boolean> {
+    seen.add(`${keys.tag}\n${id}`);
+    const record = cascade ? await this.record(keys, id) : undefined;
+    if (!(await cancelOne(keys, id))) return false;
+    await this.deliver(keys);
+    for (const edge of record?.edges ?? []) {
+      const child = edge.state === 'done' ? undefined : this.keysOfTag(edge.tag);
+      if (child && !seen.has(`${child.tag}\n${edge.child.id}`)) await this.cancel(child, edge.child.id, true, cancelOne, seen);
+    }
+    return true;
+  }
+
+  /** A parent's flow record, or undefined when it has none (not a parent, or settled). */
+  async record(keys: TypeKeys, id: string): Promise<FlowRecord | undefined> {
+    return recordOf(await this.scripts.bounded('flow record', () => this.client.hget(keys.flows, id)));
+  }
+
+  /** The keys of a queue tag (`type` or `type#partition`; neither holds '#' otherwise). */
+  keysOfTag(tag: string): TypeKeys | undefined {
+    const hash = tag.lastIndexOf('#');
+    if (hash < 0) return this.layout.forType(tag);
+    const partition = Number(tag.slice(hash + 1));
+    return Number.isInteger(partition) && partition >= 0 ? this.layout.forType(tag.slice(0, hash), partition) : undefined;
+  }
+}
+
+function parseNotice(raw: string): Notice | undefined {
+  try {
+    const notice = JSON.parse(raw) as Notice;
+    // An empty Lua table encodes as {}: a notice with no parents left is applied to none.
+    return { ...notice, p: Array.isArray(notice.p) ? notice.p : [] };
+  } catch {
+    return undefined;
+  }
+}
+
+const EDGE_STATES = { p: 'pending', d: 'done', f: 'failed' } as const;
+
+/** A flow record as lua/flow-park.lua and lua/flow-notice.lua write it, read. */
+export function recordOf(raw: string | null): FlowRecord | undefined {
+  if (raw === null) return undefined;
+  let parsed: { n?: number; e?: Record<string, [string, string, string, number]>; r?: Record<string, { o: ChildOutcome; r?: string; e?: string }> };
+  try {
+    parsed = JSON.parse(raw) as typeof parsed;
+  } catch {
+    return undefined;
+  }
+  const edges = Object.entries(parsed.e ?? {}).map(([name, [state, policy, tag]]) => {
+    const cut = name.indexOf('|');
+    return { child: { type: name.slice(0, cut), id: name.slice(cut + 1) }, state: EDGE_STATES[state as keyof typeof EDGE_STATES] ?? 'pending', policy: policy as ChildFailurePolicy, tag };
+  });
+  const results: Record<string, ChildResult> = {};
+  for (const [name, r] of Object.entries(parsed.r ?? {})) {
+    results[name] = { outcome: r.o, ...(r.r !== undefined ? { result: parseResult(r.r) } : {}), ...(r.e !== undefined ? { error: r.e } : {}) };
+  }
+  return { left: parsed.n ?? 0, edges, results };
+}
+
+function parseResult(json: string): unknown {
+  try {
+    return JSON.parse(json);
+  } catch {
+    return json;
+  }
+}

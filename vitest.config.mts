@@ -17,6 +17,8 @@ const onClusterToo = [
   'enqueue-batch',
   'windows',
   'windows-model',
+  'flows',
+  'flows-model',
   'validation',
   'retry',
   'decode',

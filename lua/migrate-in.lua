@@ -1,4 +1,4 @@
--- Transition: MOVING -> SCHEDULED | READY | DEAD, in the event's new
+-- Transition: MOVING -> SCHEDULED | READY | DEAD | WAITING, in the event's new
 -- partition (src/runtime/repartitioner.ts): stores what migrate-out.lua took
 -- from the old one, each event in the state it left, in every group that
 -- held it. Once per move: the move's token is kept for a day, so the same
@@ -26,6 +26,7 @@
 -- REPLY (number): how many events were stored.
 -- @include burst-keys
 -- @include envelope-parse
+-- @include flow-keys
 -- @include limit-keys
 -- @include group-keys
 -- @include now-ms
@@ -79,6 +80,17 @@ for i = records_at, records_at + records_n - 1 do
     -- So do its own dedupe window's (includes/limit-keys.lua, bq).
     if record.burst or string.match(record.value, ';i=%d+[^"]*"%]$', -64) then redis.call('HSET', (limit_keys(KEYS[1])), 'bq', '1') end
     if record.throttle then redis.call('ZADD', throttles, record.throttle, id) end
+    -- Its part in flows (since 0.6): a parent keeps waiting here, a child keeps its parents.
+    local waiting, flows, parents = flow_keys(KEYS[1])
+    if record.waiting then redis.call('ZADD', waiting, record.waiting, id) end
+    if record.flow then
+      redis.call('HSET', flows, id, record.flow)
+      redis.call('HSET', (limit_keys(KEYS[1])), 'fp', '1')
+    end
+    if record.link then
+      redis.call('HSET', parents, id, record.link)
+      redis.call('HSET', (limit_keys(KEYS[1])), 'up', '1')
+    end
     for _, h in ipairs(record.groups or {}) do
       local g = group_keys(KEYS[1], h.group)
       -- A group that held it here is registered there too, as it was.

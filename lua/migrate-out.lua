@@ -1,4 +1,4 @@
--- Transition: SCHEDULED | READY | DEAD -> MOVING, for a change of the type's
+-- Transition: SCHEDULED | READY | DEAD | WAITING -> MOVING, for a change of the type's
 -- partitions (src/runtime/repartitioner.ts): each event of the list that no
 -- holder (the default group or a named one) has in flight leaves every state
 -- here and is kept whole in the moving hash, so no reader here claims it and
@@ -24,6 +24,7 @@
 -- REPLY (string[]): {id, record json, ...} of the events taken out.
 -- @include burst-keys
 -- @include envelope-parse
+-- @include flow-keys
 -- @include group-keys
 -- @include groups-constants
 -- @include named-groups
@@ -87,6 +88,14 @@ for i = ids_at, ids_at + ids_n - 1 do
     redis.call('HDEL', bursts, id)
     redis.call('ZREM', burst_ends, id)
     redis.call('ZREM', throttles, id)
+    -- Its part in flows (since 0.6): a parent's WAITING state and flow record, a child's link to its parents.
+    local waiting, flows, parents = flow_keys(KEYS[1])
+    record.waiting = redis.call('ZSCORE', waiting, id) or nil
+    record.flow = redis.call('HGET', flows, id) or nil
+    record.link = redis.call('HGET', parents, id) or nil
+    redis.call('ZREM', waiting, id)
+    redis.call('HDEL', flows, id)
+    redis.call('HDEL', parents, id)
     local pending = tonumber(redis.call('HGET', KEYS[10], id) or '')
     for _, g in ipairs(removing) do
       local header = redis.call('HGET', g.meta, id)
@@ -124,7 +133,7 @@ for i = ids_at, ids_at + ids_n - 1 do
     redis.call('HDEL', KEYS[7], id)
     redis.call('HDEL', KEYS[10], id)
     -- Held by no one any more (its last holder was a group being removed): it ends here.
-    if record.state or #record.groups > 0 then
+    if record.state or #record.groups > 0 or record.waiting then
       local json = cjson.encode(record)
       redis.call('HSET', KEYS[11], id, token .. '|' .. now .. '|' .. json)
       out[#out + 1] = id

@@ -46,7 +46,11 @@ describe('unknown option keys are refused, saying which and what is allowed', ()
     const calls: Record<string, () => Promise<unknown>> = {
       'enqueue { priorty }': () => service.enqueue(event, 0, { priorty: 1 } as never),
       'enqueue { replce: undefined }': () => service.enqueue(event, 0, { replce: undefined } as never),
-      'enqueueWithDelay { after }': () => firstValueFrom(service.enqueueWithDelay(event, 0, { after: ['x'] } as never)),
+      'enqueueWithDelay { aftr }': () => firstValueFrom(service.enqueueWithDelay(event, 0, { aftr: ['x'] } as never)),
+      'enqueue after entry { idd }': () => service.enqueue(event, 0, { after: [{ type: PaymentCheck, idd: 'x' }] } as never),
+      'enqueueFlow { childern }': () => service.enqueueFlow({ event, childern: [] } as never),
+      'enqueueFlow child { onChildFailre }': () => service.enqueueFlow({ event, children: [{ event: new PaymentCheck('p2'), onChildFailre: 'ignore' }] } as never),
+      'cancel { cascde }': () => service.cancel(PaymentCheck, 'p1', { cascde: false } as never),
       'enqueueAt { debounse }': () => firstValueFrom(service.enqueueAt(event, new Date(), { debounse: {} } as never)),
       'enqueue debounce { maxWait }': () => service.enqueue(event, 0, { debounce: { maxWait: 5 } } as never),
       'enqueue throttle { window }': () => service.enqueue(event, 0, { throttle: { window: 5, windowMs: 5 } } as never),

@@ -104,20 +104,50 @@ export class FlowStore {
    */
   async deliver(childKeys: TypeKeys, onEffect: (effect: NoticeEffect, parent: TypeKeys) => void = () => {}): Promise<number> {
     let delivered = 0;
+    // Notices kept for a parent that is moving between partitions stay at the head, for the next delivery.
+    let kept = 0;
     for (;;) {
-      const entries = await this.scripts.bounded('flow notices', () => this.client.lrange(childKeys.notices, 0, OUTBOX_STEP - 1));
+      const entries = await this.scripts.bounded('flow notices', () => this.client.lrange(childKeys.notices, kept, kept + OUTBOX_STEP - 1));
       for (const raw of entries) {
         const notice = parseNotice(raw);
+        let keep = false;
         for (const [tag, parentId] of notice?.p ?? []) {
           const parent = this.keysOfTag(tag);
           if (!parent || !notice) continue;
-          onEffect(await this.notify(parent, parentId, notice.k, notice.s, notice.o, notice.r ?? '', notice.e ?? ''), parent);
+          const applied = await this.applyAnywhere(parent, parentId, notice);
+          if (applied === 'moving') keep = true;
+          else onEffect(applied.effect, applied.parent);
+        }
+        if (keep) {
+          kept += 1;
+          continue;
         }
         await this.scripts.bounded('flow notices', () => this.client.lrem(childKeys.notices, 1, raw));
         delivered += 1;
       }
       if (entries.length < OUTBOX_STEP) return delivered;
     }
+  }
+
+  /**
+   * Applies a notice to its parent where the link says it is, or, when it is
+   * not there, where each partition setting of its type in use would put it
+   * (a change of partitions moved it: lua/migrate-out.lua carries its record).
+   * 'moving' while settings are changing and it is in none: kept for later.
+   */
+  private async applyAnywhere(parent: TypeKeys, parentId: string, notice: Notice): Promise<{ effect: NoticeEffect; parent: TypeKeys } | 'moving'> {
+    const apply = (at: TypeKeys) => this.notify(at, parentId, notice.k, notice.s, notice.o, notice.r ?? '', notice.e ?? '');
+    const effect = await apply(parent);
+    if (effect !== 'none') return { effect, parent };
+    const settings = (await this.scripts.bounded('flow notices', () => this.client.hkeys(this.layout.layoutOf(parent.type)))).map(Number).filter((n) => Number.isInteger(n) && n >= 1);
+    for (const partitions of settings) {
+      const there = this.layout.forEvent({ type: parent.type, partitions }, parentId);
+      if (there.tag === parent.tag) continue;
+      const moved = await apply(there);
+      if (moved !== 'none') return { effect: moved, parent: there };
+    }
+    const inMoving = await this.scripts.bounded('flow notices', () => this.client.hexists(parent.moving, parentId));
+    return settings.length > 1 || inMoving === 1 ? 'moving' : { effect: 'none', parent };
   }
 
   /** Whether an event others would wait for is stored, or was handled (or cancelled) within the idempotency window. */

@@ -4,6 +4,7 @@ import type { LuaScripts } from './lua-scripts';
 import type { RedisClient } from './redis-client';
 import type { RedisLayout, TypeKeys } from './redis-layout';
 import { MAX_PARTITIONS } from './stored-types';
+import { FlowStore } from './flow-store';
 import { MovePause } from './move-pause';
 
 /** The field of the layout hash naming the setting events move to. */
@@ -31,12 +32,14 @@ const MOVE_STEP = 200;
 export class PartitionMoves {
   private readonly movePause: MovePause;
 
+  private readonly flows: FlowStore;
   constructor(
     private readonly client: RedisClient,
     private readonly layout: RedisLayout,
     private readonly scripts: LuaScripts,
   ) {
     this.movePause = new MovePause(client, layout);
+    this.flows = new FlowStore(client, layout, scripts, layout.wakeChannel);
   }
 
   /** Pauses claims from the queues moved from (src/redis/move-pause.ts); resolves from when the new queues may start. */
@@ -152,7 +155,8 @@ export class PartitionMoves {
 
   /** Whether a queue holds stored or moving events. */
   async holdsAny(keys: TypeKeys): Promise<boolean> {
-    return (await this.bounded(() => this.client.exists(keys.meta, keys.moving))) > 0;
+    // Flow notices not yet applied (since 0.6) keep a queue in use until they are.
+    return (await this.bounded(() => this.client.exists(keys.meta, keys.moving, keys.notices))) > 0;
   }
 
   /**
@@ -161,6 +165,8 @@ export class PartitionMoves {
    * flight stay until their lease ends. Resolves how many were moved.
    */
   async moveOut(source: TypeKeys, route: EventRoute): Promise<{ moved: number; left: number }> {
+    // The flow notices of children settled here before the move reach their parents (since 0.6).
+    await this.flows.deliver(source);
     let moved = await this.finishMoves(source, route);
     let left = 0;
     // Expired leases come back to READY, so they can move; due events go to READY here first.

@@ -64,7 +64,7 @@ describe('the flow protocol, against a model', () => {
         }
         const children: Child[] = refs.map(() => ({ state: 'stored', sent: 0, applied: 0, edge: 'p' }));
         const outboxes: Notice[][] = refs.map(() => []);
-        let parent: ParentState = 'waiting';
+        let parent = 'waiting' as ParentState;
 
         /** Claims child i (its queue holds it alone) as a handler would. */
         const claim = async (i: number) => {

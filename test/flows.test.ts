@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { type ChildResult, DelayedEvent, type DelayedEventService, type Delivery, InvalidArgumentError, METRIC, PermanentFailure } from '../src';
+import { partitionOf } from '../src/redis/redis-layout';
 import { counter, recordMetrics, useRedis, waitForDeadLetters } from './support/harness';
 import { waitFor } from './support/wait-for';
 
@@ -19,6 +20,14 @@ class Pack {
   constructor(
     readonly id: string = '',
     readonly fail: boolean = false,
+  ) {}
+}
+
+@DelayedEvent('test.flow-charge', { partitions: 4 })
+class ChargeResized {
+  constructor(
+    readonly id: string = '',
+    readonly amount: number = 0,
   ) {}
 }
 
@@ -214,5 +223,54 @@ describe('flows', () => {
     const { ran } = handling(service);
     await waitFor(() => ran('order-10').length === 1, 'the root ran');
     await waitFor(() => ran('pack-10').length === 1 && ran('verify-10').length === 1, 'each child ran');
+  });
+
+  it('health() names a parent waiting for a child that no longer exists', async () => {
+    const service = redis.service({ prefix: redis.prefix() });
+    await service.enqueueFlow({ event: new Charge('order-11'), children: [{ event: new Pack('pack-11'), delay: 60_000 }, { event: new Verify('verify-11'), delay: 60_000 }] });
+    expect((await service.health()).orphanedParents).toBeUndefined();
+    // Drained: the child goes without a word to its parent.
+    await service.drain(Verify);
+    expect((await service.health()).orphanedParents).toEqual([{ type: 'test.flow-charge', id: 'order-11', missing: [{ type: 'test.flow-verify', id: 'verify-11' }] }]);
+  });
+
+  it('a child delivered to several groups is done once every group handled it, and fails its edge when one group dead-letters it', async () => {
+    const service = redis.service({ prefix: redis.prefix() });
+    const seen: string[] = [];
+    service.addHandler(Verify, (e) => void seen.push(`a:${e.id}`), { group: 'audit' });
+    service.addHandler(Verify, async (e) => {
+      seen.push(`b:${e.id}`);
+      if (e.fail) throw new PermanentFailure('no');
+    }, { group: 'billing' });
+    const runs: string[] = [];
+    service.addHandler(Charge, (e) => void runs.push(e.id));
+    await service.waitUntilReady();
+    await waitFor(async () => ((await service.types()).find((t) => t.type === 'test.flow-verify')?.groups.length ?? 0) >= 2, 'both groups registered');
+    await service.enqueueFlow({ event: new Charge('order-12'), children: [{ event: new Verify('verify-12') }] });
+    await waitFor(() => runs.includes('order-12'), 'the parent ran');
+    expect(seen.filter((s) => s.endsWith('verify-12')).sort()).toEqual(['a:verify-12', 'b:verify-12']);
+    await service.enqueueFlow({ event: new Charge('order-13'), children: [{ event: new Verify('verify-13', true) }] });
+    await waitFor(async () => (await service.find(Charge, 'order-13'))?.state === 'dead', 'the parent dead-lettered');
+    expect(runs).not.toContain('order-13');
+  });
+
+  it("a parent keeps waiting through a change of its type's partitions, and runs once its children are done", async () => {
+    const prefix = redis.prefix();
+    const before = redis.service({ prefix });
+    before.addHandler(Charge, () => undefined);
+    await before.enqueueFlow({ event: new Charge('order-14'), children: [{ event: new Pack('pack-14'), delay: 1_500 }, { event: new Verify('verify-14'), delay: 1_500 }] });
+    await before.close();
+    // The type now has 4 partitions: the parent moves, WAITING, with its record.
+    const after = redis.service({ prefix });
+    const runs: Run[] = [];
+    after.addHandler(ChargeResized, async (e, _c, d) => {
+      runs.push({ type: 'test.flow-charge', id: e.id, children: await d.childResults() });
+    });
+    await waitFor(async () => (await redis.client().zscore(`${prefix}:{test.flow-charge#${partitionOf('order-14', 4)}}:wt`, 'order-14')) !== null, 'the parent moved, still waiting');
+    expect((await after.find(ChargeResized, 'order-14'))?.state).toBe('waiting');
+    after.addHandler(Pack, () => undefined);
+    after.addHandler(Verify, () => undefined);
+    await waitFor(() => runs.length === 1, 'the parent ran once');
+    expect(Object.keys(runs[0]!.children!).sort()).toEqual(['test.flow-pack|pack-14', 'test.flow-verify|verify-14']);
   });
 });

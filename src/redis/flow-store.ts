@@ -176,6 +176,33 @@ export class FlowStore {
     return true;
   }
 
+  /**
+   * Parents waiting (the first `most` of each queue) for children that no
+   * longer exist and can send no notice: not stored, not moving, and still
+   * linked (never stored after a flow call was cut short, or purged, drained
+   * or obliterated). A child settled whose notice is on its way is not one.
+   */
+  async orphans(queues: readonly TypeKeys[], most = 100): Promise<Array<{ readonly id: string; readonly missing: readonly ChildRef[] }>> {
+    const found: Array<{ id: string; missing: ChildRef[] }> = [];
+    for (const queue of queues) {
+      const ids = await this.scripts.bounded('flow orphans', () => this.client.zrange(queue.waiting, '0', String(most - 1)));
+      for (const id of ids) {
+        const missing: ChildRef[] = [];
+        for (const edge of (await this.record(queue, id))?.edges ?? []) {
+          const child = edge.state === 'pending' ? this.keysOfTag(edge.tag) : undefined;
+          if (!child) continue;
+          const replies = await this.scripts.bounded('flow orphans', () =>
+            this.client.multi().hexists(child.meta, edge.child.id).hexists(child.moving, edge.child.id).hexists(child.parents, edge.child.id).exec(),
+          );
+          const [stored, moving, linked] = (replies ?? []).map(([, v]) => v);
+          if (stored === 0 && moving === 0 && linked === 1) missing.push(edge.child);
+        }
+        if (missing.length > 0) found.push({ id, missing });
+      }
+    }
+    return found;
+  }
+
   /** A parent's flow record, or undefined when it has none (not a parent, or settled). */
   async record(keys: TypeKeys, id: string): Promise<FlowRecord | undefined> {
     return recordOf(await this.scripts.bounded('flow record', () => this.client.hget(keys.flows, id)));

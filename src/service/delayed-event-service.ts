@@ -123,7 +123,10 @@ export class DelayedEventService extends FlowCalls {
       assertOpen,
       onStored: (route) => this.healthState.know(route),
     });
-    this.flows = new Flows({ layout, store: this.inspector.flowStore, metrics: this.metrics, keysOf: (type, id) => this.inspector.eventKeys(type, id) }, this.enqueuer);
+    this.flows = new Flows(
+      { layout, store: this.inspector.flowStore, metrics: this.metrics, onStored: (route) => this.healthState.know(route), keysOf: (type, id) => this.inspector.eventKeys(type, id) },
+      this.enqueuer,
+    );
     this.recurring = new RecurringSchedules(this.connections.command, this.scripts, layout, codec, this.metrics, {
       pollIntervalMs: settings.pollIntervalMs,
       store: async (occurrences, replace) => void (await firstValueFrom(this.enqueuer.storeOccurrences(occurrences, replace))),

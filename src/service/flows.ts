@@ -54,6 +54,8 @@ export interface FlowsParts {
   readonly layout: RedisLayout;
   readonly store: FlowStore;
   readonly metrics: Metrics;
+  /** Told of each type a parent is stored for (health() then looks at its parents). */
+  readonly onStored: (route: EventRoute) => void;
   /** Where a type name's event `id` is stored; undefined when nothing of the type is. */
   keysOf(type: string, id: string): Promise<TypeKeys | undefined>;
 }
@@ -117,6 +119,7 @@ export class Flows {
       edges.push({ child, policy: dependency.onChildFailure ?? 'fail', tag: keys.tag, keys });
     }
     const parked = await this.parts.store.park(parentKeys, parent.id, due, parent.body, edges);
+    this.parts.onStored(parent.route);
     if (parked !== 'waiting') return 'duplicate';
     for (const edge of edges) await this.linkTo(edge.keys, edge.child, parentKeys, parent.id, false);
     return 'scheduled';
@@ -129,6 +132,7 @@ export class Flows {
     if (node.children.length === 0) return { status: await this.enqueuer.enqueue(node.node.event, () => node.due, node.node.options ?? {}), children: [] };
     const edges = node.children.map((c) => ({ child: { type: c.route.type, id: c.id }, policy: c.policy, tag: this.parts.layout.forEvent(c.route, c.id).tag }));
     const parked = await this.parts.store.park(keys, node.id, node.due, node.body ?? '', edges);
+    this.parts.onStored(node.route);
     if (parked === 'duplicate') return skipped(node);
     const children = await Promise.all(node.children.map((c) => this.store(c, { keys, id: node.id })));
     return { status: parked === 'waiting' ? 'scheduled' : 'duplicate', children };

@@ -70,6 +70,7 @@ export class Health {
     const problem = scripts.refusal ?? this.parts.handlingRefusal();
     const unconsumed = up ? await this.unconsumed(timeoutMs) : [];
     const unread = up ? await this.unreadVersions(timeoutMs) : [];
+    const orphaned = up ? await this.orphanedParents(timeoutMs) : [];
     return {
       ready: up && !this.parts.isClosing() && !problem,
       redis: up ? 'up' : 'down',
@@ -78,7 +79,24 @@ export class Health {
       ...(problem ? { problem } : {}),
       ...(unconsumed.length > 0 ? { unconsumed } : {}),
       ...(unread.length > 0 ? { awaitingNewerVersion: unread } : {}),
+      ...(orphaned.length > 0 ? { orphanedParents: orphaned } : {}),
     };
+  }
+
+  /** Parents of the known types waiting for children that no longer exist (src/redis/flow-store.ts); none when Redis does not answer within `timeoutMs`. */
+  private async orphanedParents(timeoutMs: number): Promise<NonNullable<ServiceHealth['orphanedParents']>> {
+    const read = async () => {
+      const all = await Promise.all([...this.knownTypes.values()].map(async (route) => (await this.parts.inspector.flowOrphans(route)).map((o) => ({ type: route.type, ...o }))));
+      return all.flat();
+    };
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      return await Promise.race([read(), new Promise<[]>((resolve) => (timer = setTimeout(() => resolve([]), timeoutMs)))]);
+    } catch {
+      return [];
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /**

@@ -66,6 +66,11 @@ export abstract class InspectorCalls {
     this.flowStore = new FlowStore(parts.client, parts.layout, parts.scripts, parts.layout.wakeChannel);
   }
 
+  /** Parents of `route` waiting for children that no longer exist (health(), since 0.6). */
+  flowOrphans(route: EventRoute): ReturnType<FlowStore['orphans']> {
+    return this.flowStore.orphans(this.parts.layout.partitionsOf(route));
+  }
+
   /** Where event `id` of `target` is stored, or would be: for a name, the partition holding it, else its own among those found. */
   async eventKeys(target: EventTarget, id: string): Promise<TypeKeys | undefined> {
     const resolved = await this.resolve(target);

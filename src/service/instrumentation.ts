@@ -62,4 +62,12 @@ export interface ServiceHealth {
    * none. It does not make `ready` false.
    */
   readonly awaitingNewerVersion?: ReadonlyArray<{ readonly type: string; readonly group: string; readonly version: number; readonly events: number; readonly waitingMs: number }>;
+  /**
+   * Since 0.6 (docs/flows.md): parents of the types this instance enqueues or
+   * handles that wait for children which no longer exist (never stored after
+   * an enqueueFlow cut short, or purged, drained or obliterated): they would
+   * wait for ever. Send the flow again, or cancel the parent. At most 100
+   * parents per partition are looked at. Absent when none; `ready` stays true.
+   */
+  readonly orphanedParents?: ReadonlyArray<{ readonly type: string; readonly id: string; readonly missing: ReadonlyArray<{ readonly type: string; readonly id: string }> }>;
 }

@@ -64,16 +64,16 @@
 -- ARGV[..] successes {id: string, claim: number}: each succeeded event
 -- ARGV[..] results {id: string, result: string}: the JSON result of each succeeded event whose call
 --         gave one (delivery.result, since 0.6): kept beside its history record (keepHandled)
--- REPLY {now: number, stale: number[], claimed: string[], dead: unknown[], paused: flag, claim_score: string, left: number, throttled_ms: number, freed: flag, refused: number[]}:
+-- REPLY {now: number, stale: number[], claimed: string[], dead: unknown[], paused: flag, claim_score: string, left: number, throttled_ms: number, freed: number, refused: number[]}:
 --          Redis now ms, {position of each succeeded event not completed},
 --          {id, envelope, ...} claimed, {id, attempt, ...} dead-lettered,
 --          paused, identity of this claim's leases (not-started score) or '',
 --          how many events this call left for a newer version,
 --          ms to wait when the queue's limits left no room (-1: until a running
 --          call ends; 0: not held back; includes/limit-room.lua),
---          whether completions freed room a claim had found missing (or stored
---          a trailing payload a leading debounce held: includes/burst-release.lua,
---          or queued a parent's notice: includes/flow-notice-push.lua),
+--          what completions freed: 1 room a claim had found missing, or a
+--          trailing payload a leading debounce held stored (includes/burst-release.lua),
+--          plus 2 a parent's notice queued (since 0.6, includes/flow-notice-push.lua),
 --          {position (from 1) of each confirmation refused: its lease is no
 --          longer that claim's (cancelled, replaced, expired; the handler must
 --          not start), or the type is paused (it goes back unstarted)}.

@@ -23,10 +23,13 @@ describe('the Lua key builders', () => {
 -- @include priority-keys
 -- @include priority-marker
 -- @include burst-keys
+-- @include flow-keys
 local meta, group, schedule, shared = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local flow, rate_window = limit_keys(meta)
 local bursts, burst_ends, throttles = burst_keys(shared)
+local waiting, flows, parents, notices = flow_keys(shared)
 return cjson.encode({
+  waiting = waiting, flows = flows, parents = parents, notices = notices,
   bursts = bursts, burst_ends = burst_ends, throttles = throttles,
   flow = flow, rate_window = rate_window, newer = newer_key(meta), keyed = keyed_keys(meta),
   group = group_keys(meta, group), bucket = bucket_key(schedule, '1700000000000'),
@@ -48,6 +51,10 @@ return cjson.encode({
       bursts: string;
       burst_ends: string;
       throttles: string;
+      waiting: string;
+      flows: string;
+      parents: string;
+      notices: string;
     };
   }
 
@@ -72,6 +79,8 @@ return cjson.encode({
       expect(lua.marker, queue.tag).toBe(queue.priorityMarker);
       // The windows' keys (since 0.6) are the queue's, named after the type's meta hash.
       expect([lua.bursts, lua.burst_ends, lua.throttles], queue.tag).toEqual([queue.bursts, queue.burstEnds, queue.throttles]);
+      // So are the flows' (since 0.6).
+      expect([lua.waiting, lua.flows, lua.parents, lua.notices], queue.tag).toEqual([queue.waiting, queue.flows, queue.parents, queue.notices]);
       // The scripts append a version or a key to these: the helpers of RedisLayout do the same.
       expect(`${lua.newer}:2`).toBe(newerListKey(queue, 2));
       expect(`${lua.keyed.list}customer-7`).toBe(keyedListKey(queue, 'customer-7'));

@@ -108,6 +108,7 @@ export class FlowStore {
     let kept = 0;
     for (;;) {
       const entries = await this.scripts.bounded('flow notices', () => this.client.lrange(childKeys.notices, kept, kept + OUTBOX_STEP - 1));
+      const done: string[] = [];
       for (const raw of entries) {
         const notice = parseNotice(raw);
         let keep = false;
@@ -118,12 +119,15 @@ export class FlowStore {
           if (applied === 'moving') keep = true;
           else onEffect(applied.effect, applied.parent);
         }
-        if (keep) {
-          kept += 1;
-          continue;
-        }
-        await this.scripts.bounded('flow notices', () => this.client.lrem(childKeys.notices, 1, raw));
-        delivered += 1;
+        if (keep) kept += 1;
+        else done.push(raw);
+      }
+      // Taken in one round trip once applied (one slot): a crash before leaves them for the next delivery.
+      if (done.length > 0) {
+        const pipeline = this.client.pipeline();
+        for (const raw of done) pipeline.lrem(childKeys.notices, 1, raw);
+        await this.scripts.bounded('flow notices', () => pipeline.exec());
+        delivered += done.length;
       }
       if (entries.length < OUTBOX_STEP) return delivered;
     }

@@ -32,6 +32,8 @@ export interface ClaimResult {
   readonly throttledMs: number;
   /** Completions of this call freed room under a concurrency limit that a claim had found full. */
   readonly freed: boolean;
+  /** It queued a flow notice for a parent (since 0.6): the queue's outbox is to be applied. */
+  readonly noticed: boolean;
   /** Events this claim left for readers of a newer class version (no attempt spent). */
   readonly leftForNewerVersion: number;
   /** The type is paused: nothing was claimed, and no event held ahead confirmed. */
@@ -169,7 +171,8 @@ export function claimResultOf(reply: LuaReplies['complete-and-claim'], startNow:
     paused: reply.paused,
     leftForNewerVersion: reply.left,
     throttledMs: reply.throttledMs,
-    freed: reply.freed,
+    freed: reply.freed % 2 === 1,
+    noticed: reply.freed >= 2,
     refused: reply.refused.map((position) => position - 1),
   };
 }

@@ -57,8 +57,18 @@ export class Dispatcher implements BackgroundService {
 
   /** Something became due earlier than planned (e.g. a retry scheduled here); look again now. */
   nudge(): void {
+    this.lookWanted = true;
     this.wakeup.wake();
   }
+
+  /** A flow notice waits in the queue's outbox (since 0.6): apply it now, without a look if none is due yet. */
+  nudgeFlows(): void {
+    this.wakeup.wake();
+  }
+
+  /** A look is asked for (a nudge, a wake-up), or due by performance.now() `nextLookAt`; else a wake is for the flow notices alone. */
+  private lookWanted = true;
+  private nextLookAt = 0;
 
   start(): void {
     this.lifecycle.start();
@@ -99,6 +109,13 @@ export class Dispatcher implements BackgroundService {
       // Whatever woke us before this look, the look itself will see.
       this.wakeup.clear();
       try {
+        const flows = this.settings.flows;
+        if (flows && !this.lookWanted && performance.now() < this.nextLookAt) {
+          await flows.afterLook();
+          await this.wakeup.wait(Math.max(0, this.nextLookAt - performance.now()));
+          continue;
+        }
+        this.lookWanted = false;
         const result = await this.scripts.dispatchDue(this.keys, this.settings.batchSize, this.settings.defaultGroupHere, this.registrationsNow(), this.settings.keepDead);
         backoff.reset();
         // Stopped while the look ran: what it reports may send more (registering groups again); nothing is sent now.
@@ -109,10 +126,14 @@ export class Dispatcher implements BackgroundService {
         this.metrics.count(METRIC.dispatched, { ...tags, reason: 'due' }, result.movedDue);
         this.metrics.count(METRIC.dispatched, { ...tags, reason: 'lease-expired' }, result.movedExpired);
         await this.settings.flows?.afterLook();
+        this.nextLookAt = 0;
         if (result.movedDue + result.movedExpired >= this.settings.batchSize) continue;
         const untilNext = result.nextDue < 0 ? Infinity : result.nextDue - result.now;
-        await this.wakeup.wait(Math.max(0, Math.min(untilNext, this.settings.pollIntervalMs)));
+        const waitMs = Math.max(0, Math.min(untilNext, this.settings.pollIntervalMs));
+        this.nextLookAt = performance.now() + waitMs;
+        await this.wakeup.wait(waitMs);
       } catch {
+        this.lookWanted = true;
         this.metrics.count(METRIC.redisErrors, { loop: 'dispatcher', type: this.keys.type });
         await sleep(backoff.next(), signal);
       }

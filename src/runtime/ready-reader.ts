@@ -31,8 +31,8 @@ export interface ReaderSettings {
   readonly priorityAgingMs: number; // events with a priority due longer ago are claimed first (0: never)
   /** Told when a claim left events for a newer version: instances that read it should look now. */
   readonly onLeftForNewerVersion?: () => void;
-  /** Told when completions freed room under a concurrency limit that a claim had found full: instances should look now. */
-  readonly onFreed?: () => void;
+  /** Told when completions freed room under a concurrency limit that a claim had found full (`room`: instances should look now), or queued a flow notice (`noticed`, since 0.6). */
+  readonly onFreed?: (room: boolean, noticed: boolean) => void;
   /**
    * For a handler that shares capacity per key (HandlerOptions.key): the key
    * of each event at the head of the ready list, which the reader sorts into
@@ -275,7 +275,7 @@ export class ReadyReader {
           }
           const claimed = result.claimed.length;
           servedLast = claimed > 0;
-          if (result.freed) this.settings.onFreed?.();
+          if (result.freed || result.noticed) this.settings.onFreed?.(result.freed, result.noticed);
           if (result.throttledMs !== 0) this.metrics.count(METRIC.throttled, { ...tags, reason: result.throttledMs < 0 ? 'concurrency' : 'rate' });
           if (result.leftForNewerVersion > 0) {
             this.metrics.count(METRIC.leftForNewerVersion, tags, result.leftForNewerVersion);
@@ -371,7 +371,7 @@ export class ReadyReader {
         )
         .then(
           (result) => {
-            if (result.freed) this.settings.onFreed?.();
+            if (result.freed || result.noticed) this.settings.onFreed?.(result.freed, result.noticed);
             this.pending.settled(batch, result);
           },
           (error: unknown) => this.pending.failed(batch, error),

@@ -114,10 +114,11 @@ export function wirePartition(host: PartitionHost, shared: TypeKeys, p: number, 
     priorityAgingMs: plan.priorityAgingMs,
     onLeftForNewerVersion: announce,
     // Room freed, a trailing payload released into the type's schedule (lua/includes/burst-release.lua), or a flow notice queued.
-    onFreed: () => {
-      announce();
-      flows.poke();
-      typeDispatcher.nudge();
+    onFreed: (room, noticed) => {
+      if (noticed) flows.poke();
+      if (room) announce();
+      if (room) typeDispatcher.nudge();
+      else typeDispatcher.nudgeFlows();
     },
     ...(sortByKey ? { sortByKey } : {}),
     ...(wiring.confirmedByConsumer ? { confirmedByConsumer: true } : {}),

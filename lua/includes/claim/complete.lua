@@ -2,9 +2,10 @@
 -- keepHandled, for each success still fenced by its claim (`stale` lists the
 -- others); ids marked for the idempotency window; `freed` when a concurrency
 -- limit a claim found full has room again.
--- Room freed under a concurrency limit that a claim found full, a trailing
--- payload stored (includes/burst-release.lua), or a parent's notice queued
--- (includes/flow-notice-push.lua): the caller wakes the instances, its dispatcher and the flow notices.
+-- Room freed under a concurrency limit that a claim found full, or a trailing
+-- payload stored (includes/burst-release.lua): 1, the caller wakes the
+-- instances and its dispatcher; a parent's notice queued (includes/flow-notice-push.lua):
+-- 2 more, the caller applies its queue's outbox. Set with `freed = freed % 2 + 2` and `freed = freed - freed % 2 + 1`.
 local freed = 0
 if successes_n > 0 then
   local ids = {}
@@ -105,7 +106,7 @@ if successes_n > 0 then
       if shared[2] then
         local given = {}
         for i = results_at, results_at + 2 * results_n - 1, 2 do given[ARGV[i]] = ARGV[i + 1] end
-        if flow_notice_push(KEYS[10], finished, 'handled', given) > 0 then freed = 1 end
+        if flow_notice_push(KEYS[10], finished, 'handled', given) > 0 then freed = freed % 2 + 2 end
       end
       if shared[3] then redis.call('HDEL', (select(2, flow_keys(KEYS[10]))), unpack(finished)) end
       local values = windows and redis.call('HMGET', KEYS[10], unpack(finished))
@@ -113,7 +114,7 @@ if successes_n > 0 then
       if windows then
         local released = {}
         for _, id in ipairs(burst_release(KEYS[10], finished)) do released[id] = true end
-        if next(released) then freed = 1 end
+        if next(released) then freed = freed - freed % 2 + 1 end
         local marks = {}
         for k, id in ipairs(finished) do
           local own = values[k] and tonumber(string.match(values[k], ';i=(%d+)[^"]*"%]$', -64))
@@ -150,5 +151,5 @@ if #removed > 0 and flow[FLOW_KS] then keyed_release(KEYS[3], removed) end
 if #removed > 0 and flow[FLOW_THR] then
   redis.call('HDEL', flow_key, 'thr')
   flow[FLOW_THR] = false
-  freed = 1
+  freed = freed - freed % 2 + 1
 end

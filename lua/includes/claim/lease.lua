@@ -102,5 +102,5 @@ end
 if n_dead > 0 and (flow[FLOW_UP] or (group_queue and redis.call('HGET', (limit_keys(KEYS[10])), 'up'))) then
   local gone = {}
   for i = 1, n_dead, 2 do gone[#gone + 1] = dead[i] end
-  if flow_notice_push(KEYS[10], gone, 'dead-lettered', nil, 'lease expired') > 0 then freed = 1 end
+  if flow_notice_push(KEYS[10], gone, 'dead-lettered', nil, 'lease expired') > 0 then freed = freed % 2 + 2 end
 end

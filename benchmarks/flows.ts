@@ -106,9 +106,7 @@ async function completions(port: number, round: number, asChildren: boolean): Pr
   await service.pause(Child);
   // Stored paused, so that the handling alone is timed.
   if (asChildren) {
-    await inTurns(EVENTS / CHILDREN, (i) =>
-      service.enqueueFlow({ event: new Parent(`p${i}`), children: Array.from({ length: CHILDREN }, (_, c) => ({ event: new Child(`p${i}-c${c}`) })) }),
-    );
+    await inTurns(EVENTS / CHILDREN, (i) => service.enqueueFlow({ event: new Parent(`p${i}`), children: Array.from({ length: CHILDREN }, (_, c) => ({ event: new Child(`p${i}-c${c}`) })) }));
   } else {
     await inTurns(EVENTS / 250, (i) => service.enqueueMany(Array.from({ length: 250 }, (_, c) => ({ event: new Child(`e${i}-${c}`) }))));
   }
@@ -150,7 +148,9 @@ async function main(): Promise<void> {
     '',
     '| measure | median | rounds |',
     '|---|---|---|',
-    ...Object.entries(rows).map(([label, values]) => `| ${label} | ${median(values).toFixed(label.startsWith('Redis') ? 1 : 0)} | ${values.map((v) => v.toFixed(label.startsWith('Redis') ? 1 : 0)).join(', ')} |`),
+    ...Object.entries(rows).map(
+      ([label, values]) => `| ${label} | ${median(values).toFixed(label.startsWith('Redis') ? 1 : 0)} | ${values.map((v) => v.toFixed(label.startsWith('Redis') ? 1 : 0)).join(', ')} |`,
+    ),
     '',
   ];
   writeFileSync(join(__dirname, 'FLOWS-RESULTS.md'), lines.join('\n'));

@@ -33,9 +33,7 @@ interface Child {
   shown?: string;
 }
 
-type Op =
-  | { kind: 'handle' | 'dead-letter' | 'cancel' | 'replay'; child: number }
-  | { kind: 'deliver'; child: number; how: 'in-order' | 'newest-first' | 'twice' };
+type Op = { kind: 'handle' | 'dead-letter' | 'cancel' | 'replay'; child: number } | { kind: 'deliver'; child: number; how: 'in-order' | 'newest-first' | 'twice' };
 
 const opArb: fc.Arbitrary<Op> = fc.oneof(
   fc.record({ kind: fc.constantFrom('handle' as const, 'dead-letter' as const, 'cancel' as const, 'replay' as const), child: fc.nat(CHILDREN - 1) }),
@@ -57,7 +55,13 @@ describe('the flow protocol, against a model', () => {
         // Each child its own type, one of them partitioned: every notice crosses slots.
         const childKeys: TypeKeys[] = [layout.forType('flow.a'), layout.forType('flow.b', 1), layout.forType('flow.c')];
         const refs = childKeys.map((k, i) => ({ type: k.type, id: `child-${i}` }));
-        await store.park(parentKeys, 'parent', { delayMs: 0 }, '[0,{}]', refs.map((child, i) => ({ child, policy: policies[i]!, tag: childKeys[i]!.tag })));
+        await store.park(
+          parentKeys,
+          'parent',
+          { delayMs: 0 },
+          '[0,{}]',
+          refs.map((child, i) => ({ child, policy: policies[i]!, tag: childKeys[i]!.tag })),
+        );
         for (const [i, keys] of childKeys.entries()) {
           expect(await store.link(keys, refs[i]!, parentKeys, 'parent', true)).toBe('ahead');
           await scripts.enqueue(keys, [{ id: refs[i]!.id, body: '[0,{}]', due: { atMs: 1 }, requestedAt: 0 }], false);

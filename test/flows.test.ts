@@ -76,7 +76,13 @@ describe('flows', () => {
     expect(status).toEqual({
       status: 'scheduled',
       children: [
-        { status: 'scheduled', children: [{ status: 'scheduled', children: [] }, { status: 'scheduled', children: [] }] },
+        {
+          status: 'scheduled',
+          children: [
+            { status: 'scheduled', children: [] },
+            { status: 'scheduled', children: [] },
+          ],
+        },
         { status: 'scheduled', children: [] },
       ],
     });
@@ -101,10 +107,12 @@ describe('flows', () => {
     expect((await service.list(Charge, 'waiting')).map((e) => e.id)).toEqual(['order-2']);
     const found = await service.find(Charge, 'order-2');
     expect(found?.state).toBe('waiting');
-    expect(found?.waitingFor).toEqual(expect.arrayContaining([
-      { type: 'test.flow-pack', id: 'pack-2' },
-      { type: 'test.flow-verify', id: 'verify-2' },
-    ]));
+    expect(found?.waitingFor).toEqual(
+      expect.arrayContaining([
+        { type: 'test.flow-pack', id: 'pack-2' },
+        { type: 'test.flow-verify', id: 'verify-2' },
+      ]),
+    );
     expect((await service.find(Pack, 'pack-2'))?.state).toBe('scheduled');
     // The children run; the parent then waits only for its own delay.
     handling(service);
@@ -133,11 +141,7 @@ describe('flows', () => {
     const { service, ran } = handling();
     await service.enqueueFlow({
       event: new Charge('order-4'),
-      children: [
-        { event: new Verify('verify-4', true), onChildFailure: 'ignore' },
-        { event: new Pack('pack-4', true), onChildFailure: 'continue' },
-        { event: new Pack('pack-4b') },
-      ],
+      children: [{ event: new Verify('verify-4', true), onChildFailure: 'ignore' }, { event: new Pack('pack-4', true), onChildFailure: 'continue' }, { event: new Pack('pack-4b') }],
     });
     await waitFor(() => ran('order-4').length === 1, 'the parent ran');
     const children = ran('order-4')[0]!.children!;
@@ -159,7 +163,13 @@ describe('flows', () => {
     expect(await service.cancel(Charge, 'order-6', { cascade: false })).toBe(true);
     expect((await service.find(Pack, 'pack-6'))?.state).toBe('scheduled');
 
-    await service.enqueueFlow({ event: new Charge('order-7'), children: [{ event: new Pack('pack-7'), delay: later }, { event: new Verify('verify-7'), delay: later }] });
+    await service.enqueueFlow({
+      event: new Charge('order-7'),
+      children: [
+        { event: new Pack('pack-7'), delay: later },
+        { event: new Verify('verify-7'), delay: later },
+      ],
+    });
     expect(await service.cancel(Pack, 'pack-7')).toBe(true);
     await waitFor(async () => (await service.find(Charge, 'order-7'))?.state === 'dead', 'the parent dead-lettered');
     expect((await service.find(Charge, 'order-7'))?.lastError).toMatch(/^dependency: test\.flow-pack\|pack-7 cancelled/);
@@ -178,7 +188,14 @@ describe('flows', () => {
 
     await service.enqueue(new Verify('verify-8'), 300);
     await service.enqueue(new Pack('pack-8'), 300);
-    expect(await service.enqueue(new Charge('order-8'), 0, { after: [{ type: Verify, id: 'verify-8' }, { type: 'test.flow-pack', id: 'pack-8' }] })).toBe('scheduled');
+    expect(
+      await service.enqueue(new Charge('order-8'), 0, {
+        after: [
+          { type: Verify, id: 'verify-8' },
+          { type: 'test.flow-pack', id: 'pack-8' },
+        ],
+      }),
+    ).toBe('scheduled');
     expect((await service.find(Charge, 'order-8'))?.state).toBe('waiting');
     // Replaced before it runs: the dependency follows the id, and the parent sees the new payload's result.
     await service.enqueue(new Verify('verify-8', false), 100, { replace: true });
@@ -217,9 +234,21 @@ describe('flows', () => {
 
   it('the same flow sent again adds nothing twice: nodes already stored answer duplicate, and the flow still runs once', async () => {
     const service = redis.service({ prefix: redis.prefix() });
-    const flow = { event: new Charge('order-10'), children: [{ event: new Pack('pack-10'), delay: 200 }, { event: new Verify('verify-10'), delay: 200 }] };
+    const flow = {
+      event: new Charge('order-10'),
+      children: [
+        { event: new Pack('pack-10'), delay: 200 },
+        { event: new Verify('verify-10'), delay: 200 },
+      ],
+    };
     await service.enqueueFlow(flow);
-    expect(await service.enqueueFlow(flow)).toEqual({ status: 'duplicate', children: [{ status: 'duplicate', children: [] }, { status: 'duplicate', children: [] }] });
+    expect(await service.enqueueFlow(flow)).toEqual({
+      status: 'duplicate',
+      children: [
+        { status: 'duplicate', children: [] },
+        { status: 'duplicate', children: [] },
+      ],
+    });
     const { ran } = handling(service);
     await waitFor(() => ran('order-10').length === 1, 'the root ran');
     await waitFor(() => ran('pack-10').length === 1 && ran('verify-10').length === 1, 'each child ran');
@@ -227,7 +256,13 @@ describe('flows', () => {
 
   it('health() names a parent waiting for a child that no longer exists', async () => {
     const service = redis.service({ prefix: redis.prefix() });
-    await service.enqueueFlow({ event: new Charge('order-11'), children: [{ event: new Pack('pack-11'), delay: 60_000 }, { event: new Verify('verify-11'), delay: 60_000 }] });
+    await service.enqueueFlow({
+      event: new Charge('order-11'),
+      children: [
+        { event: new Pack('pack-11'), delay: 60_000 },
+        { event: new Verify('verify-11'), delay: 60_000 },
+      ],
+    });
     expect((await service.health()).orphanedParents).toBeUndefined();
     // Drained: the child goes without a word to its parent.
     await service.drain(Verify);
@@ -238,10 +273,14 @@ describe('flows', () => {
     const service = redis.service({ prefix: redis.prefix() });
     const seen: string[] = [];
     service.addHandler(Verify, (e) => void seen.push(`a:${e.id}`), { group: 'audit' });
-    service.addHandler(Verify, async (e) => {
-      seen.push(`b:${e.id}`);
-      if (e.fail) throw new PermanentFailure('no');
-    }, { group: 'billing' });
+    service.addHandler(
+      Verify,
+      async (e) => {
+        seen.push(`b:${e.id}`);
+        if (e.fail) throw new PermanentFailure('no');
+      },
+      { group: 'billing' },
+    );
     const runs: string[] = [];
     service.addHandler(Charge, (e) => void runs.push(e.id));
     await service.waitUntilReady();
@@ -258,7 +297,13 @@ describe('flows', () => {
     const prefix = redis.prefix();
     const before = redis.service({ prefix });
     before.addHandler(Charge, () => undefined);
-    await before.enqueueFlow({ event: new Charge('order-14'), children: [{ event: new Pack('pack-14'), delay: 1_500 }, { event: new Verify('verify-14'), delay: 1_500 }] });
+    await before.enqueueFlow({
+      event: new Charge('order-14'),
+      children: [
+        { event: new Pack('pack-14'), delay: 1_500 },
+        { event: new Verify('verify-14'), delay: 1_500 },
+      ],
+    });
     await before.close();
     // The type now has 4 partitions: the parent moves, WAITING, with its record.
     const after = redis.service({ prefix });

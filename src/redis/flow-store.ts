@@ -108,20 +108,24 @@ export class FlowStore {
     let kept = 0;
     for (;;) {
       const entries = await this.scripts.bounded('flow notices', () => this.client.lrange(childKeys.notices, kept, kept + OUTBOX_STEP - 1));
-      const done: string[] = [];
-      for (const raw of entries) {
-        const notice = parseNotice(raw);
-        let keep = false;
-        for (const [tag, parentId] of notice?.p ?? []) {
-          const parent = this.keysOfTag(tag);
-          if (!parent || !notice) continue;
-          const applied = await this.applyAnywhere(parent, parentId, notice);
-          if (applied === 'moving') keep = true;
-          else onEffect(applied.effect, applied.parent);
-        }
-        if (keep) kept += 1;
-        else done.push(raw);
-      }
+      // Applied side by side: the calls share the connection's pipeline, and Redis runs them in the
+      // order sent; two notices of one edge need no order anyway (a newer one makes an older one a no-op).
+      const kinds = await Promise.all(
+        entries.map(async (raw) => {
+          const notice = parseNotice(raw);
+          let keep = false;
+          for (const [tag, parentId] of notice?.p ?? []) {
+            const parent = this.keysOfTag(tag);
+            if (!parent || !notice) continue;
+            const applied = await this.applyAnywhere(parent, parentId, notice);
+            if (applied === 'moving') keep = true;
+            else onEffect(applied.effect, applied.parent);
+          }
+          return keep;
+        }),
+      );
+      const done = entries.filter((_, i) => !kinds[i]);
+      kept += entries.length - done.length;
       // Taken in one round trip once applied (one slot): a crash before leaves them for the next delivery.
       if (done.length > 0) {
         const pipeline = this.client.pipeline();

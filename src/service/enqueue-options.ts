@@ -5,7 +5,8 @@ import type { BodyExtras } from '../core/body-extras';
 import { type AllowedKeys, checkArgumentKeys } from '../core/option-keys';
 import type { EventContext } from '../core/event-context';
 import type { WindowOptions } from './enqueue-windows';
-import type { Dependency } from './flows';
+import type { EventClass } from '../core/delayed-event.decorator';
+import type { ChildFailurePolicy } from '../redis/flow-store';
 
 // The options of the enqueue calls, and their checks (src/service/enqueuer.ts uses them).
 
@@ -33,6 +34,14 @@ export interface EnqueueOptions extends WindowOptions {
    * InvalidArgumentError. Not with replace or a window.
    */
   readonly after?: readonly Dependency[];
+}
+
+/** An event already stored that another waits for (enqueue's `after`, since 0.6; docs/flows.md). */
+export interface Dependency {
+  readonly type: EventClass | string;
+  readonly id: string;
+  /** As a flow child's: 'fail' (default), 'ignore' or 'continue'. */
+  readonly onChildFailure?: ChildFailurePolicy;
 }
 
 /** One event of enqueueBatch: due after `delay` (default 0) or at `at`; its own window (since 0.6), as enqueue's. */

@@ -1,4 +1,4 @@
-import { type DelayedEventInstance, type EventClass, type EventRoute, eventRouteOf } from '../core/delayed-event.decorator';
+import { type DelayedEventInstance, type EventRoute, eventRouteOf } from '../core/delayed-event.decorator';
 import { type Delay, dateToMillis, delayToMillis } from '../core/duration';
 import { InvalidArgumentError, describe } from '../core/errors';
 import { type AllowedKeys, checkArgumentKeys } from '../core/option-keys';
@@ -6,7 +6,9 @@ import { CHILD_FAILURE_POLICIES, type ChildFailurePolicy, type ChildRef, type Fl
 import type { RedisLayout, TypeKeys } from '../redis/redis-layout';
 import type { DueSpec, EnqueueStatus } from '../redis/script-results';
 import { METRIC, type Metrics } from '../runtime/metrics';
-import type { EnqueueOptions } from './enqueue-options';
+import type { Dependency, EnqueueOptions } from './enqueue-options';
+
+export type { Dependency } from './enqueue-options';
 
 // Flows and dependencies (since 0.6; docs/flows.md): a parent stored WAITING
 // before any child is stored or linked, so that every child's notice finds
@@ -30,14 +32,6 @@ export interface Flow<T extends DelayedEventInstance = DelayedEventInstance> {
 export interface FlowStatus {
   readonly status: EnqueueStatus;
   readonly children: readonly FlowStatus[];
-}
-
-/** An event already stored that another waits for (enqueue's `after`). */
-export interface Dependency {
-  readonly type: EventClass | string;
-  readonly id: string;
-  /** As a flow child's: 'fail' (default), 'ignore' or 'continue'. */
-  readonly onChildFailure?: ChildFailurePolicy;
 }
 
 /** Most children (or `after` entries) one parent waits for. */

@@ -347,7 +347,8 @@ describe('the event state machine', () => {
                 ...fields,
               });
               // Not started: scheduled on its first attempt (what a window may still change in place).
-              const waiting = stored?.state === 'scheduled' && stored.attempt === 0;
+              // A snoozed event ran before, though no attempt was spent: its snooze count stays (no fold).
+              const waiting = stored?.state === 'scheduled' && stored.attempt === 0 && stored.snoozes === 0;
               const live = stored !== undefined && stored.state !== 'dead';
               if (op.policy === 'plain' || op.policy === 'replace') {
                 if (stored && op.policy === 'plain') {
@@ -379,7 +380,7 @@ describe('the event state machine', () => {
                   // Folded: the new body, moved to the new due time, the burst's start kept.
                   Object.assign(stored, { version, priority, snoozes: 0, most, wait: 0, dedupe: undefined, due, epoch: due });
                   expected.push('debounced');
-                } else if (stored?.state === 'ready' && stored.attempt === 0 && stored.priority === priority && !keyed) {
+                } else if (stored?.state === 'ready' && stored.attempt === 0 && stored.snoozes === 0 && stored.priority === priority && !keyed) {
                   // Due and never run: the new body takes its place where it waits READY.
                   Object.assign(stored, { version, priority, snoozes: 0, most, wait: 0, dedupe: undefined });
                   expected.push('debounced');

@@ -33,9 +33,12 @@ local function enqueue_policy(q, mode, mode_ms, now, id, body, due)
   local attempt, stored_due = 0, nil
   if stored then attempt, stored_due = envelope_parse(stored) end
   local dead = stored and redis.call('ZSCORE', q.dead, id)
-  -- A plain event not started: attempt 0, no group holds it yet, and in the schedule (taken out here).
+  -- Ran before: an attempt spent, or snoozed (its body counts the snoozes, `;s=`, at its end: a fold
+  -- would reset them, and maxSnoozes would no longer hold).
+  local ran = attempt > 0 or (stored and string.match(stored, ';s=%d+[^"]*"%]$', -64) ~= nil)
+  -- A plain event not started: never run, no group holds it yet, and in the schedule (taken out here).
   local function unscheduled()
-    if not stored or dead or attempt > 0 or redis.call('HEXISTS', q.pending, id) == 1 then return false end
+    if not stored or dead or ran or redis.call('HEXISTS', q.pending, id) == 1 then return false end
     return schedule_remove(q.schedule, id, stored_due) or redis.call('ZREM', q.legacy, id) == 1
   end
   -- A new event of its own: whatever is stored goes (the fence of replace), the id's mark with it.
@@ -103,7 +106,7 @@ local function enqueue_policy(q, mode, mode_ms, now, id, body, due)
     -- and runs as soon as a handler is free. Stored anew instead, a steady stream of enqueues could keep a due
     -- event from ever running, its burst's bound passed. Kept where it waits only while that place stays right:
     -- the same priority, and no handler sorting the ready events by a key of the payload.
-    if stored and not dead and attempt == 0 and not redis.call('ZSCORE', q.in_flight, id) and redis.call('HEXISTS', q.pending, id) == 0
+    if stored and not dead and not ran and not redis.call('ZSCORE', q.in_flight, id) and redis.call('HEXISTS', q.pending, id) == 0
       and priority_of(stored) == priority_of(body) and not redis.call('HGET', q.flow, 'keyed') then
       local start, wait = burst_of()
       redis.call('HSET', q.meta, id, envelope_make(0, stored_due, with_burst(start, wait)))

@@ -179,8 +179,8 @@ export class Consumer<T extends DelayedEventInstance> implements BackgroundServi
   /** Dead-letters an event that cannot be decoded, with the reason. */
   protected async deadLetterUndecodable(claimed: ClaimedEvent, reason: string): Promise<void> {
     if (this.parts.metrics.noticing) this.noticeDeadLetter(claimed, 'decode', `undecodable: ${reason}`, claimed.body);
-    await this.record(() => this.parts.scripts.deadLetter(claimed.keys, claimed, `undecodable: ${reason}`, this.parts.keepDead), 'decode');
-    this.wakeWaiters(claimed.keys);
+    const dead = await this.record(() => this.parts.scripts.deadLetter(claimed.keys, claimed, `undecodable: ${reason}`, this.parts.keepDead), 'decode');
+    this.wakeWaiters(claimed.keys, dead);
   }
 
   /** A Delivery for a claimed event, as its handler gets it. */
@@ -285,7 +285,7 @@ export class Consumer<T extends DelayedEventInstance> implements BackgroundServi
       const reason = `snoozed ${delivery.snoozes} times, as many as maxSnoozes allows (attempt ${claimed.attempt} of ${delivery.maxAttempts})`;
       if (metrics.noticing) this.noticeDeadLetter(claimed, 'snoozes-exhausted', reason, event);
       const dead = await this.record(() => this.parts.scripts.deadLetter(keys, claimed, reason, this.parts.keepDead), 'snoozes-exhausted');
-      this.wakeWaiters(keys);
+      this.wakeWaiters(keys, dead);
       return dead ? 'failure' : 'stale';
     }
     if (outcome.permanent || claimed.attempt >= delivery.maxAttempts) {
@@ -294,9 +294,7 @@ export class Consumer<T extends DelayedEventInstance> implements BackgroundServi
       const reason = `${boundErrorText(outcome.error, MAX_ERROR_BYTES - attempt.length)}${attempt}`;
       if (this.parts.metrics.noticing) this.noticeDeadLetter(claimed, outcome.permanent ? 'permanent' : 'attempts-exhausted', reason, event);
       const dead = await this.record(() => this.parts.scripts.deadLetter(keys, claimed, reason, this.parts.keepDead), outcome.permanent ? 'permanent' : 'attempts-exhausted');
-      // A trailing call a leading debounce held for it may be scheduled in its place (lua/includes/burst-release.lua).
-      if (dead) this.retryScheduled.get(keys.tag)?.();
-      this.wakeWaiters(keys);
+      this.wakeWaiters(keys, dead);
       return dead ? 'failure' : 'stale';
     }
     const backoffMs = safeBackoff(this.parts.retry, claimed.attempt, outcome.cause, event);
@@ -380,8 +378,9 @@ export class Consumer<T extends DelayedEventInstance> implements BackgroundServi
     }
   }
 
-  /** A call ended other than by success (which rides on the reader's claim, and wakes from there): room under the concurrency limit. */
-  private wakeWaiters(keys: TypeKeys): void {
+  /** A call ended other than by success (a success rides on the claim, and wakes from there): room under the limit; a dead letter may have released a trailing payload or queued a flow notice. */
+  private wakeWaiters(keys: TypeKeys, dead = false): void {
+    if (dead) this.retryScheduled.get(keys.tag)?.();
     if (this.parts.limited) this.parts.errands.run(() => this.parts.scripts.wakeWaiters(keys));
   }
 

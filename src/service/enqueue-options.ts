@@ -104,6 +104,12 @@ export const NO_EXTRAS: BodyExtras = Object.freeze({});
 
 /** An entry of enqueueBatch holds only what an entry may. */
 export function checkBatchEntry(entry: unknown, index: number, call: string): void {
-  if (entry === null || typeof entry !== 'object') throw new InvalidArgumentError(`${call} entry ${index}`, 'must be { event, delay?, at?, context? }');
+  if (entry === null || typeof entry !== 'object')
+    throw new InvalidArgumentError(
+      `${call} entry ${index}`,
+      `must be an object such as { ${Object.keys(BATCH_ENTRY_KEYS)
+        .map((k) => (k === 'event' ? k : `${k}?`))
+        .join(', ')} }, got ${describe(entry)}`,
+    );
   checkArgumentKeys(entry, BATCH_ENTRY_KEYS, `${call} entry ${index}`);
 }

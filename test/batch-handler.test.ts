@@ -35,7 +35,7 @@ describe('batch handlers', () => {
     // Due together, they go in full batches.
     expect(batches.filter((b) => b.length === 25).length).toBeGreaterThanOrEqual(6);
     await waitFor(async () => (await service.counts(WorkItem))?.inFlight === 0, 'all completed');
-    expect(await service.counts(WorkItem)).toEqual({ scheduled: 0, ready: 0, inFlight: 0, dead: 0 });
+    expect(await service.counts(WorkItem)).toEqual({ scheduled: 0, ready: 0, inFlight: 0, dead: 0, waiting: 0 });
     expect(counter(metrics, METRIC.batchedEvents)).toBe(200);
     expect(counter(metrics, METRIC.batches)).toBe(batches.length);
   });

@@ -114,12 +114,12 @@ describe('the delayed-events CLI', () => {
       { type: 'cli.ship', partitions: 3, groups: [], paused: false },
     ]);
     expect(stats.code).toBe(0);
-    expect(stats.stdout).toMatch(/^TYPE\s+GROUP\s+SCHEDULED\s+READY\s+IN FLIGHT\s+DEAD\s+PAUSED\ncli\.payment\s+-\s+2\s+1\s+1\s+3\s+no\ncli\.ship\s+-\s+5\s+0\s+0\s+0\s+no\n$/);
+    expect(stats.stdout).toMatch(/^TYPE\s+GROUP\s+SCHEDULED\s+READY\s+IN FLIGHT\s+DEAD\s+WAITING\s+PAUSED\ncli\.payment\s+-\s+2\s+1\s+1\s+3\s+0\s+no\ncli\.ship\s+-\s+5\s+0\s+0\s+0\s+0\s+no\n$/);
     expect(JSON.parse(statsJson.stdout)).toEqual([
-      { type: 'cli.payment', paused: false, scheduled: 2, ready: 1, inFlight: 1, dead: 3, oldestReadyMs: expect.any(Number) },
-      { type: 'cli.ship', paused: false, scheduled: 5, ready: 0, inFlight: 0, dead: 0 },
+      { type: 'cli.payment', paused: false, scheduled: 2, ready: 1, inFlight: 1, dead: 3, waiting: 0, oldestReadyMs: expect.any(Number) },
+      { type: 'cli.ship', paused: false, scheduled: 5, ready: 0, inFlight: 0, dead: 0, waiting: 0 },
     ]);
-    expect(JSON.parse(one.stdout)).toEqual({ type: 'cli.payment', paused: false, scheduled: 2, ready: 1, inFlight: 1, dead: 3, oldestReadyMs: expect.any(Number) });
+    expect(JSON.parse(one.stdout)).toEqual({ type: 'cli.payment', paused: false, scheduled: 2, ready: 1, inFlight: 1, dead: 3, waiting: 0, oldestReadyMs: expect.any(Number) });
     const unknown = await cli('stats', 'cli.nothing');
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toMatch(/no events, groups or pause of type 'cli\.nothing' under prefix 'cli'/);
@@ -473,10 +473,10 @@ describe('the delayed-events CLI', () => {
         run(['--redis', redis.server.url, '--prefix', own, 'stats', 'cli.ship', '--json']),
       ]);
       expect(one.code).toBe(0);
-      expect(JSON.parse(one.stdout)).toEqual({ type: 'cli.ship', paused: false, scheduled: 0, ready: 0, inFlight: 0, dead: 0 });
+      expect(JSON.parse(one.stdout)).toEqual({ type: 'cli.ship', paused: false, scheduled: 0, ready: 0, inFlight: 0, dead: 0, waiting: 0 });
       expect(stats.stderr).toBe('');
       expect(stats.code).toBe(0);
-      expect(stats.stdout).toMatch(/^TYPE\s+GROUP\s+SCHEDULED\s+READY\s+IN FLIGHT\s+DEAD\s+PAUSED\ncli\.ship\s+-\s+0\s+0\s+0\s+0\s+no\n$/);
+      expect(stats.stdout).toMatch(/^TYPE\s+GROUP\s+SCHEDULED\s+READY\s+IN FLIGHT\s+DEAD\s+WAITING\s+PAUSED\ncli\.ship\s+-\s+0\s+0\s+0\s+0\s+0\s+no\n$/);
       expect(types.stdout).toMatch(/\ncli\.ship\s+3\s+-\s+no\s+1\n$/);
     } finally {
       await scheduler.close();

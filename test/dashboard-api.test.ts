@@ -50,7 +50,7 @@ describe('the dashboard HTTP API', () => {
     const overview = await get('api/overview');
     expect(overview.status).toBe(200);
     expect(overview.json.readOnly).toBe(false);
-    expect(overview.json.types).toEqual([{ type: TYPE, partitions: 1, groups: [], paused: false, counts: { scheduled: 9, ready: 0, inFlight: 0, dead: 3 } }]);
+    expect(overview.json.types).toEqual([{ type: TYPE, partitions: 1, groups: [], paused: false, counts: { scheduled: 9, ready: 0, inFlight: 0, dead: 3, waiting: 0 } }]);
   });
 
   it('pages events per state, finds one by id, and shows an event whole', async () => {

@@ -257,7 +257,7 @@ describe('fair sharing per key', () => {
     await waitFor(() => held.length === 1, 'the next of the key started once the first ended');
     held.splice(0).forEach((release) => release());
     await waitFor(async () => (await service.counts(TenantJob))?.inFlight === 0, 'done');
-    expect(await service.counts(TenantJob)).toEqual({ scheduled: 0, ready: 0, inFlight: 0, dead: 0 });
+    expect(await service.counts(TenantJob)).toEqual({ scheduled: 0, ready: 0, inFlight: 0, dead: 0, waiting: 0 });
   });
 
   it('refuses perKey without key, and a key that is not a function', () => {

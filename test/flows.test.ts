@@ -114,6 +114,7 @@ describe('flows', () => {
       ]),
     );
     expect((await service.find(Pack, 'pack-2'))?.state).toBe('scheduled');
+    expect(await service.explain(Charge, 'order-2')).toMatchObject({ state: 'waiting', gate: 'children', detail: { children: 2 } });
     // The children run; the parent then waits only for its own delay.
     handling(service);
     await waitFor(async () => (await service.find(Charge, 'order-2'))?.state === 'scheduled', 'the parent scheduled once its children are done');

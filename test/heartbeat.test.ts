@@ -73,7 +73,7 @@ describe('heartbeat leases', () => {
         const found = await producer.find(WorkItem, 'frozen');
         expect(found?.state).toBe('handled');
         expect(found?.attempt).toBe(2);
-        expect(await producer.counts(WorkItem)).toMatchObject({ scheduled: 0, ready: 0, inFlight: 0, dead: 0 });
+        expect(await producer.counts(WorkItem)).toMatchObject({ scheduled: 0, ready: 0, inFlight: 0, dead: 0, waiting: 0 });
         expect(handled).toEqual([2]);
       } finally {
         if (!thawed) process.kill(frozen.pid, 'SIGCONT');

@@ -113,7 +113,7 @@ describe('housekeeping', () => {
 
     expect(await service.drain(Chore)).toBe(2_800);
     const counts = await service.counts(Chore);
-    expect(counts).toMatchObject({ scheduled: 0, ready: 0, inFlight: 1, dead: 0 });
+    expect(counts).toMatchObject({ scheduled: 0, ready: 0, inFlight: 1, dead: 0, waiting: 0 });
     expect((await service.counts(Bystander))?.scheduled).toBe(1);
     held.open();
     await waitFor(() => held.handled.length === 1, 'the event in flight completed');

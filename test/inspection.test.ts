@@ -67,7 +67,7 @@ describe('inspection and control', () => {
     const service = redis.service({ pollIntervalMs: 100 });
     const release = await eachState(service);
     // With events ready, how long the oldest of them has waited since it fell due.
-    const expected = { scheduled: 1, ready: 2, inFlight: 1, dead: 1, oldestReadyMs: expect.any(Number) };
+    const expected = { scheduled: 1, ready: 2, inFlight: 1, dead: 1, waiting: 0, oldestReadyMs: expect.any(Number) };
     expect(await service.counts(Inspected)).toEqual(expected);
     expect(await service.counts('test.inspect')).toEqual(expected);
 
@@ -132,8 +132,8 @@ describe('inspection and control', () => {
       .sort((a, b) => a.delay - b.delay)
       .map((e) => e.id);
 
-    expect(await service.counts(HotInspected)).toEqual({ scheduled: 300, ready: 0, inFlight: 0, dead: 0 });
-    expect(await service.counts('test.inspect-hot')).toEqual({ scheduled: 300, ready: 0, inFlight: 0, dead: 0 });
+    expect(await service.counts(HotInspected)).toEqual({ scheduled: 300, ready: 0, inFlight: 0, dead: 0, waiting: 0 });
+    expect(await service.counts('test.inspect-hot')).toEqual({ scheduled: 300, ready: 0, inFlight: 0, dead: 0, waiting: 0 });
     const pages: string[] = [];
     for (let offset = 0; offset < 300; offset += 70) pages.push(...(await service.list(HotInspected, 'scheduled', { offset, limit: 70 })).map((e) => e.id));
     expect(pages).toEqual(expected);
@@ -207,7 +207,7 @@ describe('inspection and control', () => {
     // A ready event goes back to the schedule, with its attempts.
     expect(await service.reschedule(Inspected, 'r2', { hours: 1 })).toBe(true);
     expect(await service.find(Inspected, 'r2')).toMatchObject({ state: 'scheduled', attempt: 0 });
-    expect(await service.counts(Inspected)).toEqual({ scheduled: 2, ready: 1, inFlight: 1, dead: 1, oldestReadyMs: expect.any(Number) });
+    expect(await service.counts(Inspected)).toEqual({ scheduled: 2, ready: 1, inFlight: 1, dead: 1, waiting: 0, oldestReadyMs: expect.any(Number) });
     release();
   });
 
@@ -289,7 +289,8 @@ describe('inspection and control', () => {
       ready: 0,
       inFlight: 0,
       dead: 0,
-      groups: { audit: { scheduled: 0, ready: 1, inFlight: 1, dead: 1, oldestReadyMs: expect.any(Number) } },
+      waiting: 0,
+      groups: { audit: { scheduled: 0, ready: 1, inFlight: 1, dead: 1, waiting: 0, oldestReadyMs: expect.any(Number) } },
     });
     expect(await service.find(Inspected, 'undelivered')).toMatchObject({ state: 'scheduled', groups: { audit: 'scheduled' } });
     expect(await service.find('test.inspect', 'e2')).toMatchObject({ state: 'ready', groups: { audit: 'ready' }, event: { id: 'e2', amount: 2 } });

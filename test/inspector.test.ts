@@ -52,7 +52,7 @@ describe('createInspector: inspection without the event classes', () => {
 
       const [info] = (await inspector.types()).filter((t) => t.type === 'test.inspector');
       expect(info).toMatchObject({ type: 'test.inspector', partitions: 1, paused: false });
-      expect(await inspector.counts('test.inspector')).toMatchObject({ scheduled: 1, ready: 0, inFlight: 0, dead: 1 });
+      expect(await inspector.counts('test.inspector')).toMatchObject({ scheduled: 1, ready: 0, inFlight: 0, dead: 1, waiting: 0 });
 
       const later = await inspector.find('test.inspector', 'later');
       expect(later).toMatchObject({ id: 'later', state: 'scheduled', attempt: 0, event: { id: 'later', amount: 5 } });

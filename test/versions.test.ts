@@ -49,7 +49,7 @@ describe('versioned event classes', () => {
     expect(handled(consumer).every((l) => l.attempt === 1)).toBe(true);
     const inspector = redis.service({ prefix });
     await waitFor(async () => (await inspector.counts(OrderCheckV3))?.inFlight === 0, 'all completed');
-    expect(await inspector.counts(OrderCheckV3)).toEqual({ scheduled: 0, ready: 0, inFlight: 0, dead: 0 });
+    expect(await inspector.counts(OrderCheckV3)).toEqual({ scheduled: 0, ready: 0, inFlight: 0, dead: 0, waiting: 0 });
   });
 
   it('a version-2 consumer beside a version-3 producer leaves the v3 events alone, spending no attempt, until a v3 consumer takes them', async () => {
@@ -76,7 +76,7 @@ describe('versioned event classes', () => {
     expect(handled(newer).every((l) => l.handled.startsWith('v3-') && l.attempt === 1 && l.cents === Number(l.handled.slice(3)))).toBe(true);
     expect(handled(older).some((l) => l.handled.startsWith('v3-'))).toBe(false);
     await waitFor(async () => (await inspector.counts(OrderCheckV3))?.inFlight === 0, 'all completed');
-    expect(await inspector.counts(OrderCheckV3)).toEqual({ scheduled: 0, ready: 0, inFlight: 0, dead: 0 });
+    expect(await inspector.counts(OrderCheckV3)).toEqual({ scheduled: 0, ready: 0, inFlight: 0, dead: 0, waiting: 0 });
   });
 
   it('health() warns of events no running instance can read, once they waited newerVersionWarnMs, and stops once one reads them', async () => {
@@ -170,7 +170,7 @@ describe('versioned event classes', () => {
     expect(report).toEqual({ checked: 32, upgraded: 32, failures: [] });
     expect(await v3.versions(VERSIONED_TYPE)).toEqual({ events: 31, byVersion: { 3: 31 }, schedules: { 3: 1 } });
     expect((await v3.find(OrderCheckV3, 's7'))?.event).toEqual(new OrderCheckV3('s7', { cents: 7, currency: 'EUR' }));
-    expect(await v3.counts(OrderCheckV3)).toEqual({ scheduled: 30, ready: 0, inFlight: 0, dead: 1 });
+    expect(await v3.counts(OrderCheckV3)).toEqual({ scheduled: 30, ready: 0, inFlight: 0, dead: 1, waiting: 0 });
     const [letter] = await v3.deadLetters(OrderCheckV3);
     expect(letter).toMatchObject({ id: 'fails', attempts: 1, event: new OrderCheckV3('fails', { cents: 8, currency: 'EUR' }) });
     expect(await v3.upgradeStored(OrderCheckV3)).toEqual({ checked: 32, upgraded: 0, failures: [] });

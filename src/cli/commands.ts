@@ -140,6 +140,7 @@ function describeEvent(type: string, e: InspectedEvent<JsonEvent>, explanation?:
   if (e.dueBy) fields.push(['due by', when(e.dueBy, now)]);
   if (e.trailingDueAt) fields.push(['trailing call', `held until this one settles, due ${when(e.trailingDueAt, now)}`]);
   if (e.throttledUntil) fields.push(['throttled until', when(e.throttledUntil, now)]);
+  if (e.waitingFor) fields.push(['waiting for', e.waitingFor.length === 0 ? 'nothing (its children are done)' : e.waitingFor.map((c) => `${shown(c.type)} ${shown(c.id)}`).join(', ')]);
   if (e.leaseExpiresAt) fields.push(['lease until', when(e.leaseExpiresAt, now)]);
   if (e.deadLetteredAt) fields.push(['dead since', when(e.deadLetteredAt, now)]);
   if (e.handledAt) fields.push(['handled', when(e.handledAt, now)]);

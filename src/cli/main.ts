@@ -82,7 +82,7 @@ function program(run: (job: (ctx: commands.Context) => Promise<void>, command: C
   cli
     .command('list <type>')
     .description('one page of the events in a state')
-    .option('--state <state>', 'scheduled, ready, in-flight, dead or handled (kept with keepHandled)', 'scheduled')
+    .option('--state <state>', 'scheduled, ready, in-flight, dead, handled (kept with keepHandled) or waiting (a flow parent, since 0.6)', 'scheduled')
     .option('--group <group>', 'subscriber group (default: the default group)')
     .option('--limit <n>', 'page size, 1 to 1000', '20')
     .option('--offset <n>', 'events to skip', '0')

@@ -2,6 +2,7 @@ import { limitUse } from './flow-limits';
 import type { RedisClient } from './redis-client';
 import { DEFAULT_GROUP, type RedisLayout, type TypeKeys } from './redis-layout';
 import type { EventState, StoredEvent } from './stored-types';
+import { recordOf } from './flow-store';
 
 /**
  * What holds an event back (since 0.6): `not-due` (scheduled), `paused` (the
@@ -13,7 +14,7 @@ import type { EventState, StoredEvent } from './stored-types';
  * `in-flight` (it runs), `dead` (dead-lettered), `handled` (it ran; kept by
  * keepHandled).
  */
-export type ExplanationGate = 'not-due' | 'paused' | 'rate-limit' | 'concurrency' | 'key-turn' | 'newer-version' | 'ready' | 'in-flight' | 'dead' | 'handled';
+export type ExplanationGate = 'not-due' | 'paused' | 'rate-limit' | 'concurrency' | 'key-turn' | 'newer-version' | 'ready' | 'in-flight' | 'dead' | 'handled' | 'children';
 
 /** Why one group's delivery of an event has not run (or what it is doing), as explain() answers. */
 export interface GroupExplanation {
@@ -68,6 +69,16 @@ async function explainGroup(client: RedisClient, keys: TypeKeys, stored: StoredE
         ...(until !== undefined ? { until: new Date(until) } : {}),
         detail: { attempt: stored.attempt },
         text: `running attempt ${stored.attempt}${until !== undefined ? `; its lease ends at ${clock(until)} at the latest, sooner if its instance stops renewing it` : ''}`,
+      };
+    }
+    case 'waiting': {
+      // A flow's parent (since 0.6): its children left, read from its flow record.
+      const left = (recordOf(await client.hget(keys.flows, id))?.edges ?? []).filter((e) => e.state !== 'done').map((e) => `${e.child.type} ${e.child.id}`);
+      return {
+        ...base,
+        gate: 'children',
+        detail: { children: left.length },
+        text: `waiting for ${left.length} ${left.length === 1 ? 'child' : 'children'} (${left.slice(0, 5).join(', ')}${left.length > 5 ? ', …' : ''}); due once each is done`,
       };
     }
     case 'scheduled': {

@@ -172,7 +172,7 @@ describe('the embedded Lua scripts', () => {
       claimScore: '9',
       left: 0,
       throttledMs: -1,
-      freed: false,
+      freed: 0,
       refused: [],
     });
     // A caller that passes what the header does not declare fails the type check (npm test runs it on this file).

@@ -174,6 +174,10 @@ describe('flows', () => {
     expect(await service.cancel(Pack, 'pack-7')).toBe(true);
     await waitFor(async () => (await service.find(Charge, 'order-7'))?.state === 'dead', 'the parent dead-lettered');
     expect((await service.find(Charge, 'order-7'))?.lastError).toMatch(/^dependency: test\.flow-pack\|pack-7 cancelled/);
+    // Purged, its flow record goes with it.
+    expect(await redis.client().hexists(`${service.prefix}:{test.flow-charge}:fl`, 'order-7')).toBe(1);
+    expect(await service.purgeDeadLetters(Charge, ['order-7'])).toBe(1);
+    expect(await redis.client().hexists(`${service.prefix}:{test.flow-charge}:fl`, 'order-7')).toBe(0);
     const error = await service.cancel(Charge, 'x', { cascade: 'no' } as never).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(InvalidArgumentError);
     const misspelt = await service.cancel(Charge, 'x', { cascde: false } as never).catch((e: unknown) => e);

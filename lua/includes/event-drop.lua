@@ -1,3 +1,4 @@
+-- @include flow-keys
 -- @include groups-release
 
 -- Drops a group's copies of `ids` (k: meta, shared_meta, pending, errors,
@@ -6,20 +7,26 @@
 -- counts them); the default group's entry is the body itself.
 local function event_drop(k, ids)
   if #ids == 0 then return end
+  -- A body that goes takes a parent's flow record with it (since 0.6; includes/flow-keys.lua).
+  local _, flows = flow_keys(k.shared_meta)
+  local function bodies_go(gone)
+    redis.call('HDEL', k.shared_meta, unpack(gone))
+    redis.call('HDEL', flows, unpack(gone))
+  end
   if k.meta ~= k.shared_meta then
     redis.call('HDEL', k.meta, unpack(ids))
     local finished = groups_release(k.pending, ids)
-    if #finished > 0 then redis.call('HDEL', k.shared_meta, unpack(finished)) end
+    if #finished > 0 then bodies_go(finished) end
   else
     local counts = redis.call('HMGET', k.pending, unpack(ids))
     local held, own = {}, {}
     for i, id in ipairs(ids) do
       if counts[i] then held[#held + 1] = id else own[#own + 1] = id end
     end
-    if #own > 0 then redis.call('HDEL', k.meta, unpack(own)) end
+    if #own > 0 then bodies_go(own) end
     if #held > 0 then
       local finished = groups_release(k.pending, held)
-      if #finished > 0 then redis.call('HDEL', k.meta, unpack(finished)) end
+      if #finished > 0 then bodies_go(finished) end
     end
   end
   redis.call('HDEL', k.errors, unpack(ids))

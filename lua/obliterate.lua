@@ -72,5 +72,5 @@ if not clear(base) then return 1 end
 -- The queue's shared keys; claim logs expire with their leases.
 redis.call('UNLINK', KEYS[1], base .. ':pq', base .. ':n', base .. ':p', base .. ':here', base .. ':sched:here', base .. ':sched',
   base .. ':mv', base .. ':mi', base .. ':i', base .. ':o', base .. ':dq', base .. ':dx', base .. ':th',
-  base .. ':wt', base .. ':fl', base .. ':up', base .. ':fo')
+  base .. ':wt', base .. ':fl', base .. ':up', base .. ':fo', base .. ':fa')
 return 0

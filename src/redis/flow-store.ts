@@ -57,6 +57,8 @@ const NOTICE_EFFECTS: readonly NoticeEffect[] = ['none', 'applied', 'released', 
 
 /** Most outbox entries one delivery reads. */
 const OUTBOX_STEP = 100;
+/** How long after its first application a notice is applied once more, then dropped (FlowStore.confirm). */
+export const CONFIRM_AFTER_MS = 5_000;
 
 interface Notice {
   readonly k: string;
@@ -103,6 +105,7 @@ export class FlowStore {
    * delivery, which applies nothing twice. `onEffect` is told of each.
    */
   async deliver(childKeys: TypeKeys, onEffect: (effect: NoticeEffect, parent: TypeKeys) => void = () => {}): Promise<number> {
+    await this.confirm(childKeys, onEffect);
     let delivered = 0;
     // Notices kept for a parent that is moving between partitions stay at the head, for the next delivery.
     let kept = 0;
@@ -110,31 +113,47 @@ export class FlowStore {
       const entries = await this.scripts.bounded('flow notices', () => this.client.lrange(childKeys.notices, kept, kept + OUTBOX_STEP - 1));
       // Applied side by side: the calls share the connection's pipeline, and Redis runs them in the
       // order sent; two notices of one edge need no order anyway (a newer one makes an older one a no-op).
-      const kinds = await Promise.all(
-        entries.map(async (raw) => {
-          const notice = parseNotice(raw);
-          let keep = false;
-          for (const [tag, parentId] of notice?.p ?? []) {
-            const parent = this.keysOfTag(tag);
-            if (!parent || !notice) continue;
-            const applied = await this.applyAnywhere(parent, parentId, notice);
-            if (applied === 'moving') keep = true;
-            else onEffect(applied.effect, applied.parent);
-          }
-          return keep;
-        }),
-      );
-      const done = entries.filter((_, i) => !kinds[i]);
+      const keep = await Promise.all(entries.map((raw) => this.applyEntry(raw, onEffect)));
+      const done = entries.filter((_, i) => !keep[i]);
       kept += entries.length - done.length;
-      // Taken in one round trip once applied (one slot): a crash before leaves them for the next delivery.
+      // Moved to the applied set in one transaction once applied (one slot): a crash before leaves them for the next delivery.
       if (done.length > 0) {
-        const pipeline = this.client.pipeline();
-        for (const raw of done) pipeline.lrem(childKeys.notices, 1, raw);
-        await this.scripts.bounded('flow notices', () => pipeline.exec());
+        const now = Date.now();
+        const multi = this.client.multi();
+        for (const raw of done) multi.lrem(childKeys.notices, 1, raw).zadd(childKeys.noticesApplied, now, raw);
+        await this.scripts.bounded('flow notices', () => multi.exec());
         delivered += done.length;
       }
       if (entries.length < OUTBOX_STEP) return delivered;
     }
+  }
+
+  /**
+   * Applies each notice once more CONFIRM_AFTER_MS after it was first
+   * applied, then drops it: should a failover have lost the parent's write
+   * (replication is asynchronous) after its outbox entry went, this makes it
+   * good; a second application of one that held changes nothing (its number).
+   */
+  private async confirm(childKeys: TypeKeys, onEffect: (effect: NoticeEffect, parent: TypeKeys) => void): Promise<void> {
+    const due = await this.scripts.bounded('flow notices', () => this.client.zrangebyscore(childKeys.noticesApplied, '-inf', Date.now() - CONFIRM_AFTER_MS, 'LIMIT', 0, OUTBOX_STEP));
+    if (due.length === 0) return;
+    const keep = await Promise.all(due.map((raw) => this.applyEntry(raw, onEffect)));
+    const done = due.filter((_, i) => !keep[i]);
+    if (done.length > 0) await this.scripts.bounded('flow notices', () => this.client.zrem(childKeys.noticesApplied, ...done));
+  }
+
+  /** Applies one outbox entry to each of its parents; true when one of them is moving between partitions (kept for later). */
+  private async applyEntry(raw: string, onEffect: (effect: NoticeEffect, parent: TypeKeys) => void): Promise<boolean> {
+    const notice = parseNotice(raw);
+    let keep = false;
+    for (const [tag, parentId] of notice?.p ?? []) {
+      const parent = this.keysOfTag(tag);
+      if (!parent || !notice) continue;
+      const applied = await this.applyAnywhere(parent, parentId, notice);
+      if (applied === 'moving') keep = true;
+      else onEffect(applied.effect, applied.parent);
+    }
+    return keep;
   }
 
   /**

@@ -156,7 +156,7 @@ export class PartitionMoves {
   /** Whether a queue holds stored or moving events. */
   async holdsAny(keys: TypeKeys): Promise<boolean> {
     // Flow notices not yet applied (since 0.6) keep a queue in use until they are.
-    return (await this.bounded(() => this.client.exists(keys.meta, keys.moving, keys.notices))) > 0;
+    return (await this.bounded(() => this.client.exists(keys.meta, keys.moving, keys.notices, keys.noticesApplied))) > 0;
   }
 
   /**

@@ -33,7 +33,7 @@ function derivedKeys(own: string) {
 
 /** A queue's flow keys (lua/includes/flow-keys.lua), named after its meta key. */
 function flowKeys(base: string) {
-  return { waiting: `${base}:wt`, flows: `${base}:fl`, parents: `${base}:up`, notices: `${base}:fo` };
+  return { waiting: `${base}:wt`, flows: `${base}:fl`, parents: `${base}:up`, notices: `${base}:fo`, noticesApplied: `${base}:fa` };
 }
 
 /**
@@ -232,6 +232,7 @@ export class RedisLayout {
       flows: queue.flows,
       parents: queue.parents,
       notices: queue.notices,
+      noticesApplied: queue.noticesApplied,
       claimLogPrefix: `${own}:c:`,
       slotGuard: queue.slotGuard,
     };

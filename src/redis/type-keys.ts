@@ -152,10 +152,13 @@ export interface TypeKeys {
    * A queue's flow keys (since 0.6, lua/includes/flow-keys.lua; a group's
    * keys name its queue's): parents waiting for children (sorted set id ->
    * due ms, state WAITING), their flow records, children's links to their
-   * parents, and the outbox of notices not yet applied to a parent.
+   * parents, the outbox of notices not yet applied to a parent, and the
+   * notices applied lately (sorted set raw notice -> applied at ms), applied
+   * once more a few seconds later (src/redis/flow-store.ts, confirm).
    */
   readonly waiting: string;
   readonly flows: string;
   readonly parents: string;
   readonly notices: string;
+  readonly noticesApplied: string;
 }

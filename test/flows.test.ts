@@ -211,6 +211,15 @@ describe('flows', () => {
     await waitFor(() => ran('order-9').length === 1, 'the parent of a handled dependency ran');
   });
 
+  it('after: a dependency follows its id through a debounce, and the parent runs once after the one call', async () => {
+    const { service, ran } = handling();
+    expect(await service.enqueue(new Verify('verify-15'), 400, { debounce: { maxWaitMs: 5_000 } })).toBe('scheduled');
+    expect(await service.enqueue(new Charge('order-15'), 0, { after: [{ type: Verify, id: 'verify-15' }] })).toBe('scheduled');
+    expect(await service.enqueue(new Verify('verify-15'), 400, { debounce: { maxWaitMs: 5_000 } })).toBe('debounced');
+    await waitFor(() => ran('order-15').length === 1, 'the parent ran');
+    expect(ran('verify-15')).toHaveLength(1);
+  });
+
   it('refuses a bad flow with InvalidArgumentError and stores nothing', async () => {
     const service = redis.service({ prefix: redis.prefix() });
     const children = Array.from({ length: 1_001 }, (_, i) => ({ event: new Pack(`p${i}`) }));

@@ -53,6 +53,17 @@ describe('the dashboard HTTP API', () => {
     expect(overview.json.types).toEqual([{ type: TYPE, partitions: 1, groups: [], paused: false, counts: { scheduled: 9, ready: 0, inFlight: 0, dead: 3, waiting: 0 } }]);
   });
 
+  it("lists a flow's parent under the state 'waiting', with what it waits for (since 0.6)", async () => {
+    const { get, service } = await setUp();
+    await service.enqueueFlow({ event: new OrderDue('parent-1'), children: [{ event: new OrderDue('child-1'), delay: 3_600_000 }] });
+    expect((await get('api/overview')).json.types[0].counts.waiting).toBe(1);
+    const waiting = await get(`api/types/${TYPE}/events?state=waiting`);
+    expect(waiting.status).toBe(200);
+    expect(waiting.json.events.map((e: { id: string; state: string }) => [e.id, e.state])).toEqual([['parent-1', 'waiting']]);
+    const one = await get(`api/types/${TYPE}/events?id=parent-1`);
+    expect(one.json.events[0].waitingFor).toEqual([{ type: TYPE, id: 'child-1' }]);
+  });
+
   it('pages events per state, finds one by id, and shows an event whole', async () => {
     const { get } = await setUp();
     const scheduled = await get(`api/types/${TYPE}/events?state=scheduled&limit=5`);

@@ -135,7 +135,7 @@ export class FlowStore {
    * good; a second application of one that held changes nothing (its number).
    */
   private async confirm(childKeys: TypeKeys, onEffect: (effect: NoticeEffect, parent: TypeKeys) => void): Promise<void> {
-    const due = await this.scripts.bounded('flow notices', () => this.client.zrangebyscore(childKeys.noticesApplied, '-inf', Date.now() - CONFIRM_AFTER_MS, 'LIMIT', 0, OUTBOX_STEP));
+    const due = await this.scripts.bounded('flow notices', () => this.client.zrange(childKeys.noticesApplied, '-inf', String(Date.now() - CONFIRM_AFTER_MS), 'BYSCORE', 'LIMIT', 0, OUTBOX_STEP));
     if (due.length === 0) return;
     const keep = await Promise.all(due.map((raw) => this.applyEntry(raw, onEffect)));
     const done = due.filter((_, i) => !keep[i]);

@@ -232,6 +232,8 @@ describe('flows', () => {
       ['after inside a flow', () => service.enqueueFlow({ event: new Charge('c'), children: [{ event: new Pack('p'), options: { after: [] } }] }), /after/],
       ['after not an array', () => service.enqueue(new Charge('c'), 0, { after: 'x' as never }), /after/],
       ['after with a misspelt key', () => service.enqueue(new Charge('c'), 0, { after: [{ type: Pack, idd: 'p' } as never] }), /idd/],
+      ['after naming itself', () => service.enqueue(new Charge('c'), 0, { after: [{ type: Charge, id: 'c' }] }), /cannot wait for itself/],
+      ['a node under itself', () => service.enqueueFlow({ event: new Charge('c'), children: [{ event: new Pack('p'), children: [{ event: new Charge('c') }] }] }), /own descendant/],
     ];
     for (const [what, call, message] of bad) {
       const error = await call().then(

@@ -85,11 +85,17 @@ export class Flows {
   /** Stores a flow: every node checked first (nothing is stored when one is bad), then each parent before its children. */
   async enqueueFlow(flow: Flow): Promise<FlowStatus> {
     const root = checkNode(flow, 'flow', 0);
-    // Every node encoded (and a leaf's options checked as enqueue checks them) before anything is stored.
+    // Every node encoded (and a leaf's options checked as enqueue checks them) before anything is stored;
+    // a node that waits for itself, or for one of its ancestors, would wait for ever.
+    const path = new Set<string>();
     const encode = (node: Checked, what: string): void => {
+      const name = edgeName({ type: node.route.type, id: node.id });
+      if (path.has(name)) throw new InvalidArgumentError(what, `is ${name}, which it would then wait for itself: an event cannot be its own descendant`);
       const leaf = node.children.length === 0;
       node.body = this.enqueuer.encodeParent(node.node.event, node.node.options ?? {}, what, node.due, leaf).body;
+      path.add(name);
       node.children.forEach((c, i) => encode(c, `${what}.children[${i}]`));
+      path.delete(name);
     };
     encode(root, 'enqueueFlow');
     return this.store(root, undefined);
@@ -107,6 +113,7 @@ export class Flows {
       const type = typeof dependency.type === 'string' ? dependency.type : eventRouteOf(dependency.type).type;
       const keys = typeof dependency.type === 'string' ? await this.parts.keysOf(type, dependency.id) : this.parts.layout.forEvent(eventRouteOf(dependency.type), dependency.id);
       const child = { type, id: dependency.id };
+      if (type === parent.route.type && child.id === parent.id) throw new InvalidArgumentError(`after[${i}]`, `names the event itself (${edgeName(child)}): an event cannot wait for itself`);
       if (!keys || (await this.parts.store.presence(keys, dependency.id)) === 'missing') {
         throw new InvalidArgumentError(`after[${i}]`, `names ${edgeName(child)}, which is neither stored nor handled within the idempotency window: enqueue it first, or leave it out`);
       }

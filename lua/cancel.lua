@@ -20,6 +20,7 @@
 -- ARGV[3] outcomes_max_len (number): the caller's outcomes maxLen (0: its outcomes are off; the stream is still written, untrimmed, while it exists)
 -- REPLY (number): 1 when the event existed, 2 when it existed and a parent's notice was queued
 --         (the caller applies the outbox: src/redis/flow-notices.ts), 0 otherwise.
+-- @include flow-drop
 -- @include burst-keys
 -- @include envelope-parse
 -- @include flow-notice-push
@@ -36,9 +37,8 @@ if not value then return 0 end
 -- Since 0.6: a parent that waits for it hears it was cancelled (a failure of its edge); a
 -- waiting parent cancelled stops waiting (its children are the caller's to cascade to).
 local noticed = flow_notice_push(KEYS[1], { id }, 'cancelled', nil, 'cancelled')
-local waiting, flows = flow_keys(KEYS[1])
-redis.call('ZREM', waiting, id)
-redis.call('HDEL', flows, id)
+redis.call('ZREM', (flow_keys(KEYS[1])), id)
+flow_drop(KEYS[1], { id })
 redis.call('HDEL', KEYS[1], id)
 local _, due = envelope_parse(value)
 remove_from_any_state({ meta = KEYS[1], schedule = KEYS[2], ready = KEYS[3], in_flight = KEYS[4], dead = KEYS[5], errors = KEYS[6], error_log = KEYS[12], legacy = KEYS[7], groups = KEYS[10], pending = KEYS[11] }, id, due)

@@ -82,6 +82,7 @@
 -- flag per event, keeps the usual reply (every success completed) short.
 -- A claimed event's envelope is returned as stored: its attempt is the one
 -- before this claim (the claim's is one more), and the caller splits it.
+-- @include flow-drop
 -- @include burst-release
 -- @include envelope-attempt-version
 -- @include envelope-parse

@@ -22,6 +22,7 @@
 -- ARGV[8] wake_tag (string): wake message (the parent's queue tag)
 -- REPLY (number): 0 nothing to do (no such parent or edge, or a notice applied before),
 --         1 applied, 2 the parent is due, 3 the parent is dead-lettered (reason dependency).
+-- @include flow-results-key
 -- @include envelope-parse
 -- @include envelope-make
 -- @include error-log-append
@@ -41,7 +42,7 @@ local child = { o = outcome }
 if outcome ~= 'handled' and policy == 'ignore' then child.o = 'ignored' end
 if result ~= '' then child.r = result end
 if failure ~= '' then child.e = failure end
-record.r[edge] = child
+redis.call('HSET', flow_results_key(KEYS[1], id), edge, cjson.encode(child))
 local was_done = edge_state[1] == 'd'
 edge_state[1] = failed and 'f' or 'd'
 if not failed and not was_done then record.n = record.n - 1 end

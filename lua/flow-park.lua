@@ -37,7 +37,7 @@ local now = now_ms()
 local mark = redis.call('ZSCORE', KEYS[2], id)
 if mark and tonumber(mark) > now then return 0 end
 local due = at_ms >= 0 and at_ms or now + delay_ms
-local record = { n = 0, e = {}, r = {} }
+local record = { n = 0, e = {} }
 for i = edges_at, edges_at + 3 * edges_n - 1, 3 do
   if not record.e[ARGV[i]] then
     record.e[ARGV[i]] = { 'p', ARGV[i + 1], ARGV[i + 2], 0 }

@@ -24,6 +24,7 @@
 -- ARGV[3] wake_tag (string): wake message prefix (this queue's tag)
 -- ARGV[4..] records (string[]): record json of each event (migrate-out.lua)
 -- REPLY (number): how many events were stored.
+-- @include flow-results-key
 -- @include burst-keys
 -- @include envelope-parse
 -- @include flow-keys
@@ -83,6 +84,7 @@ for i = records_at, records_at + records_n - 1 do
     -- Its part in flows (since 0.6): a parent keeps waiting here, a child keeps its parents.
     local waiting, flows, parents = flow_keys(KEYS[1])
     if record.waiting then redis.call('ZADD', waiting, record.waiting, id) end
+    if record.results then redis.call('HSET', flow_results_key(KEYS[1], id), unpack(record.results)) end
     if record.flow then
       redis.call('HSET', flows, id, record.flow)
       redis.call('HSET', (limit_keys(KEYS[1])), 'fp', '1')

@@ -22,6 +22,8 @@
 -- ARGV[1] token (string): token of this move (the caller's batch)
 -- ARGV[2..] ids (string[]): the ids to move
 -- REPLY (string[]): {id, record json, ...} of the events taken out.
+-- @include flow-results-key
+-- @include flow-drop
 -- @include burst-keys
 -- @include envelope-parse
 -- @include flow-keys
@@ -93,8 +95,10 @@ for i = ids_at, ids_at + ids_n - 1 do
     record.waiting = redis.call('ZSCORE', waiting, id) or nil
     record.flow = redis.call('HGET', flows, id) or nil
     record.link = redis.call('HGET', parents, id) or nil
+    local results = redis.call('HGETALL', flow_results_key(KEYS[1], id))
+    if #results > 0 then record.results = results end
     redis.call('ZREM', waiting, id)
-    redis.call('HDEL', flows, id)
+    flow_drop(KEYS[1], { id })
     redis.call('HDEL', parents, id)
     local pending = tonumber(redis.call('HGET', KEYS[10], id) or '')
     for _, g in ipairs(removing) do

@@ -69,6 +69,15 @@ for _, group in ipairs(redis.call('HKEYS', KEYS[1])) do
   end
 end
 if not clear(base) then return 1 end
+-- Flows' results (since 0.6): one hash per parent, found through the flow records.
+local parents = redis.call('HRANDFIELD', base .. ':fl', most)
+if #parents > 0 then
+  local names = {}
+  for i, id in ipairs(parents) do names[i] = base .. ':fr:' .. id end
+  redis.call('UNLINK', unpack(names))
+  redis.call('HDEL', base .. ':fl', unpack(parents))
+  if #parents == most then return 1 end
+end
 -- The queue's shared keys; claim logs expire with their leases.
 redis.call('UNLINK', KEYS[1], base .. ':pq', base .. ':n', base .. ':p', base .. ':here', base .. ':sched:here', base .. ':sched',
   base .. ':mv', base .. ':mi', base .. ':i', base .. ':o', base .. ':dq', base .. ':dx', base .. ':th',

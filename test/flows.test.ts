@@ -97,6 +97,18 @@ describe('flows', () => {
     // Each once, and nothing left of the flow.
     expect(order.sort()).toEqual(['address-1', 'label-1', 'order-1', 'pack-1', 'stock-1']);
     expect(await service.find(Charge, 'order-1')).toBeUndefined();
+    // Handled, the parent's record and results go.
+    await waitFor(async () => (await redis.client().exists(`${service.prefix}:{test.flow-charge}:fr:order-1`)) === 0, 'the results hash dropped');
+    expect(await redis.client().hexists(`${service.prefix}:{test.flow-charge}:fl`, 'order-1')).toBe(0);
+    // Obliterated, a type keeps no flow key.
+    await service.enqueueFlow({ event: new Charge('order-1b'), children: [{ event: new Verify('verify-1b', true), onChildFailure: 'continue' }] });
+    await waitFor(() => ran('order-1b').length === 1, 'a second parent ran');
+    await service.enqueueFlow({ event: new Charge('order-1c'), delay: 60_000, children: [{ event: new Pack('pack-1c') }] });
+    await waitFor(async () => (await redis.client().exists(`${service.prefix}:{test.flow-charge}:fr:order-1c`)) === 1, 'a result recorded');
+    await service.removeHandler(Charge);
+    await service.obliterate(Charge);
+    // (Its tombstone stays, as for any obliterated type.)
+    expect(await redis.keys(`${service.prefix}:{test.flow-charge}*`)).toEqual([`${service.prefix}:{test.flow-charge}:gone`]);
   });
 
   it("a parent waiting is in the state 'waiting': counts, list and find show it and the children it waits for", async () => {
@@ -178,6 +190,7 @@ describe('flows', () => {
     expect(await redis.client().hexists(`${service.prefix}:{test.flow-charge}:fl`, 'order-7')).toBe(1);
     expect(await service.purgeDeadLetters(Charge, ['order-7'])).toBe(1);
     expect(await redis.client().hexists(`${service.prefix}:{test.flow-charge}:fl`, 'order-7')).toBe(0);
+    expect(await redis.client().exists(`${service.prefix}:{test.flow-charge}:fr:order-7`)).toBe(0);
     const error = await service.cancel(Charge, 'x', { cascade: 'no' } as never).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(InvalidArgumentError);
     const misspelt = await service.cancel(Charge, 'x', { cascde: false } as never).catch((e: unknown) => e);

@@ -24,12 +24,13 @@ describe('the Lua key builders', () => {
 -- @include priority-marker
 -- @include burst-keys
 -- @include flow-keys
+-- @include flow-results-key
 local meta, group, schedule, shared = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local flow, rate_window = limit_keys(meta)
 local bursts, burst_ends, throttles = burst_keys(shared)
 local waiting, flows, parents, notices = flow_keys(shared)
 return cjson.encode({
-  waiting = waiting, flows = flows, parents = parents, notices = notices,
+  waiting = waiting, flows = flows, parents = parents, notices = notices, flow_results = flow_results_key(shared, 'order-7'),
   bursts = bursts, burst_ends = burst_ends, throttles = throttles,
   flow = flow, rate_window = rate_window, newer = newer_key(meta), keyed = keyed_keys(meta),
   group = group_keys(meta, group), bucket = bucket_key(schedule, '1700000000000'),
@@ -55,6 +56,7 @@ return cjson.encode({
       flows: string;
       parents: string;
       notices: string;
+      flow_results: string;
     };
   }
 
@@ -81,6 +83,7 @@ return cjson.encode({
       expect([lua.bursts, lua.burst_ends, lua.throttles], queue.tag).toEqual([queue.bursts, queue.burstEnds, queue.throttles]);
       // So are the flows' (since 0.6).
       expect([lua.waiting, lua.flows, lua.parents, lua.notices], queue.tag).toEqual([queue.waiting, queue.flows, queue.parents, queue.notices]);
+      expect(lua.flow_results, queue.tag).toBe(`${queue.flowResultsPrefix}order-7`);
       // The scripts append a version or a key to these: the helpers of RedisLayout do the same.
       expect(`${lua.newer}:2`).toBe(newerListKey(queue, 2));
       expect(`${lua.keyed.list}customer-7`).toBe(keyedListKey(queue, 'customer-7'));

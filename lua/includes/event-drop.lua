@@ -1,4 +1,4 @@
--- @include flow-keys
+-- @include flow-drop
 -- @include groups-release
 
 -- Drops a group's copies of `ids` (k: meta, shared_meta, pending, errors,
@@ -8,10 +8,9 @@
 local function event_drop(k, ids)
   if #ids == 0 then return end
   -- A body that goes takes a parent's flow record with it (since 0.6; includes/flow-keys.lua).
-  local _, flows = flow_keys(k.shared_meta)
   local function bodies_go(gone)
     redis.call('HDEL', k.shared_meta, unpack(gone))
-    redis.call('HDEL', flows, unpack(gone))
+    flow_drop(k.shared_meta, gone)
   end
   if k.meta ~= k.shared_meta then
     redis.call('HDEL', k.meta, unpack(ids))

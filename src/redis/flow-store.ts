@@ -43,8 +43,6 @@ export interface FlowRecord {
   /** Edges not done yet. */
   readonly left: number;
   readonly edges: ReadonlyArray<FlowEdge & { readonly state: 'pending' | 'done' | 'failed' }>;
-  /** Each settled child's result, keyed `"type|id"`. */
-  readonly results: Readonly<Record<string, ChildResult>>;
 }
 
 /** What linking a child answered: linked (stored, or ahead of its store), done already (handled within the idempotency window), dead (its notice queued), or missing. */
@@ -259,7 +257,7 @@ const EDGE_STATES = { p: 'pending', d: 'done', f: 'failed' } as const;
 /** A flow record as lua/flow-park.lua and lua/flow-notice.lua write it, read. */
 export function recordOf(raw: string | null): FlowRecord | undefined {
   if (raw === null) return undefined;
-  let parsed: { n?: number; e?: Record<string, [string, string, string, number]>; r?: Record<string, { o: ChildOutcome; r?: string; e?: string }> };
+  let parsed: { n?: number; e?: Record<string, [string, string, string, number]> };
   try {
     parsed = JSON.parse(raw) as typeof parsed;
   } catch {
@@ -269,11 +267,22 @@ export function recordOf(raw: string | null): FlowRecord | undefined {
     const cut = name.indexOf('|');
     return { child: { type: name.slice(0, cut), id: name.slice(cut + 1) }, state: EDGE_STATES[state as keyof typeof EDGE_STATES] ?? 'pending', policy: policy as ChildFailurePolicy, tag };
   });
+  return { left: parsed.n ?? 0, edges };
+}
+
+/** A parent's children's results as lua/flow-notice.lua keeps them (`{edge, JSON, ...}`, HGETALL's reply), read. */
+export function childResultsOf(flat: readonly string[]): Record<string, ChildResult> {
   const results: Record<string, ChildResult> = {};
-  for (const [name, r] of Object.entries(parsed.r ?? {})) {
-    results[name] = { outcome: r.o, ...(r.r !== undefined ? { result: parseResult(r.r) } : {}), ...(r.e !== undefined ? { error: r.e } : {}) };
+  for (let i = 0; i + 1 < flat.length; i += 2) {
+    let r: { o: ChildOutcome; r?: string; e?: string };
+    try {
+      r = JSON.parse(flat[i + 1]!) as typeof r;
+    } catch {
+      continue;
+    }
+    results[flat[i]!] = { outcome: r.o, ...(r.r !== undefined ? { result: parseResult(r.r) } : {}), ...(r.e !== undefined ? { error: r.e } : {}) };
   }
-  return { left: parsed.n ?? 0, edges, results };
+  return results;
 }
 
 function parseResult(json: string): unknown {

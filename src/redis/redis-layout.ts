@@ -33,7 +33,7 @@ function derivedKeys(own: string) {
 
 /** A queue's flow keys (lua/includes/flow-keys.lua), named after its meta key. */
 function flowKeys(base: string) {
-  return { waiting: `${base}:wt`, flows: `${base}:fl`, parents: `${base}:up`, notices: `${base}:fo`, noticesApplied: `${base}:fa` };
+  return { waiting: `${base}:wt`, flows: `${base}:fl`, flowResultsPrefix: `${base}:fr:`, parents: `${base}:up`, notices: `${base}:fo`, noticesApplied: `${base}:fa` };
 }
 
 /**
@@ -230,6 +230,7 @@ export class RedisLayout {
       throttles: queue.throttles,
       waiting: queue.waiting,
       flows: queue.flows,
+      flowResultsPrefix: queue.flowResultsPrefix,
       parents: queue.parents,
       notices: queue.notices,
       noticesApplied: queue.noticesApplied,

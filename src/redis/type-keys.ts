@@ -158,6 +158,8 @@ export interface TypeKeys {
    */
   readonly waiting: string;
   readonly flows: string;
+  /** Prefix of each parent's hash of its children's results (`<prefix><parent id>`: edge -> JSON). */
+  readonly flowResultsPrefix: string;
   readonly parents: string;
   readonly notices: string;
   readonly noticesApplied: string;

@@ -1,7 +1,7 @@
 import type { LuaScripts } from '../redis/lua-scripts';
 import type { TypeKeys } from '../redis/redis-layout';
 import type { DeliveryReports, ReportedCall } from './delivery-reports';
-import { type ChildResult, recordOf } from '../redis/flow-store';
+import { type ChildResult, childResultsOf } from '../redis/flow-store';
 import { METRIC, type Metrics } from './metrics';
 
 /** How often at most a queue's reports are written: a handler reporting in a tight loop costs a few writes a second. */
@@ -54,7 +54,7 @@ export class CallReports implements DeliveryReports {
   }
 
   async childResults(ref: ReportedCall): Promise<Readonly<Record<string, ChildResult>>> {
-    return recordOf((await this.scripts.call('flow-record', ref.keys, { id: ref.id })) || null)?.results ?? {};
+    return childResultsOf(await this.scripts.call('flow-record', ref.keys, { id: ref.id }));
   }
 
   /** Resolves once what `ref`'s call reported is written (or dropped): before its result. Nothing to wait for, most of the time. */

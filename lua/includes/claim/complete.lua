@@ -108,7 +108,7 @@ if successes_n > 0 then
         for i = results_at, results_at + 2 * results_n - 1, 2 do given[ARGV[i]] = ARGV[i + 1] end
         if flow_notice_push(KEYS[10], finished, 'handled', given) > 0 then freed = freed % 2 + 2 end
       end
-      if shared[3] then redis.call('HDEL', (select(2, flow_keys(KEYS[10]))), unpack(finished)) end
+      if shared[3] then flow_drop(KEYS[10], finished) end
       local values = windows and redis.call('HMGET', KEYS[10], unpack(finished))
       redis.call('HDEL', KEYS[10], unpack(finished))
       if windows then

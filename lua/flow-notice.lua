@@ -21,12 +21,14 @@
 -- ARGV[7] wake_channel (string): wake channel
 -- ARGV[8] wake_tag (string): wake message (the parent's queue tag)
 -- REPLY (number): 0 nothing to do (no such parent or edge, or a notice applied before),
---         1 applied, 2 the parent is due, 3 the parent is dead-lettered (reason dependency).
+--         1 applied, 2 the parent is due, 3 the parent is dead-lettered (reason dependency; its
+--         own parents' notice queued in its queue's outbox: the caller applies it).
 -- @include flow-results-key
 -- @include envelope-parse
 -- @include envelope-make
 -- @include error-log-append
 -- @include flow-keys
+-- @include flow-notice-push
 -- @include now-ms
 
 local waiting, flows = flow_keys(KEYS[1])
@@ -59,6 +61,8 @@ if kept_due then
     redis.call('ZADD', KEYS[2], now, id)
     redis.call('HSET', KEYS[3], id, reason)
     error_log_append(KEYS[4], id, 0, now, reason)
+    -- A parent that is itself a child tells its own parents, in its slot's outbox (the caller applies it).
+    flow_notice_push(KEYS[1], { id }, 'dead-lettered', nil, reason)
     return 3
   end
   if record.n > 0 then return 1 end

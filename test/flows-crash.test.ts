@@ -92,7 +92,12 @@ describe('flow notices through crashes', () => {
     await producer.close().catch(() => undefined);
     await cut;
     expect(await client.hexists(`${prefix}:{test.work}:m`, 'part-0')).toBe(0);
-    expect((await redis.service({ prefix }).find(Summary, 'summary-2'))?.waitingFor).toHaveLength(20);
+    const looker = redis.service({ prefix });
+    expect((await looker.find(Summary, 'summary-2'))?.waitingFor).toHaveLength(20);
+    // Its children were never linked: health() names the parent, and each of them.
+    await looker.enqueue(new Summary('known'), 60_000);
+    expect((await looker.health()).orphanedParents).toEqual([{ type: 'test.flow-summary', id: 'summary-2', missing: expect.arrayContaining([{ type: 'test.work', id: 'part-0' }]) }]);
+    expect((await looker.health()).orphanedParents?.[0]?.missing).toHaveLength(20);
 
     const service = redis.service({ prefix });
     const runs: string[] = [];

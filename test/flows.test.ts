@@ -347,4 +347,58 @@ describe('flows', () => {
     await waitFor(() => runs.length === 1, 'the parent ran once');
     expect(Object.keys(runs[0]!.children!).sort()).toEqual(['test.flow-pack|pack-14', 'test.flow-verify|verify-14']);
   });
+
+  it("a failure two levels down reaches the root: under 'continue' the root runs with it, under 'fail' it is dead-lettered too", async () => {
+    const { service, ran } = handling();
+    const metrics = recordMetrics(service);
+    await service.enqueueFlow({
+      event: new Charge('order-16'),
+      children: [{ event: new Pack('pack-16'), onChildFailure: 'continue', children: [{ event: new Verify('verify-16', true) }] }],
+    });
+    await waitFor(() => ran('order-16').length === 1, 'the root ran');
+    expect(ran('order-16')[0]!.children?.['test.flow-pack|pack-16']).toEqual({ outcome: 'dead-lettered', error: expect.stringMatching(/^dependency: test\.flow-verify\|verify-16/) });
+    expect(ran('pack-16')).toEqual([]);
+    await service.enqueueFlow({ event: new Charge('order-17'), children: [{ event: new Pack('pack-17'), children: [{ event: new Verify('verify-17', true) }] }] });
+    await waitFor(async () => (await service.find(Charge, 'order-17'))?.state === 'dead', 'the root dead-lettered');
+    expect((await service.find(Charge, 'order-17'))?.lastError).toMatch(/^dependency: test\.flow-pack\|pack-17 dead-lettered/);
+    await waitFor(() => counter(metrics, METRIC.deadLettered, { reason: 'dependency' }) === 3, 'three dependency dead letters counted');
+  });
+
+  it('after sent again while its event waits links the dependencies it adds; a parent replaced stops waiting and runs once', async () => {
+    const { service, ran } = handling();
+    await service.enqueue(new Verify('verify-18'), 60_000);
+    await service.enqueue(new Pack('pack-18'), 60_000);
+    expect(await service.enqueue(new Charge('order-18'), 0, { after: [{ type: Verify, id: 'verify-18' }] })).toBe('scheduled');
+    expect(
+      await service.enqueue(new Charge('order-18'), 0, {
+        after: [
+          { type: Verify, id: 'verify-18' },
+          { type: Pack, id: 'pack-18' },
+        ],
+      }),
+    ).toBe('duplicate');
+    expect((await service.find(Charge, 'order-18'))?.waitingFor).toHaveLength(2);
+    await service.runNow(Verify, 'verify-18');
+    await waitFor(() => ran('verify-18').length === 1, 'the first dependency ran');
+    expect((await service.find(Charge, 'order-18'))?.waitingFor).toEqual([{ type: 'test.flow-pack', id: 'pack-18' }]);
+    await service.runNow(Pack, 'pack-18');
+    await waitFor(() => ran('order-18').length === 1, 'the parent ran once both were done');
+
+    await service.enqueueFlow({ event: new Charge('order-19'), children: [{ event: new Pack('pack-19'), delay: 300 }] });
+    expect(await service.enqueue(new Charge('order-19', 5), 0, { replace: true })).toBe('replaced');
+    expect((await service.counts(Charge))?.waiting).toBe(0);
+    await waitFor(() => ran('order-19').length === 1 && ran('pack-19').length === 1, 'the replaced parent ran, and the child');
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(ran('order-19')).toHaveLength(1);
+  });
+
+  it('a child the flow does not store (throttled) is done for its parent at once', async () => {
+    // No idempotency marks: the handled id is no duplicate, only its throttle window holds it back.
+    const { service, ran } = handling(redis.service({ prefix: redis.prefix(), idempotencyWindowMs: 0 }));
+    expect(await service.enqueue(new Verify('verify-20'), 0, { throttle: { windowMs: 60_000 } })).toBe('scheduled');
+    await waitFor(() => ran('verify-20').length === 1, 'the first call ran');
+    const status = await service.enqueueFlow({ event: new Charge('order-20'), children: [{ event: new Verify('verify-20'), options: { throttle: { windowMs: 60_000 } } }] });
+    expect(status.children[0]!.status).toBe('throttled');
+    await waitFor(() => ran('order-20').length === 1, 'the parent ran');
+  });
 });

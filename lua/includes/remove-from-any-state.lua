@@ -1,3 +1,4 @@
+-- @include flow-keys
 -- @include groups-forget
 -- @include keyed-release
 -- @include keyed-remove
@@ -7,7 +8,8 @@
 -- @include schedule-remove
 
 -- Removes `id`, whose envelope says it is due at `due`, from whichever state holds it (an event lives in
--- exactly one of schedule, ready, in flight or dead; ready includes the lists
+-- exactly one of schedule, ready, in flight, dead or, since 0.6, waiting for its children
+-- (a parent replaced stops waiting: it is a plain event from then on); ready includes the lists
 -- of events left for a newer version, includes/newer-key.lua), with its last
 -- error and what named groups hold of it. Its envelope stays: the caller
 -- deletes or replaces it. `k` names the queue's keys:
@@ -19,6 +21,7 @@ local function remove_from_any_state(k, id, due)
     and not lease_remove(k.in_flight, id)
     and redis.call('ZREM', k.dead, id) == 0
     and redis.call('LREM', k.ready, 1, id) == 0
+    and redis.call('ZREM', (flow_keys(k.meta)), id) == 0
     and not priority_remove(k.meta, id)
     and not keyed_remove(k.meta, id) then
     newer_remove(k.meta, id)

@@ -70,6 +70,9 @@ interface Notice {
 export const edgeName = (child: ChildRef): string => `${child.type}|${child.id}`;
 
 export class FlowStore {
+  /** Told of each parent a notice dead-lettered (reason dependency), for the metric. */
+  onDependencyDeadLetter: ((type: string) => void) | undefined;
+
   constructor(
     private readonly client: RedisClient,
     private readonly layout: RedisLayout,
@@ -94,7 +97,13 @@ export class FlowStore {
   /** Applies a child's outcome to one parent (notice number `seq`). */
   async notify(parentKeys: TypeKeys, parentId: string, edge: string, seq: number, outcome: string, result = '', failure = ''): Promise<NoticeEffect> {
     const reply = await this.scripts.call('flow-notice', parentKeys, { id: parentId, edge, seq, outcome, result, failure, wakeChannel: this.wakeChannel, wakeTag: parentKeys.tag });
-    return NOTICE_EFFECTS[reply] ?? 'none';
+    const effect = NOTICE_EFFECTS[reply] ?? 'none';
+    if (effect === 'dead-lettered') {
+      this.onDependencyDeadLetter?.(parentKeys.type);
+      // A parent that is itself a child queued a notice for its own parents: up the tree it goes.
+      await this.deliver(parentKeys);
+    }
+    return effect;
   }
 
   /**
@@ -203,9 +212,10 @@ export class FlowStore {
 
   /**
    * Parents waiting (the first `most` of each queue) for children that no
-   * longer exist and can send no notice: not stored, not moving, and still
-   * linked (never stored after a flow call was cut short, or purged, drained
-   * or obliterated). A child settled whose notice is on its way is not one.
+   * longer exist and can send no notice: not stored, not moving, and either
+   * still linked (purged, drained or obliterated, or never stored after a
+   * flow call was cut short) or never linked (cut short before). A child
+   * settled whose notice is on its way is not one.
    */
   async orphans(queues: readonly TypeKeys[], most = 100): Promise<Array<{ readonly id: string; readonly missing: readonly ChildRef[] }>> {
     const found: Array<{ id: string; missing: ChildRef[] }> = [];
@@ -220,12 +230,22 @@ export class FlowStore {
             this.client.multi().hexists(child.meta, edge.child.id).hexists(child.moving, edge.child.id).hexists(child.parents, edge.child.id).exec(),
           );
           const [stored, moving, linked] = (replies ?? []).map(([, v]) => v);
-          if (stored === 0 && moving === 0 && linked === 1) missing.push(edge.child);
+          // Not linked, not stored: never linked (a flow call cut short), unless it settled and its notice is on its way.
+          if (stored === 0 && moving === 0 && (linked === 1 || !(await this.noticeOnItsWay(child, edgeName(edge.child))))) missing.push(edge.child);
         }
         if (missing.length > 0) found.push({ id, missing });
       }
     }
     return found;
+  }
+
+  /** Whether a notice of `edge` waits in the child's queue's outbox, or was applied lately. */
+  private async noticeOnItsWay(child: TypeKeys, edge: string): Promise<boolean> {
+    const [queued, applied] = await Promise.all([
+      this.scripts.bounded('flow orphans', () => this.client.lrange(child.notices, 0, -1)),
+      this.scripts.bounded('flow orphans', () => this.client.zrange(child.noticesApplied, '0', '-1')),
+    ]);
+    return [...queued, ...applied].some((raw) => parseNotice(raw)?.k === edge);
   }
 
   /** A parent's flow record, or undefined when it has none (not a parent, or settled). */

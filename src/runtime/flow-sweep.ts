@@ -18,8 +18,10 @@ export class FlowSweep {
   constructor(
     private readonly store: FlowStore,
     private readonly keys: TypeKeys,
-    private readonly metrics: Metrics,
-  ) {}
+    metrics: Metrics,
+  ) {
+    store.onDependencyDeadLetter = (type) => metrics.count(METRIC.deadLettered, { type, group: 'default', reason: 'dependency' });
+  }
 
   /** A result here queued a notice: the next look applies it. */
   poke(): void {
@@ -31,8 +33,6 @@ export class FlowSweep {
     if (!this.poked && now - this.last < FLOW_SWEEP_EVERY_MS) return;
     this.poked = false;
     this.last = now;
-    await this.store.deliver(this.keys, (effect, parent) => {
-      if (effect === 'dead-lettered') this.metrics.count(METRIC.deadLettered, { type: parent.type, group: 'default', reason: 'dependency' });
-    });
+    await this.store.deliver(this.keys);
   }
 }

@@ -80,6 +80,7 @@ export class Flows {
     private readonly enqueuer: FlowEnqueuer,
   ) {
     enqueuer.withDependencies = (event, due, options) => this.enqueueAfter(event, due, options);
+    parts.store.onDependencyDeadLetter = (type) => parts.metrics.count(METRIC.deadLettered, { type, group: 'default', reason: 'dependency' });
   }
 
   /** Stores a flow: every node checked first (nothing is stored when one is bad), then each parent before its children. */
@@ -121,16 +122,24 @@ export class Flows {
     }
     const parked = await this.parts.store.park(parentKeys, parent.id, due, parent.body, edges);
     this.parts.onStored(parent.route);
-    if (parked !== 'waiting') return 'duplicate';
+    if (parked === 'duplicate') return 'duplicate';
+    // Waiting already (the call sent again after a crash): its edges are linked again, which changes nothing twice.
     for (const edge of edges) await this.linkTo(edge.keys, edge.child, parentKeys, parent.id, false);
-    return 'scheduled';
+    return parked === 'waiting' ? 'scheduled' : 'duplicate';
   }
 
   private async store(node: Checked, parent: { readonly keys: TypeKeys; readonly id: string } | undefined): Promise<FlowStatus> {
     const keys = this.parts.layout.forEvent(node.route, node.id);
     const child = { type: node.route.type, id: node.id };
     if (parent && (await this.linkTo(keys, child, parent.keys, parent.id, true)) === 'done') return skipped(node);
-    if (node.children.length === 0) return { status: await this.enqueuer.enqueue(node.node.event, () => node.due, node.node.options ?? {}), children: [] };
+    if (node.children.length === 0) {
+      const status = await this.enqueuer.enqueue(node.node.event, () => node.due, node.node.options ?? {});
+      // Throttled, or a duplicate of an event gone since: nothing stored will settle, so the edge is done now.
+      if (parent && (status === 'throttled' || status === 'duplicate') && (await this.parts.store.presence(keys, node.id)) !== 'stored') {
+        await this.parts.store.notify(parent.keys, parent.id, edgeName(child), 1, 'handled');
+      }
+      return { status, children: [] };
+    }
     const edges = node.children.map((c) => ({ child: { type: c.route.type, id: c.id }, policy: c.policy, tag: this.parts.layout.forEvent(c.route, c.id).tag }));
     const parked = await this.parts.store.park(keys, node.id, node.due, node.body ?? '', edges);
     this.parts.onStored(node.route);
@@ -150,11 +159,9 @@ export class Flows {
     return linked;
   }
 
-  /** Applies a queue's outbox of notices, counting the parents it dead-letters. */
+  /** Applies a queue's outbox of notices. */
   deliver(keys: TypeKeys): Promise<number> {
-    return this.parts.store.deliver(keys, (effect, parent) => {
-      if (effect === 'dead-lettered') this.parts.metrics.count(METRIC.deadLettered, { type: parent.type, group: 'default', reason: 'dependency' });
-    });
+    return this.parts.store.deliver(keys);
   }
 }
 

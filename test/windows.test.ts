@@ -254,10 +254,11 @@ describe('enqueue windows', () => {
     try {
       await crashing.waitForLine((l) => l.ready === true);
       const producer = redis.service({ prefix });
-      const options = { debounce: { leading: true, maxWaitMs: 1_000 } };
-      await producer.enqueue(new WorkItem('crash', 1), 200, options);
+      // A quiet period long enough that the second enqueue falls within it however slowly the worker reports its start.
+      const options = { debounce: { leading: true, maxWaitMs: 4_000 } };
+      await producer.enqueue(new WorkItem('crash', 1), 2_000, options);
       await crashing.waitForLine((l) => l.started === 'crash');
-      expect(await producer.enqueue(new WorkItem('crash', 2), 200, options)).toBe('debounced');
+      expect(await producer.enqueue(new WorkItem('crash', 2), 2_000, options)).toBe('debounced');
       await crashing.kill();
       const calls: number[] = [];
       let running = 0;

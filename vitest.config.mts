@@ -19,6 +19,8 @@ const onClusterToo = [
   'windows-model',
   'flows',
   'flows-model',
+  'conformance',
+  'python-producer',
   'validation',
   'retry',
   'decode',

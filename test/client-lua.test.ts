@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { CLIENT_LUA_DIR, CLIENT_SCRIPTS, WIRE_FORMAT_VERSION, clientLuaFiles, staleClientLua } from '../scripts/export-client-lua.mjs';
 import { ROOT } from '../scripts/embed-lua.mjs';
 import { LUA_SOURCES } from '../src/redis/lua-sources.generated';
+import { RedisLayout } from '../src/redis/redis-layout';
 
 /**
  * The Python package carries the scripts it calls as plain files (committed, so
@@ -23,6 +24,11 @@ describe('the scripts other producers call', () => {
 
   it('are documented in docs/wire-format.md with the keys and arguments of their headers', () => {
     const doc = readFileSync(join(ROOT, 'docs', 'wire-format.md'), 'utf8');
+    // The key of each name, as the page's table gives it, is RedisLayout's.
+    const keys = new RedisLayout('dq').forType('t') as unknown as Record<string, string>;
+    const suffixes = [...doc.matchAll(/^\| `([A-Za-z]+)` \| `([a-z]+)` \|/gm)];
+    expect(suffixes.length).toBeGreaterThanOrEqual(13);
+    for (const [, name, suffix] of suffixes) expect(keys[name!], name).toBe(`dq:{t}:${suffix}`);
     expect(doc).toContain(`Wire format ${WIRE_FORMAT_VERSION}`);
     const manifest = JSON.parse(clientLuaFiles()['scripts.json']!) as {
       scripts: Record<string, { keys: string[]; argv: Array<{ name: string }>; lists: Array<{ name: string; fields: string[] }> }>;
@@ -31,7 +37,10 @@ describe('the scripts other producers call', () => {
       // Each script's section lists KEYS and ARGV in the header's order, one table row each.
       const section = doc.split(`\n### ${name}\n`)[1]?.split('\n### ')[0] ?? '';
       expect(section, `a '### ${name}' section`).not.toBe('');
-      const rows = [...section.matchAll(/^\| (KEYS|ARGV)\[([\d.]+)\] \| `([A-Za-z_]+)` \|/gm)].map((m) => `${m[1]} ${m[3]}`);
+      const found = [...section.matchAll(/^\| (KEYS|ARGV)\[([\d.]+)\] \| `([A-Za-z_]+)` \|/gm)];
+      // KEYS numbered 1, 2, 3... as in the header.
+      found.filter((m) => m[1] === 'KEYS').forEach((m, i) => expect(m[2], `${name} KEYS[${i + 1}]`).toBe(String(i + 1)));
+      const rows = found.map((m) => `${m[1]} ${m[3]}`);
       const want = [...spec.keys.map((k) => `KEYS ${k}`), ...spec.argv.map((a) => `ARGV ${a.name}`), ...spec.lists.flatMap((l) => l.fields.map((f) => `ARGV ${f}`))];
       expect(rows, name).toEqual(want);
     }

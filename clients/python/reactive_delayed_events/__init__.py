@@ -10,6 +10,7 @@ from .errors import (
     InvalidOptionError,
     NotReplicatedError,
     PayloadTooLargeError,
+    RedisCallTimeoutError,
     RedisConnectionError,
     SerializationError,
 )
@@ -26,6 +27,7 @@ __all__ = [
     "InvalidOptionError",
     "NotReplicatedError",
     "PayloadTooLargeError",
+    "RedisCallTimeoutError",
     "RedisConnectionError",
     "SerializationError",
 ]

@@ -23,6 +23,7 @@ from .errors import (
     InvalidArgumentError,
     InvalidOptionError,
     NotReplicatedError,
+    RedisCallTimeoutError,
     RedisConnectionError,
 )
 
@@ -33,6 +34,7 @@ except ImportError:  # pragma: no cover
 
 _LUA_DIR = os.path.join(os.path.dirname(__file__), "lua")
 _PREFIX = re.compile(r"^[A-Za-z0-9_.:-]{1,64}\Z")
+_DIGITS = re.compile(r"[0-9]{1,16}\Z")
 #: Events per script call, as the Node service sends them (src/service/enqueue-batcher.ts).
 CHUNK = 250
 #: A layout record read is used this long before it is read again.
@@ -101,6 +103,8 @@ class DelayedEvents:
         self.wake_channel = "%s:wake" % prefix
         #: Type names seen valid: checked once each (their count is the app's types).
         self._type_names: Dict[str, bool] = {}
+        #: Scripts loaded on every primary of a Cluster by this producer.
+        self._loaded: set = set()
 
     # -- enqueue ------------------------------------------------------------------------------
 
@@ -118,7 +122,7 @@ class DelayedEvents:
         **options: Any,
     ) -> str:
         """Stores one event; returns 'scheduled', 'duplicate', 'replaced', 'debounced' or 'throttled'."""
-        if type_name not in self._type_names:
+        if not isinstance(type_name, str) or type_name not in self._type_names:
             if len(self._type_names) >= 1_000:
                 self._type_names.clear()
             self._type_names[wire.check_type_name(type_name)] = True
@@ -169,14 +173,26 @@ class DelayedEvents:
         groups: Dict[Tuple[str, str, int], List[int]] = {}
         for i, event in enumerate(prepared):
             groups.setdefault((wire.queue_tag(type_name, count, event[0]), event[3], event[4]), []).append(i)
+        calls = [
+            (tag, mode, mode_ms, indexes[start : start + CHUNK])
+            for (tag, mode, mode_ms), indexes in groups.items()
+            for start in range(0, len(indexes), CHUNK)
+        ]
         statuses: List[str] = [""] * len(prepared)
-        for (tag, mode, mode_ms), indexes in groups.items():
-            for start in range(0, len(indexes), CHUNK):
-                chunk = indexes[start : start + CHUNK]
-                reply = self._enqueue_call(tag, mode, mode_ms, [prepared[i][:3] for i in chunk])
-                replies = reply if isinstance(reply, list) else [reply]
-                for i, r in zip(chunk, replies):
-                    statuses[i] = wire.STATUSES[int(r)]
+        if len(calls) > 1 and not self._cluster and self.wait_replicas == 0:
+            # Several queues (partitions, windows) on one server: their calls share one round trip.
+            pipe = self._redis.pipeline(transaction=False)
+            for tag, mode, mode_ms, chunk in calls:
+                keys, args = self._enqueue_args(tag, mode, mode_ms, [prepared[i][:3] for i in chunk])
+                self._scripts["enqueue"](keys=keys, args=args, client=pipe)
+            replies_per_call = self._call(pipe.execute)
+        else:
+            # On a Cluster each call goes to its slot's master, one after another (redis-py 4.3 refuses EVALSHA in a cluster pipeline).
+            replies_per_call = [self._enqueue_call(tag, mode, mode_ms, [prepared[i][:3] for i in chunk]) for tag, mode, mode_ms, chunk in calls]
+        for (_, _, _, chunk), reply in zip(calls, replies_per_call):
+            replies = reply if isinstance(reply, list) else [reply]
+            for i, r in zip(chunk, replies):
+                statuses[i] = wire.STATUSES[int(r)]
         return statuses
 
     def _prepare(
@@ -215,7 +231,7 @@ class DelayedEvents:
         body = wire.encode_body(type_name, event_id, payload, context, now, version, extras, self.max_payload_bytes)
         return event_id, body, due, mode, mode_ms
 
-    def _enqueue_call(self, tag: str, mode: str, mode_ms: int, events: List[Tuple[str, str, str]]) -> Any:
+    def _enqueue_args(self, tag: str, mode: str, mode_ms: int, events: List[Tuple[str, str, str]]) -> Tuple[List[str], List[Any]]:
         spec = MANIFEST["scripts"]["enqueue"]
         # A plain call names its first keys only (KEYS(plain) in lua/enqueue.lua's header).
         names = spec["variants"]["plain"] if mode == "" else spec["keys"]
@@ -223,6 +239,10 @@ class DelayedEvents:
         args: List[Any] = [mode, mode_ms, self.wake_channel, tag]
         for event in events:
             args.extend(event)
+        return keys, args
+
+    def _enqueue_call(self, tag: str, mode: str, mode_ms: int, events: List[Tuple[str, str, str]]) -> Any:
+        keys, args = self._enqueue_args(tag, mode, mode_ms, events)
         return self._run("enqueue", keys, args, durable=self.wait_replicas > 0)
 
     # -- cancel and reschedule -----------------------------------------------------------------
@@ -273,11 +293,12 @@ class DelayedEvents:
         for field, value in record.items():
             field = field.decode() if isinstance(field, bytes) else field
             value = value.decode() if isinstance(value, bytes) else value
-            if not value.isdigit():
+            # ASCII digits only, as Node's Number() reads them: '٤' or '²' is no setting.
+            if not _DIGITS.match(value):
                 continue
             if field == "current":
                 current = int(value)
-            elif field.isdigit():
+            elif _DIGITS.match(field):
                 settings[int(field)] = int(value)
         self._layouts[type_name] = (now, settings, current)
         return settings, current
@@ -298,8 +319,12 @@ class DelayedEvents:
 
     def _tags_of(self, type_name: str, event_id: str, fixed: Optional[int]) -> List[str]:
         """Where an id may be: its queue under the setting in use, then under the others a move may not have emptied yet."""
-        counts = [self._partitions(type_name, fixed)]
         settings, current = self._layout(type_name)
+        try:
+            counts = [self._partitions(type_name, fixed)]
+        except InvalidArgumentError:
+            # Partitioned, no current setting known yet: the id is under one of those named.
+            counts = []
         counts += [p for p in sorted(settings) + ([current] if current else []) + [1] if p not in counts and 1 <= p <= wire.MAX_PARTITIONS]
         tags: List[str] = []
         for count in counts:
@@ -313,9 +338,15 @@ class DelayedEvents:
     def _check_id(self, event_id: Any) -> None:
         if not isinstance(event_id, str) or event_id == "":
             raise InvalidArgumentError("id", "must be a non-empty string; got %r" % (event_id,))
+        if wire.has_surrogate(event_id):
+            raise InvalidArgumentError("id", "holds a lone UTF-16 surrogate, which Redis would store as U+FFFD; got %r" % (event_id,))
 
     def _run(self, name: str, keys: List[str], args: List[Any], durable: bool = False) -> Any:
         script = self._scripts[name]
+        if self._cluster and name not in self._loaded:
+            # SCRIPT LOAD goes to every primary: redis-py 4.3 logs a traceback for each NOSCRIPT it recovers from.
+            self._call(lambda: self._redis.script_load(script.script))
+            self._loaded.add(name)
         if not durable:
             return self._call(lambda: script(keys=keys, args=args))
         return self._call(lambda: self._run_durably(script, keys, args))
@@ -370,10 +401,11 @@ def _typed(error: BaseException) -> DelayedEventError:
     if re.match(r"^NOPERM\b", message) or type(error).__name__ == "NoPermissionError":
         return RedisConnectionError("permission", "the ACL user may not run a command the producer needs (%s)" % message, error)
     if isinstance(error, RedisPyTimeoutError):
-        return RedisConnectionError("timeout", "Redis did not answer in time (%s); an enqueue may still have been stored: sending it again is safe" % message, error)
+        return RedisCallTimeoutError(message.rstrip(".") or "timed out", error)
     if isinstance(error, RedisPyConnectionError):
-        reason = "refused" if re.search(r"refused|Name or service not known|unreachable", message, re.I) else "other"
-        return RedisConnectionError(reason, "%s; an enqueue may still have been stored: sending it again is safe" % message, error)
+        if re.search(r"refused|Name or service not known|unreachable", message, re.I):
+            return RedisConnectionError("refused", "%s; nothing was sent" % message.rstrip("."), error)
+        return RedisConnectionError("other", "%s; an enqueue may still have been stored: sending it again is safe" % message.rstrip("."), error)
     if isinstance(error, (RedisError, OSError)):
         return RedisConnectionError("other", message or type(error).__name__, error)
     return RedisConnectionError("other", "%s: %s" % (type(error).__name__, message), error)

@@ -97,6 +97,19 @@ class NotReplicatedError(DelayedEventError):
         self.required = required
 
 
+class RedisCallTimeoutError(DelayedEventError):
+    """Redis did not answer a call in time (the client's ``socket_timeout``); it may have run."""
+
+    code = "REDIS_TIMEOUT"
+
+    def __init__(self, detail: str, cause: Optional[BaseException] = None) -> None:
+        super().__init__(
+            "Redis did not answer in time (%s); it may be down, frozen or unreachable. An enqueue that "
+            "timed out may still have been stored: enqueueing it again is safe." % detail
+        )
+        self.__cause__ = cause
+
+
 class RedisConnectionError(DelayedEventError):
     """Redis cannot be used: ``reason`` is 'refused', 'auth', 'tls', 'timeout', 'permission' or 'other'."""
 

@@ -67,8 +67,13 @@ KEY_SUFFIXES = {
 }
 
 
+def utf16_length(text: str) -> int:
+    """The length JavaScript gives ``text``: a character beyond the BMP counts two."""
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
 def is_type_name(name: Any) -> bool:
-    if not isinstance(name, str) or not 0 < len(name) <= TYPE_MAX:
+    if not isinstance(name, str) or not 0 < utf16_length(name) <= TYPE_MAX:
         return False
     for ch in name:
         if ch in _TYPE_FORBIDDEN_CHARS or ch.isspace() or unicodedata.category(ch) in _INVISIBLE:
@@ -84,6 +89,11 @@ def check_type_name(name: Any) -> str:
             "whitespace, control or invisible characters; got %r" % (TYPE_MAX, name),
         )
     return name
+
+
+def has_surrogate(text: str) -> bool:
+    """Whether ``text`` holds a surrogate code point, which UTF-8 cannot carry."""
+    return _SURROGATE.search(text) is not None
 
 
 def check_event_id(event_id: Any, type_name: str) -> str:
@@ -146,7 +156,10 @@ def iso_millis(moment: datetime, what: str, type_name: str) -> str:
             type_name,
             "%s is a naive datetime; give it a timezone (datetime.now(timezone.utc)) so it means one instant" % what,
         )
-    utc = moment.astimezone(timezone.utc)
+    try:
+        utc = moment.astimezone(timezone.utc)
+    except OverflowError:
+        raise SerializationError(type_name, "%s (%s) is out of the range a JavaScript Date holds in UTC" % (what, moment.isoformat())) from None
     return "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ" % (
         utc.year, utc.month, utc.day, utc.hour, utc.minute, utc.second, utc.microsecond // 1000,
     )
@@ -155,8 +168,16 @@ def iso_millis(moment: datetime, what: str, type_name: str) -> str:
 def to_json(value: Any, type_name: str, path: str = "payload") -> str:
     """JSON text of ``value`` as the Node service would write the same plain value: no spaces, keys in order."""
     out: List[str] = []
-    _write(value, type_name, path, out, set())
+    try:
+        _write(value, type_name, path, out, set())
+    except RecursionError:
+        raise SerializationError(type_name, "%s is nested too deep for this producer (a few hundred levels at most); flatten it" % path) from None
     return "".join(out)
+
+
+def context_json(context: Mapping[str, str]) -> str:
+    """A context as JSON.stringify writes it: it never goes through class-transformer, so any key is kept."""
+    return "{" + ",".join(js_string(k) + ":" + js_string(v) for k, v in context.items()) + "}"
 
 
 def _write(value: Any, type_name: str, path: str, out: List[str], open_ids: set) -> None:
@@ -275,14 +296,15 @@ def encode_body(
         check_context(context)
     parts = [str(int(enqueued_at_ms)), to_json(payload, type_name)]
     if extras is not None:
-        parts.append(to_json(dict(context or {}), type_name, "context"))
+        parts.append(context_json(context or {}))
         parts.append(js_string(extras))
     elif context:
-        parts.append(to_json(dict(context), type_name, "context"))
+        parts.append(context_json(context))
     body = "[" + ",".join(parts) + "]"
     if version != 1:
         body = "%d|%s" % (version, body)
-    if len(body) * 3 > max_payload_bytes:
+    # A code point is at most 4 bytes of UTF-8: most bodies need no count.
+    if len(body) * 4 > max_payload_bytes:
         size = len(body.encode("utf-8", "surrogatepass"))
         if size > max_payload_bytes:
             raise PayloadTooLargeError(type_name, size, max_payload_bytes)
@@ -319,6 +341,9 @@ def key_of(prefix: str, tag: str, name: str) -> str:
 
 
 def whole(value: Any, what: str, least: int, most: int, unit: str = "") -> int:
+    # 3.0 is a whole number, as for Node (a value read from JSON config often is a float).
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= most:
         raise InvalidArgumentError(what, "must be a whole number%s from %s to %s, got %r" % (unit, f"{least:,}", f"{most:,}", value))
     return value
@@ -394,13 +419,18 @@ def due_of(delay_ms: Any, at: Any, now_ms: int, what: str) -> Tuple[str, int]:
             raise InvalidDelayError("at of %s is a %s, not a datetime" % (what, type(at).__name__))
         if at.tzinfo is None or at.tzinfo.utcoffset(at) is None:
             raise InvalidDelayError("at of %s is a naive datetime; give it a timezone so it means one instant" % what)
-        delta = at - _EPOCH
+        try:
+            delta = at - _EPOCH
+        except OverflowError:
+            raise InvalidDelayError("at of %s (%s) is out of range" % (what, at.isoformat())) from None
         ms = -(-(delta.days * 86_400_000_000 + delta.seconds * 1_000_000 + delta.microseconds) // 1000)
         if ms < 0 or ms > now_ms + MAX_DELAY_MS:
             raise InvalidDelayError("at of %s (%s) is out of range" % (what, at.isoformat()))
         return str(ms), max(0, ms - now_ms)
     if delay_ms is None:
         delay_ms = 0
+    if isinstance(delay_ms, int) and not isinstance(delay_ms, bool) and delay_ms > MAX_DELAY_MS:
+        raise InvalidDelayError("delay_ms of %s is %d ms, more than 100 years" % (what, delay_ms))
     if isinstance(delay_ms, bool) or not isinstance(delay_ms, (int, float)) or not math.isfinite(delay_ms):
         raise InvalidDelayError("delay_ms of %s is %r, not a finite number" % (what, delay_ms))
     if delay_ms < 0:

@@ -112,6 +112,9 @@ def test_the_package_parses_as_python_3_9():
     package = os.path.join(HERE, "..", "reactive_delayed_events")
     files = [os.path.join(package, f) for f in os.listdir(package) if f.endswith(".py")]
     files += [os.path.join(HERE, f) for f in os.listdir(HERE) if f.endswith(".py")]
+    # What runs the producer from the Node suite and the benchmark, too.
+    root = os.path.join(HERE, "..", "..", "..")
+    files += [os.path.join(root, "test", "support", "python-producer.py"), os.path.join(root, "benchmarks", "python", "enqueue_rate.py")]
     assert len(files) >= 6
     for path in files:
         with open(path, encoding="utf-8") as f:

@@ -172,3 +172,55 @@ def test_an_outage_is_a_typed_error():
         with pytest.raises(RedisConnectionError) as raised:
             call()
         assert raised.value.code == "REDIS_CONNECTION" and raised.value.reason in ("refused", "other")
+
+
+def test_hostile_input_gets_a_typed_error_and_nothing_is_sent():
+    from reactive_delayed_events import InvalidDelayError, PayloadTooLargeError, SerializationError
+
+    events = DelayedEvents(redis.Redis(port=1), "px", max_payload_bytes=1024)
+    # Four bytes of UTF-8 each: 300 of them are over 1 KiB, though 300 characters are not.
+    with pytest.raises(PayloadTooLargeError):
+        events.enqueue("py.t", "x", {"s": "\U0001F600" * 300})
+    with pytest.raises(InvalidArgumentError, match="surrogate"):
+        events.cancel("py.t", "a\ud800")
+    with pytest.raises(InvalidArgumentError, match="surrogate"):
+        events.reschedule("py.t", "a\ud800", delay_ms=1)
+    with pytest.raises(SerializationError, match="out of the range"):
+        events.enqueue("py.t", "x", {"at": datetime.max.replace(tzinfo=timezone(timedelta(hours=-5)))})
+    with pytest.raises(InvalidDelayError):
+        events.enqueue("py.t", "x", {}, delay_ms=10 ** 400)
+    with pytest.raises(InvalidDelayError):
+        events.enqueue("py.t", "x", {}, at=datetime.min.replace(tzinfo=timezone(timedelta(hours=5))))
+    deep = {}
+    for _ in range(5_000):
+        deep = {"d": deep}
+    with pytest.raises(SerializationError, match="nested too deep"):
+        events.enqueue("py.t", "x", deep)
+    with pytest.raises(InvalidArgumentError, match="type_name"):
+        events.enqueue(["py.t"], "x", {})
+    # 101 characters beyond the BMP are 202 UTF-16 units: over the 200 a type name may hold, as for Node.
+    with pytest.raises(InvalidArgumentError, match="type_name"):
+        events.enqueue("\U0001F600" * 101, "x", {})
+
+
+def test_lenient_where_node_is(client, prefix):
+    events = DelayedEvents(client, prefix)
+    # A whole number read from JSON config as a float, and a context key class-transformer would drop in a payload.
+    assert events.enqueue("py.lenient", "l-1", {}, priority=3.0, max_attempts=2.0, context={"constructor": "c"}) == "scheduled"
+    body = stored(client, prefix, "py.lenient", "l-1")[2]
+    assert body.endswith(',{"constructor":"c"},"rde;a=2;p=3"]')
+
+
+def test_a_junk_layout_record_is_no_setting(client, prefix):
+    events = DelayedEvents(client, prefix, layout_ttl_ms=0)
+    client.hset("%s:{py.junk}:layout" % prefix, mapping={"current": "\u00b2", "\u0664": "1"})
+    assert events.enqueue("py.junk", "j-1", {}) == "scheduled"
+    assert stored(client, prefix, "py.junk", "j-1") is not None
+
+
+def test_cancel_finds_an_id_under_every_setting_named_when_none_is_current(client, prefix):
+    events = DelayedEvents(client, prefix, layout_ttl_ms=0)
+    assert events.enqueue("py.moving", "m-1", {}, partitions=4) == "scheduled"
+    client.hset("%s:{py.moving}:layout" % prefix, mapping={"4": str(int(time.time() * 1000)), "8": str(int(time.time() * 1000))})
+    assert events.reschedule("py.moving", "m-1", delay_ms=60_000) is True
+    assert events.cancel("py.moving", "m-1") is True

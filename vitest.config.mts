@@ -20,6 +20,8 @@ const onClusterToo = [
   'flows',
   'flows-model',
   'conformance',
+  'schedule-policies',
+  'schedule-policies-processes',
   'python-producer',
   'validation',
   'retry',

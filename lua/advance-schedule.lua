@@ -6,10 +6,10 @@
 -- KEYS[2] slotGuard: slot guard: never written; declared so that Redis refuses the script
 --         whole while a cluster moves the slot (docs/redis-layout.md, "Resharding")
 -- ARGV[1] name (string): schedule name
--- ARGV[2] read (string): the definition as read
+-- ARGV[2] read (string): the definition as read; '' when there was none (since 0.6: then it is stored only if there still is none)
 -- ARGV[3] to_store (string): the definition to store
 -- REPLY (number): 1 when stored, 0 when the definition had changed (advanced, replaced or removed).
 
-if redis.call('HGET', KEYS[1], name) ~= read then return 0 end
+if (redis.call('HGET', KEYS[1], name) or '') ~= read then return 0 end
 redis.call('HSET', KEYS[1], name, to_store)
 return 1

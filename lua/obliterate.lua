@@ -78,6 +78,10 @@ if #parents > 0 then
   redis.call('HDEL', base .. ':fl', unpack(parents))
   if #parents == most then return 1 end
 end
+-- Schedules' records of backfilled occurrences (since 0.6), one per schedule, by the schedules' names.
+for _, name in ipairs(redis.call('HKEYS', base .. ':sched')) do
+  redis.call('UNLINK', base .. ':sched:bf:' .. name)
+end
 -- The queue's shared keys; claim logs expire with their leases.
 redis.call('UNLINK', KEYS[1], base .. ':pq', base .. ':n', base .. ':p', base .. ':here', base .. ':sched:here', base .. ':sched',
   base .. ':mv', base .. ':mi', base .. ':i', base .. ':o', base .. ':dq', base .. ':dx', base .. ':th',

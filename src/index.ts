@@ -22,6 +22,8 @@ export type { OutcomeEvent, OutcomeKind } from './redis/outcome-streams';
 export type { Explanation, ExplanationGate, GroupExplanation } from './redis/explanations';
 export type { OutcomesOptions, WaitForOptions } from './service/outcome-calls';
 export type { RecurringSchedule, ScheduleOptions } from './service/recurring-schedules';
+export type { Overlap, SchedulePolicyOptions } from './core/schedule-policy';
+export type { BackfillRange } from './service/schedule-controls';
 export type { CatchUp, RecurrenceSpec } from './core/recurrence';
 export type { DelayedEventServiceOptions, KeepDead } from './service/service-options';
 export { DelayedEvent, type DelayedEventInstance, type DelayedEventOptions, type EventClass, type Upcaster } from './core/delayed-event.decorator';

@@ -431,10 +431,21 @@ describe('the delayed-events CLI', () => {
     await service.schedule('nightly-ship', new Ship(''), { cron: '0 3 * * *', tz: 'UTC' });
     const all = await cli('schedules');
     expect(all.code).toBe(0);
-    expect(all.stdout).toMatch(/^TYPE\s+NAME\s+SPEC\s+NEXT\s+CATCH UP\s+LAST\n/);
+    expect(all.stdout).toMatch(/^TYPE\s+NAME\s+SPEC\s+NEXT\s+CATCH UP\s+LAST\s+POLICY\s+SKIPPED\s+REMAINING\n/);
     expect(all.stdout).toContain('cli.ship');
     const listed = JSON.parse((await cli('schedules', '--json')).stdout) as Array<{ type: string; name: string }>;
     expect(listed.map((s) => `${s.type}/${s.name}`)).toContain('cli.ship/nightly-ship');
+    // One schedule paused and resumed (since 0.6): its type is not.
+    const paused = await cli('pause-schedule', 'cli.ship', 'nightly-ship');
+    expect(paused.code).toBe(0);
+    expect(paused.stdout).toMatch(/paused the recurring schedule 'nightly-ship'/);
+    expect((await cli('schedules')).stdout).toMatch(/nightly-ship.*paused \(paused\)/);
+    expect((await service.schedules(Ship))[0]!.paused).toBe(true);
+    expect((await cli('resume-schedule', 'cli.ship', 'nightly-ship')).code).toBe(0);
+    expect((await service.schedules(Ship))[0]!.paused).toBe(false);
+    const missing = await cli('pause-schedule', 'cli.ship', 'no-such');
+    expect(missing.code).not.toBe(0);
+    expect(missing.stderr).toMatch(/no recurring schedule 'no-such'/);
     expect(await service.unschedule(Ship, 'nightly-ship')).toBe(true);
 
     // This file's service handles cli.payment: it answers.

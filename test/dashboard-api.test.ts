@@ -192,7 +192,14 @@ describe('the dashboard HTTP API', () => {
 
     await service.schedule('nightly', new OrderDue('', 'n'), { cron: '0 3 * * *', tz: 'UTC' });
     const schedules = await get('api/schedules');
-    expect(schedules.json.schedules).toEqual([expect.objectContaining({ type: TYPE, name: 'nightly', spec: { cron: '0 3 * * *', tz: 'UTC' } })]);
+    expect(schedules.json.schedules).toEqual([expect.objectContaining({ type: TYPE, name: 'nightly', spec: { cron: '0 3 * * *', tz: 'UTC' }, paused: false, skipped: 0, overlap: 'allow' })]);
+    // One schedule paused and resumed (since 0.6), its type not.
+    expect((await post(`api/types/${TYPE}/schedules/nightly/pause`)).status).toBe(200);
+    expect((await get('api/schedules')).json.schedules[0]).toMatchObject({ paused: true, pausedReason: 'paused' });
+    expect(await service.isPaused(OrderDue)).toBe(false);
+    expect((await post(`api/types/${TYPE}/schedules/nightly/resume`)).status).toBe(200);
+    expect((await service.schedules(OrderDue))[0]!.paused).toBe(false);
+    expect((await post(`api/types/${TYPE}/schedules/no-such/pause`)).status).toBe(409);
     service.addHandler(OrderDue, () => true, 2);
     const instances = await get('api/instances');
     expect(instances.json.instances).toEqual([expect.objectContaining({ pid: process.pid, handlers: [expect.objectContaining({ type: TYPE, group: 'default', parallelism: 2 })] })]);

@@ -1,4 +1,4 @@
-import { type EventCounts, type EventState, type Explanation, type InspectedEvent, type Inspector, type JsonEvent, RedisCallTimeoutError } from '../index';
+import { type EventCounts, type EventState, type Explanation, type InspectedEvent, type Inspector, type JsonEvent, type RecurringSchedule, RedisCallTimeoutError } from '../index';
 import { count, json, oneLine, printable, shown, span, table, when } from './format';
 import { NotFoundError, UsageError, parseDelay, parseWhole } from './parse';
 
@@ -310,12 +310,35 @@ export async function schedules(ctx: Context, type: string | undefined): Promise
   if (found.length === 0) return ctx.out(`no recurring schedules${type === undefined ? '' : ` of '${shown(type)}'`} under prefix '${ctx.prefix}'`);
   ctx.out(
     table(
-      [...(type === undefined ? ['TYPE'] : []), 'NAME', 'SPEC', 'NEXT', 'CATCH UP', 'LAST'],
+      [...(type === undefined ? ['TYPE'] : []), 'NAME', 'SPEC', 'NEXT', 'CATCH UP', 'LAST', 'POLICY', 'SKIPPED', 'REMAINING'],
       found
         .map((s) => ['every' in s.spec ? `every ${span(s.spec.every)}` : `cron '${s.spec.cron}' ${s.spec.tz}`, s] as const)
-        .map(([spec, s]) => [...(type === undefined ? [s.type] : []), s.name, spec, s.next ? when(s.next) : 'ended', s.catchUp, s.last ? when(s.last) : '-']),
+        .map(([spec, s]) => [
+          ...(type === undefined ? [s.type] : []),
+          s.name,
+          spec,
+          s.paused ? `paused (${s.pausedReason ?? 'paused'})` : s.next ? when(s.next) : 'ended',
+          s.catchUpWindowMs !== undefined ? `${s.catchUp} within ${span(s.catchUpWindowMs)}` : s.catchUp,
+          s.last ? when(s.last) : '-',
+          schedulePolicy(s),
+          count(s.skipped),
+          s.remaining !== undefined ? count(s.remaining) : '-',
+        ]),
     ),
   );
+}
+
+/** A schedule's policy in a few words (since 0.6); '-' for none. */
+function schedulePolicy(s: RecurringSchedule): string {
+  const parts = [
+    s.overlap !== 'allow' ? `overlap ${s.overlap}` : '',
+    s.limit !== undefined ? `limit ${count(s.limit)}` : '',
+    s.immediately ? 'immediately' : '',
+    s.jitterMs > 0 ? `jitter ${span(s.jitterMs)}` : '',
+    s.pauseOnFailure ? 'pause on failure' : '',
+    s.waiting ? `one waiting (${when(s.waiting)})` : '',
+  ].filter(Boolean);
+  return parts.length > 0 ? parts.join(', ') : '-';
 }
 
 export async function limits(ctx: Context, type: string): Promise<void> {

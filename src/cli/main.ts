@@ -4,6 +4,7 @@ import type { Cluster, Redis } from 'ioredis';
 import { DelayedEventError, type Inspector, RedisCallTimeoutError, RedisConnectionError, TypeInUseError, createInspector } from '../index';
 import * as commands from './commands';
 import * as cleanup from './cleanup-commands';
+import * as scheduleCommands from './schedule-commands';
 import { CONNECT_TIMEOUT_MS, type ConnectionOptions, connect } from './connect';
 import { printable } from './format';
 import { EXIT, NotFoundError, UnansweredError, UsageError, parseWhole } from './parse';
@@ -183,6 +184,14 @@ function program(run: (job: (ctx: commands.Context) => Promise<void>, command: C
     .description('remove a recurring schedule (asks first unless --yes)')
     .option('-y, --yes', 'do not ask')
     .action((type: string, name: string, options: { yes?: boolean }, cmd: Command) => run((ctx) => commands.unschedule(ctx, type, name, options.yes === true), cmd));
+  cli
+    .command('pause-schedule <type> <name>')
+    .description('pause one recurring schedule in every instance (its type is not paused), until resume-schedule')
+    .action((type: string, name: string, _, cmd: Command) => run((ctx) => scheduleCommands.pauseSchedule(ctx, type, name), cmd));
+  cli
+    .command('resume-schedule <type> <name>')
+    .description('resume a paused recurring schedule from now on (what fell while it was paused does not run)')
+    .action((type: string, name: string, _, cmd: Command) => run((ctx) => scheduleCommands.resumeSchedule(ctx, type, name), cmd));
   cli
     .command('watch [types...]')
     .description('live counts and rates per type, redrawn every second until Ctrl-C')

@@ -41,6 +41,8 @@ export type DashboardSource = Pick<
   | 'obliterate'
   | 'schedules'
   | 'unschedule'
+  | 'pauseSchedule'
+  | 'resumeSchedule'
   | 'dueTimeline'
   | 'activity'
   | 'health'
@@ -186,6 +188,8 @@ const ACTIONS: Record<string, Route> = {
   'dead-letters/replay': async (source, { type, req }) => onDeadLetters(source, type, await readJsonBody(req), 'replay'),
   'dead-letters/purge': async (source, { type, req }) => onDeadLetters(source, type, await readJsonBody(req), 'purge'),
   'schedules/unschedule': async (source, { type, rest }) => changed(await source.unschedule(type, found(rest[0], 'name the schedule')), `no schedule ${rest[0]}`),
+  'schedules/pause': async (source, { type, rest }) => changed(await source.pauseSchedule(type, found(rest[0], 'name the schedule')), `no schedule ${rest[0]}`),
+  'schedules/resume': async (source, { type, rest }) => changed(await source.resumeSchedule(type, found(rest[0], 'name the schedule')), `no schedule ${rest[0]}`),
   // The bulk clean-up (since 0.6); the page asks before each.
   drain: async (source, { type, req }) => {
     const named = group((await readJsonBody(req)).group);

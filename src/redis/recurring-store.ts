@@ -1,6 +1,7 @@
 import type { EventRoute } from '../core/delayed-event.decorator';
 import type { EventContext } from '../core/event-context';
 import type { CatchUp, StoredSpec, Window } from '../core/recurrence';
+import type { StoredPolicy } from '../core/schedule-policy';
 import { newMarkerValue } from './lua-scripts';
 import type { RedisClient } from './redis-client';
 import type { RedisLayout } from './redis-layout';
@@ -28,6 +29,25 @@ export interface ScheduleDefinition {
   readonly version: string;
   /** The latest occurrence enqueued; absent before the first (and in definitions 0.4 wrote). */
   readonly last?: number | null;
+  /** Since 0.6: the policy, only what differs from the defaults (src/service/schedule-policy.ts); absent without one. */
+  readonly policy?: StoredPolicy;
+  /** Since 0.6: occurrences enqueued (immediately's included), for `limit`; kept across re-declarations. */
+  readonly runs?: number;
+  /** Since 0.6: occurrences that did not run (missed, not caught up; skipped by overlap). */
+  readonly skipped?: number;
+  /** Since 0.6: set while the schedule is paused: when, and why ('paused', or the dead-lettered occurrence's id). */
+  readonly paused?: { readonly at: number; readonly reason: string } | null;
+  /** Since 0.6, overlap 'buffer-one': the occurrence waiting for the previous one to leave. */
+  readonly buffered?: number | null;
+  /**
+   * Since 0.6: occurrences this definition says run, not yet known stored.
+   * With a policy the decision is stored first (of several instances, one
+   * decides) and the occurrences after: any instance sends them again (an
+   * enqueue of a stored id is a duplicate) until one clears the list.
+   */
+  readonly pending?: number[];
+  /** Since 0.6, pauseOnFailure: occurrences enqueued and not yet seen settled (the last 100). */
+  readonly watch?: number[];
 }
 
 /** A definition and the JSON it was read from (the compare-and-set of lua/advance-schedule.lua compares the text). */
@@ -132,11 +152,48 @@ export class RecurringStore {
     return { previous: previous ? parsed(previous) : undefined, marker };
   }
 
-  /** Removes a schedule, reading it in the same transaction; what it was, if it existed. */
+  /**
+   * What write() does beside storing the definition, for one stored by
+   * compare-and-set (LuaScripts.advanceSchedule): sets the marker if missing
+   * (and reads it), removes an obliterate's tombstone, lists the type in the index.
+   */
+  async register(definition: ScheduleDefinition): Promise<string | null> {
+    const route = { type: definition.type, partitions: definition.partitions };
+    const keys = this.layout.recurringOf(route);
+    const replies = await this.bound('recurring-store', () => this.client.multi().set(keys.recurringMarker, newMarkerValue(), 'NX').get(keys.recurringMarker).del(keys.tombstone).exec());
+    await this.bound('recurring-store', () => this.client.hset(this.layout.recurringIndex, definition.type, String(definition.partitions)));
+    return (replies?.[1]?.[1] as string | null | undefined) ?? null;
+  }
+
+  /** Removes a schedule (and its record of backfilled occurrences), reading it in the same transaction; what it was, if it existed. */
   async remove(route: EventRoute, name: string): Promise<ScheduleDefinition | undefined> {
     const keys = this.layout.recurringOf(route);
     const replies = await this.bound('recurring-store', () => this.client.multi().hget(keys.recurring, name).hdel(keys.recurring, name).exec());
     const previous = replies?.[0]?.[1] as string | null | undefined;
+    if (previous) await this.bound('recurring-store', () => this.client.del(backfilledKey(keys.recurring, name)));
     return previous ? parsed(previous).definition : undefined;
   }
+
+  /** Which of a schedule's occurrences (nominal ms) a backfill enqueued already. */
+  async backfilled(route: EventRoute, name: string, at: readonly number[]): Promise<boolean[]> {
+    if (at.length === 0) return [];
+    const key = backfilledKey(this.layout.recurringOf(route).recurring, name);
+    const scores = await this.bound('recurring-store', () => this.client.zmscore(key, ...at.map(String)));
+    return scores.map((score) => score !== null);
+  }
+
+  /** Records occurrences a backfill enqueued (the record a later backfill of the range reads). */
+  async markBackfilled(route: EventRoute, name: string, at: readonly number[]): Promise<void> {
+    if (at.length === 0) return;
+    const key = backfilledKey(this.layout.recurringOf(route).recurring, name);
+    await this.bound('recurring-store', () => this.client.zadd(key, ...at.flatMap((ms) => [Date.now(), String(ms)])));
+  }
+}
+
+/**
+ * Sorted set (since 0.6): a schedule's occurrences a backfill enqueued (nominal ms -> when), in the
+ * slot of its definition; removed with the schedule, and by obliterate (lua/obliterate.lua).
+ */
+export function backfilledKey(recurring: string, name: string): string {
+  return `${recurring}:bf:${name}`;
 }

@@ -193,6 +193,18 @@ export class StoredEvents {
   }
 
   /**
+   * Where an event is, in short (since 0.6; a recurring schedule's overlap
+   * and pauseOnFailure read its occurrences so): whether any group still
+   * holds it scheduled, ready, in flight or waiting, and whether any holds it dead.
+   */
+  async liveness(keys: TypeKeys, id: string): Promise<{ live: boolean; dead: boolean }> {
+    if ((await this.client.hexists(keys.meta, id)) === 0) return { live: false, dead: false };
+    const event = await this.read(keys, id);
+    const states: string[] = event ? (event.groups ? Object.values(event.groups) : [event.state]) : [];
+    return { live: states.some((s) => s !== 'dead' && s !== 'handled'), dead: states.includes('dead') };
+  }
+
+  /**
    * One page of the events in `state`: scheduled in due order, ready in
    * dispatch order, in flight by lease expiry, dead oldest first. Across
    * partitions, each partition's first offset + limit are merged.

@@ -1,5 +1,5 @@
 import { type Observable, firstValueFrom, lastValueFrom, map, throwError } from 'rxjs';
-import type { DelayedEventInstance, EventClass } from '../core/delayed-event.decorator';
+import type { DelayedEventInstance, EventClass, EventRoute } from '../core/delayed-event.decorator';
 import { type Delay, dateToMillis, delayToMillis } from '../core/duration';
 import { type RedisConnectionError, ServiceClosedError } from '../core/errors';
 import { EventCodec } from '../core/event-codec';
@@ -111,6 +111,9 @@ export class DelayedEventService extends FlowCalls {
       handledAgeMs: settings.keepHandled.ageMs,
       handledHere: () => this.handlers.running().map((h) => h.type),
       outcomesOff: settings.outcomesMaxLen === 0,
+      chainOccurrence: async (occurrence, after) =>
+        after ? this.flows.enqueueEncodedAfter(occurrence, { atMs: occurrence.at }, after) : (await firstValueFrom(this.enqueuer.storeOccurrences([occurrence], false)))[0]!,
+      onScheduleChanged: () => this.recurring.look(),
     });
     this.enqueuer = new Enqueuer({
       options: settings,
@@ -123,14 +126,13 @@ export class DelayedEventService extends FlowCalls {
       assertOpen,
       onStored: (route) => this.healthState.know(route),
     });
-    this.flows = new Flows(
-      { layout, store: this.inspector.flowStore, metrics: this.metrics, onStored: (route) => this.healthState.know(route), keysOf: (type, id) => this.inspector.eventKeys(type, id) },
-      this.enqueuer,
-    );
+    const flowParts = { layout, store: this.inspector.flowStore, metrics: this.metrics, onStored: (route: EventRoute) => this.healthState.know(route) };
+    this.flows = new Flows({ ...flowParts, keysOf: (type, id) => this.inspector.eventKeys(type, id) }, this.enqueuer);
     this.recurring = new RecurringSchedules(this.connections.command, this.scripts, layout, codec, this.metrics, {
       pollIntervalMs: settings.pollIntervalMs,
       store: async (occurrences, replace) => void (await firstValueFrom(this.enqueuer.storeOccurrences(occurrences, replace))),
       cancel: (route, id) => this.scripts.cancel(layout.forEvent(route, id), id, false),
+      stateOf: (route, id) => this.inspector.occurrenceState(route, id),
       onLost: (type, names) => this.log.registrationsLost({ type, schedules: names }),
     });
     this.handlers = new Handlers({

@@ -128,6 +128,26 @@ export class Flows {
     return parked === 'waiting' ? 'scheduled' : 'duplicate';
   }
 
+  /**
+   * Stores an event already encoded (a recurring schedule's backfilled
+   * occurrence, src/service/schedule-controls.ts) that waits until `previous`
+   * settled, however it ends (onChildFailure 'continue').
+   */
+  async enqueueEncodedAfter(
+    event: { readonly route: EventRoute; readonly id: string; readonly body: string },
+    due: DueSpec,
+    previous: { readonly route: EventRoute; readonly id: string },
+  ): Promise<EnqueueStatus> {
+    const parentKeys = this.parts.layout.forEvent(event.route, event.id);
+    const keys = this.parts.layout.forEvent(previous.route, previous.id);
+    const child = { type: previous.route.type, id: previous.id };
+    const parked = await this.parts.store.park(parentKeys, event.id, due, event.body, [{ child, policy: 'continue', tag: keys.tag }]);
+    this.parts.onStored(event.route);
+    if (parked === 'duplicate') return 'duplicate';
+    await this.linkTo(keys, child, parentKeys, event.id, false);
+    return parked === 'waiting' ? 'scheduled' : 'duplicate';
+  }
+
   private async store(node: Checked, parent: { readonly keys: TypeKeys; readonly id: string } | undefined): Promise<FlowStatus> {
     const keys = this.parts.layout.forEvent(node.route, node.id);
     const child = { type: node.route.type, id: node.id };

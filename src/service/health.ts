@@ -71,6 +71,7 @@ export class Health {
     const unconsumed = up ? await this.unconsumed(timeoutMs) : [];
     const unread = up ? await this.unreadVersions(timeoutMs) : [];
     const orphaned = up ? await this.orphanedParents(timeoutMs) : [];
+    const pausedSchedules = up ? await this.pausedSchedules(timeoutMs) : [];
     return {
       ready: up && !this.parts.isClosing() && !problem,
       redis: up ? 'up' : 'down',
@@ -80,23 +81,25 @@ export class Health {
       ...(unconsumed.length > 0 ? { unconsumed } : {}),
       ...(unread.length > 0 ? { awaitingNewerVersion: unread } : {}),
       ...(orphaned.length > 0 ? { orphanedParents: orphaned } : {}),
+      ...(pausedSchedules.length > 0 ? { pausedSchedules } : {}),
     };
   }
 
   /** Parents of the known types waiting for children that no longer exist (src/redis/flow-store.ts); none when Redis does not answer within `timeoutMs`. */
-  private async orphanedParents(timeoutMs: number): Promise<NonNullable<ServiceHealth['orphanedParents']>> {
-    const read = async () => {
+  private orphanedParents(timeoutMs: number): Promise<NonNullable<ServiceHealth['orphanedParents']>> {
+    return readWithin(timeoutMs, async () => {
       const all = await Promise.all([...this.knownTypes.values()].map(async (route) => (await this.parts.inspector.flowOrphans(route)).map((o) => ({ type: route.type, ...o }))));
       return all.flat();
-    };
-    let timer: NodeJS.Timeout | undefined;
-    try {
-      return await Promise.race([read(), new Promise<[]>((resolve) => (timer = setTimeout(() => resolve([]), timeoutMs)))]);
-    } catch {
-      return [];
-    } finally {
-      clearTimeout(timer);
-    }
+    });
+  }
+
+  /** Recurring schedules a dead-lettered occurrence paused (pauseOnFailure, since 0.6); none when Redis does not answer within `timeoutMs`. */
+  private pausedSchedules(timeoutMs: number): Promise<NonNullable<ServiceHealth['pausedSchedules']>> {
+    return readWithin(timeoutMs, async () =>
+      (await this.parts.inspector.schedules())
+        .filter((s) => s.paused && s.pausedReason !== undefined && s.pausedReason !== 'paused')
+        .map((s) => ({ type: s.type, name: s.name, reason: s.pausedReason! })),
+    );
   }
 
   /**
@@ -105,23 +108,15 @@ export class Health {
    * last took from them, or since they were first left); none when Redis does
    * not answer within `timeoutMs`.
    */
-  private async unreadVersions(timeoutMs: number): Promise<NonNullable<ServiceHealth['awaitingNewerVersion']>> {
-    const read = async () => {
+  private unreadVersions(timeoutMs: number): Promise<NonNullable<ServiceHealth['awaitingNewerVersion']>> {
+    return readWithin(timeoutMs, async () => {
       const now = Date.now();
       const all = await Promise.all([...this.knownTypes.values()].map(async (route) => (await this.parts.inspector.newerVersionWaits(route)).map((w) => ({ type: route.type, ...w }))));
       return all
         .flat()
         .filter((w) => now - w.since >= this.parts.newerVersionWarnMs)
         .map((w) => ({ type: w.type, group: w.group, version: w.version, events: w.events, waitingMs: now - w.since }));
-    };
-    let timer: NodeJS.Timeout | undefined;
-    try {
-      return await Promise.race([read(), new Promise<[]>((resolve) => (timer = setTimeout(() => resolve([]), timeoutMs)))]);
-    } catch {
-      return [];
-    } finally {
-      clearTimeout(timer);
-    }
+    });
   }
 
   /**
@@ -129,8 +124,9 @@ export class Health {
    * handling them; none when Redis does not answer within `timeoutMs` (a
    * probe must not hang on this).
    */
-  private async unconsumed(timeoutMs: number): Promise<NonNullable<ServiceHealth['unconsumed']>> {
-    const read = async () => {
+  private unconsumed(timeoutMs: number): Promise<NonNullable<ServiceHealth['unconsumed']>> {
+    // instances() waits for answers (on a Cluster, a fixed 300 ms): the probe allows for it.
+    return readWithin(timeoutMs + 500, async () => {
       const routes = [...this.knownTypes.values()];
       const samples = await Promise.all(routes.map(async (route) => ({ type: route.type, counts: (await this.parts.inspector.gaugeSample(route)).counts })));
       const waiting = samples.flatMap(({ type, counts }) =>
@@ -145,16 +141,7 @@ export class Health {
       const handlers = [...this.parts.handlersHere(), ...this.instancesSeen.handlers];
       const consumed = new Set(handlers.map((h) => `${h.type}|${h.group}`));
       return waiting.filter((w) => !consumed.has(`${w.type}|${w.group}`));
-    };
-    let timer: NodeJS.Timeout | undefined;
-    try {
-      // instances() waits for answers (on a Cluster, a fixed 300 ms): the probe allows for it.
-      return await Promise.race([read(), new Promise<[]>((resolve) => (timer = setTimeout(() => resolve([]), timeoutMs + 500)))]);
-    } catch {
-      return [];
-    } finally {
-      clearTimeout(timer);
-    }
+    });
   }
 
   /**
@@ -219,5 +206,17 @@ export class Health {
       }),
     );
     return samples.flat();
+  }
+}
+
+/** What `read` resolves within `timeoutMs`, or nothing: a health() check never waits on Redis longer, nor fails. */
+async function readWithin<T>(timeoutMs: number, read: () => Promise<T[]>): Promise<T[]> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([read(), new Promise<T[]>((resolve) => (timer = setTimeout(() => resolve([]), timeoutMs)))]);
+  } catch {
+    return [];
+  } finally {
+    clearTimeout(timer);
   }
 }

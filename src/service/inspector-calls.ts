@@ -1,9 +1,10 @@
 import { type EventClass, type EventRoute, eventRouteOf } from '../core/delayed-event.decorator';
 import { ServiceClosedError } from '../core/errors';
 import type { EventCodec } from '../core/event-codec';
-import type { DeadLetterStep, LuaScripts } from '../redis/lua-scripts';
+import type { DeadLetterStep, EnqueueStatus, LuaScripts } from '../redis/lua-scripts';
+import type { Occurrence } from './recurring-definitions';
 import { checkGroupArgument } from '../core/arguments';
-import { checkIdArgument } from '../core/names';
+import { checkIdArgument, checkTypeName } from '../core/names';
 import { checkArgumentKeys } from '../core/option-keys';
 import { applyInChunks, idsByQueue } from './dead-letter-chunks';
 import { checkTarget } from './inspection-checks';
@@ -36,6 +37,10 @@ export interface InspectorParts {
   readonly outcomesOff?: boolean;
   /** The types the service that made it handles: known at once, before its answer to instances() can be heard. */
   readonly handledHere?: () => readonly string[];
+  /** The service's way to store a backfilled occurrence, waiting for the one before it (since 0.6; backfill() needs it). */
+  readonly chainOccurrence?: (occurrence: Occurrence, after: Occurrence | undefined) => Promise<EnqueueStatus>;
+  /** Told when a schedule was paused or resumed: the service's recurring loop looks at once. */
+  readonly onScheduleChanged?: () => void;
 }
 
 /** A type as the caller named it: its keys per partition (only those found, for a name). */
@@ -69,6 +74,16 @@ export abstract class InspectorCalls {
   /** Parents of `route` waiting for children that no longer exist (health(), since 0.6). */
   flowOrphans(route: EventRoute): ReturnType<FlowStore['orphans']> {
     return this.flowStore.orphans(this.parts.layout.partitionsOf(route));
+  }
+
+  /** The route of a type with recurring schedules: a class's own, or a name's as the schedules index records it. */
+  async recurringRoute(target: EventTarget): Promise<EventRoute | undefined> {
+    return typeof target === 'string' ? this.recurring.routeOf(checkTypeName(target)) : eventRouteOf(target);
+  }
+
+  /** Where a recurring schedule's occurrence is (since 0.6): held live by any group, held dead by any. */
+  occurrenceState(route: EventRoute, id: string): Promise<{ live: boolean; dead: boolean }> {
+    return this.parts.scripts.bounded('occurrence state', () => this.stored.liveness(this.parts.layout.forEvent(route, id), id));
   }
 
   /** Where event `id` of `target` is stored, or would be: for a name, the partition holding it, else its own among those found. */

@@ -1,7 +1,6 @@
 import { type DelayedEventInstance, type EventClass, type EventRoute, eventRouteOf } from '../core/delayed-event.decorator';
 import { type Delay, dateToMillis, delayToMillis } from '../core/duration';
 import { checkGroupArgument, checkIntegerArgument, checkStateArgument } from '../core/arguments';
-import { checkTypeName } from '../core/names';
 import type { JsonEvent } from '../core/stored-body';
 import { noCheck, checkTarget, checkEvent, checkVerifyOptions, type CancelOptions, cascadeOf } from './inspection-checks';
 import { type DueTimeline, readDueTimeline } from '../redis/due-timeline';
@@ -37,7 +36,7 @@ import {
   inspectedEvent,
 } from './inspection-types';
 import { checkArgumentKeys } from '../core/option-keys';
-import { ExplainCalls } from './explain-calls';
+import { ScheduleInspectorCalls } from './schedule-inspector-calls';
 
 export type { InspectorParts } from './inspector-calls';
 
@@ -50,7 +49,7 @@ export type { InspectorParts } from './inspector-calls';
  * RedisCallTimeoutError after commandTimeoutMs. The storage format is read by
  * src/redis/ alone; this class checks arguments and decodes what it returns.
  */
-export class Inspector extends ExplainCalls {
+export class Inspector extends ScheduleInspectorCalls {
   /** The namespace of the keys read (the services' `prefix`). */
   get prefix(): string {
     return this.parts.layout.prefix;
@@ -339,11 +338,6 @@ export class Inspector extends ExplainCalls {
         return route ? removeSchedule(this.recurring, route, name, (r, id) => this.parts.scripts.cancel(this.parts.layout.forEvent(r, id), id, false)) : false;
       },
     );
-  }
-
-  /** The route of a type with recurring schedules: a class's own, or a name's as the schedules index records it. */
-  async recurringRoute(target: EventTarget): Promise<EventRoute | undefined> {
-    return typeof target === 'string' ? this.recurring.routeOf(checkTypeName(target)) : eventRouteOf(target);
   }
 
   /** The type's partitions: all of them for a class, those holding anything for a name; undefined for a name nothing is stored under. */

@@ -70,4 +70,10 @@ export interface ServiceHealth {
    * parents per partition are looked at. Absent when none; `ready` stays true.
    */
   readonly orphanedParents?: ReadonlyArray<{ readonly type: string; readonly id: string; readonly missing: ReadonlyArray<{ readonly type: string; readonly id: string }> }>;
+  /**
+   * Since 0.6: recurring schedules with `pauseOnFailure` that a dead-lettered
+   * occurrence paused, with the reason naming it: they run nothing until
+   * resumeSchedule(). Absent when none; `ready` stays true.
+   */
+  readonly pausedSchedules?: ReadonlyArray<{ readonly type: string; readonly name: string; readonly reason: string }>;
 }

@@ -2,11 +2,10 @@ import { whenReady } from '../redis/ready-gate';
 import { randomBytes } from 'node:crypto';
 import type { DelayedEventInstance, EventRoute } from '../core/delayed-event.decorator';
 import { InvalidOptionError } from '../core/errors';
-import { type AllowedKeys, checkArgumentKeys } from '../core/option-keys';
 import type { EventCodec } from '../core/event-codec';
 import type { EventContext } from '../core/event-context';
-import { splitBodyVersion, versionedBody } from '../core/stored-body';
-import { type CatchUp, MAX_CATCH_UP, type RecurrenceSpec, type StoredSpec, type Window, checkSpec, checkWindow, occurrenceAtOrAfter } from '../core/recurrence';
+import { splitBodyVersion } from '../core/stored-body';
+import { MAX_CATCH_UP, type RecurrenceSpec, checkSpec, checkWindow, occurrenceAtOrAfter } from '../core/recurrence';
 import type { LuaScripts } from '../redis/lua-scripts';
 import type { RedisClient } from '../redis/redis-client';
 import { RecurringStore, type ScheduleDefinition } from '../redis/recurring-store';
@@ -15,63 +14,37 @@ import { METRIC, type Metrics } from '../runtime/metrics';
 import { OutageBackoff, sleep } from '../runtime/outage-backoff';
 import { Wakeup } from '../runtime/wakeup';
 import { type BackgroundService, LoopService } from '../runtime/background-service';
+import { type PolicyParts, advanceWithPolicy } from './policy-advance';
+import {
+  type CancelOccurrence,
+  type RecurringSchedule,
+  type ScheduleOptions,
+  type StoreOccurrences,
+  describeSchedules,
+  missedEvery,
+  occurrenceId,
+  occurrenceOf,
+  removeSchedule,
+  sameSchedule,
+  settleAhead,
+} from './recurring-definitions';
+import { type OccurrenceState, checkPolicy } from '../core/schedule-policy';
 
-export interface ScheduleOptions {
-  /** Context every occurrence carries. */
-  readonly context?: EventContext;
-  /** No occurrence before this; with `every`, the first occurrence (default: one interval from now). */
-  readonly startAt?: Date;
-  /** No occurrence after this. */
-  readonly endAt?: Date;
-  /** Occurrences missed while no instance ran: 'none', only the 'latest' (default), or 'all' (the latest 100). */
-  readonly catchUp?: CatchUp;
-}
-
-/** schedule()'s options, each once (src/core/option-keys.ts). */
-const SCHEDULE_OPTION_KEYS = { context: true, startAt: true, endAt: true, catchUp: true } as const satisfies AllowedKeys<ScheduleOptions>;
-/** A spec is { every } or { cron, tz? }: checkSpec says which mixes are wrong. */
-const SPEC_KEYS = { every: true, cron: true, tz: true } as const;
-
-/** schedule()'s spec and options hold only keys it knows: an InvalidArgumentError names one it does not, before anything waits for Redis. */
-export function checkScheduleKeys(spec: unknown, options: unknown): void {
-  if (spec !== null && typeof spec === 'object') checkArgumentKeys(spec, SPEC_KEYS, 'a schedule spec');
-  checkArgumentKeys(options, SCHEDULE_OPTION_KEYS, 'schedule');
-}
-
-/** A recurring schedule as `schedules()` lists it. */
-export interface RecurringSchedule {
-  /** The event type its occurrences are. */
-  readonly type: string;
-  readonly name: string;
-  readonly spec: StoredSpec;
-  /** The next occurrence not enqueued yet; undefined once the schedule has ended. */
-  readonly next: Date | undefined;
-  readonly startAt: Date | undefined;
-  readonly endAt: Date | undefined;
-  readonly catchUp: CatchUp;
-  readonly context: EventContext;
-  /** The latest occurrence enqueued (due then); undefined before the first. */
-  readonly last: Date | undefined;
-}
+export type { Occurrence, RecurringSchedule, ScheduleOptions } from './recurring-definitions';
+export { checkScheduleKeys, describeAllSchedules, describeSchedules, occurrenceId, removeSchedule } from './recurring-definitions';
 
 /** Schedule names end up in event ids (`<name>@<ms>`) and keys: no '@' or key separators. */
 const SCHEDULE_NAME = /^[^\s@{}|#]{1,100}$/;
-
-/** One occurrence to store: an ordinary event of the schedule's type. */
-export interface Occurrence {
-  readonly route: EventRoute;
-  readonly id: string;
-  readonly body: string;
-  readonly at: number;
-}
 
 export interface RecurringSettings {
   /** How often the loop looks at every schedule, at most. */
   readonly pollIntervalMs: number;
   /** Stores occurrences: idempotently (an id stored or handled lately is a duplicate), or replacing what is stored. */
-  readonly store: (occurrences: readonly Occurrence[], replace: boolean) => Promise<void>;
-  /** Cancels an occurrence enqueued ahead when its schedule is replaced or removed. */
-  readonly cancel: (route: EventRoute, id: string) => Promise<boolean>;
+  readonly store: StoreOccurrences;
+  /** Cancels an occurrence enqueued ahead when its schedule is replaced, removed or paused. */
+  readonly cancel: CancelOccurrence;
+  /** Where an occurrence is (since 0.6: overlap and pauseOnFailure read it). */
+  readonly stateOf: (route: EventRoute, id: string) => Promise<OccurrenceState>;
   /** Redis lost the schedules this instance defined; they are being stored again. */
   readonly onLost: (type: string, names: readonly string[]) => void;
 }
@@ -82,11 +55,6 @@ interface DefinedHere {
   readonly template: DelayedEventInstance;
   readonly spec: RecurrenceSpec;
   readonly options: ScheduleOptions;
-}
-
-/** The id of a schedule's occurrence: deterministic, so every instance that enqueues it enqueues the same event. */
-export function occurrenceId(name: string, at: number): string {
-  return `${name}@${at}`;
 }
 
 /**
@@ -105,6 +73,8 @@ export class RecurringSchedules implements BackgroundService {
   private readonly definedHere = new Map<string, { readonly route: EventRoute; readonly schedules: Map<string, DefinedHere>; marker: string | null }>();
 
   private readonly store: RecurringStore;
+  /** What advancing a schedule with a policy needs (src/service/policy-advance.ts). */
+  private readonly policyParts: PolicyParts;
 
   constructor(
     private readonly client: RedisClient,
@@ -115,6 +85,13 @@ export class RecurringSchedules implements BackgroundService {
     private readonly settings: RecurringSettings,
   ) {
     this.store = new RecurringStore(client, layout, (name, work) => scripts.bounded(name, work));
+    this.policyParts = {
+      pollIntervalMs: settings.pollIntervalMs,
+      store: settings.store,
+      cancel: settings.cancel,
+      stateOf: settings.stateOf,
+      replace: (definition, read, next) => scripts.advanceSchedule(layout.recurringOf({ type: definition.type, partitions: definition.partitions }), definition.name, read, JSON.stringify(next)),
+    };
   }
 
   /**
@@ -129,6 +106,7 @@ export class RecurringSchedules implements BackgroundService {
     const window = checkWindow(options.startAt, options.endAt, Date.now());
     const catchUp = options.catchUp ?? 'latest';
     if (!['none', 'latest', 'all'].includes(catchUp)) throw new InvalidOptionError('catchUp', `must be 'none', 'latest' or 'all', got ${JSON.stringify(catchUp)}`);
+    const policy = checkPolicy(options, catchUp);
     // Encoded once as an occurrence would be: the codec's checks (size, keys it would drop) apply now.
     const probe = Object.assign(Object.create(Object.getPrototypeOf(template) as object) as T, template, { id: occurrenceId(name, 0) });
     const encoded = this.codec.encode(probe, options.context, Date.now());
@@ -150,6 +128,7 @@ export class RecurringSchedules implements BackgroundService {
       next: next ?? null,
       ahead: [],
       version: randomBytes(8).toString('hex'),
+      ...(policy ? { policy } : {}),
     });
     // Kept once stored, so the loop never takes a schedule still being saved for one Redis lost.
     const routeKey = JSON.stringify(encoded.route);
@@ -172,13 +151,34 @@ export class RecurringSchedules implements BackgroundService {
    */
   private async save(definition: ScheduleDefinition): Promise<string | null> {
     const route = { type: definition.type, partitions: definition.partitions };
-    const current = await this.store.read(route, definition.name);
-    // Stored already (by another replica, or before markers existed): the marker is set if missing, and read.
-    if (current && sameSchedule(current.definition, definition)) return this.store.ensureMarker(route);
-    const { previous, marker } = await this.store.write(definition);
-    if (previous) await this.settleAhead(previous.definition, definition);
-    this.wakeup.wake();
-    return marker;
+    for (let attempt = 0; ; attempt++) {
+      const current = await this.store.read(route, definition.name);
+      // Stored already (by another replica, or before markers existed): the marker is set if missing, and read.
+      if (current && sameSchedule(current.definition, definition)) return this.store.ensureMarker(route);
+      const successor = carried(current?.definition, definition, Date.now());
+      if (!successor.policy && !current?.definition.policy) {
+        const { previous, marker } = await this.store.write(successor);
+        if (previous) await this.settleAhead(previous.definition, successor);
+        this.wakeup.wake();
+        return marker;
+      }
+      // With a policy, its counts, pause and what `immediately` runs depend on what was stored:
+      // stored only if that is still what was read, so two instances storing one change at once run it once.
+      if (!(await this.scripts.advanceSchedule(this.layout.recurringOf(route), definition.name, current?.json ?? '', JSON.stringify(successor)))) {
+        if (attempt < 10) continue;
+        throw new InvalidOptionError('name', `schedule ${JSON.stringify(definition.name)} kept changing while it was stored (10 tries); call schedule() again`);
+      }
+      const marker = await this.store.register(successor);
+      if (current) await this.settleAhead(current.definition, successor);
+      if (successor.pending && successor.pending.length > 0) {
+        await this.settings.store(
+          successor.pending.map((at) => occurrenceOf(successor, route, at)),
+          false,
+        );
+      }
+      this.wakeup.wake();
+      return marker;
+    }
   }
 
   /** Removes a schedule, reading it in the same transaction; resolves whether it existed. */
@@ -194,6 +194,11 @@ export class RecurringSchedules implements BackgroundService {
 
   start(): void {
     this.lifecycle.start();
+  }
+
+  /** Looks at every schedule now (one was paused or resumed). */
+  look(): void {
+    this.wakeup.wake();
   }
 
   stop(): Promise<void> {
@@ -216,9 +221,9 @@ export class RecurringSchedules implements BackgroundService {
         // The command connection keeps no offline queue: wait for it (at start-up, after an outage).
         await whenReady(this.client);
         await this.restoreDefinedHere(signal);
-        await this.advanceAll(signal);
+        const lookAt = await this.advanceAll(signal);
         backoff.reset();
-        await this.wakeup.wait(this.settings.pollIntervalMs);
+        await this.wakeup.wait(Math.max(0, Math.min(this.settings.pollIntervalMs, lookAt - Date.now())));
       } catch {
         if (signal.aborted) break;
         this.metrics.count(METRIC.redisErrors, { loop: 'recurring', type: '' });
@@ -255,31 +260,40 @@ export class RecurringSchedules implements BackgroundService {
     }
   }
 
-  private async advanceAll(signal: AbortSignal): Promise<void> {
-    if (signal.aborted) return;
+  /** Advances every schedule; resolves when one wants to be looked at again (before the next poll), if any. */
+  private async advanceAll(signal: AbortSignal): Promise<number> {
+    let lookAt = Number.POSITIVE_INFINITY;
+    if (signal.aborted) return lookAt;
     for (const route of await this.store.routes()) {
-      if (signal.aborted) return;
+      if (signal.aborted) return lookAt;
       for (const { json, definition } of await this.store.readAll(route)) {
-        if (signal.aborted) return;
-        await this.advance(json, definition);
+        if (signal.aborted) return lookAt;
+        if (!definition.policy && !definition.pending?.length) {
+          await this.advance(json, definition);
+          continue;
+        }
+        const wanted = await advanceWithPolicy(this.policyParts, json, definition);
+        if (wanted !== undefined) lookAt = Math.min(lookAt, wanted);
       }
     }
+    return lookAt;
   }
 
   /** Enqueues what is due within the next poll interval (and what catch-up keeps), then moves `next` on. */
   private async advance(json: string, definition: ScheduleDefinition): Promise<void> {
-    if (definition.next === null) return;
+    if (definition.next === null || definition.paused) return;
     const now = Date.now();
     const horizon = now + this.settings.pollIntervalMs;
     const missedBefore = now - 2 * this.settings.pollIntervalMs;
     const { spec, window, anchor } = definition;
     let missed: number[] = [];
+    let missedCount = 0;
     const timely: number[] = [];
     let next: number | undefined = definition.next;
     if (next < missedBefore && 'every' in spec) {
       // After an outage an interval schedule jumps: the missed occurrences it may
       // still run are the last MAX_CATCH_UP before missedBefore, counted back.
-      missed = missedEvery(spec.every, window, anchor, next, missedBefore);
+      ({ missed, all: missedCount } = missedEvery(spec.every, window, anchor, next, missedBefore, MAX_CATCH_UP));
       next = occurrenceAtOrAfter(spec, window, anchor, missedBefore);
     }
     // Bounded: a cron schedule of every second over a day-long outage must not spin here;
@@ -287,6 +301,7 @@ export class RecurringSchedules implements BackgroundService {
     for (let steps = 0; next !== undefined && next <= horizon && steps < 100_000; steps++) {
       if (next < missedBefore) {
         missed.push(next);
+        missedCount++;
         if (missed.length > MAX_CATCH_UP) missed.shift();
       } else {
         timely.push(next);
@@ -300,14 +315,20 @@ export class RecurringSchedules implements BackgroundService {
     await this.settings.store(occurrences, false);
     const enqueued = [...kept, ...timely];
     const last = enqueued.length > 0 ? Math.max(...enqueued) : (definition.last ?? null);
-    const advanced: ScheduleDefinition = { ...definition, next: next ?? null, ahead: timely.filter((at) => at > now), last };
+    const skipped = missedCount - kept.length;
+    const advanced: ScheduleDefinition = { ...definition, next: next ?? null, ahead: timely.filter((at) => at > now), last, ...(skipped > 0 ? { skipped: (definition.skipped ?? 0) + skipped } : {}) };
     const keys = this.layout.recurringOf(route);
     if (await this.scripts.advanceSchedule(keys, definition.name, json, JSON.stringify(advanced))) return;
     // Another instance got there first. If it only advanced the same definition, our enqueues
     // were duplicates of its own; if the schedule was replaced or removed meanwhile, what we
     // enqueued ahead belongs to a definition that no longer exists.
     const successor = (await this.store.read(route, definition.name))?.definition;
-    if (successor?.version === definition.version) return;
+    // Advanced by another instance; or paused meanwhile (since 0.6): what this look enqueued ahead goes.
+    if (successor?.version === definition.version && !successor.paused) return;
+    if (successor?.paused) {
+      for (const o of occurrences) if (o.at > now) await this.settings.cancel(route, o.id);
+      return;
+    }
     await this.settleAhead({ ...definition, ahead: occurrences.map((o) => o.at) }, successor);
   }
 
@@ -318,73 +339,36 @@ export class RecurringSchedules implements BackgroundService {
 }
 
 /**
- * What a replaced or removed definition enqueued ahead of its time: an
- * occurrence the new definition also has is stored again with its payload
- * (`replace`, so one the new definition stored meanwhile is not lost); any
- * other is cancelled, leaving no idempotency mark.
+ * The definition to store in place of `current` (undefined: a new schedule):
+ * what schedule() was given, with what belongs to the schedule rather than to
+ * its definition carried over (its counts, a pause, what waits or is pending,
+ * the latest occurrence), and `immediately`'s occurrence at `now` added.
  */
-async function settleAhead(old: ScheduleDefinition, successor: ScheduleDefinition | undefined, store: RecurringSettings['store'] | undefined, cancel: RecurringSettings['cancel']): Promise<void> {
-  const route = { type: old.type, partitions: old.partitions };
-  const now = Date.now();
-  for (const at of old.ahead ?? []) {
-    if (at <= now) continue;
-    if (successor && store && occurrenceAtOrAfter(successor.spec, successor.window, successor.anchor, at) === at) {
-      await store([occurrenceOf(successor, route, at)], true);
-    } else {
-      await cancel(route, occurrenceId(old.name, at));
-    }
+function carried(current: ScheduleDefinition | undefined, given: ScheduleDefinition, now: number): ScheduleDefinition {
+  const kept = current
+    ? {
+        ...(current.runs !== undefined ? { runs: current.runs } : {}),
+        ...(current.skipped !== undefined ? { skipped: current.skipped } : {}),
+        ...(current.paused ? { paused: current.paused } : {}),
+        ...(current.buffered !== undefined && current.buffered !== null ? { buffered: current.buffered } : {}),
+        ...(current.pending && current.pending.length > 0 ? { pending: current.pending } : {}),
+        ...(current.watch && current.watch.length > 0 ? { watch: current.watch } : {}),
+        ...(current.last !== undefined && current.last !== null ? { last: current.last } : {}),
+      }
+    : {};
+  const successor: ScheduleDefinition = { ...given, ...kept };
+  const policy = successor.policy;
+  const runs = successor.runs ?? 0;
+  if (!policy?.immediately || successor.paused || (policy.limit !== undefined && runs >= policy.limit)) {
+    return policy?.limit !== undefined && runs >= policy.limit ? { ...successor, next: null } : successor;
   }
-}
-
-/** Each schedule of a type as `schedules()` shows it. */
-export async function describeSchedules(store: RecurringStore, route: EventRoute): Promise<RecurringSchedule[]> {
-  return (await store.readAll(route)).map(({ definition: d }) => ({
-    type: d.type,
-    name: d.name,
-    spec: 'every' in d.spec ? { every: d.spec.every } : { cron: d.spec.cron, tz: d.spec.tz },
-    next: d.next === null ? undefined : new Date(d.next),
-    startAt: d.window.startAt === undefined ? undefined : new Date(d.window.startAt),
-    endAt: d.window.endAt === undefined ? undefined : new Date(d.window.endAt),
-    catchUp: d.catchUp,
-    context: d.context ?? {},
-    last: d.last === undefined || d.last === null ? undefined : new Date(d.last),
-  }));
-}
-
-/** Every schedule of every type under the prefix, by type and name. */
-export async function describeAllSchedules(store: RecurringStore): Promise<RecurringSchedule[]> {
-  const all = await Promise.all((await store.routes()).map((route) => describeSchedules(store, route)));
-  return all.flat().sort((a, b) => (a.type < b.type ? -1 : a.type > b.type ? 1 : a.name.localeCompare(b.name)));
-}
-
-/** Removes a schedule and cancels the occurrences it enqueued ahead; resolves whether it existed. */
-export async function removeSchedule(store: RecurringStore, route: EventRoute, name: string, cancel: RecurringSettings['cancel']): Promise<boolean> {
-  const previous = await store.remove(route, name);
-  if (!previous) return false;
-  await settleAhead(previous, undefined, undefined, cancel);
-  return true;
-}
-
-function occurrenceOf(definition: ScheduleDefinition, route: EventRoute, at: number): Occurrence {
-  const id = occurrenceId(definition.name, at);
-  const payload = { ...definition.payload, id };
-  const json = JSON.stringify(definition.context ? [Date.now(), payload, definition.context] : [Date.now(), payload]);
-  // The template's version, not the class's here: an upgraded instance's upcasters read it.
-  return { route, id, body: versionedBody(json, definition.eventVersion ?? 1), at };
-}
-
-/** The last MAX_CATCH_UP occurrences of an interval schedule from `from` up to (not including) `before`, oldest first. */
-function missedEvery(every: number, window: Window, anchor: number, from: number, before: number): number[] {
-  let last = anchor + (Math.ceil((before - anchor) / every) - 1) * every;
-  if (window.endAt !== undefined && last > window.endAt) last = anchor + Math.floor((window.endAt - anchor) / every) * every;
-  const missed: number[] = [];
-  for (let at = last; at >= from && missed.length < MAX_CATCH_UP; at -= every) missed.unshift(at);
-  return missed;
-}
-
-/** Whether two definitions describe the same schedule (what `schedule()` was given; not where it has got to). */
-function sameSchedule(a: ScheduleDefinition, b: ScheduleDefinition): boolean {
-  const given = (d: ScheduleDefinition) =>
-    JSON.stringify([d.type, d.partitions, d.spec, d.window.startAt ?? null, d.window.endAt ?? null, d.catchUp, d.payload, d.eventVersion ?? 1, d.context ?? null]);
-  return given(a) === given(b);
+  const ran = runs + 1;
+  return {
+    ...successor,
+    pending: [...(successor.pending ?? []), now],
+    last: now,
+    runs: ran,
+    ...(policy.pauseOnFailure ? { watch: [...(successor.watch ?? []), now] } : {}),
+    ...(policy.limit !== undefined && ran >= policy.limit ? { next: null } : {}),
+  };
 }

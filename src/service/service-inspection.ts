@@ -9,6 +9,7 @@ import type { ActivitySlot } from '../runtime/activity-log';
 import type { DeadLetter, DeadLetterPage, DueTimelineOptions, EventTarget, InspectedEvent, ListOptions } from './inspection-types';
 import type { Inspector } from './inspector';
 import type { RecurringSchedule } from './recurring-schedules';
+import type { BackfillRange } from './schedule-controls';
 import type { CancelOptions } from './inspection-checks';
 import type { CleanOptions, DrainOptions, ObliterateOptions } from './bulk-calls';
 import type { OutcomesOptions, WaitForOptions } from './outcome-calls';
@@ -96,6 +97,25 @@ export abstract class InspectionCalls {
   /** Removes a stored event in any state; resolves whether it existed. A flow's parent takes the children it waits for along, unless `cascade: false` (since 0.6). */
   cancel<T extends DelayedEventInstance>(eventClass: EventClass<T> | string, id: string, options?: CancelOptions): Promise<boolean> {
     return this.inspector.cancel(eventClass, id, options);
+  }
+
+  /** Pauses one recurring schedule in every instance (since 0.6), cancelling what it enqueued ahead, until resumeSchedule(); its type is not paused. False when there is no such schedule. */
+  pauseSchedule<T extends DelayedEventInstance>(eventClass: EventClass<T> | string, name: string): Promise<boolean> {
+    return this.inspector.pauseSchedule(eventClass, name);
+  }
+
+  /** Resumes a paused schedule from now on (since 0.6): what fell while it was paused does not run, and counts as skipped. False when there is no such schedule. */
+  resumeSchedule<T extends DelayedEventInstance>(eventClass: EventClass<T> | string, name: string): Promise<boolean> {
+    return this.inspector.resumeSchedule(eventClass, name);
+  }
+
+  /**
+   * Runs a schedule's occurrences due in [from, to) (since 0.6; past Dates, at
+   * most 10,000), oldest first, each after the one before settled; called again
+   * over the same range it stores nothing twice. Resolves how many it stored.
+   */
+  backfill<T extends DelayedEventInstance>(eventClass: EventClass<T> | string, name: string, range: BackfillRange): Promise<number> {
+    return this.inspector.backfill(eventClass, name, range);
   }
 
   /** Moves a scheduled or ready event to a new due time (a delay from now, or a Date), keeping payload, context and attempts; false when it is not stored, in flight or dead. */

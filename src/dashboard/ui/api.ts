@@ -105,6 +105,18 @@ export interface RecurringSchedule {
   readonly next?: string;
   readonly last?: string;
   readonly catchUp: string;
+  /** Since 0.6: the policy, what was skipped, a pause, what is left under a limit. */
+  readonly overlap?: string;
+  readonly catchUpWindowMs?: number;
+  readonly limit?: number;
+  readonly immediately?: boolean;
+  readonly jitterMs?: number;
+  readonly pauseOnFailure?: boolean;
+  readonly skipped?: number;
+  readonly paused?: boolean;
+  readonly pausedReason?: string;
+  readonly remaining?: number;
+  readonly waiting?: string;
 }
 
 /** An answer other than 2xx, with the server's message. */
@@ -158,6 +170,8 @@ export const api = {
   replay: (type: string, selection: { ids: string[] } | { all: true }, group?: string) => post<{ count: number }>(`${typePath(type)}/dead-letters/replay`, { ...selection, group }),
   purge: (type: string, selection: { ids: string[] } | { all: true }, group?: string) => post<{ count: number }>(`${typePath(type)}/dead-letters/purge`, { ...selection, group }),
   unschedule: (type: string, name: string) => post(`${typePath(type)}/schedules/${encodeURIComponent(name)}/unschedule`),
+  pauseSchedule: (type: string, name: string) => post(`${typePath(type)}/schedules/${encodeURIComponent(name)}/pause`),
+  resumeSchedule: (type: string, name: string) => post(`${typePath(type)}/schedules/${encodeURIComponent(name)}/resume`),
   drain: (type: string, group?: string) => post<{ count: number }>(`${typePath(type)}/drain`, { group }),
   clean: (type: string, olderThan: string, group?: string) => post<{ count: number }>(`${typePath(type)}/clean`, { state: 'dead', olderThan, group }),
   obliterate: (type: string, force: boolean) => post<{ obliterated: boolean }>(`${typePath(type)}/obliterate`, { force }),

@@ -76,3 +76,22 @@ export function readableSpec(spec: { readonly every: number } | { readonly cron:
   }
   return `cron ${spec.cron} ${spec.tz}`;
 }
+
+/** A schedule's policy in a few words (since 0.6), '–' when it has none. */
+export function schedulePolicy(s: {
+  readonly overlap?: string;
+  readonly limit?: number;
+  readonly remaining?: number;
+  readonly immediately?: boolean;
+  readonly jitterMs?: number;
+  readonly pauseOnFailure?: boolean;
+}): string {
+  const parts = [
+    s.overlap && s.overlap !== 'allow' ? `overlap ${s.overlap}` : '',
+    s.limit !== undefined ? `limit ${s.limit} (${s.remaining ?? 0} left)` : '',
+    s.immediately ? 'immediately' : '',
+    s.jitterMs ? `jitter ${s.jitterMs} ms` : '',
+    s.pauseOnFailure ? 'pause on failure' : '',
+  ].filter(Boolean);
+  return parts.length > 0 ? parts.join(', ') : '–';
+}

@@ -1,7 +1,7 @@
 import { useState } from 'preact/hooks';
 import { api } from './api';
 import { useConfirm } from './confirm';
-import { absolute, readableSpec, relative } from './format';
+import { absolute, readableSpec, relative, schedulePolicy } from './format';
 import { usePolling } from './use-polling';
 
 /** Every recurring schedule under the prefix, whatever its type stores now, with unschedule. */
@@ -30,6 +30,8 @@ export function SchedulesPage(props: { readOnly: boolean }) {
               <th>Next run</th>
               <th>Last run</th>
               <th>Catch-up</th>
+              <th>Policy</th>
+              <th class="num">Skipped</th>
               <th />
             </tr>
           </thead>
@@ -41,10 +43,39 @@ export function SchedulesPage(props: { readOnly: boolean }) {
                 </td>
                 <td>{s.name}</td>
                 <td>{readableSpec(s.spec)}</td>
-                <td title={absolute(s.next)}>{s.next ? relative(s.next) : 'ended'}</td>
+                <td title={absolute(s.next)}>
+                  {s.paused ? (
+                    <span class="badge paused" title={s.pausedReason}>
+                      paused
+                    </span>
+                  ) : s.next ? (
+                    relative(s.next)
+                  ) : (
+                    'ended'
+                  )}
+                </td>
                 <td title={absolute(s.last)}>{s.last ? relative(s.last) : '–'}</td>
-                <td>{s.catchUp}</td>
+                <td>{s.catchUpWindowMs !== undefined ? `${s.catchUp} within ${Math.round(s.catchUpWindowMs / 1_000)} s` : s.catchUp}</td>
+                <td data-testid="schedule-policy">{schedulePolicy(s)}</td>
+                <td class="num">{s.skipped ?? 0}</td>
                 <td>
+                  {!props.readOnly && (
+                    <button
+                      type="button"
+                      data-testid="schedule-pause"
+                      onClick={async () => {
+                        try {
+                          await (s.paused ? api.resumeSchedule(s.type, s.name) : api.pauseSchedule(s.type, s.name));
+                          setMessage(`${s.paused ? 'Resumed' : 'Paused'} schedule ${s.name} of ${s.type}`);
+                        } catch (e) {
+                          setMessage(e instanceof Error ? e.message : String(e));
+                        }
+                        schedules.refresh();
+                      }}
+                    >
+                      {s.paused ? 'Resume' : 'Pause'}
+                    </button>
+                  )}
                   {!props.readOnly && (
                     <button
                       type="button"

@@ -3,7 +3,7 @@ import { type EventState, type InspectedEvent, STATES, type TypeOverview, api } 
 import { type ChartSeries, TimeChart } from './charts';
 import { CleanupPanel } from './cleanup-panel';
 import { useConfirm } from './confirm';
-import { STATE_LABEL, absolute, count, readableSpec, relative } from './format';
+import { STATE_LABEL, absolute, count, readableSpec, relative, schedulePolicy } from './format';
 import { usePolling } from './use-polling';
 
 const PAGE = 50;
@@ -330,6 +330,7 @@ export function TypePage(props: { info: TypeOverview | undefined; type: string; 
                 <th>Next</th>
                 <th>Last</th>
                 <th>Catch-up</th>
+                <th>Policy</th>
                 <th />
               </tr>
             </thead>
@@ -338,9 +339,10 @@ export function TypePage(props: { info: TypeOverview | undefined; type: string; 
                 <tr key={s.name}>
                   <td>{s.name}</td>
                   <td>{readableSpec(s.spec)}</td>
-                  <td title={absolute(s.next)}>{s.next ? relative(s.next) : 'ended'}</td>
+                  <td title={absolute(s.next)}>{s.paused ? 'paused' : s.next ? relative(s.next) : 'ended'}</td>
                   <td title={absolute(s.last)}>{s.last ? relative(s.last) : '–'}</td>
                   <td>{s.catchUp}</td>
+                  <td>{schedulePolicy(s)}</td>
                   <td>
                     {!props.readOnly && (
                       <button

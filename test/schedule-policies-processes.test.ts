@@ -62,4 +62,45 @@ describe('recurring schedule policies across processes', () => {
       expect(line.dueAt).toBeGreaterThanOrEqual(at);
     }
   }, 90_000);
+
+  it("three processes: 'buffer-one' keeps one waiting, a pause from outside stops them all, a backfill runs one after another across them", async () => {
+    const prefix = redis.prefix();
+    const schedule = { name: 'queued', every: 200, options: { overlap: 'buffer-one' } };
+    for (let i = 0; i < 3; i++) {
+      const worker = new Worker({ ...redis.workerEnv(), PREFIX: prefix, SCHEDULE: JSON.stringify(schedule), HOLD_MS: '500' }, 'schedule-process.ts');
+      workers.push(worker);
+    }
+    await Promise.all(workers.map((w) => w.waitForLine((l) => l.ready === true)));
+    const finished = () => workers.flatMap((w) => w.lines.filter((l) => typeof l.finished === 'string')) as unknown as Array<{ finished: string; start: number; end: number }>;
+    await waitFor(() => finished().length >= 3, 'three runs done', 20_000);
+    const inspector = redis.service({ prefix });
+    expect(await inspector.pauseSchedule('test.work', 'queued')).toBe(true);
+    const pausedAt = Date.now();
+    const runs = () => [...new Map(finished().map((r) => [r.finished, r])).values()].sort((a, b) => a.start - b.start);
+    // Never two at once across the processes; each waiting one ran right after the one before.
+    const before = runs();
+    for (let i = 1; i < before.length; i++) {
+      expect(before[i]!.start).toBeGreaterThanOrEqual(before[i - 1]!.end);
+      expect(before[i]!.start - before[i - 1]!.end).toBeLessThan(600);
+    }
+    // Paused: what was running ends, nothing starts after.
+    await waitFor(() => Date.now() > pausedAt + 1_500, 'three intervals and a run paused');
+    const started = () => workers.flatMap((w) => w.lines.filter((l) => typeof l.started === 'string')) as unknown as Array<{ started: string; start: number }>;
+    expect(started().filter((l) => l.start > pausedAt + 50)).toEqual([]);
+    // A backfill from this process, handled by the three: one after another.
+    // Occurrences of an interval fall at its anchor plus whole intervals: the range starts on one.
+    const phase = (await inspector.schedules(WorkItem))[0]!.next!.getTime() % 200;
+    const from = Math.floor((Date.now() - 60_000) / 200) * 200 + phase;
+    const to = from + 5 * 200;
+    expect(await inspector.backfill(WorkItem, 'queued', { from: new Date(from), to: new Date(to) })).toBe(5);
+    await waitFor(() => finished().filter((r) => Number(r.finished.split('@')[1]) < to).length === 5, 'five backfilled runs', 20_000);
+    const filled = finished()
+      .filter((r) => Number(r.finished.split('@')[1]) < to)
+      .sort((a, b) => a.start - b.start);
+    expect(filled.map((r) => Number(r.finished.split('@')[1]))).toEqual([0, 1, 2, 3, 4].map((k) => from + k * 200));
+    for (let i = 1; i < filled.length; i++) expect(filled[i]!.start).toBeGreaterThanOrEqual(filled[i - 1]!.end);
+    expect(await inspector.resumeSchedule('test.work', 'queued')).toBe(true);
+    const resumedAt = Date.now();
+    await waitFor(() => finished().some((r) => r.start > resumedAt), 'runs again after resume', 20_000);
+  }, 90_000);
 });

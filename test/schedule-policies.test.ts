@@ -316,6 +316,50 @@ describe('recurring schedules with a policy', () => {
     await service.unschedule(WorkItem, 'fragile');
   }, 30_000);
 
+  it('a jitter longer than the interval: pause and unschedule cancel every occurrence enqueued ahead, the immediate one too', async () => {
+    const prefix = redis.prefix();
+    const seen = recorder();
+    const service = redis.service({ prefix, pollIntervalMs: POLL_MS });
+    service.addHandler(WorkItem, seen.handler, 8);
+    await service.schedule('scattered', new WorkItem(''), { every: 100 }, { jitterMs: 3_000, immediately: true });
+    // Several looks: many occurrences wait ahead, each up to 3 s after its nominal time.
+    await waitFor(async () => ((await service.counts(WorkItem))?.scheduled ?? 0) >= 8, 'occurrences waiting ahead');
+    expect(await service.pauseSchedule(WorkItem, 'scattered')).toBe(true);
+    const pausedAt = Date.now();
+    await waitFor(async () => (await service.counts(WorkItem))?.scheduled === 0, 'every occurrence ahead cancelled');
+    await untilClock(pausedAt + 3_500, 'the longest jitter to pass');
+    expect(seen.of('scattered').filter((r) => r.start > pausedAt + 100)).toEqual([]);
+    expect(await service.resumeSchedule(WorkItem, 'scattered')).toBe(true);
+    await waitFor(async () => ((await service.counts(WorkItem))?.scheduled ?? 0) >= 4, 'waiting ahead again');
+    expect(await service.unschedule(WorkItem, 'scattered')).toBe(true);
+    const removedAt = Date.now();
+    await waitFor(async () => (await service.counts(WorkItem))?.scheduled === 0, 'every occurrence ahead cancelled by unschedule');
+    await untilClock(removedAt + 3_500, 'the longest jitter to pass');
+    expect(seen.of('scattered').filter((r) => r.start > removedAt + 100)).toEqual([]);
+  }, 30_000);
+
+  it('after a data loss the instance that declared it stores it again as it was: the limit count goes on, immediately does not run again', async () => {
+    const prefix = redis.prefix();
+    const seen = recorder();
+    const service = redis.service({ prefix, pollIntervalMs: POLL_MS });
+    service.addHandler(WorkItem, seen.handler, 4);
+    // 'skip': nothing is enqueued ahead, so the loss takes no occurrence decided and not yet run.
+    await service.schedule('counted', new WorkItem(''), { every: 400 }, { limit: 5, immediately: true, overlap: 'skip' });
+    await waitFor(() => seen.of('counted').length >= 3, 'three runs');
+    const [before] = await service.schedules(WorkItem);
+    // Redis loses everything (a restart without persistence, a failover to an empty replica).
+    await Promise.all((await redis.masters()).map((master) => master.flushall()));
+    await waitFor(async () => (await service.schedules(WorkItem)).length === 1, 'the schedule stored again');
+    await waitFor(async () => (await service.schedules(WorkItem))[0]?.remaining === 0, 'the limit reached', 15_000);
+    await waitFor(async () => {
+      const counts = await service.counts(WorkItem);
+      return counts === undefined || counts.scheduled + counts.ready + counts.inFlight === 0;
+    }, 'all handled');
+    // Five in all (what ran before the loss counts), one of them the immediate one.
+    expect(new Set(seen.of('counted').map((r) => r.at)).size).toBe(5);
+    expect(before!.remaining).toBeLessThanOrEqual(2);
+  }, 30_000);
+
   it('an Inspector pauses and resumes, and refuses a backfill with a typed error', async () => {
     const prefix = redis.prefix();
     const service = redis.service({ prefix, pollIntervalMs: POLL_MS });

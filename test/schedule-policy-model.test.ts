@@ -111,13 +111,35 @@ describe('daylight saving, for an hourly cron and an interval', () => {
     expect(hours('America/New_York', '2026-11-01T04:30:00Z', 5)).toEqual(everyHour('2026-11-01T05:00:00.000Z', 5));
   });
 
-  it('an interval counts real time: every 1 hour is 3,600,000 ms apart through a switch', () => {
-    const anchor = Date.parse('2026-03-28T22:00:00Z');
-    let at = anchor;
-    for (let k = 1; k <= 6; k++) {
-      const next = occurrenceAtOrAfter({ every: 3_600_000 }, {}, anchor, at + 1)!;
-      expect(next - at).toBe(3_600_000);
-      at = next;
+  it('an hourly cron runs 23 times on the spring day and 25 on the autumn day, in local time', () => {
+    /** The runs between two instants, by a fake clock that steps from one occurrence to the next. */
+    const runs = (tz: string, fromIso: string, toIso: string) => {
+      let count = 0;
+      for (
+        let at = occurrenceAtOrAfter({ cron: '0 * * * *', tz }, {}, 0, Date.parse(fromIso));
+        at !== undefined && at < Date.parse(toIso);
+        at = occurrenceAtOrAfter({ cron: '0 * * * *', tz }, {}, 0, at + 1)
+      )
+        count++;
+      return count;
+    };
+    // Local midnight to midnight, as UTC instants.
+    expect(runs('Europe/Paris', '2026-03-28T23:00:00Z', '2026-03-29T22:00:00Z')).toBe(23);
+    expect(runs('Europe/Paris', '2026-10-24T22:00:00Z', '2026-10-25T23:00:00Z')).toBe(25);
+    expect(runs('America/New_York', '2026-03-08T05:00:00Z', '2026-03-09T04:00:00Z')).toBe(23);
+    expect(runs('America/New_York', '2026-11-01T04:00:00Z', '2026-11-02T05:00:00Z')).toBe(25);
+    expect(runs('Europe/Paris', '2026-06-01T22:00:00Z', '2026-06-02T22:00:00Z')).toBe(24);
+  });
+
+  it('an interval counts real time: every 1 hour is 3,600,000 ms apart through both switches', () => {
+    for (const from of ['2026-03-28T22:00:00Z', '2026-10-24T22:00:00Z', '2026-03-08T03:00:00Z', '2026-11-01T02:00:00Z']) {
+      const anchor = Date.parse(from);
+      let at = anchor;
+      for (let k = 1; k <= 8; k++) {
+        const next = occurrenceAtOrAfter({ every: 3_600_000 }, {}, anchor, at + 1)!;
+        expect(next - at).toBe(3_600_000);
+        at = next;
+      }
     }
   });
 });

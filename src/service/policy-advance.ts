@@ -11,6 +11,10 @@ export interface PolicyParts {
   readonly cancel: CancelOccurrence;
   /** Where an occurrence is now (src/service/schedule-policy.ts). */
   readonly stateOf: (route: EventRoute, id: string) => Promise<OccurrenceState>;
+  /** A schedule's definition as stored now, or undefined when it is gone. */
+  readonly read: (definition: ScheduleDefinition) => Promise<ScheduleDefinition | undefined>;
+  /** Told of each definition this advance stored (what a self-heal stores again). */
+  readonly saw?: (definition: ScheduleDefinition) => void;
   /** Stores `next` in place of `read` (the JSON read), only if it is still that: of several instances one wins. */
   readonly replace: (definition: ScheduleDefinition, read: string, next: ScheduleDefinition) => Promise<boolean>;
 }
@@ -37,6 +41,7 @@ export async function advanceWithPolicy(parts: PolicyParts, json: string, read: 
     if (!(await parts.replace(d, text, next))) return false;
     d = next;
     text = JSON.stringify(next);
+    parts.saw?.(next);
     return true;
   };
   if (d.pending && d.pending.length > 0) {
@@ -56,7 +61,7 @@ export async function advanceWithPolicy(parts: PolicyParts, json: string, read: 
     watch = watch.filter((_, i) => states[i]!.live);
     if (dead !== undefined) {
       const paused = { at: now, reason: `occurrence ${occurrenceId(d.name, dead)} was dead-lettered` };
-      if (await step({ ...d, paused, watch, ahead: [] })) await cancelAhead(parts, read, route, now);
+      if (await step({ ...d, paused, watch, ahead: [], pending: [] })) await cancelAhead(parts, d, route, now);
       return undefined;
     }
   }
@@ -115,7 +120,8 @@ export async function advanceWithPolicy(parts: PolicyParts, json: string, read: 
     const decided: ScheduleDefinition = {
       ...d,
       next: ended ? null : (next ?? null),
-      ahead: run.filter((at) => occurrenceOf(d, route, at).at > now),
+      // Added to what earlier looks enqueued ahead (a jitter longer than the interval keeps several there).
+      ahead: [...new Set([...(d.ahead ?? []), ...run])].filter((at) => occurrenceOf(d, route, at).at > now),
       last: run.length > 0 ? Math.max(...run) : (d.last ?? null),
       runs: runs + run.length,
       skipped: (d.skipped ?? 0) + skipped,
@@ -124,11 +130,17 @@ export async function advanceWithPolicy(parts: PolicyParts, json: string, read: 
       ...(policy.pauseOnFailure ? { watch: [...watch, ...run].slice(-WATCHED) } : {}),
     };
     if (!(await step(decided))) return undefined;
-    await parts.store(
-      run.map((at) => occurrenceOf(d, route, at)),
-      false,
-    );
-    await step({ ...d, pending: [] });
+    const stored = run.map((at) => occurrenceOf(d, route, at));
+    await parts.store(stored, false);
+    if (!(await step({ ...d, pending: [] }))) {
+      // Changed meanwhile: another instance sent them too and cleared the list, or the schedule was
+      // paused, replaced or removed before they were stored. Then what they would run ahead of its time goes.
+      const successor = await parts.read(d);
+      if (!successor || successor.paused || successor.version !== d.version) {
+        const later = Date.now();
+        for (const o of stored) if (o.at > later) await parts.cancel(route, o.id);
+      }
+    }
   }
   if (!overlap) return undefined;
   // The next due time; while one waits behind a running occurrence, the next poll looks whether it left.

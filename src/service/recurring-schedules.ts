@@ -55,6 +55,8 @@ interface DefinedHere {
   readonly template: DelayedEventInstance;
   readonly spec: RecurrenceSpec;
   readonly options: ScheduleOptions;
+  /** The definition as this instance last read it (since 0.6): stored again as it was, counts and pause kept. */
+  seen?: ScheduleDefinition;
 }
 
 /**
@@ -90,6 +92,8 @@ export class RecurringSchedules implements BackgroundService {
       store: settings.store,
       cancel: settings.cancel,
       stateOf: settings.stateOf,
+      read: async (d) => (await this.store.read({ type: d.type, partitions: d.partitions }, d.name))?.definition,
+      saw: (d) => this.saw(d),
       replace: (definition, read, next) => scripts.advanceSchedule(layout.recurringOf({ type: definition.type, partitions: definition.partitions }), definition.name, read, JSON.stringify(next)),
     };
   }
@@ -98,7 +102,7 @@ export class RecurringSchedules implements BackgroundService {
    * Validates a schedule at the call (a typed error says what to fix; nothing is
    * stored) and stores it, replacing one of the same class and name.
    */
-  async define<T extends DelayedEventInstance>(name: string, template: T, spec: RecurrenceSpec, options: ScheduleOptions): Promise<void> {
+  async define<T extends DelayedEventInstance>(name: string, template: T, spec: RecurrenceSpec, options: ScheduleOptions, remembered?: ScheduleDefinition): Promise<void> {
     if (typeof name !== 'string' || !SCHEDULE_NAME.test(name)) {
       throw new InvalidOptionError('name', `must be 1-100 characters without '@', braces, '|', '#' or whitespace; got ${JSON.stringify(name)}`);
     }
@@ -114,22 +118,25 @@ export class RecurringSchedules implements BackgroundService {
     const now = Date.now();
     const anchor = window.startAt ?? ('every' in stored ? now + stored.every : now);
     const next = occurrenceAtOrAfter(stored, window, anchor, Math.max(now, window.startAt ?? now));
-    const marker = await this.save({
-      name,
-      type: encoded.type,
-      partitions: encoded.route.partitions,
-      spec: stored,
-      window,
-      catchUp,
-      anchor,
-      payload,
-      ...(encoded.version > 1 ? { eventVersion: encoded.version } : {}),
-      ...(context ? { context } : {}),
-      next: next ?? null,
-      ahead: [],
-      version: randomBytes(8).toString('hex'),
-      ...(policy ? { policy } : {}),
-    });
+    const marker = await this.save(
+      {
+        name,
+        type: encoded.type,
+        partitions: encoded.route.partitions,
+        spec: stored,
+        window,
+        catchUp,
+        anchor,
+        payload,
+        ...(encoded.version > 1 ? { eventVersion: encoded.version } : {}),
+        ...(context ? { context } : {}),
+        next: next ?? null,
+        ahead: [],
+        version: randomBytes(8).toString('hex'),
+        ...(policy ? { policy } : {}),
+      },
+      remembered,
+    );
     // Kept once stored, so the loop never takes a schedule still being saved for one Redis lost.
     const routeKey = JSON.stringify(encoded.route);
     let here = this.definedHere.get(routeKey);
@@ -149,21 +156,19 @@ export class RecurringSchedules implements BackgroundService {
    * schedule again (every replica of an app does at boot) changes nothing: the
    * schedule keeps its anchor and next occurrence.
    */
-  private async save(definition: ScheduleDefinition): Promise<string | null> {
+  private async save(definition: ScheduleDefinition, remembered?: ScheduleDefinition): Promise<string | null> {
     const route = { type: definition.type, partitions: definition.partitions };
     for (let attempt = 0; ; attempt++) {
       const current = await this.store.read(route, definition.name);
       // Stored already (by another replica, or before markers existed): the marker is set if missing, and read.
       if (current && sameSchedule(current.definition, definition)) return this.store.ensureMarker(route);
-      const successor = carried(current?.definition, definition, Date.now());
-      if (!successor.policy && !current?.definition.policy) {
-        const { previous, marker } = await this.store.write(successor);
-        if (previous) await this.settleAhead(previous.definition, successor);
-        this.wakeup.wake();
-        return marker;
-      }
-      // With a policy, its counts, pause and what `immediately` runs depend on what was stored:
-      // stored only if that is still what was read, so two instances storing one change at once run it once.
+      // Redis lost it, and this instance had seen it as it is declared now: stored again as it was
+      // seen (its counts, pause and next occurrence), and `immediately` does not run again.
+      const restored = !current && remembered !== undefined && sameSchedule(remembered, definition);
+      const successor = restored ? { ...remembered, pending: [], ahead: [] } : carried(current?.definition, definition, Date.now());
+      // Its counts, pause and what `immediately` runs depend on what was stored: stored only if that is
+      // still what was read, so two instances storing one change at once run it once, and a pause made
+      // meanwhile is not overwritten.
       if (!(await this.scripts.advanceSchedule(this.layout.recurringOf(route), definition.name, current?.json ?? '', JSON.stringify(successor)))) {
         if (attempt < 10) continue;
         throw new InvalidOptionError('name', `schedule ${JSON.stringify(definition.name)} kept changing while it was stored (10 tries); call schedule() again`);
@@ -194,6 +199,12 @@ export class RecurringSchedules implements BackgroundService {
 
   start(): void {
     this.lifecycle.start();
+  }
+
+  /** Keeps the latest definition read or stored of a schedule defined here: what a self-heal stores again. */
+  private saw(definition: ScheduleDefinition): void {
+    const mine = this.definedHere.get(JSON.stringify({ type: definition.type, partitions: definition.partitions }))?.schedules.get(definition.name);
+    if (mine) mine.seen = definition;
   }
 
   /** Looks at every schedule now (one was paused or resumed). */
@@ -256,7 +267,7 @@ export class RecurringSchedules implements BackgroundService {
       }
       // Gone, or set anew by another instance that noticed first: what was stored here is gone.
       this.settings.onLost(route.type, [...schedules.keys()]);
-      for (const s of [...schedules.values()]) await this.define(s.name, s.template, s.spec, s.options);
+      for (const s of [...schedules.values()]) await this.define(s.name, s.template, s.spec, s.options, s.seen);
     }
   }
 
@@ -268,6 +279,7 @@ export class RecurringSchedules implements BackgroundService {
       if (signal.aborted) return lookAt;
       for (const { json, definition } of await this.store.readAll(route)) {
         if (signal.aborted) return lookAt;
+        this.saw(definition);
         if (!definition.policy && !definition.pending?.length) {
           await this.advance(json, definition);
           continue;
@@ -318,7 +330,7 @@ export class RecurringSchedules implements BackgroundService {
     const skipped = missedCount - kept.length;
     const advanced: ScheduleDefinition = { ...definition, next: next ?? null, ahead: timely.filter((at) => at > now), last, ...(skipped > 0 ? { skipped: (definition.skipped ?? 0) + skipped } : {}) };
     const keys = this.layout.recurringOf(route);
-    if (await this.scripts.advanceSchedule(keys, definition.name, json, JSON.stringify(advanced))) return;
+    if (await this.scripts.advanceSchedule(keys, definition.name, json, JSON.stringify(advanced))) return this.saw(advanced);
     // Another instance got there first. If it only advanced the same definition, our enqueues
     // were duplicates of its own; if the schedule was replaced or removed meanwhile, what we
     // enqueued ahead belongs to a definition that no longer exists.
@@ -366,6 +378,8 @@ function carried(current: ScheduleDefinition | undefined, given: ScheduleDefinit
   return {
     ...successor,
     pending: [...(successor.pending ?? []), now],
+    // Ahead of its time with a jitter: a pause, a change or unschedule cancels it like the others.
+    ahead: [...(successor.ahead ?? []), now],
     last: now,
     runs: ran,
     ...(policy.pauseOnFailure ? { watch: [...(successor.watch ?? []), now] } : {}),

@@ -62,7 +62,16 @@ export class ScheduleControls {
 
   /** Pauses a schedule (cancelling what it enqueued ahead) until resume(); false when there is no such schedule. */
   pause(route: EventRoute, name: string): Promise<boolean> {
-    return this.change(route, name, (d, now) => (d.paused ? undefined : { ...d, paused: { at: now, reason: 'paused' }, ahead: [] }), cancelAhead);
+    // What was decided and not yet stored, and the one waiting under 'buffer-one', do not run either.
+    return this.change(
+      route,
+      name,
+      (d, now) =>
+        d.paused
+          ? undefined
+          : { ...d, paused: { at: now, reason: 'paused' }, ahead: [], pending: [], buffered: null, skipped: (d.skipped ?? 0) + (d.buffered !== null && d.buffered !== undefined ? 1 : 0) },
+      cancelAhead,
+    );
   }
 
   /**

@@ -68,7 +68,10 @@ export abstract class ScheduleInspectorCalls extends ExplainCalls {
    */
   backfill(target: EventTarget, name: string, range: BackfillRange): Promise<number> {
     return this.whenReady(
-      () => (checkTarget(target), checkScheduleName(name), checkBackfillRange(range, Date.now())),
+      () => {
+        if (!this.parts.chainOccurrence) throw new InvalidArgumentError('backfill', 'stores occurrences, which an Inspector does not: call it on a DelayedEventService');
+        return (checkTarget(target), checkScheduleName(name), checkBackfillRange(range, Date.now()));
+      },
       async (checked) => {
         const route = await this.recurringRoute(target);
         if (!route) return this.scheduleControls.backfill({ type: typeof target === 'string' ? target : '', partitions: 1 }, name, checked);

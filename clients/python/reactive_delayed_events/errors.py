@@ -55,25 +55,30 @@ class InvalidOptionError(DelayedEventError):
         self.option = option
 
 
-class SerializationError(DelayedEventError):
-    """The payload cannot be written as the JSON the Node service reads; nothing was sent."""
+class SerializationError(InvalidEventError):
+    """The payload cannot be written as the JSON the Node service reads; nothing was sent.
+
+    An InvalidEventError too (the event as given cannot be stored), so one ``except`` takes
+    every refused event; its ``code`` is Node's."""
 
     code = "SERIALIZATION_FAILED"
 
     def __init__(self, type_name: str, detail: str) -> None:
-        super().__init__(
+        DelayedEventError.__init__(
+            self,
             "Event of type '%s' cannot be serialized to JSON (%s); remove values JSON cannot "
             "hold as the Node service reads them." % (type_name, detail)
         )
 
 
-class PayloadTooLargeError(DelayedEventError):
-    """The stored body would be larger than ``max_payload_bytes``; nothing was sent."""
+class PayloadTooLargeError(InvalidEventError):
+    """The stored body would be larger than ``max_payload_bytes``; nothing was sent (an InvalidEventError too)."""
 
     code = "PAYLOAD_TOO_LARGE"
 
     def __init__(self, type_name: str, size: int, limit: int) -> None:
-        super().__init__(
+        DelayedEventError.__init__(
+            self,
             "Event of type '%s' serializes to %d bytes, over the limit of %d (option "
             "max_payload_bytes); store large data elsewhere and enqueue a reference."
             % (type_name, size, limit)

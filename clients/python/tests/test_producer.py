@@ -224,3 +224,15 @@ def test_cancel_finds_an_id_under_every_setting_named_when_none_is_current(clien
     client.hset("%s:{py.moving}:layout" % prefix, mapping={"4": str(int(time.time() * 1000)), "8": str(int(time.time() * 1000))})
     assert events.reschedule("py.moving", "m-1", delay_ms=60_000) is True
     assert events.cancel("py.moving", "m-1") is True
+
+
+def test_every_refused_event_is_an_invalid_event_error_with_node_s_code():
+    from reactive_delayed_events import InvalidEventError, PayloadTooLargeError, SerializationError
+
+    events = DelayedEvents(redis.Redis(port=1), "px", max_payload_bytes=64)
+    with pytest.raises(InvalidEventError) as naive:
+        events.enqueue("py.t", "x", {"at": datetime(2026, 1, 1)})
+    assert isinstance(naive.value, SerializationError) and naive.value.code == "SERIALIZATION_FAILED"
+    with pytest.raises(InvalidEventError) as large:
+        events.enqueue("py.t", "x", {"s": "x" * 100})
+    assert isinstance(large.value, PayloadTooLargeError) and large.value.code == "PAYLOAD_TOO_LARGE"

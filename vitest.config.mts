@@ -22,6 +22,7 @@ const onClusterToo = [
   'conformance',
   'schedule-policies',
   'schedule-policies-processes',
+  'schedule-protocol-model',
   'python-producer',
   'validation',
   'retry',

@@ -189,6 +189,17 @@ describe('recurring schedules with a policy', () => {
     expect(await other.backfill(WorkItem, 'report', { from: new Date(to - 8_000), to: new Date(to) })).toBe(2);
     await waitFor(() => seen.of('report').filter((r) => r.end).length === 8, 'two more handled', 10_000);
     expect(new Set(seen.of('report').map((r) => r.at)).size).toBe(8);
+    // The record of what was backfilled goes with the schedule, and with the type.
+    const client = redis.client();
+    const record = `${prefix}:{test.work}:sched:bf:report`;
+    expect(await client.zcard(record)).toBe(8);
+    await service.schedule('other', new WorkItem(''), { every: 1_000 }, { startAt: new Date(tomorrow) });
+    expect(await service.backfill(WorkItem, 'other', { from: new Date(to - 2_000), to: new Date(to) })).toBe(2);
+    expect(await service.unschedule(WorkItem, 'report')).toBe(true);
+    expect(await client.exists(record)).toBe(0);
+    await waitFor(async () => (await service.counts(WorkItem))?.scheduled === 0 && (await service.counts(WorkItem))?.ready === 0, 'the other backfill handled');
+    expect(await service.obliterate(WorkItem, { force: true })).toBe(true);
+    expect(await client.exists(`${prefix}:{test.work}:sched:bf:other`)).toBe(0);
   }, 40_000);
 
   it('limit runs N occurrences across instances, then the schedule ends; re-declaring it identically keeps the count', async () => {

@@ -42,6 +42,8 @@ DEFAULT_LAYOUT_TTL_MS = 60_000
 DEFAULT_IDEMPOTENCY_WINDOW_MS = 300_000
 MAX_IDEMPOTENCY_WINDOW_MS = 7 * wire.DAY_MS
 
+CONSTRUCTOR_OPTIONS = ("prefix", "wait_replicas", "wait_timeout_ms", "idempotency_window_ms", "max_payload_bytes", "layout_ttl_ms", "outcomes_max_len", "clock")
+ENQUEUE_KEYWORDS = ("delay_ms", "at", "context", "replace", "version", "partitions")
 ENQUEUE_OPTIONS = ("priority", "max_attempts", "debounce", "throttle", "dedupe", "after")
 ENTRY_KEYS = ("id", "payload", "delay_ms", "at", "context", "priority", "max_attempts", "debounce", "throttle", "dedupe")
 
@@ -81,7 +83,10 @@ class DelayedEvents:
         layout_ttl_ms: int = DEFAULT_LAYOUT_TTL_MS,
         outcomes_max_len: int = 0,
         clock: Optional[Callable[[], int]] = None,
+        **unknown: Any,
     ) -> None:
+        for key in unknown:
+            raise InvalidOptionError(repr(key), wire.unknown_key_detail(key, CONSTRUCTOR_OPTIONS, "DelayedEvents"))
         if not isinstance(redis, redis_py.Redis) and not (RedisCluster is not None and isinstance(redis, RedisCluster)):
             raise InvalidOptionError("redis", "must be a redis.Redis or redis.cluster.RedisCluster, got %s" % type(redis).__name__)
         if not isinstance(prefix, str) or not _PREFIX.match(prefix):
@@ -128,7 +133,7 @@ class DelayedEvents:
             self._type_names[wire.check_type_name(type_name)] = True
         for key in options:
             if key not in ENQUEUE_OPTIONS:
-                raise InvalidArgumentError("option %r" % (key,), wire.unknown_key_detail(key, ENQUEUE_OPTIONS, "enqueue"))
+                raise InvalidArgumentError("option %r" % (key,), wire.unknown_key_detail(key, ENQUEUE_KEYWORDS + ENQUEUE_OPTIONS, "enqueue"))
         if options.get("after") is not None:
             raise InvalidArgumentError(
                 "after",
@@ -150,8 +155,10 @@ class DelayedEvents:
         replace: bool = False,
         version: Optional[int] = None,
         partitions: Optional[int] = None,
+        **unknown: Any,
     ) -> List[str]:
         """Stores many events of one type; their statuses in order. One bad entry raises before anything is sent."""
+        _refuse_unknown(unknown, ("replace", "version", "partitions"), "enqueue_many")
         wire.check_type_name(type_name)
         if not isinstance(replace, bool):
             raise InvalidArgumentError("replace", "must be True or False, got %r" % (replace,))
@@ -247,8 +254,9 @@ class DelayedEvents:
 
     # -- cancel and reschedule -----------------------------------------------------------------
 
-    def cancel(self, type_name: str, id: str, partitions: Optional[int] = None) -> bool:
+    def cancel(self, type_name: str, id: str, partitions: Optional[int] = None, **unknown: Any) -> bool:
         """Removes a stored event in any state; whether it existed. Its id stays marked for the idempotency window."""
+        _refuse_unknown(unknown, ("partitions",), "cancel")
         wire.check_type_name(type_name)
         self._check_id(id)
         for tag in self._tags_of(type_name, id, self._check_partitions(partitions)):
@@ -257,8 +265,9 @@ class DelayedEvents:
                 return True
         return False
 
-    def reschedule(self, type_name: str, id: str, delay_ms: Optional[float] = None, at: Optional[datetime] = None, partitions: Optional[int] = None) -> bool:
+    def reschedule(self, type_name: str, id: str, delay_ms: Optional[float] = None, at: Optional[datetime] = None, partitions: Optional[int] = None, **unknown: Any) -> bool:
         """Moves a scheduled or ready event's due time; False when it is not stored, in flight or dead."""
+        _refuse_unknown(unknown, ("delay_ms", "at", "partitions"), "reschedule")
         wire.check_type_name(type_name)
         self._check_id(id)
         if delay_ms is None and at is None:
@@ -386,6 +395,12 @@ class DelayedEvents:
             raise
         except Exception as error:  # every failure of the connection or of Redis is typed
             raise _typed(error) from error
+
+
+def _refuse_unknown(unknown: Mapping[str, Any], allowed: Tuple[str, ...], call: str) -> None:
+    """A misspelt keyword is an InvalidArgumentError naming it and the closest one, not Python's TypeError."""
+    for key in unknown:
+        raise InvalidArgumentError("option %r" % (key,), wire.unknown_key_detail(key, allowed, call))
 
 
 def _option_int(value: Any, option: str, least: int, most: int) -> int:

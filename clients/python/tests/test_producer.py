@@ -236,3 +236,17 @@ def test_every_refused_event_is_an_invalid_event_error_with_node_s_code():
     with pytest.raises(InvalidEventError) as large:
         events.enqueue("py.t", "x", {"s": "x" * 100})
     assert isinstance(large.value, PayloadTooLargeError) and large.value.code == "PAYLOAD_TOO_LARGE"
+
+
+def test_a_misspelt_keyword_anywhere_is_a_typed_error_naming_it():
+    with pytest.raises(InvalidOptionError, match="did you mean wait_replicas"):
+        DelayedEvents(redis.Redis(port=1), "px", wait_replica=1)
+    events = DelayedEvents(redis.Redis(port=1), "px")
+    with pytest.raises(InvalidArgumentError, match="did you mean partitions"):
+        events.enqueue_many("py.t", [{"id": "x", "payload": {}}], partition=2)
+    with pytest.raises(InvalidArgumentError, match="did you mean partitions"):
+        events.cancel("py.t", "x", partiton=2)
+    with pytest.raises(InvalidArgumentError, match="did you mean delay_ms"):
+        events.reschedule("py.t", "x", delay=5)
+    with pytest.raises(InvalidArgumentError, match="did you mean delay_ms"):
+        events.enqueue("py.t", "x", {}, delayms=5)

@@ -99,12 +99,14 @@ describe('recurring schedules', () => {
     const prefix = redis.prefix();
     const seen = recorder();
     const service = redis.service({ prefix, pollIntervalMs: 500 });
-    service.addHandler(WorkItem, seen.handler, 2);
     const startAt = Math.ceil((Date.now() + 2_000) / 1_000) * 1_000;
     await service.schedule('job', new WorkItem('', 1), { every: 1_000 }, { startAt: new Date(startAt) });
-    // Enqueued ahead of its time (up to a poll interval before it is due).
+    // Enqueued ahead of its time (up to a poll interval before it is due). The
+    // handler comes after the replacement, so a loaded machine cannot claim the
+    // occurrence before the replacement lands.
     await waitFor(async () => (await service.find(WorkItem, `job@${startAt}`)) !== undefined, 'the first occurrence enqueued ahead');
     await service.schedule('job', new WorkItem('', 2), { every: 1_000 }, { startAt: new Date(startAt) });
+    service.addHandler(WorkItem, seen.handler, 2);
     await waitFor(() => seen.of('job').includes(startAt), 'the first occurrence handled', 5_000);
     expect(seen.handled.find((h) => h.at === startAt)?.n).toBe(2);
     // The same definition again (as every replica does at boot) changes nothing.

@@ -69,6 +69,7 @@ const onClusterToo = [
   'outcome-events',
   'explain',
   'key-visibility',
+  'quiet-looks',
 ].map((name) => `test/${name}.test.ts`);
 
 export default defineConfig({

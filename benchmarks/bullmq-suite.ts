@@ -18,8 +18,10 @@ import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
-import { DelayedEvent, DelayedEventService } from '../src';
+import { built } from './built-package';
 import { RedisServer } from '../test/support/redis-server';
+
+const { DelayedEvent, DelayedEventService } = built;
 
 @DelayedEvent('bench.foo')
 class Foo {

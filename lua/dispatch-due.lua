@@ -61,10 +61,13 @@
 --         default group's ready list (moved there while the registrations
 --         were missing, by an instance that could not restore them: nobody
 --         takes from it) are handed to every registered group.
--- REPLY {moved_due: number, moved_expired: number, next_due: number, now: number, marker: string, handed_to_groups: number}:
+-- REPLY {moved_due: number, moved_expired: number, next_due: number, now: number, marker: string, handed_to_groups: number, ready_waiting: number}:
 -- moved due, moved with expired lease, next due ms or -1, Redis now ms, the marker's
 -- value (new_marker given) or '', events handed from the default group's ready list
--- to the named groups.
+-- to the named groups, and (since 0.6) how many events wait in the ready list when
+-- this call moved none (0 when it moved some): readers that missed a wake-up look.
+-- A look that finds nothing due, expired or lapsed reads the heads alone (a quiet
+-- queue's look, src/runtime/quiet-looks.ts).
 -- @include dead-trim
 -- @include envelope-make
 -- @include envelope-parse
@@ -155,12 +158,6 @@ if keep_dead_count > 0 or keep_dead_age > 0 then
   dead_trim({ dead = KEYS[16], meta = KEYS[5], shared_meta = KEYS[15], pending = KEYS[9], errors = KEYS[11], error_log = KEYS[17] }, now, keep_dead_count, keep_dead_age)
 end
 
-if redis.call('EXISTS', KEYS[10]) == 1 then return {0, 0, -1, now, marker, rescued} end
--- Written once, and with pcall: at Redis's memory limit this write, the first
--- of the call, is refused, and the script must still go on freeing memory.
-if default_here and redis.call('EXISTS', KEYS[8]) == 1 and redis.call('HEXISTS', KEYS[8], 'default') == 0 then
-  redis.pcall('HSET', KEYS[8], 'default', now)
-end
 
 -- Expired leases and the default group's own retries go back to its ready list.
 local function move_here(ids)
@@ -301,14 +298,37 @@ if oldest_mark and tonumber(oldest_mark) <= now then
   redis.call('ZREMRANGEBYRANK', KEYS[7], 0, math.min(ended, limit) - 1)
 end
 
-local due = move(take_from_zset(KEYS[4]))
-due = due + move(schedule_take_due(KEYS[1], now, limit))
-local expired = move_here(take_expired())
+-- The heads say when a look has work: the schedule's, the leases', the heartbeats' and the side
+-- schedule's (one EXISTS for the last two, which are mostly missing).
+local function next_look_at()
+  local at = next_due(KEYS[1], KEYS[2])
+  if redis.call('EXISTS', KEYS[19], KEYS[4]) == 0 then return at end
+  local heartbeat_head = tonumber(redis.call('ZRANGE', KEYS[19], 0, 0, 'WITHSCORES')[2])
+  if heartbeat_head and (at < 0 or heartbeat_head < at) then at = heartbeat_head end
+  local legacy = tonumber(redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')[2])
+  if legacy and (at < 0 or legacy < at) then at = legacy end
+  return at
+end
 
-local next_at = next_due(KEYS[1], KEYS[2])
-local heartbeat_head = tonumber(redis.call('ZRANGE', KEYS[19], 0, 0, 'WITHSCORES')[2])
-if heartbeat_head and (next_at < 0 or heartbeat_head < next_at) then next_at = heartbeat_head end
-local legacy = tonumber(redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')[2])
-if legacy and (next_at < 0 or legacy < next_at) then next_at = legacy end
-if due + expired + rescued > 0 and wake_channel ~= '' then redis.call('PUBLISH', wake_channel, queue_tag .. '|-1') end
-return {due, expired, next_at, now, marker, rescued}
+local next_at = next_look_at()
+local due, expired = 0, 0
+if next_at >= 0 and next_at <= now then
+  -- Paused: nothing moves, and the look comes again after pollIntervalMs (resume() wakes it sooner).
+  if redis.call('EXISTS', KEYS[10]) == 1 then return {0, 0, -1, now, marker, rescued, 0} end
+  -- Written once, and with pcall: at Redis's memory limit this write, the first
+  -- of the call, is refused, and the script must still go on freeing memory.
+  if default_here and redis.call('EXISTS', KEYS[8]) == 1 and redis.call('HEXISTS', KEYS[8], 'default') == 0 then
+    redis.pcall('HSET', KEYS[8], 'default', now)
+  end
+  due = move(take_from_zset(KEYS[4]))
+  due = due + move(schedule_take_due(KEYS[1], now, limit))
+  expired = move_here(take_expired())
+  next_at = next_look_at()
+end
+local ready_waiting = 0
+if due + expired + rescued > 0 then
+  if wake_channel ~= '' then redis.call('PUBLISH', wake_channel, queue_tag .. '|-1') end
+else
+  ready_waiting = redis.call('LLEN', KEYS[3])
+end
+return {due, expired, next_at, now, marker, rescued, ready_waiting}

@@ -1,8 +1,11 @@
 import 'reflect-metadata';
 import { Redis } from 'ioredis';
 import { firstValueFrom } from 'rxjs';
-import { DelayedEvent, DelayedEventService, type DelayedEventServiceOptions, type Delivery, type HandlerOptions } from '../../src';
+import type { DelayedEventServiceOptions, Delivery, HandlerOptions } from '../../src';
+import { built } from '../built-package';
 import { type BenchQueue, type BenchQueueFactory, PAYLOAD_S, chunks } from './bench-queue';
+
+const { DelayedEvent, DelayedEventService } = built;
 
 @DelayedEvent('bench.event')
 class BenchEvent {

@@ -202,7 +202,8 @@ export class PermanentFailure extends Error {
    */
   static is(error: unknown): error is PermanentFailure {
     try {
-      return error instanceof PermanentFailure || (typeof error === 'object' && error !== null && (error as { [PERMANENT]?: unknown })[PERMANENT] === true);
+      // Its instances carry the mark on their prototype: no `instanceof`, whose self-reference would have the bundle rename the class.
+      return typeof error === 'object' && error !== null && (error as { [PERMANENT]?: unknown })[PERMANENT] === true;
     } catch {
       return false;
     }

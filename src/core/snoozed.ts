@@ -47,7 +47,8 @@ export class Snoozed extends Error {
   /** Whether `value` is a Snoozed (from any copy of the package). Never throws. */
   static is(value: unknown): value is Snoozed {
     try {
-      return value instanceof Snoozed || (typeof value === 'object' && value !== null && (value as { [SNOOZED]?: unknown })[SNOOZED] === true);
+      // Instances carry the mark on their prototype (no self-reference: see PermanentFailure.is).
+      return typeof value === 'object' && value !== null && (value as { [SNOOZED]?: unknown })[SNOOZED] === true;
     } catch {
       // A value that throws when looked at (a hostile Proxy) is no Snoozed.
       return false;

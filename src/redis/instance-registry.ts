@@ -170,3 +170,14 @@ export async function answerInstances(client: RedisClient, wakeChannel: string, 
 export async function announceReady(client: RedisClient, wakeChannel: string, queueTag: string): Promise<void> {
   await client.publish(wakeChannel, `${queueTag}|-1`);
 }
+
+/**
+ * How a beacon's tag starts on the wake-up channel (since 0.6): '#alive:<instance id>'.
+ * Dispatchers and readers, of 0.5 too, ignore it as they do the question.
+ */
+export const BEACON_TAG = '#alive:';
+
+/** An instance that handles events says it is alive (src/runtime/instance-beacon.ts). */
+export async function announceAlive(client: RedisClient, wakeChannel: string, instanceId: string): Promise<void> {
+  await client.publish(wakeChannel, `${BEACON_TAG}${instanceId}|0`);
+}

@@ -56,6 +56,8 @@ export interface DispatchResult {
   readonly marker: string;
   /** Events moved from the default group's ready list to the named groups: it had no reader after a data loss. */
   readonly handedToGroups: number;
+  /** Events in the ready list, when the look moved none (since 0.6): readers that missed a wake-up should look. */
+  readonly readyWaiting: number;
 }
 
 /**

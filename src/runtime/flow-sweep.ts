@@ -8,8 +8,9 @@ export const FLOW_SWEEP_EVERY_MS = 5_000;
 /**
  * A queue's outbox of flow notices (since 0.6; src/redis/flow-store.ts),
  * applied by its type's dispatcher after its looks: at once when a result
- * here queued one (poke), else every FLOW_SWEEP_EVERY_MS, which finds the
- * notices of an instance that crashed before it applied its own.
+ * here queued one (poke), else after a look at most every FLOW_SWEEP_EVERY_MS,
+ * which finds the notices of an instance that crashed before it applied its
+ * own (the look every instance makes when one goes silent pokes it too).
  */
 export class FlowSweep {
   private last = 0;
@@ -26,6 +27,11 @@ export class FlowSweep {
   /** A result here queued a notice: the next look applies it. */
   poke(): void {
     this.poked = true;
+  }
+
+  /** Between looks: applies the notices a result here queued, and sends nothing otherwise. */
+  async ifPoked(): Promise<void> {
+    if (this.poked) await this.afterLook();
   }
 
   /** Called after each look; rejects like any Redis call (the dispatcher backs off). */

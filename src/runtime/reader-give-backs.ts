@@ -22,6 +22,8 @@ export class ReaderGiveBacks<E extends ClaimedRef> {
     private readonly keys: TypeKeys,
     private readonly scripts: LuaScripts,
     private readonly metrics: Metrics,
+    /** Told when events went back to READY: other instances' quiet readers are told on the wake-up channel. */
+    private readonly onGivenBack: () => void = () => {},
   ) {}
 
   /** Whether a give-back failed and waits for Redis. */
@@ -47,6 +49,7 @@ export class ReaderGiveBacks<E extends ClaimedRef> {
     try {
       const released = await this.scripts.releaseUnstarted(this.keys, events);
       this.metrics.count(METRIC.claimsReleased, { type: this.keys.type, group: this.keys.group }, released);
+      if (released > 0) this.onGivenBack();
     } catch {
       // Tried again before the next call (fenced by each claim: a lease that ran out meanwhile is left alone).
       this.notGivenBack = events.slice(0, MAX_KEPT);
@@ -66,6 +69,7 @@ export class ReaderGiveBacks<E extends ClaimedRef> {
       const released = await this.scripts.releaseClaim(this.keys, lost);
       this.lostClaim = undefined;
       this.metrics.count(METRIC.claimsReleased, { type: this.keys.type, group: this.keys.group }, released);
+      if (released > 0) this.onGivenBack();
       return true;
     } catch {
       if (!stop.aborted) this.metrics.count(METRIC.redisErrors, { loop: 'reader', type: this.keys.type });

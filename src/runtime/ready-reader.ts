@@ -9,43 +9,10 @@ import { Wakeup } from './wakeup';
 import { type Confirmation, PendingResults } from './pending-results';
 import { ReaderGiveBacks } from './reader-give-backs';
 import { CONFIRMED_FOR_MS, ClaimedAhead } from './claimed-ahead';
-import type { TypeActivity } from './activity-log';
+import type { ReaderSettings } from './reader-settings';
+import { QUIET_AFTER_MS } from './quiet-looks';
 
-export interface ReaderSettings {
-  readonly leaseMs: number;
-  readonly heartbeatLeaseMs: number; // each claim's heartbeat lease (lua/renew-leases.lua; 0: none)
-  readonly maxAttempts: number;
-  /** How long an idle reader waits for a nudge before it looks again by itself (readerBlockMs). */
-  readonly blockMs: number;
-  /**
-   * How long an event claimed ahead of the handler slots may wait for one:
-   * the part of its lease beyond the handler timeout (leaseGraceMs). A reader
-   * claims ahead only what it expects to start within a quarter of it, and
-   * gives back an event that waited half of it, so a handler started late
-   * still ends within its lease.
-   */
-  readonly graceMs: number;
-  readonly activity?: TypeActivity; // counts for the fleet's activity charts (option recordActivity), if kept
-  /** The event class's version here: events a newer class wrote are left, unclaimed, for instances that read them. */
-  readonly version: number;
-  readonly priorityAgingMs: number; // events with a priority due longer ago are claimed first (0: never)
-  /** Told when a claim left events for a newer version: instances that read it should look now. */
-  readonly onLeftForNewerVersion?: () => void;
-  /** Told when completions freed room under a concurrency limit that a claim had found full (`room`: instances should look now), or queued a flow notice (`noticed`, since 0.6). */
-  readonly onFreed?: (room: boolean, noticed: boolean) => void;
-  /**
-   * For a handler that shares capacity per key (HandlerOptions.key): the key
-   * of each event at the head of the ready list, which the reader sorts into
-   * its key's list before each claim (lua/classify.lua).
-   */
-  readonly sortByKey?: (events: ReadonlyArray<{ readonly id: string; readonly body: string }>) => Array<{ id: string; key: string }>;
-  /**
-   * The consumer confirms each event itself, with confirm(), right before
-   * the call that runs it (a batch handler, whose events gather first): the
-   * reader claims none started and hands each on as soon as it has a slot.
-   */
-  readonly confirmedByConsumer?: boolean;
-}
+export type { ReaderSettings } from './reader-settings';
 
 /** Ids sorted by key per look: as many as a claim may take. */
 const SORT_STEP = 1_000;
@@ -108,8 +75,19 @@ export class ReadyReader {
     private readonly settings: ReaderSettings,
   ) {
     this.claimLogKey = keys.claimLogPrefix + randomBytes(8).toString('hex');
-    this.giveBacks = new ReaderGiveBacks(keys, scripts, metrics);
+    this.giveBacks = new ReaderGiveBacks(keys, scripts, metrics, settings.onGivenBack);
   }
+
+  /** Events wait here for a slot, or results to send: the queue is not idle here (src/runtime/quiet-looks.ts). */
+  get holding(): boolean {
+    return this.heldAhead() > 0 || this.pending.waiting;
+  }
+
+  private heldAhead: () => number = () => 0;
+  /** When (performance.now()) a claim here last took events or sent results. */
+  private activeAt = performance.now();
+  /** Counts the nudges, results and stops that end an idle wait. */
+  private idleWakes = 0;
 
   /** Records a handler's success; resolves true when completed, false when its claim was stale. */
   complete(event: ClaimedRef): Promise<boolean> {
@@ -161,7 +139,7 @@ export class ReadyReader {
     setImmediate(() => {
       this.wakeScheduled = false;
       this.wakeup.wake();
-      this.idleWakeup.wake();
+      this.wakeIdle();
     });
   }
 
@@ -172,6 +150,7 @@ export class ReadyReader {
       const backoff = new OutageBackoff();
       const byConsumer = this.settings.confirmedByConsumer === true;
       const ahead = new ClaimedAhead<ClaimedEvent>(this.settings.graceMs / 2, !byConsumer);
+      this.heldAhead = () => ahead.length;
       const planWithinMs = this.settings.graceMs / 4;
       const noteLate = () => {
         if (!ahead.anyLate) return;
@@ -195,7 +174,7 @@ export class ReadyReader {
       // The one listener this reader puts on its stop signal: wake the loop.
       const onStop = () => {
         this.wakeup.wake();
-        this.idleWakeup.wake();
+        this.wakeIdle();
       };
       stop.addEventListener('abort', onStop, { once: true });
       const leaveSlots = slots.join({ startOne, freed: () => this.wakeup.wake() });
@@ -274,6 +253,8 @@ export class ReadyReader {
             ahead.settleConfirmations(asked, new Set(result.refused.filter((p) => p >= ours).map((p) => p - ours)), arrivedAt);
           }
           const claimed = result.claimed.length;
+          if (claimed > 0 || batch.succeeded.length > 0) this.activeAt = performance.now();
+          if (claimed > 0) this.settings.onClaimed?.();
           servedLast = claimed > 0;
           if (result.freed || result.noticed) this.settings.onFreed?.(result.freed, result.noticed);
           if (result.throttledMs !== 0) this.metrics.count(METRIC.throttled, { ...tags, reason: result.throttledMs < 0 ? 'concurrency' : 'rate' });
@@ -320,7 +301,7 @@ export class ReadyReader {
           } else if (claimed === 0 && result.throttledMs !== 0) {
             // Held back by the queue's limits: until the window has room (or the hold ends), or until a running
             // call ends somewhere (its result wakes every instance), and at most blockMs.
-            await this.waitForReady(stop, result.throttledMs > 0 ? result.throttledMs : Number.POSITIVE_INFINITY);
+            await this.waitForReady(stop, result.throttledMs > 0 ? result.throttledMs : Number.POSITIVE_INFINITY, false);
           } else if (claimed === 0 && result.deadLettered.length === 0 && result.leftForNewerVersion === 0 && batch.succeeded.length === 0 && batch.started.length === 0 && confirm.length === 0) {
             // Nothing ready: block in Redis until something is, but not past the moment an event
             // waiting here would be too late, nor while one already is (it goes back first).
@@ -386,15 +367,31 @@ export class ReadyReader {
    * when the loop looks again by itself. No connection blocks in Redis per
    * reader: an instance's connections do not grow with its handled types.
    */
-  private async waitForReady(stop: AbortSignal, mostMs = Infinity): Promise<void> {
-    // Successes and start marks that arrived during the last call go out with the next one instead.
-    if (this.pending.waiting || stop.aborted) return;
-    await this.idleWakeup.wait(Math.max(1, Math.min(this.settings.blockMs, Math.ceil(mostMs))));
+  private async waitForReady(stop: AbortSignal, mostMs = Infinity, mayQuiet = true): Promise<void> {
+    const until = performance.now() + mostMs;
+    for (;;) {
+      // Successes and start marks that arrived during the last call go out with the next one instead.
+      if (this.pending.waiting || stop.aborted) return;
+      const wakes = this.idleWakes;
+      await this.idleWakeup.wait(Math.max(1, Math.min(this.settings.blockMs, Math.ceil(until - performance.now()))));
+      // Quiet (src/runtime/quiet-looks.ts): readerBlockMs passed with no nudge, and nothing is due here; wait on.
+      const now = performance.now();
+      if (this.idleWakes !== wakes || now >= until || !mayQuiet || !this.quiet(now)) return;
+    }
+  }
+
+  private quiet(now: number): boolean {
+    return this.settings.listening !== undefined && now - this.activeAt >= QUIET_AFTER_MS && this.settings.listening();
   }
 
   /** Events may be ready in this reader's queue: it looks at once (when it waits for work). */
   nudge(): void {
     this.wakeup.wake();
+    this.wakeIdle();
+  }
+
+  private wakeIdle(): void {
+    this.idleWakes++;
     this.idleWakeup.wake();
   }
 }

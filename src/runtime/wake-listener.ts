@@ -6,6 +6,9 @@ import type { BackgroundService } from './background-service';
 /** Tag of the wake-up sent when the subscription (re)starts: messages may have been missed, every dispatcher should look. */
 export const WAKE_ALL = '*';
 
+/** Tag of what is told here (never published) when the subscription is lost: quiet dispatchers stop being quiet. */
+export const WAKE_LOST = '#lost';
+
 export interface Wake {
   /** The event type's key tag, or WAKE_ALL. */
   readonly tag: string;
@@ -37,13 +40,29 @@ export class WakeListener implements BackgroundService {
   readonly wakes$: Observable<Wake>;
   private readonly stopping = new Subject<void>();
   private stopped = false;
+  private subscribed = false;
 
   constructor(connections: RedisConnections, channel: string, settings: WakeListenerSettings) {
     const listening = new Observable<Wake>((subscriber) => {
       if (this.stopped) return subscriber.complete();
-      return listen(connections, channel, settings, subscriber);
+      const teardown = listen(connections, channel, settings, subscriber, (up) => {
+        this.subscribed = up;
+      });
+      return () => {
+        this.subscribed = false;
+        teardown();
+      };
     });
     this.wakes$ = listening.pipe(takeUntil(this.stopping), share());
+  }
+
+  /**
+   * Whether the subscription is confirmed now: what is published reaches this
+   * instance. False before the first SUBSCRIBE is answered, from a connection's
+   * loss until ioredis has it again, and for good once refused (src/runtime/quiet-looks.ts).
+   */
+  listening(): boolean {
+    return this.subscribed;
   }
 
   /** It listens from its first subscriber on: nothing to start. */
@@ -57,10 +76,11 @@ export class WakeListener implements BackgroundService {
   }
 }
 
-function listen(connections: RedisConnections, channel: string, settings: WakeListenerSettings, subscriber: Subscriber<Wake>): () => void {
+function listen(connections: RedisConnections, channel: string, settings: WakeListenerSettings, subscriber: Subscriber<Wake>, setUp: (up: boolean) => void): () => void {
   // ioredis re-subscribes by itself after a reconnect; whatever was published
   // while we were not subscribed is caught by a look at every type.
   const lookEverywhere = () => subscriber.next({ tag: WAKE_ALL, due: 0 });
+  let confirmed = false;
   const open = (): RedisClient => {
     const connection = connections.duplicateForWaiting();
     connection.on('message', (from: string, message: string) => {
@@ -68,14 +88,33 @@ function listen(connections: RedisConnections, channel: string, settings: WakeLi
       const cut = message.lastIndexOf('|');
       subscriber.next({ tag: message.slice(0, cut), due: Number(message.slice(cut + 1)) });
     });
-    connection.on('ready', lookEverywhere);
-    connection.subscribe(channel).then(lookEverywhere, (error: unknown) => {
-      // Refused (an ACL without +subscribe or the channel): dispatchers still poll every pollIntervalMs.
-      if (error instanceof Error && /^NOPERM\b/.test(error.message)) settings.onRefused?.(error);
+    connection.on('ready', () => {
+      // Up again, re-subscribed by ioredis on this connection before anything else it sends.
+      if (confirmed && connection === current) setUp(true);
+      lookEverywhere();
     });
+    for (const lost of ['close', 'reconnecting', 'end'])
+      connection.on(lost, () => {
+        if (connection !== current) return;
+        setUp(false);
+        subscriber.next({ tag: WAKE_LOST, due: 0 });
+      });
+    connection.subscribe(channel).then(
+      () => {
+        if (connection !== current) return;
+        confirmed = true;
+        setUp(true);
+        lookEverywhere();
+      },
+      (error: unknown) => {
+        // Refused (an ACL without +subscribe or the channel): dispatchers still poll every pollIntervalMs.
+        if (error instanceof Error && /^NOPERM\b/.test(error.message)) settings.onRefused?.(error);
+      },
+    );
     return connection;
   };
-  let connection = open();
+  let current: RedisClient | undefined;
+  let connection = (current = open());
   let probing = false;
   /** Set at teardown: a probe still waiting must not open a new connection after it. */
   let torn = false;
@@ -88,8 +127,11 @@ function listen(connections: RedisConnections, channel: string, settings: WakeLi
     const timeout = setTimeout(() => {
       probing = false;
       if (torn || answered || probed !== connection) return;
+      setUp(false);
+      subscriber.next({ tag: WAKE_LOST, due: 0 });
+      confirmed = false;
       connections.release(probed);
-      connection = open();
+      connection = current = open();
       settings.onReset();
     }, settings.pingTimeoutMs);
     timeout.unref();

@@ -89,7 +89,7 @@ export class DelayedEventService extends FlowCalls {
       : undefined;
     this.activityRecorder?.start();
     this.wakeListener = new WakeListener(this.connections, layout.wakeChannel, {
-      pingEveryMs: settings.readerBlockMs,
+      pingEveryMs: Math.min(settings.readerBlockMs, settings.pollIntervalMs), // quiet queues rely on it (src/runtime/quiet-looks.ts)
       pingTimeoutMs: settings.watchdogGraceMs,
       onReset: () => this.metrics.count(METRIC.wakeListenerResets, {}),
       onRefused: (error) =>
@@ -146,6 +146,7 @@ export class DelayedEventService extends FlowCalls {
       log: this.log,
       activity: this.activityRecorder,
       wakes$: this.wakeListener.wakes$,
+      listening: () => this.wakeListener.listening(),
       isClosing,
       errands: this.errands,
       onHandled: (route) => {

@@ -3,13 +3,13 @@ import { hostname } from 'node:os';
 import type { Subscription } from 'rxjs';
 import { type DelayedEventInstance, type EventClass, eventRouteOf, eventVersioningOf } from '../core/delayed-event.decorator';
 import { HandlerAlreadyRegisteredError, InvalidOptionError } from '../core/errors';
-import { INSTANCES_QUESTION, type InstanceHandler, announceReady, answerInstances } from '../redis/instance-registry';
+import { INSTANCES_QUESTION, type InstanceHandler, announceAlive, announceReady, answerInstances } from '../redis/instance-registry';
 import { LuaScripts } from '../redis/lua-scripts';
 import { DEFAULT_GROUP, type TypeKeys } from '../redis/redis-layout';
-import type { BackgroundService } from '../runtime/background-service';
 import { Consumer, type ConsumerQueue } from '../runtime/consumer';
 import { type BatchHandler, BatchConsumer, type BatchSettings } from '../runtime/batch-consumer';
 import type { Dispatcher } from '../runtime/dispatcher';
+import { InstanceBeacon } from '../runtime/instance-beacon';
 import { type EventHandler, passThroughContextHandler } from '../runtime/handler-invocation';
 import { METRIC } from '../runtime/metrics';
 import type { ReadyReader } from '../runtime/ready-reader';
@@ -37,7 +37,7 @@ interface Registration {
   /** The event class's version here. */
   readonly version: number;
   readonly consumer: Consumer<DelayedEventInstance>;
-  readonly dispatchers: readonly BackgroundService[];
+  readonly dispatchers: readonly Dispatcher[];
   readonly readers: ReadonlyArray<{ readonly queueTag: string; readonly reader: ReadyReader }>;
   /** With limits: stores them again now and then, should Redis have lost them (a restart without persistence, a flush). */
   readonly limitsRefresh?: NodeJS.Timeout;
@@ -71,6 +71,8 @@ export class Handlers {
   /** Who this instance is in instances(): random, and when it started. */
   private readonly instanceId = randomBytes(6).toString('hex');
   private readonly startedAt = Date.now();
+  /** Says this instance is alive, and has every queue here look when another falls silent (from the first handler on). */
+  private beacon: InstanceBeacon | undefined;
 
   constructor(private readonly parts: HandlersParts) {
     this.groups = new GroupRegistrations({
@@ -158,7 +160,9 @@ export class Handlers {
     const scripts = this.scriptsOfHandlers();
     const dispatchers: Dispatcher[] = [];
     const limitsStored: Array<Promise<void>> = [];
-    const wiring = { plan, version, sortByKey, confirmedByConsumer: batch !== undefined, scripts, dispatchers, limitsStored };
+    // The consumer is made below, once its queues are wired.
+    const running = () => (this.registrations.get(registrationKey)?.consumer.running ?? 0) > 0;
+    const wiring = { plan, version, sortByKey, confirmedByConsumer: batch !== undefined, scripts, dispatchers, limitsStored, running };
     const host: PartitionHost = {
       parts: this.parts,
       groups: this.groups,
@@ -180,6 +184,7 @@ export class Handlers {
       else if (wake.tag === INSTANCES_QUESTION) this.answerInstances(wake.due);
       else if (wake.due < 0) this.nudgeReaders(wake.tag);
     });
+    this.startBeacon();
     const consumerParts = {
       type,
       group,
@@ -301,6 +306,7 @@ export class Handlers {
     const registrations = [...this.registrations.values()];
     this.registrations.clear();
     this.readyWakes?.unsubscribe();
+    await this.beacon?.stop();
     const repartitioners = [...this.repartitioners.values()];
     this.repartitioners.clear();
     await Promise.all(repartitioners.map((r) => r.stop()));
@@ -311,7 +317,7 @@ export class Handlers {
     clearInterval(registration.limitsRefresh);
     for (const { queueTag, reader } of registration.readers) this.readersByQueue.get(queueTag)?.delete(reader);
     // Stopped together: the dispatchers' stops resolve once their looks in flight are answered.
-    await Promise.all([...registration.dispatchers.map((dispatcher) => dispatcher.stop(0)), registration.consumer.stop(this.parts.options.closeTimeoutMs)]);
+    await Promise.all([...registration.dispatchers.map((dispatcher) => dispatcher.stop()), registration.consumer.stop(this.parts.options.closeTimeoutMs)]);
     const command = this.parts.connections.command;
     await Promise.all((registration.sortedQueues ?? []).map((keys) => this.parts.scripts.bounded('forget-sorter', () => forgetSorter(command, keys)).catch(() => undefined)));
   }
@@ -331,6 +337,21 @@ export class Handlers {
     // Through the ready gate and under a deadline: on a client handed in, a call queued offline would be sent after close().
     const { scripts, connections, layout } = this.parts;
     this.parts.errands.run((signal) => scripts.bounded('announce-ready', () => (signal.aborted ? Promise.resolve() : announceReady(connections.command, layout.wakeChannel, queueTag))));
+  }
+
+  private startBeacon(): void {
+    if (this.beacon) return;
+    const { scripts, connections, layout } = this.parts;
+    this.beacon = new InstanceBeacon({
+      instanceId: this.instanceId,
+      announce: () => scripts.bounded('beacon', () => announceAlive(connections.command, layout.wakeChannel, this.instanceId)),
+      wakes$: this.parts.wakes$,
+      listening: this.parts.listening,
+      onLapse: () => {
+        for (const registration of this.registrations.values()) for (const dispatcher of registration.dispatchers) dispatcher.lookEverywhere();
+      },
+    });
+    this.beacon.start();
   }
 
   /** Events may be ready in a queue: its readers here look at once. */

@@ -33,6 +33,8 @@ export interface HandlersParts {
   readonly log: ServiceLog;
   readonly activity: ActivityRecorder | undefined;
   readonly wakes$: Observable<Wake>;
+  /** Whether the wake-up subscription is confirmed: idle queues' looks go quiet only then (src/runtime/quiet-looks.ts). */
+  readonly listening: () => boolean;
   readonly isClosing: () => boolean;
   /** Where the handlers' one-off calls run (limits stored, groups registered, wake-ups said): close() waits for them. */
   readonly errands: Errands;
@@ -61,6 +63,8 @@ export interface PartitionWiring {
   readonly scripts: LuaScripts;
   readonly dispatchers: Dispatcher[];
   readonly limitsStored: Array<Promise<void>>;
+  /** A handler call of this handler runs here. */
+  readonly running: () => boolean;
 }
 
 /**
@@ -74,7 +78,6 @@ export function wirePartition(host: PartitionHost, shared: TypeKeys, p: number, 
   const { options: settings, layout, metrics } = host.parts;
   const { plan, version, sortByKey, scripts, dispatchers, limitsStored } = wiring;
   const { type, group } = plan;
-  const dispatchSettings = { batchSize: settings.dispatchBatchSize, pollIntervalMs: settings.pollIntervalMs };
   host.groups.register(shared, group);
   limitsStored.push(host.registerLimits(layout.forGroup(shared, group), plan.partitionLimits[p]!));
   // The default group's handlers here keep getting events once the type has named groups.
@@ -87,6 +90,9 @@ export function wirePartition(host: PartitionHost, shared: TypeKeys, p: number, 
   const keepDead = plan.keepDead;
   // Notices of flow children settled here reach their parents through the type's dispatcher (since 0.6).
   const flows = new FlowSweep(new FlowStore(host.parts.connections.command, layout, host.parts.scripts, layout.wakeChannel), shared, metrics);
+  // Its looks go quiet once the queue is idle here (src/runtime/quiet-looks.ts); the reader is made below.
+  const quiet = { listening: host.parts.listening, busy: () => wiring.running() || reader.holding };
+  const dispatchSettings = { batchSize: settings.dispatchBatchSize, pollIntervalMs: settings.pollIntervalMs, quiet, onReadyWaiting: onMoved };
   const typeDispatcher = new Dispatcher(
     shared,
     scripts,
@@ -122,6 +128,12 @@ export function wirePartition(host: PartitionHost, shared: TypeKeys, p: number, 
     },
     ...(sortByKey ? { sortByKey } : {}),
     ...(wiring.confirmedByConsumer ? { confirmedByConsumer: true } : {}),
+    listening: host.parts.listening,
+    onGivenBack: announce,
+    onClaimed: () => {
+      typeDispatcher.check();
+      ownDispatcher.check();
+    },
   });
   // A dead letter may have queued a flow notice too (lua/dead-letter.lua).
   const onRetryScheduled = () => {

@@ -4,6 +4,8 @@
  *   REDIS_URL or REDIS_CLUSTER_NODES, PREFIX, VERSION
  *   PRODUCE=<n>   enqueues n events 'v<VERSION>-<i>' worth i cents, due in DELAY_MS (default 0), then reports {produced}
  *   HANDLE=1      handles events, reporting {handled, attempt, cents}
+ *   HANG=1        with HANDLE=1: reports {started} and never finishes the call
+ *   HANDLER_TIMEOUT_MS, LEASE_GRACE_MS  the service's (the lease is their sum)
  *   UPGRADE=1     runs upgradeStored once and reports {upgraded: report}
  */
 import 'reflect-metadata';
@@ -26,6 +28,8 @@ const service = new DelayedEventService({
   pollIntervalMs: 100,
   readerBlockMs: 1_000,
   retry: fixedBackoff(3, 100),
+  ...(process.env.HANDLER_TIMEOUT_MS ? { handlerTimeoutMs: Number(process.env.HANDLER_TIMEOUT_MS) } : {}),
+  ...(process.env.LEASE_GRACE_MS ? { leaseGraceMs: Number(process.env.LEASE_GRACE_MS) } : {}),
 });
 service.metrics$.subscribe((metric) => {
   if (metric.name === METRIC.leftForNewerVersion || metric.name === METRIC.deadLettered) report({ metric: metric.name, value: metric.value, tags: metric.tags });
@@ -36,6 +40,10 @@ async function main(): Promise<void> {
     service.addHandler(
       versionedClass,
       (event, _context, delivery) => {
+        if (process.env.HANG === '1') {
+          report({ started: event.id, attempt: delivery.attempt });
+          return new Promise<boolean>(() => undefined);
+        }
         report({ handled: event.id, attempt: delivery.attempt, cents: event.cents() });
         return true;
       },

@@ -130,8 +130,9 @@ Default options (pollIntervalMs 1 s, readerBlockMs 5 s).
 |---|---|---|---|---|---|---|
 ${table}
 
-An idle queue looks by itself once per ${QUIET_LOOK_MS / 1_000} s (spread over its second half): about seven commands
-(the script call, TIME, the heads of the schedule, the leases and the idempotency marks, the ready list's length).
+An idle queue looks by itself once per ${QUIET_LOOK_MS / 1_000} s (spread over its second half): about ten commands
+(the script call, TIME, the pause flag, the group registry, the heads of the schedule, the leases and the
+idempotency marks, the lengths of the ready list and the priority set).
 The instance's beacon is one PUBLISH a second whatever it handles, and each type's partitions check (the
 repartitioner) about four commands a minute. Up to 0.5, each type's dispatcher looked every pollIntervalMs and
 each reader every readerBlockMs: 13,001 commands/s at 1,000 types on this machine.
@@ -140,8 +141,8 @@ At 10 types the per-type figures are mostly the instance's own fixed cost (its f
 connections) divided by 10; RSS moves with what the allocator keeps, and can shrink. What a handled type
 costs in this process, about 27 KB of heap, is each queue's loops (dispatcher, reader, consumer, lease
 keeper, repartitioner) and their key names: it is not yet the few KB we aim for. The process's CPU at idle
-is each quiet queue's dispatcher asking itself once per pollIntervalMs whether it may stay quiet (no Redis
-call): about 46 µs per type per second.
+is mostly each quiet reader waking once per readerBlockMs to ask itself whether it may stay quiet (no
+Redis call), and the garbage collector over that heap.
 `;
   writeFileSync(join(__dirname, 'MANY-TYPES-RESULTS.md'), text);
 }

@@ -35,16 +35,16 @@ export interface ScriptFloor {
  * Our enqueue of one new event with the schedule as one sorted set: what the
  * bucket lookup and room check of lua/enqueue.lua cost, and what they save.
  * KEYS[1] meta hash, KEYS[2] schedule zset, KEYS[3] recent zset; ARGV as our
- * plain enqueue's (id, body and '+<delay>' in ARGV[4..6]). Not the service's:
+ * plain enqueue's (id, body and '+<delay>' in ARGV[5..7]). Not the service's:
  * a measurement of the design it did not take.
  */
 const FLAT_SCHEDULE_ENQUEUE = `
 local t = redis.call('TIME')
-local due = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(string.sub(ARGV[6], 2))
-if redis.call('ZSCORE', KEYS[3], ARGV[4]) then return 0 end
+local due = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(string.sub(ARGV[7], 2))
+if redis.call('ZSCORE', KEYS[3], ARGV[5]) then return 0 end
 local printed = string.format('%d', due)
-if redis.call('HSETNX', KEYS[1], ARGV[4], '0|' .. printed .. '|' .. ARGV[5]) == 0 then return 0 end
-redis.call('ZADD', KEYS[2], printed, ARGV[4])
+if redis.call('HSETNX', KEYS[1], ARGV[5], '0|' .. printed .. '|' .. ARGV[6]) == 0 then return 0 end
+redis.call('ZADD', KEYS[2], printed, ARGV[5])
 return 1`;
 
 async function usedMemory(redis: Redis): Promise<number> {

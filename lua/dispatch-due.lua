@@ -64,8 +64,9 @@
 -- REPLY {moved_due: number, moved_expired: number, next_due: number, now: number, marker: string, handed_to_groups: number, ready_waiting: number}:
 -- moved due, moved with expired lease, next due ms or -1, Redis now ms, the marker's
 -- value (new_marker given) or '', events handed from the default group's ready list
--- to the named groups, and (since 0.6) how many events wait in the ready list when
--- this call moved none (0 when it moved some): readers that missed a wake-up look.
+-- to the named groups, and (since 0.6) how many events wait in the ready list and the
+-- priority set when this call moved none (0 when it moved some; -1 when the queue is
+-- paused): readers that missed a wake-up look.
 -- A look that finds nothing due, expired or lapsed reads the heads alone (a quiet
 -- queue's look, src/runtime/quiet-looks.ts).
 -- @include dead-trim
@@ -158,6 +159,14 @@ if keep_dead_count > 0 or keep_dead_age > 0 then
   dead_trim({ dead = KEYS[16], meta = KEYS[5], shared_meta = KEYS[15], pending = KEYS[9], errors = KEYS[11], error_log = KEYS[17] }, now, keep_dead_count, keep_dead_age)
 end
 
+
+-- Paused: nothing moves; ready_waiting -1 says so, and the dispatcher looks again after pollIntervalMs.
+if redis.call('EXISTS', KEYS[10]) == 1 then return {0, 0, -1, now, marker, rescued, -1} end
+-- Written once, and with pcall: at Redis's memory limit this write, the first
+-- of the call, is refused, and the script must still go on freeing memory.
+if default_here and redis.call('EXISTS', KEYS[8]) == 1 and redis.call('HEXISTS', KEYS[8], 'default') == 0 then
+  redis.pcall('HSET', KEYS[8], 'default', now)
+end
 
 -- Expired leases and the default group's own retries go back to its ready list.
 local function move_here(ids)
@@ -313,13 +322,6 @@ end
 local next_at = next_look_at()
 local due, expired = 0, 0
 if next_at >= 0 and next_at <= now then
-  -- Paused: nothing moves, and the look comes again after pollIntervalMs (resume() wakes it sooner).
-  if redis.call('EXISTS', KEYS[10]) == 1 then return {0, 0, -1, now, marker, rescued, 0} end
-  -- Written once, and with pcall: at Redis's memory limit this write, the first
-  -- of the call, is refused, and the script must still go on freeing memory.
-  if default_here and redis.call('EXISTS', KEYS[8]) == 1 and redis.call('HEXISTS', KEYS[8], 'default') == 0 then
-    redis.pcall('HSET', KEYS[8], 'default', now)
-  end
   due = move(take_from_zset(KEYS[4]))
   due = due + move(schedule_take_due(KEYS[1], now, limit))
   expired = move_here(take_expired())
@@ -329,6 +331,6 @@ local ready_waiting = 0
 if due + expired + rescued > 0 then
   if wake_channel ~= '' then redis.call('PUBLISH', wake_channel, queue_tag .. '|-1') end
 else
-  ready_waiting = redis.call('LLEN', KEYS[3])
+  ready_waiting = redis.call('LLEN', KEYS[3]) + redis.call('ZCARD', priority_keys(KEYS[5]).queue)
 end
 return {due, expired, next_at, now, marker, rescued, ready_waiting}

@@ -187,8 +187,9 @@ const PERMANENT = Symbol.for('reactive-delayed-events:permanent');
  * are left, with `permanent failure: <reason>` as its error. For failures a
  * retry cannot fix, such as a declined card or an event that makes no sense.
  *
- * Recognised by a brand as well as by `instanceof`, so a copy of this class
- * from another build of the package (ESM and CommonJS side by side) works too.
+ * Recognised by a brand on its prototype (what `instanceof` finds, and more),
+ * so a copy of this class from another build of the package (ESM and
+ * CommonJS side by side) works too.
  */
 export class PermanentFailure extends Error {
   constructor(reason: string, options?: { readonly cause?: unknown }) {

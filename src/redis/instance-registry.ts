@@ -177,6 +177,15 @@ export async function announceReady(client: RedisClient, wakeChannel: string, qu
  */
 export const BEACON_TAG = '#alive:';
 
+/**
+ * Every instance's dispatchers of a queue look now (a due of 0: a named
+ * group's own dispatchers too): a handler stopped here, and what only its
+ * dispatcher knew the time of (a retry, an abandoned call's lease) is theirs.
+ */
+export async function announceLook(client: RedisClient, wakeChannel: string, queueTag: string): Promise<void> {
+  await client.publish(wakeChannel, `${queueTag}|0`);
+}
+
 /** An instance that handles events says it is alive (src/runtime/instance-beacon.ts). */
 export async function announceAlive(client: RedisClient, wakeChannel: string, instanceId: string): Promise<void> {
   await client.publish(wakeChannel, `${BEACON_TAG}${instanceId}|0`);

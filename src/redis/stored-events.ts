@@ -257,7 +257,8 @@ export class StoredEvents {
   async setPaused(queues: readonly TypeKeys[], paused: boolean): Promise<void> {
     await Promise.all(queues.map((keys) => (paused ? this.client.set(keys.paused, '1') : this.client.del(keys.paused))));
     // Resumed: every instance's dispatchers look now, quiet ones too (src/runtime/quiet-looks.ts).
-    if (!paused) await Promise.all(queues.map((keys) => this.client.publish(this.layout.wakeChannel, `${keys.tag}|0`)));
+    // A refused PUBLISH (an ACL without the channel) leaves them to their next look: the resume itself happened.
+    if (!paused) await Promise.all(queues.map((keys) => this.client.publish(this.layout.wakeChannel, `${keys.tag}|0`).catch(() => 0)));
   }
 
   /** Whether every queue given is paused. */

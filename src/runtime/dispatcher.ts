@@ -69,7 +69,8 @@ export class Dispatcher implements BackgroundService {
 
   /** Whether it may stay quiet has changed (a handler call started here, the subscription was lost): it asks again now. */
   check(): void {
-    if (this.waitingQuietly) this.wakeup.wake();
+    // A wake while not waiting is kept for the next wait, which then ends at once.
+    if (this.quietNow) this.wakeup.wake();
   }
 
   /**
@@ -92,8 +93,8 @@ export class Dispatcher implements BackgroundService {
 
   /** A look is asked for (a nudge, a wake-up); else one is due at performance.now() `dueAt`, or `pollIntervalMs` after the last (`quietUntil` when quiet). */
   private lookWanted = true;
-  /** In a quiet wait, which only check(), a nudge or the look's time ends. */
-  private waitingQuietly = false;
+  /** It decided last that it may wait quietly: a wait only check(), a nudge or the look's time ends. */
+  private quietNow = false;
   /** The look asked for is a check (lookEverywhere), not a sign of activity. */
   private lookIsCheck = false;
   private dueAt = 0;
@@ -119,7 +120,8 @@ export class Dispatcher implements BackgroundService {
       if (wake.due < 0) return;
       if (wake.tag === WAKE_LOST) this.check();
       else if (wake.tag === WAKE_ALL) this.lookEverywhere();
-      else if (wake.tag === this.keys.tag) this.nudge();
+      // A due of 0 (resume) is for every dispatcher of the queue, a named group's own among them.
+      else if (wake.tag === this.keys.tag || (wake.due === 0 && wake.tag === this.keys.queueTag)) this.nudge();
     });
     try {
       await this.loop(signal);
@@ -166,19 +168,19 @@ export class Dispatcher implements BackgroundService {
           // No look asked for: one is due when something falls due, or pollIntervalMs after the last (later when
           // quiet: until check() says a handler call started here or the subscription was lost).
           const quiet = this.isQuiet(now);
+          this.quietNow = quiet;
           const lookAt = Math.min(this.dueAt, quiet ? this.quietUntil : this.lastLookAt + this.settings.pollIntervalMs);
           if (now < lookAt) {
             // Woken for the flow notices alone (a result here queued one), or to ask again.
             await flows?.ifPoked();
             // Not yet quiet, it asks again within pollIntervalMs (its queue becomes quiet by time passing).
-            this.waitingQuietly = quiet;
             await this.wakeup.wait(quiet ? lookAt - now : Math.min(lookAt - now, this.settings.pollIntervalMs));
-            this.waitingQuietly = false;
             continue;
           }
         }
         this.lookWanted = false;
         this.lookIsCheck = false;
+        this.quietNow = false;
         this.lastLookAt = now;
         const result = await this.scripts.dispatchDue(this.keys, this.settings.batchSize, this.settings.defaultGroupHere, this.registrationsNow(), this.settings.keepDead);
         backoff.reset();
@@ -187,11 +189,12 @@ export class Dispatcher implements BackgroundService {
         if (result.marker !== '') this.settings.registrations?.onMarker(result.marker);
         if (result.handedToGroups > 0) this.metrics.count(METRIC.dispatched, { ...tags, reason: 'due' }, result.handedToGroups);
         const moved = result.movedDue + result.movedExpired + result.handedToGroups;
+        // A paused queue (readyWaiting -1) is not quiet: its looks come every pollIntervalMs, as before 0.6.
+        if (moved > 0 || result.readyWaiting < 0) this.activeAt = performance.now();
         const quiet = this.isQuiet(performance.now());
-        if (moved > 0) {
-          this.activeAt = performance.now();
-          this.settings.onMoved?.();
-        } else if (quiet && result.readyWaiting > 0) this.settings.onReadyWaiting?.(); // quiet readers wait for a nudge alone
+        if (moved > 0) this.settings.onMoved?.();
+        // Events wait unclaimed: readers here that are quiet (waiting for word alone) look (src/runtime/ready-reader.ts).
+        else if (result.readyWaiting > 0) this.settings.onReadyWaiting?.();
         this.metrics.count(METRIC.dispatched, { ...tags, reason: 'due' }, result.movedDue);
         this.metrics.count(METRIC.dispatched, { ...tags, reason: 'lease-expired' }, result.movedExpired);
         // A quiet queue's outbox is swept when poked: by a result here, or by the look every queue makes when an instance falls silent.

@@ -10,8 +10,10 @@
  *
  * The safety nets that the per-pollIntervalMs look used to be keep bounds:
  * - a wake-up lost with the subscription: while it is not confirmed (down,
- *   reconnecting, refused), nothing is quiet; when it is back, every queue
- *   looks at once (WAKE_ALL);
+ *   reconnecting, refused), or while this instance does not hear its own
+ *   beacon (a Cluster subscription ioredis moved, a half-open connection),
+ *   nothing is quiet; when it is back, every queue looks at once;
+ * - a paused queue is never quiet (its look says so);
  * - an expired lease: its instance's own dispatcher is not quiet while it runs
  *   handlers of the queue; an instance that dies stops its beacon, and every
  *   other instance looks at every queue within BEACON_LAPSE_MS of its last

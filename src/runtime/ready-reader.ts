@@ -10,7 +10,7 @@ import { type Confirmation, PendingResults } from './pending-results';
 import { ReaderGiveBacks } from './reader-give-backs';
 import { CONFIRMED_FOR_MS, ClaimedAhead } from './claimed-ahead';
 import type { ReaderSettings } from './reader-settings';
-import { QUIET_AFTER_MS } from './quiet-looks';
+import { ReaderIdle } from './reader-idle';
 
 export type { ReaderSettings } from './reader-settings';
 
@@ -59,7 +59,7 @@ export class ReadyReader {
    * or stop. Not a slot given back: the loop offers slots after each claim,
    * and an idle wait ended by that would claim again and again.
    */
-  private readonly idleWakeup = new Wakeup();
+  private readonly idle: ReaderIdle;
   private wakeScheduled = false;
   private flushScheduled = false;
   /** This reader's claim log key; each claim it makes is logged there under a new token. */
@@ -76,6 +76,7 @@ export class ReadyReader {
   ) {
     this.claimLogKey = keys.claimLogPrefix + randomBytes(8).toString('hex');
     this.giveBacks = new ReaderGiveBacks(keys, scripts, metrics, settings.onGivenBack);
+    this.idle = new ReaderIdle(settings.blockMs, settings.listening);
   }
 
   /** Events wait here for a slot, or results to send: the queue is not idle here (src/runtime/quiet-looks.ts). */
@@ -84,10 +85,6 @@ export class ReadyReader {
   }
 
   private heldAhead: () => number = () => 0;
-  /** When (performance.now()) a claim here last took events or sent results. */
-  private activeAt = performance.now();
-  /** Counts the nudges, results and stops that end an idle wait. */
-  private idleWakes = 0;
 
   /** Records a handler's success; resolves true when completed, false when its claim was stale. */
   complete(event: ClaimedRef): Promise<boolean> {
@@ -218,7 +215,7 @@ export class ReadyReader {
           const confirm = asked.length === 0 ? batch.confirms : [...batch.confirms, ...asked.map((held) => held.event)];
           let result: ClaimResult;
           // This claim sees whatever nudges before it announced; one during it ends the next idle wait at once.
-          this.idleWakeup.clear();
+          this.idle.claimSent();
           try {
             if (count > 0 && this.settings.sortByKey) await this.sortReady(this.settings.sortByKey);
             const sentAt = performance.now();
@@ -253,7 +250,7 @@ export class ReadyReader {
             ahead.settleConfirmations(asked, new Set(result.refused.filter((p) => p >= ours).map((p) => p - ours)), arrivedAt);
           }
           const claimed = result.claimed.length;
-          if (claimed > 0 || batch.succeeded.length > 0) this.activeAt = performance.now();
+          if (claimed > 0 || batch.succeeded.length > 0) this.idle.active();
           if (claimed > 0) this.settings.onClaimed?.();
           servedLast = claimed > 0;
           if (result.freed || result.noticed) this.settings.onFreed?.(result.freed, result.noticed);
@@ -367,21 +364,9 @@ export class ReadyReader {
    * when the loop looks again by itself. No connection blocks in Redis per
    * reader: an instance's connections do not grow with its handled types.
    */
-  private async waitForReady(stop: AbortSignal, mostMs = Infinity, mayQuiet = true): Promise<void> {
-    const until = performance.now() + mostMs;
-    for (;;) {
-      // Successes and start marks that arrived during the last call go out with the next one instead.
-      if (this.pending.waiting || stop.aborted) return;
-      const wakes = this.idleWakes;
-      await this.idleWakeup.wait(Math.max(1, Math.min(this.settings.blockMs, Math.ceil(until - performance.now()))));
-      // Quiet (src/runtime/quiet-looks.ts): readerBlockMs passed with no nudge, and nothing is due here; wait on.
-      const now = performance.now();
-      if (this.idleWakes !== wakes || now >= until || !mayQuiet || !this.quiet(now)) return;
-    }
-  }
-
-  private quiet(now: number): boolean {
-    return this.settings.listening !== undefined && now - this.activeAt >= QUIET_AFTER_MS && this.settings.listening();
+  private waitForReady(stop: AbortSignal, mostMs = Infinity, mayQuiet = true): Promise<void> {
+    // Successes and start marks that arrived during the last call go out with the next one instead.
+    return this.idle.wait(() => this.pending.waiting || stop.aborted, mostMs, mayQuiet);
   }
 
   /** Events may be ready in this reader's queue: it looks at once (when it waits for work). */
@@ -390,8 +375,12 @@ export class ReadyReader {
     this.wakeIdle();
   }
 
+  /** Events wait unclaimed in its queue: a quiet reader looks, at most once per readerBlockMs (a busy one looks by itself). */
+  nudgeIfQuiet(): void {
+    this.idle.nudgeIfQuiet(() => this.nudge());
+  }
+
   private wakeIdle(): void {
-    this.idleWakes++;
-    this.idleWakeup.wake();
+    this.idle.wake();
   }
 }

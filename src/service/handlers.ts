@@ -3,8 +3,9 @@ import { hostname } from 'node:os';
 import type { Subscription } from 'rxjs';
 import { type DelayedEventInstance, type EventClass, eventRouteOf, eventVersioningOf } from '../core/delayed-event.decorator';
 import { HandlerAlreadyRegisteredError, InvalidOptionError } from '../core/errors';
-import { INSTANCES_QUESTION, type InstanceHandler, announceAlive, announceReady, answerInstances } from '../redis/instance-registry';
+import { INSTANCES_QUESTION, type InstanceHandler, announceAlive, announceLook, announceReady, answerInstances } from '../redis/instance-registry';
 import { LuaScripts } from '../redis/lua-scripts';
+import { whenReady } from '../redis/ready-gate';
 import { DEFAULT_GROUP, type TypeKeys } from '../redis/redis-layout';
 import { Consumer, type ConsumerQueue } from '../runtime/consumer';
 import { type BatchHandler, BatchConsumer, type BatchSettings } from '../runtime/batch-consumer';
@@ -169,6 +170,8 @@ export class Handlers {
       handlesDefaultGroup: () => this.registrations.has(`${type}|${DEFAULT_GROUP}`),
       registerLimits: (keys, limits) => this.registerLimits(keys, limits),
       nudgeReaders: (queueTag) => this.nudgeReaders(queueTag),
+      // Quiet only while wake-ups reach this instance end to end (src/runtime/instance-beacon.ts).
+      listening: () => this.beacon?.hearing() ?? false,
       announceReady: (queueTag) => this.announceReady(queueTag),
     };
     const queues: ConsumerQueue[] = layout.partitionsOf(route).map((shared, p) => wirePartition(host, shared, p, wiring));
@@ -275,6 +278,11 @@ export class Handlers {
       await repartitioner?.stop();
     }
     await this.unregister(registration);
+    // Other instances' quiet dispatchers of its queues look: their retries and leases are theirs now.
+    for (const { queueTag } of registration.readers) this.announce(queueTag, announceLook);
+    // The last handler gone: this instance no longer claims, so it says nothing of its liveness.
+    const beacon = this.registrations.size === 0 ? this.beacon : undefined;
+    if (beacon) await beacon.stop().then(() => void (this.beacon = undefined));
   }
 
   /** Unregisters a named group for good, in every instance, dropping what waited for it; resolves whether it was registered. */
@@ -334,22 +342,30 @@ export class Handlers {
 
   /** Events may be ready in a queue: every instance's readers look (on the wake-up channel). */
   private announceReady(queueTag: string): void {
-    // Through the ready gate and under a deadline: on a client handed in, a call queued offline would be sent after close().
+    this.announce(queueTag, announceReady);
+  }
+
+  /** Publishes on the wake-up channel, through the ready gate and under a deadline: on a client handed in, a call queued offline would be sent after close(). */
+  private announce(queueTag: string, say: typeof announceReady): void {
     const { scripts, connections, layout } = this.parts;
-    this.parts.errands.run((signal) => scripts.bounded('announce-ready', () => (signal.aborted ? Promise.resolve() : announceReady(connections.command, layout.wakeChannel, queueTag))));
+    this.parts.errands.run((signal) => scripts.bounded('announce', () => (signal.aborted ? Promise.resolve() : say(connections.command, layout.wakeChannel, queueTag))));
   }
 
   private startBeacon(): void {
     if (this.beacon) return;
     const { scripts, connections, layout } = this.parts;
+    const dispatchers = () => [...this.registrations.values()].flatMap((r) => r.dispatchers);
     this.beacon = new InstanceBeacon({
       instanceId: this.instanceId,
-      announce: () => scripts.bounded('beacon', () => announceAlive(connections.command, layout.wakeChannel, this.instanceId)),
+      // On the handlers' connection, once it is up: the first goes before the first claim, and an instance whose handlers cannot reach Redis says nothing.
+      announce: () => scripts.bounded('beacon', () => (whenReady(connections.handling) ?? Promise.resolve()).then(() => announceAlive(connections.handling, layout.wakeChannel, this.instanceId))),
       wakes$: this.parts.wakes$,
       listening: this.parts.listening,
-      onLapse: () => {
-        for (const registration of this.registrations.values()) for (const dispatcher of registration.dispatchers) dispatcher.lookEverywhere();
+      lookEverywhere: (missed) => {
+        for (const dispatcher of dispatchers()) dispatcher.lookEverywhere();
+        if (missed) for (const set of this.readersByQueue.values()) for (const reader of set) reader.nudge();
       },
+      deaf: () => dispatchers().forEach((dispatcher) => dispatcher.check()),
     });
     this.beacon.start();
   }

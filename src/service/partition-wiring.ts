@@ -50,6 +50,8 @@ export interface PartitionHost {
   handlesDefaultGroup(): boolean;
   registerLimits(keys: TypeKeys, limits: StoredLimits): Promise<void>;
   nudgeReaders(queueTag: string): void;
+  /** Whether wake-ups reach this instance now: its queues may go quiet (src/runtime/quiet-looks.ts). */
+  listening(): boolean;
   /** Tells every instance's readers that events may be ready in the queue (an errand). */
   announceReady(queueTag: string): void;
 }
@@ -91,20 +93,22 @@ export function wirePartition(host: PartitionHost, shared: TypeKeys, p: number, 
   // Notices of flow children settled here reach their parents through the type's dispatcher (since 0.6).
   const flows = new FlowSweep(new FlowStore(host.parts.connections.command, layout, host.parts.scripts, layout.wakeChannel), shared, metrics);
   // Its looks go quiet once the queue is idle here (src/runtime/quiet-looks.ts); the reader is made below.
-  const quiet = { listening: host.parts.listening, busy: () => wiring.running() || reader.holding };
-  const dispatchSettings = { batchSize: settings.dispatchBatchSize, pollIntervalMs: settings.pollIntervalMs, quiet, onReadyWaiting: onMoved };
+  const quiet = { listening: () => host.listening(), busy: () => wiring.running() || reader.holding };
+  const dispatchSettings = { batchSize: settings.dispatchBatchSize, pollIntervalMs: settings.pollIntervalMs, quiet };
+  // The look of the dispatcher of this reader's own keys tells it of events left unclaimed (a word it missed).
+  const onReadyWaiting = () => reader.nudgeIfQuiet();
   const typeDispatcher = new Dispatcher(
     shared,
     scripts,
     metrics,
-    { ...dispatchSettings, defaultGroupHere: group === DEFAULT_GROUP, registrations, onMoved, flows, ...(group === DEFAULT_GROUP ? { keepDead } : {}) },
+    { ...dispatchSettings, defaultGroupHere: group === DEFAULT_GROUP, registrations, onMoved, flows, ...(group === DEFAULT_GROUP ? { keepDead, onReadyWaiting } : {}) },
     host.parts.wakes$,
   );
   dispatchers.push(typeDispatcher);
   const keys = layout.forGroup(shared, group);
   let ownDispatcher = typeDispatcher;
   if (keys !== shared) {
-    ownDispatcher = new Dispatcher(keys, scripts, metrics, { ...dispatchSettings, defaultGroupHere: false, onMoved, keepDead }, host.parts.wakes$);
+    ownDispatcher = new Dispatcher(keys, scripts, metrics, { ...dispatchSettings, defaultGroupHere: false, onMoved, keepDead, onReadyWaiting }, host.parts.wakes$);
     dispatchers.push(ownDispatcher);
   }
   const announce = () => host.announceReady(shared.tag);
@@ -128,7 +132,7 @@ export function wirePartition(host: PartitionHost, shared: TypeKeys, p: number, 
     },
     ...(sortByKey ? { sortByKey } : {}),
     ...(wiring.confirmedByConsumer ? { confirmedByConsumer: true } : {}),
-    listening: host.parts.listening,
+    listening: () => host.listening(),
     onGivenBack: announce,
     onClaimed: () => {
       typeDispatcher.check();

@@ -2,6 +2,7 @@ import { randomInt } from 'node:crypto';
 import { RedisConnectionError } from '../core/errors';
 import type { Cluster, Redis } from 'ioredis';
 import type { RedisClient } from './redis-client';
+import { whenReady } from './ready-gate';
 
 /** A handler an instance runs, as it answered. */
 export interface InstanceHandler {
@@ -172,7 +173,7 @@ export async function announceReady(client: RedisClient, wakeChannel: string, qu
 }
 
 /**
- * How a beacon's tag starts on the wake-up channel (since 0.6): '#alive:<instance id>'.
+ * How a beacon's tag starts on the wake-up channel (since 0.6): '#alive:<instance id>|<sequence number>'.
  * Dispatchers and readers, of 0.5 too, ignore it as they do the question.
  */
 export const BEACON_TAG = '#alive:';
@@ -186,7 +187,15 @@ export async function announceLook(client: RedisClient, wakeChannel: string, que
   await client.publish(wakeChannel, `${queueTag}|0`);
 }
 
-/** An instance that handles events says it is alive (src/runtime/instance-beacon.ts). */
-export async function announceAlive(client: RedisClient, wakeChannel: string, instanceId: string): Promise<void> {
-  await client.publish(wakeChannel, `${BEACON_TAG}${instanceId}|0`);
+/**
+ * How long a beacon waits for its connection to be up: the first goes the
+ * moment it is, ahead of the first claim (a slow start of a Cluster client
+ * would otherwise leave an instance that dies early unheard).
+ */
+const BEACON_READY_WAIT_MS = 30_000;
+
+/** An instance that handles events says it is alive (src/runtime/instance-beacon.ts), once `client` is up; `seq` numbers its beacons. */
+export async function announceAlive(client: RedisClient, wakeChannel: string, instanceId: string, seq: number): Promise<void> {
+  await whenReady(client, BEACON_READY_WAIT_MS);
+  await client.publish(wakeChannel, `${BEACON_TAG}${instanceId}|${seq}`);
 }

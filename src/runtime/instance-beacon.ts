@@ -11,12 +11,12 @@ export const BEACON_LAPSE_MS = 3_000;
 
 export interface BeaconParts {
   readonly instanceId: string;
-  /** Publishes this instance's beacon, on the connection its handlers use; a failure is ignored. */
-  readonly announce: () => Promise<void>;
+  /** Publishes this instance's beacon number `seq`, on the connection its handlers use; a failure is ignored. */
+  readonly announce: (seq: number) => Promise<void>;
   readonly wakes$: Observable<Wake>;
   /** Whether the wake-up subscription says it is confirmed. */
   readonly listening: () => boolean;
-  /** An instance went silent (its leases, retries and notices), or this one hears again after a gap (`missed`: readers look too). */
+  /** An instance went silent (its leases, retries and notices), or one of this one's beacons that Redis took never came back (`missed`: readers look too). */
   readonly lookEverywhere: (missed: boolean) => void;
   /** This instance stopped hearing its own beacon: its quiet queues stop being quiet. */
   readonly deaf: () => void;
@@ -34,8 +34,10 @@ export interface BeaconParts {
  * Its own beacon coming back is the proof that wake-ups reach this instance
  * end to end: a subscription ioredis moved to another node of a Cluster
  * without a word, or a half-open connection, stops it. Until it is heard
- * again (within BEACON_LAPSE_MS) nothing here is quiet, and when it is, every
- * queue looks, for what was published meanwhile.
+ * again (within BEACON_LAPSE_MS) nothing here is quiet. The beacons are
+ * numbered: one that Redis took (its PUBLISH answered) and that never came
+ * back says wake-ups were lost, and every queue and reader here looks. A
+ * pause of this process or of Redis delays them and loses none: no look.
  */
 export class InstanceBeacon implements BackgroundService {
   private readonly heard = new Map<string, number>();
@@ -44,6 +46,10 @@ export class InstanceBeacon implements BackgroundService {
   private ownHeardAt = Number.NEGATIVE_INFINITY;
   private wasHearing = false;
   private lastBeatAt = 0;
+  private seq = 0;
+  /** Own beacons Redis took and that have not come back yet; the last number heard. */
+  private readonly taken = new Set<number>();
+  private lastHeardSeq = -1;
 
   constructor(private readonly parts: BeaconParts) {}
 
@@ -59,10 +65,7 @@ export class InstanceBeacon implements BackgroundService {
       if (!wake.tag.startsWith(BEACON_TAG)) return;
       const now = performance.now();
       if (wake.tag !== own) this.heard.set(wake.tag, now);
-      else {
-        this.ownHeardAt = now;
-        this.noteHearing(now);
-      }
+      else this.heardOwn(wake.due, now);
     });
     this.timer = setInterval(() => this.beat(), BEACON_EVERY_MS);
     this.timer.unref();
@@ -77,17 +80,40 @@ export class InstanceBeacon implements BackgroundService {
     return Promise.resolve();
   }
 
-  /** Tells of a change in hearing: back after a gap (look everywhere), or lost (queues stop being quiet). */
+  /** Its own beacon `seq` came back: a missing one before it, that Redis took, was lost on the way. */
+  private heardOwn(seq: number, now: number): void {
+    this.ownHeardAt = now;
+    let lost = false;
+    for (const taken of this.taken) {
+      if (taken > seq) continue;
+      this.taken.delete(taken);
+      if (taken !== seq && taken > this.lastHeardSeq) lost = true;
+    }
+    this.lastHeardSeq = Math.max(this.lastHeardSeq, seq);
+    this.noteHearing(now);
+    if (lost) this.parts.lookEverywhere(true);
+  }
+
+  /** Tells when hearing is lost: queues stop being quiet (they become so again by time passing once it is back). */
   private noteHearing(now: number): void {
     const hearing = this.hearing(now);
     if (hearing === this.wasHearing) return;
     this.wasHearing = hearing;
-    if (hearing) this.parts.lookEverywhere(true);
-    else this.parts.deaf();
+    if (!hearing) this.parts.deaf();
   }
 
   private beat(): void {
-    this.parts.announce().catch(() => undefined);
+    const seq = ++this.seq;
+    this.parts.announce(seq).then(
+      () => {
+        // Taken by Redis and not heard yet (a reply may come after the message itself).
+        if (seq <= this.lastHeardSeq) return;
+        this.taken.add(seq);
+        // Deaf for long (a refused subscription): the oldest go; any one left still tells of the loss.
+        if (this.taken.size > 64) this.taken.delete(this.taken.values().next().value as number);
+      },
+      () => undefined,
+    );
     const now = performance.now();
     const stalled = now - this.lastBeatAt > 2 * BEACON_EVERY_MS;
     this.lastBeatAt = now;

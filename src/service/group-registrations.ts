@@ -16,6 +16,8 @@ export interface GroupRegistrationParts {
   readonly errands: Errands;
   /** The groups this instance handles `type` in now. */
   readonly groupsOf: (type: string) => string[];
+  /** A named group was registered: every instance's dispatchers of the queue look (a quiet one registers its default group then). */
+  readonly onNamedGroup?: (queueTag: string) => void;
 }
 
 /**
@@ -40,7 +42,9 @@ export class GroupRegistrations {
     const attempt = (): void =>
       errands.run((signal) =>
         Promise.all(this.parts.scripts().map((scripts) => scripts.registerGroup(shared, group, signal, fresh))).then(
-          () => undefined,
+          () => {
+            if (group !== DEFAULT_GROUP) this.parts.onNamedGroup?.(shared.tag);
+          },
           () => {
             this.parts.metrics.count(METRIC.redisErrors, { loop: 'connection', type: shared.type });
             // Not once its handlers here are gone (removeHandler, removeGroup): a retry would register it again.

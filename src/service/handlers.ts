@@ -5,7 +5,6 @@ import { type DelayedEventInstance, type EventClass, eventRouteOf, eventVersioni
 import { HandlerAlreadyRegisteredError, InvalidOptionError } from '../core/errors';
 import { INSTANCES_QUESTION, type InstanceHandler, announceAlive, announceLook, announceReady, answerInstances } from '../redis/instance-registry';
 import { LuaScripts } from '../redis/lua-scripts';
-import { whenReady } from '../redis/ready-gate';
 import { DEFAULT_GROUP, type TypeKeys } from '../redis/redis-layout';
 import { Consumer, type ConsumerQueue } from '../runtime/consumer';
 import { type BatchHandler, BatchConsumer, type BatchSettings } from '../runtime/batch-consumer';
@@ -83,6 +82,7 @@ export class Handlers {
       isClosing: parts.isClosing,
       errands: parts.errands,
       groupsOf: (type) => this.groupsOf(type),
+      onNamedGroup: (queueTag) => this.announce(queueTag, announceLook),
     });
   }
 
@@ -353,12 +353,12 @@ export class Handlers {
 
   private startBeacon(): void {
     if (this.beacon) return;
-    const { scripts, connections, layout } = this.parts;
+    const { connections, layout } = this.parts;
+    const scripts = this.scriptsOfHandlers(); // the beacon goes on the handlers' connection, under its deadline
     const dispatchers = () => [...this.registrations.values()].flatMap((r) => r.dispatchers);
     this.beacon = new InstanceBeacon({
       instanceId: this.instanceId,
-      // On the handlers' connection, once it is up: the first goes before the first claim, and an instance whose handlers cannot reach Redis says nothing.
-      announce: () => scripts.bounded('beacon', () => (whenReady(connections.handling) ?? Promise.resolve()).then(() => announceAlive(connections.handling, layout.wakeChannel, this.instanceId))),
+      announce: (seq) => scripts.bounded('beacon', () => announceAlive(connections.handling, layout.wakeChannel, this.instanceId, seq)),
       wakes$: this.parts.wakes$,
       listening: this.parts.listening,
       lookEverywhere: (missed) => {

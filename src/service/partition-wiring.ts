@@ -133,7 +133,8 @@ export function wirePartition(host: PartitionHost, shared: TypeKeys, p: number, 
     ...(sortByKey ? { sortByKey } : {}),
     ...(wiring.confirmedByConsumer ? { confirmedByConsumer: true } : {}),
     listening: () => host.listening(),
-    onGivenBack: announce,
+    // Not while the service closes: then its beacon stops, and the others' looks find what it gave back.
+    onGivenBack: () => host.parts.isClosing() || announce(),
     onClaimed: () => {
       typeDispatcher.check();
       ownDispatcher.check();

@@ -130,9 +130,10 @@ Default options (pollIntervalMs 1 s, readerBlockMs 5 s).
 |---|---|---|---|---|---|---|
 ${table}
 
-An idle queue looks by itself once per ${QUIET_LOOK_MS / 1_000} s (spread over its second half): about ten commands
-(the script call, TIME, the pause flag, the group registry, the heads of the schedule, the leases and the
-idempotency marks, the lengths of the ready list and the priority set).
+An idle queue looks by itself once per ${QUIET_LOOK_MS / 1_000} s (spread over its second half): five commands
+(the script call, TIME, one EXISTS for the pause flag and the group registry, one for the schedule, the leases,
+the heartbeats and the idempotency marks, one for the ready list and the priority set; up to 0.6's first
+builds, about ten: each head read apart).
 The instance's beacon is one PUBLISH a second whatever it handles, and each type's partitions check (the
 repartitioner) about four commands a minute. Up to 0.5, each type's dispatcher looked every pollIntervalMs and
 each reader every readerBlockMs: 13,001 commands/s at 1,000 types on this machine.

@@ -67,8 +67,8 @@
 -- to the named groups, and (since 0.6) how many events wait in the ready list and the
 -- priority set when this call moved none (0 when it moved some; -1 when the queue is
 -- paused): readers that missed a wake-up look.
--- A look that finds nothing due, expired or lapsed reads the heads alone (a quiet
--- queue's look, src/runtime/quiet-looks.ts).
+-- A look that finds nothing due, expired or lapsed reads the heads alone, and a queue that holds
+-- nothing (a quiet queue, src/runtime/quiet-looks.ts) not even those: about five commands.
 -- @include dead-trim
 -- @include envelope-make
 -- @include envelope-parse
@@ -160,12 +160,15 @@ if keep_dead_count > 0 or keep_dead_age > 0 then
 end
 
 
--- Paused: nothing moves; ready_waiting -1 says so, and the dispatcher looks again after pollIntervalMs.
-if redis.call('EXISTS', KEYS[10]) == 1 then return {0, 0, -1, now, marker, rescued, -1} end
--- Written once, and with pcall: at Redis's memory limit this write, the first
--- of the call, is refused, and the script must still go on freeing memory.
-if default_here and redis.call('EXISTS', KEYS[8]) == 1 and redis.call('HEXISTS', KEYS[8], 'default') == 0 then
-  redis.pcall('HSET', KEYS[8], 'default', now)
+-- Mostly neither exists: one EXISTS for both tells (a quiet queue's look costs a command less).
+if redis.call('EXISTS', KEYS[10], KEYS[8]) > 0 then
+  -- Paused: nothing moves; ready_waiting -1 says so, and the dispatcher looks again after pollIntervalMs.
+  if redis.call('EXISTS', KEYS[10]) == 1 then return {0, 0, -1, now, marker, rescued, -1} end
+  -- Written once, and with pcall: at Redis's memory limit this write, the first
+  -- of the call, is refused, and the script must still go on freeing memory.
+  if default_here and redis.call('HEXISTS', KEYS[8], 'default') == 0 then
+    redis.pcall('HSET', KEYS[8], 'default', now)
+  end
 end
 
 -- Expired leases and the default group's own retries go back to its ready list.
@@ -299,9 +302,13 @@ end
 local keep_age = keep_age_ms
 if keep_age > 0 then handled_trim_age(KEYS[13], KEYS[14], now, keep_age) end
 
+-- A quiet queue holds no schedule, lease, heartbeat, side schedule or idempotency mark: one EXISTS
+-- tells, and its look reads none of their heads.
+local holds_any = redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[7], KEYS[19], KEYS[4]) > 0
+
 -- Idempotency marks whose window ended: the head is the oldest, so one look
 -- tells whether there is anything to drop.
-local oldest_mark = redis.call('ZRANGE', KEYS[7], 0, 0, 'WITHSCORES')[2]
+local oldest_mark = holds_any and redis.call('ZRANGE', KEYS[7], 0, 0, 'WITHSCORES')[2]
 if oldest_mark and tonumber(oldest_mark) <= now then
   local ended = redis.call('ZCOUNT', KEYS[7], '-inf', now)
   redis.call('ZREMRANGEBYRANK', KEYS[7], 0, math.min(ended, limit) - 1)
@@ -319,7 +326,7 @@ local function next_look_at()
   return at
 end
 
-local next_at = next_look_at()
+local next_at = holds_any and next_look_at() or -1
 local due, expired = 0, 0
 if next_at >= 0 and next_at <= now then
   due = move(take_from_zset(KEYS[4]))
@@ -331,6 +338,8 @@ local ready_waiting = 0
 if due + expired + rescued > 0 then
   if wake_channel ~= '' then redis.call('PUBLISH', wake_channel, queue_tag .. '|-1') end
 else
-  ready_waiting = redis.call('LLEN', KEYS[3]) + redis.call('ZCARD', priority_keys(KEYS[5]).queue)
+  local queue = priority_keys(KEYS[5]).queue
+  -- Mostly both are missing: one EXISTS tells.
+  if redis.call('EXISTS', KEYS[3], queue) > 0 then ready_waiting = redis.call('LLEN', KEYS[3]) + redis.call('ZCARD', queue) end
 end
 return {due, expired, next_at, now, marker, rescued, ready_waiting}

@@ -128,9 +128,9 @@ export class PartitionMoves {
    * announced from 0.5 on find them (src/runtime/repartitioner.ts).
    */
   async queuesInUse(type: string, partitions: number): Promise<TypeKeys[]> {
-    const hints = [this.layout.forType(type), this.layout.forType(type, 0), this.layout.forType(type, partitions)];
-    const mine = new Set(this.layout.partitionsOf({ type, partitions }));
-    const hinted = await Promise.all(hints.map((keys) => (mine.has(keys) ? 0 : this.bounded(() => this.client.exists(keys.meta, keys.moving)))));
+    const hints = [this.layout.probeKeys(type), this.layout.probeKeys(type, 0), this.layout.probeKeys(type, partitions)];
+    const mine = new Set(this.layout.partitionsOf({ type, partitions }).map((keys) => keys.tag));
+    const hinted = await Promise.all(hints.map((keys) => (mine.has(keys.tag) ? 0 : this.bounded(() => this.client.exists(keys.meta, keys.moving)))));
     if (hinted.every((n) => n === 0)) return [];
     const candidates = [this.layout.forType(type), ...Array.from({ length: MAX_PARTITIONS }, (_, p) => this.layout.forType(type, p))];
     const inUse = (keys: TypeKeys) => this.bounded(() => this.client.exists(keys.meta, keys.moving));

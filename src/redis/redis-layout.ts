@@ -138,8 +138,27 @@ export class RedisLayout {
     const tag = partition === undefined ? type : `${type}#${partition}`;
     const known = this.byTag.get(tag);
     if (known) return known;
+    const keys = this.typeKeys(type, tag);
+    this.byTag.set(tag, keys);
+    return keys;
+  }
+
+  /**
+   * A queue's meta and moving keys, to probe whether it holds anything, without
+   * remembering its keys: a type's first partitions sweep probes queues it mostly
+   * never uses, and remembered they would cost each handled type ~4 KB for good.
+   */
+  probeKeys(type: string, partition?: number): Pick<TypeKeys, 'tag' | 'meta' | 'moving'> {
+    const tag = partition === undefined ? type : `${type}#${partition}`;
+    const known = this.byTag.get(tag);
+    if (known) return known;
     const base = `${this.prefix}:{${tag}}`;
-    const keys: TypeKeys = {
+    return { tag, meta: `${base}:m`, moving: `${base}:mv` };
+  }
+
+  private typeKeys(type: string, tag: string): TypeKeys {
+    const base = `${this.prefix}:{${tag}}`;
+    return {
       type,
       tag,
       group: DEFAULT_GROUP,
@@ -176,8 +195,6 @@ export class RedisLayout {
       claimLogPrefix: `${base}:c:`,
       slotGuard: `${base}:guard`,
     };
-    this.byTag.set(tag, keys);
-    return keys;
   }
 
   /**

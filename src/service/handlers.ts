@@ -16,6 +16,7 @@ import type { ReadyReader } from '../runtime/ready-reader';
 import { Repartitioner, SETTING_STALE_MS } from '../runtime/repartitioner';
 import { PartitionMoves } from '../redis/partition-moves';
 import { WAKE_ALL } from '../runtime/wake-listener';
+import { WakeRouter } from '../runtime/wake-router';
 import { DEAD_LETTER_CHUNK } from './inspection-types';
 import { integer, positive } from './service-options';
 import { checkOptionKeys } from '../core/option-keys';
@@ -27,6 +28,7 @@ export type { BatchHandlerOptions, HandlerOptions } from './handler-options';
 import { keySorter, storeLimitsWhenReady } from './flow-registration';
 import { type StoredLimits, forgetSorter } from '../redis/flow-limits';
 import { GroupRegistrations } from './group-registrations';
+import { Registrations } from './registrations';
 import { KeyLabels } from '../runtime/key-labels';
 
 /** A handler registered here: its consumer, the dispatchers it runs, its readers (by queue tag, for nudges). */
@@ -57,7 +59,8 @@ export type { HandlersParts } from './partition-wiring';
  * the group registrations this instance restores when Redis loses them.
  */
 export class Handlers {
-  private readonly registrations = new Map<string, Registration>();
+  private readonly registrations = new Registrations<Registration>();
+  private readonly wakeRouter: WakeRouter;
   /** The readers of each queue (by tag), nudged when events become ready there. */
   private readonly readersByQueue = new Map<string, Set<ReadyReader>>();
   /** Nudges readers on 'ready' wake-ups, while any handler runs here. */
@@ -81,9 +84,10 @@ export class Handlers {
       log: parts.log,
       isClosing: parts.isClosing,
       errands: parts.errands,
-      groupsOf: (type) => this.groupsOf(type),
+      groupsOf: (type) => this.registrations.groupsOf(type),
       onNamedGroup: (queueTag) => this.announce(queueTag, announceLook),
     });
+    this.wakeRouter = new WakeRouter(parts.wakes$);
   }
 
   /** The ACL refusal that holds on the handlers' connection, if any. */
@@ -173,6 +177,7 @@ export class Handlers {
       // Quiet only while wake-ups reach this instance end to end (src/runtime/instance-beacon.ts).
       listening: () => this.beacon?.hearing() ?? false,
       announceReady: (queueTag) => this.announceReady(queueTag),
+      wakesOf: (tags) => this.wakeRouter.of(tags),
     };
     const queues: ConsumerQueue[] = layout.partitionsOf(route).map((shared, p) => wirePartition(host, shared, p, wiring));
     const readers = queues.map((q) => ({ queueTag: q.keys.queueTag, reader: q.reader }));
@@ -242,7 +247,7 @@ export class Handlers {
           this.announceReady(shared.tag);
         }
       };
-      const hasLimits = () => [...this.registrations.values()].some((r) => r.type === type && r.limitsRefresh !== undefined);
+      const hasLimits = () => this.registrations.ofType(type).some((r) => r.limitsRefresh !== undefined);
       const repartitioner = new Repartitioner(route, moves, metrics, () => this.parts.scripts.gate.wait(), undefined, onResumed, hasLimits);
       this.repartitioners.set(type, repartitioner);
       repartitioner.start();
@@ -272,7 +277,7 @@ export class Handlers {
     const registration = this.registrations.get(key);
     if (!registration) return;
     this.registrations.delete(key);
-    if (![...this.registrations.values()].some((r) => r.type === registration.type)) {
+    if (this.registrations.ofType(registration.type).length === 0) {
       const repartitioner = this.repartitioners.get(registration.type);
       this.repartitioners.delete(registration.type);
       await repartitioner?.stop();
@@ -333,11 +338,6 @@ export class Handlers {
   /** Stores a queue's limits, retried through an outage (src/service/flow-registration.ts). */
   private registerLimits(keys: TypeKeys, limits: StoredLimits): Promise<void> {
     return storeLimitsWhenReady(this.parts, keys, limits);
-  }
-
-  /** The groups this instance handles `type` in. */
-  private groupsOf(type: string): string[] {
-    return [...this.registrations.values()].filter((r) => r.type === type).map((r) => r.group);
   }
 
   /** Events may be ready in a queue: every instance's readers look (on the wake-up channel). */

@@ -54,6 +54,8 @@ export interface PartitionHost {
   listening(): boolean;
   /** Tells every instance's readers that events may be ready in the queue (an errand). */
   announceReady(queueTag: string): void;
+  /** The wake-ups of these tags and those for all (src/runtime/wake-router.ts). */
+  wakesOf(tags: readonly string[]): Observable<Wake>;
 }
 
 /** One handler's settings for each of its partitions, and where the partitions' parts are gathered. */
@@ -102,13 +104,13 @@ export function wirePartition(host: PartitionHost, shared: TypeKeys, p: number, 
     scripts,
     metrics,
     { ...dispatchSettings, defaultGroupHere: group === DEFAULT_GROUP, registrations, onMoved, flows, ...(group === DEFAULT_GROUP ? { keepDead, onReadyWaiting } : {}) },
-    host.parts.wakes$,
+    host.wakesOf([shared.tag, shared.queueTag]),
   );
   dispatchers.push(typeDispatcher);
   const keys = layout.forGroup(shared, group);
   let ownDispatcher = typeDispatcher;
   if (keys !== shared) {
-    ownDispatcher = new Dispatcher(keys, scripts, metrics, { ...dispatchSettings, defaultGroupHere: false, onMoved, keepDead, onReadyWaiting }, host.parts.wakes$);
+    ownDispatcher = new Dispatcher(keys, scripts, metrics, { ...dispatchSettings, defaultGroupHere: false, onMoved, keepDead, onReadyWaiting }, host.wakesOf([keys.tag, keys.queueTag]));
     dispatchers.push(ownDispatcher);
   }
   const announce = () => host.announceReady(shared.tag);

@@ -42,6 +42,25 @@ describe('wake-ups routed to the dispatchers of their tag', () => {
     expect(later).toEqual([{ tag: 'a', due: 8 }]);
   });
 
+  it('lets a subscriber leave while it is told a wake-up, and passes an error on to every subscriber', () => {
+    const source = new Subject<Wake>();
+    const router = new WakeRouter(source);
+    const heard: string[] = [];
+    const leaving = router.of(['a']).subscribe(() => {
+      heard.push('leaving');
+      leaving.unsubscribe();
+    });
+    router.of(['a']).subscribe({ next: () => heard.push('staying'), error: () => heard.push('ended') });
+    source.next({ tag: 'a', due: 1 });
+    source.next({ tag: 'a', due: 2 });
+    expect(heard).toEqual(['leaving', 'staying', 'staying']);
+    const errors: unknown[] = [];
+    router.of(['b']).subscribe({ error: (e: unknown) => errors.push(e) });
+    source.error(new Error('gone'));
+    expect(errors).toEqual([new Error('gone')]);
+    expect(heard.at(-1)).toBe('ended');
+  });
+
   it('ends every subscriber when the wake-ups end (the listener stopped)', () => {
     const source = new Subject<Wake>();
     const router = new WakeRouter(source);

@@ -431,7 +431,7 @@ describe('the event state machine', () => {
           } else if (op.kind === 'dispatch' && paused) {
             // Retention runs paused too: a pause stops deliveries, not keepDead.
             const trimmed = await overKept(op.keepDead);
-            expect(await scripts.dispatchDue(keys, op.limit, false, undefined, { count: op.keepDead, ageMs: 0 })).toMatchObject({ movedDue: 0, movedExpired: 0 });
+            expect(await scripts.dispatchDue(keys, op.limit, false, undefined, { count: op.keepDead, ageMs: 0 })).toMatchObject({ movedDue: 0, movedExpired: 0, readyWaiting: -1 });
             for (const eventId of trimmed) model.delete(eventId);
           } else if (op.kind === 'claim' && paused) {
             const result = await scripts.completeAndClaim(keys, [], op.count, 60_000, MAX_ATTEMPTS, undefined, { startNow: op.startNow, sortsByKey: op.sorts });
@@ -482,6 +482,13 @@ describe('the event state machine', () => {
               Object.assign(m, { state: 'ready', claim: undefined, started: undefined });
             }
             ready = list;
+            // A look that moved nothing says how many wait unclaimed (a quiet reader's nudge), and a look at a queue that
+            // holds events scheduled or in flight says when to look next: a quiet queue's look (lua/dispatch-due.lua),
+            // which reads no head when the keys are missing, must not miss one that is there.
+            if (result.movedDue + result.movedExpired === 0) {
+              expect(result.readyWaiting).toBe((await client.llen(keys.ready)) + (await client.zcard(keys.readyByPriority)));
+            }
+            if (inState('scheduled').length + inState('inFlight').length > 0) expect(result.nextDue).toBeGreaterThanOrEqual(0);
           } else if (op.kind === 'claim') {
             const result = await scripts.completeAndClaim(keys, [], op.count, op.expired ? -1_000 : 60_000, MAX_ATTEMPTS, undefined, {
               startNow: op.startNow,

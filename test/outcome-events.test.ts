@@ -124,6 +124,32 @@ describe('outcome events', () => {
     for (const s of subscriptions) s.unsubscribe();
   });
 
+  it("outcomes$ begins where the type's streams end when subscribed, not at a clock: what was written before is not seen, whatever its stamp", async () => {
+    const prefix = redis.prefix();
+    const service = redis.service({ prefix, outcomes: {} });
+    const stream = `${prefix}:{test.work}:o`;
+    await service.enqueue(new WorkItem('before'), 3_600_000);
+    await service.cancel(WorkItem, 'before');
+    const entries = await waitFor(async () => {
+      const written = (await redis.client().xrange(stream, '-', '+')) as Array<[string, string[]]>;
+      return written.length === 1 && written;
+    }, 'the first outcome written');
+    const fields = entries[0]![1];
+    // Stamped a minute ahead of Redis's clock, as a master whose clock ran ahead writes it (stream ids keep
+    // rising across a failover): still written before the subscription, so not part of it.
+    await redis.client().xadd(stream, `${Date.now() + 60_000}-0`, ...fields);
+    const byClass: OutcomeEvent[] = [];
+    const byName: OutcomeEvent[] = [];
+    const subscriptions = [service.outcomes$(WorkItem).subscribe((o) => byClass.push(o)), service.outcomes$('test.work').subscribe((o) => byName.push(o))];
+    // Right after subscribing: seen by both, however late their first read comes.
+    await service.enqueue(new WorkItem('after'), 3_600_000);
+    await service.cancel(WorkItem, 'after');
+    await waitFor(() => byClass.length > 0 && byName.length > 0, 'the outcome after subscribing, seen by both');
+    expect(byClass.map((o) => o.id)).toEqual(['after']);
+    expect(byName.map((o) => o.id)).toEqual(['after']);
+    for (const s of subscriptions) s.unsubscribe();
+  });
+
   it('waitFor resolves with the final outcome, at once when the stream holds it, racing the handler, from another service; WaitTimeoutError after its timeout', async () => {
     const prefix = redis.prefix();
     const worker = redis.service({ prefix, outcomes: {}, retry: fixedBackoff(1, 0) });

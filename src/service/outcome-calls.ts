@@ -75,8 +75,11 @@ export abstract class OutcomeCalls extends BulkCalls {
         subscriber.error(error);
         return undefined;
       }
-      // "From now" is Redis's clock when this is subscribed: asked at once, on the connection this service's
-      // own calls use, so an outcome of anything it does after subscribing is seen.
+      // "From now": where each stream it can name now ends, asked at once on the connection this service's own
+      // calls use, and so on the node that holds it, before any call made after subscribing reaches that node.
+      // Redis's clock (TIME) is for the streams it cannot name yet; on a Cluster TIME goes to any node, whose
+      // clock and queue say nothing of another node's stream.
+      const ends = from ? undefined : this.endsNow(target);
       const now = from ? undefined : redisNow(this.parts.client);
       now?.catch(() => undefined);
       const stop = new AbortController();
@@ -85,7 +88,7 @@ export abstract class OutcomeCalls extends BulkCalls {
         const outcome = outcomeOf(stream.type, entry);
         if (outcome && (group === undefined || outcome.group === group || outcome.group === '*')) subscriber.next({ ...outcome, position: encodePosition(positions) });
       };
-      this.follow(target, from, now, emit, stop.signal).catch((error: unknown) => subscriber.error(error));
+      this.follow(target, from, now, ends, emit, stop.signal).catch((error: unknown) => subscriber.error(error));
       return () => stop.abort();
     });
   }
@@ -168,6 +171,7 @@ export abstract class OutcomeCalls extends BulkCalls {
     target: EventTarget | undefined,
     from: Map<string, string> | undefined,
     startedAt: Promise<number> | undefined,
+    ends: ReadonlyMap<string, Promise<string>> | undefined,
     emit: (stream: Stream, entry: StreamEntry, positions: Map<string, string>) => void,
     stop: AbortSignal,
   ): Promise<void> {
@@ -176,8 +180,9 @@ export abstract class OutcomeCalls extends BulkCalls {
     const streams = new Map<string, Stream>();
     const backoff = new OutageBackoff();
     let lookedAt = 0;
-    // Where streams found at the start begin: the subscription's first millisecond (asked again if that failed),
-    // or, going on from `from`, its newest entry's for streams it does not name. Those found later begin at their start.
+    // Where streams found at the start begin: where they ended when subscribed (startOf), else the subscription's
+    // first millisecond (asked again if that failed), or, going on from `from`, its newest entry's for streams it
+    // does not name. Those found later begin at their start.
     let start: number | undefined;
     let initial = true;
     while (!stop.aborted && !this.isClosed()) {
@@ -187,8 +192,10 @@ export abstract class OutcomeCalls extends BulkCalls {
           lookedAt = Date.now();
           for (const stream of await this.read(() => this.streamsOf(target))) {
             if (streams.has(stream.key)) continue;
+            // Known before the stream is followed: a read that fails here leaves it for the next try.
+            const position = positions.get(stream.key) ?? (initial ? await this.startOf(stream.key, ends, start) : '0-0');
+            positions.set(stream.key, position);
             streams.set(stream.key, stream);
-            if (!positions.has(stream.key)) positions.set(stream.key, initial ? `${Math.max(0, start - 1)}-18446744073709551615` : '0-0');
           }
           initial = false;
         }
@@ -208,6 +215,29 @@ export abstract class OutcomeCalls extends BulkCalls {
         await sleep(backoff.next(), stop);
       }
     }
+  }
+
+  /**
+   * The end of each stream a subscription to `target` can name without a read: a class's partitions, a type
+   * name's stream as an unpartitioned type has it; none for every type. Each asked at once (outcomes$()).
+   */
+  private endsNow(target: EventTarget | undefined): Map<string, Promise<string>> | undefined {
+    if (target === undefined) return undefined;
+    const route = typeof target === 'string' ? { type: target, partitions: 1 } : eventRouteOf(target);
+    const ends = new Map<string, Promise<string>>();
+    for (const keys of this.parts.layout.partitionsOf(route)) {
+      const end = lastEntryId(this.parts.client, keys.outcomes);
+      end.catch(() => undefined);
+      ends.set(keys.outcomes, end);
+    }
+    return ends;
+  }
+
+  /** Where a stream found at the start is followed from: its end when subscribed, asked again if that failed; else the subscription's first millisecond. */
+  private async startOf(key: string, ends: ReadonlyMap<string, Promise<string>> | undefined, start: number): Promise<string> {
+    const end = ends?.get(key);
+    if (!end) return `${Math.max(0, start - 1)}-18446744073709551615`;
+    return end.catch(() => this.read(() => lastEntryId(this.parts.client, key)));
   }
 
   /** The outcome streams of a type (every partition), or of every type stored under the prefix. */

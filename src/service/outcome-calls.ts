@@ -171,7 +171,7 @@ export abstract class OutcomeCalls extends BulkCalls {
     target: EventTarget | undefined,
     from: Map<string, string> | undefined,
     startedAt: Promise<number> | undefined,
-    ends: ReadonlyMap<string, Promise<string>> | undefined,
+    ends: Map<string, Promise<string>> | undefined,
     emit: (stream: Stream, entry: StreamEntry, positions: Map<string, string>) => void,
     stop: AbortSignal,
   ): Promise<void> {
@@ -226,7 +226,9 @@ export abstract class OutcomeCalls extends BulkCalls {
     const route = typeof target === 'string' ? { type: target, partitions: 1 } : eventRouteOf(target);
     const ends = new Map<string, Promise<string>>();
     for (const keys of this.parts.layout.partitionsOf(route)) {
-      const end = lastEntryId(this.parts.client, keys.outcomes);
+      // Through the ready gate, which sends calls in the order they are made: first in line once the
+      // connection is ready, ahead of the calls made after subscribing.
+      const end = this.read(() => lastEntryId(this.parts.client, keys.outcomes));
       end.catch(() => undefined);
       ends.set(keys.outcomes, end);
     }
@@ -234,10 +236,16 @@ export abstract class OutcomeCalls extends BulkCalls {
   }
 
   /** Where a stream found at the start is followed from: its end when subscribed, asked again if that failed; else the subscription's first millisecond. */
-  private async startOf(key: string, ends: ReadonlyMap<string, Promise<string>> | undefined, start: number): Promise<string> {
+  private startOf(key: string, ends: Map<string, Promise<string>> | undefined, start: number): Promise<string> {
     const end = ends?.get(key);
-    if (!end) return `${Math.max(0, start - 1)}-18446744073709551615`;
-    return end.catch(() => this.read(() => lastEntryId(this.parts.client, key)));
+    if (!ends || !end) return Promise.resolve(`${Math.max(0, start - 1)}-18446744073709551615`);
+    // Bounded as every read here; not answered (an outage, a stuck call), it is asked again, and anew on the next try.
+    return this.read(() => end).catch(() => {
+      const again = lastEntryId(this.parts.client, key);
+      again.catch(() => undefined);
+      ends.set(key, again);
+      return this.read(() => again);
+    });
   }
 
   /** The outcome streams of a type (every partition), or of every type stored under the prefix. */

@@ -78,11 +78,13 @@ export class Consumer<T extends DelayedEventInstance> implements BackgroundServi
   private readonly abandoned = new AbortController();
   private subscription: Subscription | undefined;
   private finished: Promise<void> = Promise.resolve();
+  /** Claimed events whose handling (the call and its result) has not ended. */
+  private handling = 0;
   private readonly tags: { readonly type: string; readonly group: string };
   private readonly retryScheduled = new Map<string, () => void>();
   private readonly timeouts: FifoTimeouts;
   /** The holds it set: their ends wake the readers. */
-  private readonly holds: HoldEnds;
+  private readonly holds = new HoldEnds((keys) => this.parts.onHoldEnded?.(keys));
   /** The running calls' leases, renewed by heartbeats and given up at shutdown. */
   protected readonly leases: LeaseKeeper;
   /** Progress and log lines its calls report (delivery.progress, delivery.log). */
@@ -91,7 +93,6 @@ export class Consumer<T extends DelayedEventInstance> implements BackgroundServi
   constructor(protected readonly parts: ConsumerParts<T>) {
     this.slots = new HandlerSlots(parts.parallelism, parts.prefetch);
     this.timeouts = new FifoTimeouts(parts.timeoutMs);
-    this.holds = new HoldEnds((keys) => parts.onHoldEnded?.(keys));
     this.reports = new CallReports(parts.scripts, parts.metrics);
     this.leases = new LeaseKeeper(parts.scripts, parts.metrics, { type: parts.type, group: parts.group }, parts.heartbeat.everyMs, parts.heartbeat.leaseMs);
     this.stopping = parts.queues.map(() => new AbortController());
@@ -103,26 +104,29 @@ export class Consumer<T extends DelayedEventInstance> implements BackgroundServi
     return this.slots.running;
   }
 
+  /** Nothing of it is under way here: no event handled, no result written, no hold's end to say. Its queues may be parked. */
+  get idle(): boolean {
+    return this.handling === 0 && this.slots.running === 0 && !this.holds.pending;
+  }
+
   start(): void {
     this.finished = new Promise<void>((resolve) => {
       let claiming = true;
-      let handling = 0;
       const resolveWhenIdle = () => {
-        if (!claiming && handling === 0) resolve();
+        if (!claiming && this.handling === 0) resolve();
       };
       const handled = () => {
-        handling--;
+        this.handling--;
         resolveWhenIdle();
       };
       const stopped = () => {
         claiming = false;
         resolveWhenIdle();
       };
-      // The readers never hand on more events than there are free slots, so every
-      // claimed event starts at once: no operator needs to queue or limit them.
+      // The readers hand on no more events than there are free slots: each starts at once, no operator queues them.
       this.subscription = merge(...this.parts.queues.map((queue, i) => queue.reader.claimed$(this.slots, this.stopping[i]!.signal))).subscribe({
         next: (claimed) => {
-          handling++;
+          this.handling++;
           this.handle(claimed).then(handled, handled);
         },
         complete: stopped,
@@ -350,11 +354,8 @@ export class Consumer<T extends DelayedEventInstance> implements BackgroundServi
   }
 
   /**
-   * Writes an outcome, retrying through a Redis outage until it lands or the
-   * consumer is abandoned (then the lease brings the event back). Returns
-   * whether the write changed the event; false means the attempt was stale.
-   * Not an async function: every success passes here, and the first write
-   * nearly always lands, so only a failed one enters the retry loop.
+   * Writes an outcome, retried through an outage until it lands or the consumer is abandoned (the lease brings the
+   * event back); false: the attempt was stale. Not async: the first write nearly always lands, only a failed one loops.
    */
   private record(write: () => Promise<boolean>, deadLetterReason?: string): Promise<boolean> {
     if (this.abandoned.signal.aborted) return Promise.resolve(false);

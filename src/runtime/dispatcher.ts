@@ -1,6 +1,7 @@
 import type { Observable } from 'rxjs';
 import { type BackgroundService, LoopService } from './background-service';
 import { type DeadRetention, type LuaScripts, newMarkerValue } from '../redis/lua-scripts';
+import type { DispatchResult } from '../redis/script-results';
 import { METRIC, type Metrics } from './metrics';
 import { OutageBackoff, sleep } from './outage-backoff';
 import { DEFAULT_GROUP, type TypeKeys } from '../redis/redis-layout';
@@ -8,7 +9,9 @@ import { WAKE_ALL, WAKE_LOST, type Wake } from './wake-listener';
 import { Wakeup } from './wakeup';
 import { QUIET_AFTER_MS, QUIET_LOOK_MS, QUIET_LOOK_REGISTERED_MS, type QuietWatch, quietLookIn } from './quiet-looks';
 
-export interface DispatcherSettings {
+/** What one look sends, and what it reports to: the same for a running dispatcher and a parked queue's look (src/runtime/parked-looks.ts). */
+export interface DispatchLook {
+  readonly keys: TypeKeys;
   readonly batchSize: number;
   readonly pollIntervalMs: number;
   /** A handler of the default group runs in this instance: once the type has named groups, the default group stays registered. */
@@ -21,10 +24,14 @@ export interface DispatcherSettings {
    * so that they are registered again for good (lua/dispatch-due.lua).
    */
   readonly registrations?: DispatcherRegistrations;
-  /** Told when a look moved events to a ready list: the readers here look at once. */
-  readonly onMoved?: () => void;
   /** keepDead of the group whose keys these are: each look drops the dead letters past it. */
   readonly keepDead?: DeadRetention;
+}
+
+/** What a running dispatcher is told besides its looks. */
+export interface DispatcherSettings {
+  /** Told when a look moved events to a ready list: the readers here look at once. */
+  readonly onMoved?: () => void;
   /** The type's dispatcher: after each look, the queue's flow notices (since 0.6; src/runtime/flow-sweep.ts). */
   readonly flows?: { afterLook(): Promise<void>; ifPoked(): Promise<void>; poke(): void };
   /** Lets its looks go quiet while the queue is idle (since 0.6; src/runtime/quiet-looks.ts); without it, it looks every pollIntervalMs. */
@@ -51,14 +58,26 @@ export interface DispatcherRegistrations {
 export class Dispatcher implements BackgroundService {
   private readonly wakeup = new Wakeup();
   private readonly lifecycle = new LoopService((signal) => this.run(signal));
+  private readonly keys: TypeKeys;
 
   constructor(
-    private readonly keys: TypeKeys,
+    private readonly look: DispatchLook,
     private readonly scripts: LuaScripts,
     private readonly metrics: Metrics,
     private readonly settings: DispatcherSettings,
     private readonly wakes$: Observable<Wake>,
-  ) {}
+  ) {
+    this.keys = look.keys;
+  }
+
+  /**
+   * Quiet, waiting for a wake-up or its next look: when (performance.now())
+   * that look comes, so that a parked queue's look is made then instead
+   * (src/runtime/parked-looks.ts); undefined while it is not quiet.
+   */
+  quietUntilNextLook(): number | undefined {
+    return this.quietNow && !this.lookWanted ? Math.min(this.dueAt, this.quietUntil) : undefined;
+  }
 
   /** Something became due earlier than planned (e.g. a retry scheduled here); look again now. */
   nudge(): void {
@@ -131,14 +150,6 @@ export class Dispatcher implements BackgroundService {
     }
   }
 
-  /** What a look sends of this instance's registrations: only while it has named groups on the queue. */
-  private registrationsNow(): { newMarker: string; markerSeenBefore: boolean; groups: readonly string[] } | undefined {
-    const registrations = this.settings.registrations;
-    const groups = registrations?.groups() ?? [];
-    if (!registrations || !groups.some((g) => g !== DEFAULT_GROUP)) return undefined;
-    return { newMarker: newMarkerValue(), markerSeenBefore: registrations.markerSeenBefore(), groups };
-  }
-
   /** Nothing happened here for QUIET_AFTER_MS, nothing runs here, and wake-ups reach this instance: looks may wait. */
   private isQuiet(now: number): boolean {
     const quiet = this.settings.quiet;
@@ -147,15 +158,8 @@ export class Dispatcher implements BackgroundService {
     return now - this.activeAt >= QUIET_AFTER_MS && quiet.listening();
   }
 
-  /** When a quiet look comes at the latest: named groups registered here keep the data-loss bound. */
-  private quietEveryMs(): number {
-    const registered = this.settings.registrations?.groups().some((g) => g !== DEFAULT_GROUP) === true;
-    return Math.max(this.settings.pollIntervalMs, registered ? QUIET_LOOK_REGISTERED_MS : QUIET_LOOK_MS);
-  }
-
   private async loop(signal: AbortSignal): Promise<void> {
     const backoff = new OutageBackoff();
-    const tags = { type: this.keys.type, group: this.keys.group };
     const flows = this.settings.flows;
     while (!signal.aborted) {
       // Whatever woke us before this look, the look itself will see.
@@ -169,12 +173,12 @@ export class Dispatcher implements BackgroundService {
           // quiet: until check() says a handler call started here or the subscription was lost).
           const quiet = this.isQuiet(now);
           this.quietNow = quiet;
-          const lookAt = Math.min(this.dueAt, quiet ? this.quietUntil : this.lastLookAt + this.settings.pollIntervalMs);
+          const lookAt = Math.min(this.dueAt, quiet ? this.quietUntil : this.lastLookAt + this.look.pollIntervalMs);
           if (now < lookAt) {
             // Woken for the flow notices alone (a result here queued one), or to ask again.
             await flows?.ifPoked();
             // Not yet quiet, it asks again within pollIntervalMs (its queue becomes quiet by time passing).
-            await this.wakeup.wait(quiet ? lookAt - now : Math.min(lookAt - now, this.settings.pollIntervalMs));
+            await this.wakeup.wait(quiet ? lookAt - now : Math.min(lookAt - now, this.look.pollIntervalMs));
             continue;
           }
         }
@@ -182,12 +186,9 @@ export class Dispatcher implements BackgroundService {
         this.lookIsCheck = false;
         this.quietNow = false;
         this.lastLookAt = now;
-        const result = await this.scripts.dispatchDue(this.keys, this.settings.batchSize, this.settings.defaultGroupHere, this.registrationsNow(), this.settings.keepDead);
+        const result = await dispatchOnce(this.look, this.scripts, this.metrics, () => signal.aborted);
         backoff.reset();
-        // Stopped while the look ran: what it reports may send more (registering groups again); nothing is sent now.
         if (signal.aborted) break;
-        if (result.marker !== '') this.settings.registrations?.onMarker(result.marker);
-        if (result.handedToGroups > 0) this.metrics.count(METRIC.dispatched, { ...tags, reason: 'due' }, result.handedToGroups);
         const moved = result.movedDue + result.movedExpired + result.handedToGroups;
         // A paused queue (readyWaiting -1) is not quiet: its looks come every pollIntervalMs, as before 0.6.
         if (moved > 0 || result.readyWaiting < 0) this.activeAt = performance.now();
@@ -195,17 +196,15 @@ export class Dispatcher implements BackgroundService {
         if (moved > 0) this.settings.onMoved?.();
         // Events wait unclaimed: readers here that are quiet (waiting for word alone) look (src/runtime/ready-reader.ts).
         else if (result.readyWaiting > 0) this.settings.onReadyWaiting?.();
-        this.metrics.count(METRIC.dispatched, { ...tags, reason: 'due' }, result.movedDue);
-        this.metrics.count(METRIC.dispatched, { ...tags, reason: 'lease-expired' }, result.movedExpired);
         // A quiet queue's outbox is swept when poked: by a result here, or by the look every queue makes when an instance falls silent.
         await (quiet ? flows?.ifPoked() : flows?.afterLook());
         this.dueAt = 0;
-        if (result.movedDue + result.movedExpired >= this.settings.batchSize) continue;
+        if (result.movedDue + result.movedExpired >= this.look.batchSize) continue;
         const untilNext = result.nextDue < 0 ? Infinity : Math.max(0, result.nextDue - result.now);
         const after = performance.now();
         this.dueAt = after + untilNext;
-        this.quietUntil = after + quietLookIn(this.quietEveryMs());
-        await this.wakeup.wait(Math.min(untilNext, this.settings.pollIntervalMs));
+        this.quietUntil = after + quietLookIn(quietEveryMs(this.look));
+        await this.wakeup.wait(Math.min(untilNext, this.look.pollIntervalMs));
       } catch {
         this.lookWanted = true;
         this.metrics.count(METRIC.redisErrors, { loop: 'dispatcher', type: this.keys.type });
@@ -213,4 +212,34 @@ export class Dispatcher implements BackgroundService {
       }
     }
   }
+}
+
+/** What a look sends of this instance's registrations: only while it has named groups on the queue. */
+function registrationsNow(look: DispatchLook): { newMarker: string; markerSeenBefore: boolean; groups: readonly string[] } | undefined {
+  const registrations = look.registrations;
+  const groups = registrations?.groups() ?? [];
+  if (!registrations || !groups.some((g) => g !== DEFAULT_GROUP)) return undefined;
+  return { newMarker: newMarkerValue(), markerSeenBefore: registrations.markerSeenBefore(), groups };
+}
+
+/** When a quiet look comes at the latest: named groups registered here keep the data-loss bound. */
+export function quietEveryMs(look: DispatchLook): number {
+  const registered = look.registrations?.groups().some((g) => g !== DEFAULT_GROUP) === true;
+  return Math.max(look.pollIntervalMs, registered ? QUIET_LOOK_REGISTERED_MS : QUIET_LOOK_MS);
+}
+
+/**
+ * One look: due events and expired leases to the ready list, the queue's
+ * marker told, the moves counted. Stopped while the look ran, what it reports
+ * is not acted on: that may send more (registering groups again).
+ */
+export async function dispatchOnce(look: DispatchLook, scripts: LuaScripts, metrics: Metrics, stopped: () => boolean): Promise<DispatchResult> {
+  const result = await scripts.dispatchDue(look.keys, look.batchSize, look.defaultGroupHere, registrationsNow(look), look.keepDead);
+  if (stopped()) return result;
+  if (result.marker !== '') look.registrations?.onMarker(result.marker);
+  const tags = { type: look.keys.type, group: look.keys.group };
+  if (result.handedToGroups > 0) metrics.count(METRIC.dispatched, { ...tags, reason: 'due' }, result.handedToGroups);
+  metrics.count(METRIC.dispatched, { ...tags, reason: 'due' }, result.movedDue);
+  metrics.count(METRIC.dispatched, { ...tags, reason: 'lease-expired' }, result.movedExpired);
+  return result;
 }

@@ -21,7 +21,7 @@ export class FlowSweep {
     private readonly keys: TypeKeys,
     metrics: Metrics,
   ) {
-    store.onDependencyDeadLetter = (type) => metrics.count(METRIC.deadLettered, { type, group: 'default', reason: 'dependency' });
+    store.onDependencyDeadLetter ??= (type) => metrics.count(METRIC.deadLettered, { type, group: 'default', reason: 'dependency' });
   }
 
   /** A result here queued a notice: the next look applies it. */

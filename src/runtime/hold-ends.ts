@@ -33,6 +33,11 @@ export class HoldEnds {
     this.timers.set(keys, { endsAt, timer });
   }
 
+  /** A hold set here has yet to end: its wake-ups are still to come. */
+  get pending(): boolean {
+    return this.timers.size > 0;
+  }
+
   /** Stopping: no more wake-ups from here, from the holds set so far or any set later. */
   stop(): void {
     this.stopped = true;

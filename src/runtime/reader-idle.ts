@@ -12,6 +12,8 @@ export class ReaderIdle {
   private wakes = 0;
   private wakesAtClaim = 0;
   private nudgedAt = 0;
+  /** In a wait that may stay quiet: the reader has nothing to do until a nudge. */
+  private waitingQuietly = false;
   /** When (performance.now()) a claim last took events or sent results. */
   private activeAt = performance.now();
 
@@ -41,6 +43,11 @@ export class ReaderIdle {
     return this.listening !== undefined && now - this.activeAt >= QUIET_AFTER_MS && this.listening();
   }
 
+  /** Quiet, and waiting for a nudge alone: its reader may be parked (src/runtime/parked-looks.ts). */
+  get parkable(): boolean {
+    return this.waitingQuietly && this.quiet();
+  }
+
   /** Calls `nudge` when quiet, at most once per readerBlockMs (a reader that is not quiet looks by itself). */
   nudgeIfQuiet(nudge: () => void): void {
     const now = performance.now();
@@ -55,7 +62,9 @@ export class ReaderIdle {
     let wakes = this.wakesAtClaim;
     for (;;) {
       if (done()) return;
+      this.waitingQuietly = mayQuiet && until === Number.POSITIVE_INFINITY;
       await this.wakeup.wait(Math.max(1, Math.min(this.blockMs, Math.ceil(until - performance.now()))));
+      this.waitingQuietly = false;
       const now = performance.now();
       if (this.wakes !== wakes || now >= until || !mayQuiet || !this.quiet(now)) return;
       wakes = this.wakes;

@@ -86,6 +86,11 @@ export class ReadyReader {
 
   private heldAhead: () => number = () => 0;
 
+  /** Quiet, waiting for a nudge, holding nothing and owing nothing: its queue may be parked (src/runtime/parked-looks.ts). */
+  get parkable(): boolean {
+    return this.collecting && this.idle.parkable && !this.holding && !this.giveBacks.owed;
+  }
+
   /** Records a handler's success; resolves true when completed, false when its claim was stale. */
   complete(event: ClaimedRef): Promise<boolean> {
     const recorded = this.pending.success(event);

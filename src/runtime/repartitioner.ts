@@ -1,9 +1,9 @@
 import type { EventRoute } from '../core/delayed-event.decorator';
 import type { PartitionMoves } from '../redis/partition-moves';
 import type { TypeKeys } from '../redis/redis-layout';
-import { type BackgroundService, LoopService } from './background-service';
+import type { BackgroundService } from './background-service';
 import { METRIC, type Metrics } from './metrics';
-import { OutageBackoff, sleep } from './outage-backoff';
+import { OutageBackoff } from './outage-backoff';
 
 /** How often a sweep looks while another setting is in use or events wait to move; and when all is in place. */
 const BUSY_SWEEP_MS = 2_000;
@@ -30,8 +30,17 @@ const MINE_SCAN_MS = 30_000;
  * so nothing is claimed twice or lost.
  */
 export class Repartitioner implements BackgroundService {
-  private readonly lifecycle = new LoopService((signal) => this.loop(signal));
   private minesScannedAt = 0;
+  /**
+   * Its sweeps run from a timer, not as a suspended loop: every handled type
+   * has one, and between sweeps (a minute) it holds a timer alone, not a
+   * generator and an abort signal with its listeners.
+   */
+  private timer: NodeJS.Timeout | undefined;
+  private sweeping: Promise<void> | undefined;
+  private stopped = false;
+  private first = true;
+  private failures: OutageBackoff | undefined;
 
   constructor(
     private readonly route: EventRoute,
@@ -49,12 +58,15 @@ export class Repartitioner implements BackgroundService {
   private waiting = false;
 
   start(): void {
-    this.lifecycle.start();
+    if (!this.timer && !this.sweeping) this.sweepIn(0);
   }
 
-  /** Resolves once the move step under way is done: none is left half-way by this instance. */
+  /** Resolves once the move step under way is done: none is left half-way by this instance, and nothing follows it. */
   stop(): Promise<void> {
-    return this.lifecycle.stop();
+    this.stopped = true;
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    return this.sweeping ?? Promise.resolve();
   }
 
   /** One sweep; resolves whether anything is still to move (so the next comes soon). */
@@ -94,14 +106,14 @@ export class Repartitioner implements BackgroundService {
     const sources = new Set([...probed, ...others.flatMap((s) => this.moves.queuesOf(type, s.partitions))]);
     const emptied = new Set<TypeKeys>();
     for (const queue of sources) {
-      if (mineSet.has(queue) || this.lifecycle.stopped) continue;
+      if (mineSet.has(queue) || this.stopped) continue;
       if (await this.moves.holdsAny(queue)) moved += (await this.moves.moveOut(queue, this.route)).moved;
       if (await this.moves.holdsAny(queue)) busy = true;
       else emptied.add(queue);
     }
     // Schedules live in {type} (1 partition) or {type#0} (more): before settings were announced, both are looked at.
     for (const setting of new Set([...others.map((s) => s.partitions), ...(misplacedHere ? [1, 2] : [])])) {
-      if (!this.lifecycle.stopped) moved += await this.moves.moveSchedules(setting, this.route);
+      if (!this.stopped) moved += await this.moves.moveSchedules(setting, this.route);
     }
     // A queue of this setting holds ids another setting hashes elsewhere only if that one writes to it
     // (partition p < N) and does not split ours (N a multiple of ours): 4 -> 8 does, 8 -> 4 and 1 -> 8 do not.
@@ -111,7 +123,7 @@ export class Repartitioner implements BackgroundService {
     const scanMine = (first && misplacedHere) || now - this.minesScannedAt >= MINE_SCAN_MS;
     let leftMine = 0;
     for (const [p, queue] of mine.entries()) {
-      if (this.lifecycle.stopped) break;
+      if (this.stopped) break;
       if (scanMine && ((first && misplacedHere) || others.some((s) => splits(s, p)))) {
         const result = await this.moves.moveOut(queue, this.route);
         moved += result.moved;
@@ -148,25 +160,34 @@ export class Repartitioner implements BackgroundService {
     this.waiting = waiting;
   }
 
-  /** Sweeps until `signal` aborts (LoopService). */
-  private async loop(signal: AbortSignal): Promise<void> {
-    const backoff = new OutageBackoff();
-    let first = true;
-    while (!signal.aborted) {
-      let busy: boolean;
-      try {
-        // Not before the connection is ready: it keeps no offline queue, and a sweep sent early would fail.
-        await this.ready();
-        busy = await this.sweep(first);
-        first = false;
-        backoff.reset();
-      } catch {
-        if (signal.aborted) return;
-        this.metrics.count(METRIC.redisErrors, { loop: 'repartition', type: this.route.type });
-        await sleep(backoff.next(), signal);
-        continue;
-      }
-      await sleep(busy ? BUSY_SWEEP_MS : IDLE_SWEEP_MS, signal);
+  private sweepIn(ms: number): void {
+    if (this.stopped) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      const sweeping = this.tick().finally(() => {
+        if (this.sweeping === sweeping) this.sweeping = undefined;
+      });
+      this.sweeping = sweeping;
+    }, ms);
+  }
+
+  /** One sweep, then the next one's timer: soon while events are to move, after a backoff when Redis failed. */
+  private async tick(): Promise<void> {
+    let nextInMs: number;
+    try {
+      // Not before the connection is ready: it keeps no offline queue, and a sweep sent early would fail.
+      await this.ready();
+      if (this.stopped) return;
+      const busy = await this.sweep(this.first);
+      this.first = false;
+      this.failures = undefined;
+      nextInMs = busy ? BUSY_SWEEP_MS : IDLE_SWEEP_MS;
+    } catch {
+      if (this.stopped) return;
+      this.metrics.count(METRIC.redisErrors, { loop: 'repartition', type: this.route.type });
+      this.failures ??= new OutageBackoff();
+      nextInMs = this.failures.next();
     }
+    this.sweepIn(nextInMs);
   }
 }

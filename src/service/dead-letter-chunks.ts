@@ -1,5 +1,5 @@
 import type { EventRoute } from '../core/delayed-event.decorator';
-import type { DeadLetterStep } from '../redis/lua-scripts';
+import type { DeadLetterStep, LuaScripts } from '../redis/lua-scripts';
 import type { RedisLayout, TypeKeys } from '../redis/redis-layout';
 import { DEAD_LETTER_CHUNK } from './inspection-types';
 
@@ -45,4 +45,14 @@ export function idsByQueue(
     else byQueue.set(keys.tag, { keys, ids: [id] });
   }
   return [...byQueue.values()];
+}
+
+/** Removes a group from a queue, with what waited for it, in calls of DEAD_LETTER_CHUNK events; resolves whether it was registered. */
+export async function removeGroupInChunks(scripts: LuaScripts, shared: TypeKeys, group: string): Promise<boolean> {
+  let first: boolean | undefined;
+  for (;;) {
+    const { existed, left } = await scripts.removeGroup(shared, group, DEAD_LETTER_CHUNK);
+    first ??= existed;
+    if (left === 0) return first;
+  }
 }

@@ -4,43 +4,44 @@ import type { Subscription } from 'rxjs';
 import { type DelayedEventInstance, type EventClass, eventRouteOf, eventVersioningOf } from '../core/delayed-event.decorator';
 import { HandlerAlreadyRegisteredError, InvalidOptionError } from '../core/errors';
 import { INSTANCES_QUESTION, type InstanceHandler, announceAlive, announceLook, announceReady, answerInstances } from '../redis/instance-registry';
-import { LuaScripts } from '../redis/lua-scripts';
+import type { LuaScripts } from '../redis/lua-scripts';
 import { DEFAULT_GROUP, type TypeKeys } from '../redis/redis-layout';
-import { Consumer, type ConsumerQueue } from '../runtime/consumer';
-import { type BatchHandler, BatchConsumer, type BatchSettings } from '../runtime/batch-consumer';
-import type { Dispatcher } from '../runtime/dispatcher';
+import type { Consumer } from '../runtime/consumer';
+import type { BatchHandler, BatchSettings } from '../runtime/batch-consumer';
+import { ParkedLooks } from '../runtime/parked-looks';
 import { InstanceBeacon } from '../runtime/instance-beacon';
-import { type EventHandler, passThroughContextHandler } from '../runtime/handler-invocation';
-import { METRIC } from '../runtime/metrics';
+import type { EventHandler } from '../runtime/handler-invocation';
 import type { ReadyReader } from '../runtime/ready-reader';
 import { Repartitioner, SETTING_STALE_MS } from '../runtime/repartitioner';
 import { PartitionMoves } from '../redis/partition-moves';
-import { WAKE_ALL } from '../runtime/wake-listener';
+import { WAKE_ALL, WAKE_LOST, type Wake } from '../runtime/wake-listener';
 import { WakeRouter } from '../runtime/wake-router';
-import { DEAD_LETTER_CHUNK } from './inspection-types';
+import { removeGroupInChunks } from './dead-letter-chunks';
 import { integer, positive } from './service-options';
 import { checkOptionKeys } from '../core/option-keys';
 import { groupName, planHandler } from './handler-plan';
-import { type HandlersParts, type PartitionHost, wirePartition } from './partition-wiring';
+import { type HandlersParts, type PartitionHost, registerPartition } from './partition-wiring';
+import { handlingScripts, startLoops } from './handler-loops';
+import { TagIndex } from './tag-index';
+import { type LiveLoops, PARK_AFTER_MS, PARK_PASS_MS, QueueLoops, type QueueLoopsHost } from './queue-loops';
 import { BATCH_HANDLER_OPTION_KEYS, type BatchHandlerOptions, type HandlerOptions } from './handler-options';
 
 export type { BatchHandlerOptions, HandlerOptions } from './handler-options';
 import { keySorter, storeLimitsWhenReady } from './flow-registration';
-import { type StoredLimits, forgetSorter } from '../redis/flow-limits';
+import { forgetSorter } from '../redis/flow-limits';
 import { GroupRegistrations } from './group-registrations';
+import { FlowStore } from '../redis/flow-store';
 import { Registrations } from './registrations';
 import { KeyLabels } from '../runtime/key-labels';
 
-/** A handler registered here: its consumer, the dispatchers it runs, its readers (by queue tag, for nudges). */
+/** A handler registered here: its loops, running or parked (src/service/queue-loops.ts). */
 interface Registration {
   readonly type: string;
   readonly group: string;
   readonly parallelism: number;
   /** The event class's version here. */
   readonly version: number;
-  readonly consumer: Consumer<DelayedEventInstance>;
-  readonly dispatchers: readonly Dispatcher[];
-  readonly readers: ReadonlyArray<{ readonly queueTag: string; readonly reader: ReadyReader }>;
+  readonly loops: QueueLoops;
   /** With limits: stores them again now and then, should Redis have lost them (a restart without persistence, a flush). */
   readonly limitsRefresh?: NodeJS.Timeout;
   /** With the key option: the queues its readers sorted by key, whose stamp goes when it stops (flow-limits.ts forgetSorter). */
@@ -62,7 +63,15 @@ export class Handlers {
   private readonly registrations = new Registrations<Registration>();
   private readonly wakeRouter: WakeRouter;
   /** The readers of each queue (by tag), nudged when events become ready there. */
-  private readonly readersByQueue = new Map<string, Set<ReadyReader>>();
+  private readonly readersByQueue = new TagIndex<ReadyReader>();
+  /** The loops of each queue (by wake-up tag): a parked one wakes on a wake-up or a nudge there. */
+  private readonly loopsByTag = new TagIndex<QueueLoops>();
+  /** The looks of the parked queues, and the pass that parks quiet ones (src/runtime/parked-looks.ts). */
+  private readonly parked: ParkedLooks;
+  private parkPass: NodeJS.Timeout | undefined;
+  private readonly host: PartitionHost;
+  private readonly loopsHost: QueueLoopsHost;
+  private readonly moves: PartitionMoves;
   /** Nudges readers on 'ready' wake-ups, while any handler runs here. */
   private readyWakes: Subscription | undefined;
   /** The groups this instance registers, and restores when Redis loses them. */
@@ -88,6 +97,31 @@ export class Handlers {
       onNamedGroup: (queueTag) => this.announce(queueTag, announceLook),
     });
     this.wakeRouter = new WakeRouter(parts.wakes$);
+    const listening = () => this.beacon?.hearing() ?? false;
+    this.parked = new ParkedLooks(() => this.scriptsOfHandlers(), parts.metrics, listening);
+    const { connections, layout, scripts } = parts;
+    // On the command connection: the handlers' own carries claims and results alone.
+    this.moves = new PartitionMoves(connections.command, layout, scripts);
+    // One for every handler: per handler, its closures were a good part of what an idle type cost.
+    this.host = {
+      parts,
+      groups: this.groups,
+      flowStore: new FlowStore(connections.command, layout, scripts, layout.wakeChannel),
+      handlesDefaultGroup: (type) => this.registrations.has(`${type}|${DEFAULT_GROUP}`),
+      registerLimits: (keys, limits) => storeLimitsWhenReady(parts, keys, limits),
+      nudgeReaders: (queueTag) => this.nudgeReaders(queueTag),
+      // Quiet only while wake-ups reach this instance end to end (src/runtime/instance-beacon.ts).
+      listening,
+      announceReady: (queueTag) => this.announceReady(queueTag),
+      wakesOf: (tags) => this.wakeRouter.of(tags),
+    };
+    this.loopsHost = {
+      parked: this.parked,
+      listed: (live) => this.listReaders(live, true),
+      unlisted: (live) => this.listReaders(live, false),
+      parkAfterMs: PARK_AFTER_MS,
+      stopTimeoutMs: parts.options.closeTimeoutMs,
+    };
   }
 
   /** The ACL refusal that holds on the handlers' connection, if any. */
@@ -96,14 +130,16 @@ export class Handlers {
   }
 
   /** The loops running here, for health(). */
-  loops(): { dispatchers: number; readers: number } {
+  loops(): { dispatchers: number; readers: number; parked: number } {
     let dispatchers = 0;
     let readers = 0;
-    for (const registration of this.registrations.values()) {
-      dispatchers += registration.dispatchers.length;
-      readers += registration.readers.length;
+    let parked = 0;
+    for (const { loops } of this.registrations.values()) {
+      dispatchers += loops.loopCounts.dispatchers;
+      readers += loops.loopCounts.readers;
+      if (loops.parked) parked++;
     }
-    return { dispatchers, readers };
+    return { dispatchers, readers, parked };
   }
 
   /**
@@ -123,7 +159,7 @@ export class Handlers {
       type: r.type,
       group: r.group,
       parallelism: r.parallelism,
-      running: r.consumer.running,
+      running: r.loops.running,
       ...(r.version > 1 ? { version: r.version } : {}),
     }));
   }
@@ -163,83 +199,43 @@ export class Handlers {
     const version = eventVersioningOf(eventClass).version;
 
     const scripts = this.scriptsOfHandlers();
-    const dispatchers: Dispatcher[] = [];
-    const limitsStored: Array<Promise<void>> = [];
-    // The consumer is made below, once its queues are wired.
-    const running = () => (this.registrations.get(registrationKey)?.consumer.running ?? 0) > 0;
-    const wiring = { plan, version, sortByKey, confirmedByConsumer: batch !== undefined, scripts, dispatchers, limitsStored, running };
-    const host: PartitionHost = {
-      parts: this.parts,
-      groups: this.groups,
-      handlesDefaultGroup: () => this.registrations.has(`${type}|${DEFAULT_GROUP}`),
-      registerLimits: (keys, limits) => this.registerLimits(keys, limits),
-      nudgeReaders: (queueTag) => this.nudgeReaders(queueTag),
-      // Quiet only while wake-ups reach this instance end to end (src/runtime/instance-beacon.ts).
-      listening: () => this.beacon?.hearing() ?? false,
-      announceReady: (queueTag) => this.announceReady(queueTag),
-      wakesOf: (tags) => this.wakeRouter.of(tags),
-    };
-    const queues: ConsumerQueue[] = layout.partitionsOf(route).map((shared, p) => wirePartition(host, shared, p, wiring));
-    const readers = queues.map((q) => ({ queueTag: q.keys.queueTag, reader: q.reader }));
-    for (const { queueTag, reader } of readers) {
-      let set = this.readersByQueue.get(queueTag);
-      if (!set) this.readersByQueue.set(queueTag, (set = new Set()));
-      set.add(reader);
-    }
-    // Events moved to ready lists by any instance's dispatcher wake this instance's readers at once.
-    this.readyWakes ??= this.parts.wakes$.subscribe((wake) => {
-      if (wake.tag === WAKE_ALL) for (const set of this.readersByQueue.values()) for (const r of set) r.nudge();
-      else if (wake.tag === INSTANCES_QUESTION) this.answerInstances(wake.due);
-      else if (wake.due < 0) this.nudgeReaders(wake.tag);
-    });
+    const wiring = { plan, version, sortByKey, confirmedByConsumer: batch !== undefined, scripts };
+    const host = this.host;
+    const specs = layout.partitionsOf(route).map((shared, p) => registerPartition(host, shared, p, wiring));
+    // Events moved to ready lists by any instance's dispatcher wake this instance's readers (and parked queues) at once.
+    this.readyWakes ??= this.parts.wakes$.subscribe((wake) => this.onWake(wake));
     this.startBeacon();
-    const consumerParts = {
-      type,
-      group,
-      queues,
+    const moves = this.moves;
+    const registered = (consumer: Consumer<DelayedEventInstance>) => this.registrations.get(registrationKey)?.loops.live?.consumer === consumer;
+    // With limits, no claim before they are stored: the first claims would otherwise run unlimited. Nor while
+    // another partitions setting of the type may be claiming: the repartitioner says when (src/redis/move-pause.ts).
+    const startConsumer = (consumer: Consumer<DelayedEventInstance>) => {
+      if (!limited) return consumer.start();
+      this.parts.errands.run(async (signal) => {
+        await Promise.all(specs.map((spec) => spec.limitsStored));
+        // Stored, or given up because the service closes or the handler was removed meanwhile: then nothing more is sent.
+        if (!registered(consumer)) return;
+        await moves.waitIfMoving(type, route.partitions, layout.partitionsOf(route), SETTING_STALE_MS, signal).catch(() => false);
+        if (registered(consumer)) consumer.start();
+      });
+    };
+    const loopsPlan = {
       eventClass,
       handler,
-      parallelism: plan.slots,
-      prefetch: plan.prefetch,
-      timeoutMs: plan.timeoutMs,
-      heartbeat: { everyMs: plan.heartbeatMs, leaseMs: plan.heartbeatLeaseMs },
-      ...(plan.keyMetrics > 0 && options.key ? { keyLabels: new KeyLabels((event: T) => options.key!.call(options, event), plan.keyMetrics) } : {}),
-      retry: plan.retry,
-      maxSnoozes: plan.maxSnoozes,
-      keepDead: plan.keepDead,
-      scripts,
-      codec: this.parts.codec,
-      metrics,
-      contextStore: this.parts.contextStore,
-      contextHandler: settings.contextHandler ?? passThroughContextHandler,
-      activity: this.parts.activity?.of(type),
-      limited: plan.countsRunning,
+      batch,
+      specs,
+      wiring,
+      keyLabels: plan.keyMetrics > 0 && options.key ? new KeyLabels((event: T) => options.key!.call(options, event), plan.keyMetrics) : undefined,
       // A hold set here ends: this instance's readers look at once, and every other instance's on the wake-up.
       onHoldEnded: (keys: TypeKeys) => {
         this.nudgeReaders(keys.queueTag);
         this.announceReady(keys.queueTag);
       },
-      errands: this.parts.errands,
+      startConsumer,
     };
-    const consumer = batch ? new BatchConsumer<T>(consumerParts, batch) : new Consumer<T>(consumerParts);
-    for (const dispatcher of dispatchers) dispatcher.start();
-    // On the command connection: the handlers' own carries claims and results alone.
-    const moves = new PartitionMoves(this.parts.connections.command, layout, this.parts.scripts);
-    // With limits, no claim before they are stored: the first claims would otherwise run unlimited. Nor while
-    // another partitions setting of the type may be claiming: the repartitioner says when (src/redis/move-pause.ts).
-    if (limited) {
-      const shared = layout.partitionsOf(route);
-      const registered = () => this.registrations.get(registrationKey)?.consumer === (consumer as unknown);
-      this.parts.errands.run(async (signal) => {
-        await Promise.all(limitsStored);
-        // Stored, or given up because the service closes or the handler was removed meanwhile: then nothing more is sent.
-        if (!registered()) return;
-        await moves.waitIfMoving(type, route.partitions, shared, SETTING_STALE_MS, signal).catch(() => false);
-        if (registered()) consumer.start();
-      });
-    } else {
-      consumer.start();
-    }
+    const loops = new QueueLoops(specs, () => startLoops(host, loopsPlan), this.loopsHost);
+    for (const tag of loops.tags) this.loopsByTag.add(tag, loops);
+    this.parkPass ??= setInterval(() => this.parkQuiet(), PARK_PASS_MS).unref();
     if (!this.repartitioners.has(type)) {
       const onResumed = () => {
         for (const shared of layout.partitionsOf(route)) {
@@ -255,7 +251,7 @@ export class Handlers {
     this.parts.onHandled(route);
     const limitsRefresh = limited
       ? setInterval(() => {
-          for (const [p, shared] of layout.partitionsOf(route).entries()) this.parts.errands.run(() => this.registerLimits(layout.forGroup(shared, group), plan.partitionLimits[p]!));
+          for (const [p, shared] of layout.partitionsOf(route).entries()) this.parts.errands.run(() => host.registerLimits(layout.forGroup(shared, group), plan.partitionLimits[p]!));
         }, LIMITS_REFRESH_MS).unref()
       : undefined;
     this.registrations.set(registrationKey, {
@@ -264,11 +260,37 @@ export class Handlers {
       parallelism: plan.parallelism,
       version,
       ...(limitsRefresh ? { limitsRefresh } : {}),
-      ...(sortByKey ? { sortedQueues: queues.map((q) => q.keys) } : {}),
-      consumer: consumer as unknown as Consumer<DelayedEventInstance>,
-      dispatchers,
-      readers,
+      ...(sortByKey ? { sortedQueues: specs.map((spec) => spec.keys) } : {}),
+      loops,
     });
+  }
+
+  /** A wake-up: readers nudged (and parked queues woken) for events ready, parked queues for anything of theirs; or instances() asked. */
+  private onWake(wake: Wake): void {
+    if (wake.tag === INSTANCES_QUESTION) return this.answerInstances(wake.due);
+    if (wake.tag === WAKE_ALL) {
+      for (const reader of this.readersByQueue.all()) reader.nudge();
+      this.parked.lookEverywhere();
+    } else if (wake.tag === WAKE_LOST) {
+      this.parked.check();
+    } else if (wake.due < 0) {
+      this.nudgeReaders(wake.tag);
+    } else {
+      // Something falls due sooner, or a resume: a parked queue looks now, as its dispatcher would have.
+      for (const loops of this.loopsByTag.of(wake.tag)) loops.lookSoon();
+    }
+  }
+
+  /** Parks the loops of every quiet handler (src/service/queue-loops.ts). */
+  private parkQuiet(): void {
+    for (const { loops } of this.registrations.values()) loops.tryPark();
+  }
+
+  private listReaders(live: LiveLoops, listed: boolean): void {
+    for (const { queueTag, reader } of live.readers) {
+      if (listed) this.readersByQueue.add(queueTag, reader);
+      else this.readersByQueue.delete(queueTag, reader);
+    }
   }
 
   /** Stops handling `eventClass` in `group` here, waiting (up to closeTimeoutMs) for its running handlers. */
@@ -284,7 +306,7 @@ export class Handlers {
     }
     await this.unregister(registration);
     // Other instances' quiet dispatchers of its queues look: their retries and leases are theirs now.
-    for (const { queueTag } of registration.readers) this.announce(queueTag, announceLook);
+    for (const queueTag of registration.loops.queueTags) this.announce(queueTag, announceLook);
     // The last handler gone: this instance no longer claims, so it says nothing of its liveness.
     const beacon = this.registrations.size === 0 ? this.beacon : undefined;
     if (beacon) await beacon.stop().then(() => void (this.beacon = undefined));
@@ -296,17 +318,7 @@ export class Handlers {
     const name = groupName(group);
     if (name === DEFAULT_GROUP) throw new InvalidOptionError('group', 'the default group cannot be removed; stop its handlers with removeHandler');
     await this.remove(eventClass, name);
-    const removed = await Promise.all(
-      this.parts.layout.partitionsOf(route).map(async (shared) => {
-        let first: boolean | undefined;
-        // In calls of DEAD_LETTER_CHUNK events, so a large group never holds Redis in one script.
-        for (;;) {
-          const { existed, left } = await this.parts.scripts.removeGroup(shared, name, DEAD_LETTER_CHUNK);
-          first ??= existed;
-          if (left === 0) return first;
-        }
-      }),
-    );
+    const removed = await Promise.all(this.parts.layout.partitionsOf(route).map((shared) => removeGroupInChunks(this.parts.scripts, shared, name)));
     return removed.some(Boolean);
   }
 
@@ -324,20 +336,17 @@ export class Handlers {
     this.repartitioners.clear();
     await Promise.all(repartitioners.map((r) => r.stop()));
     await Promise.all(registrations.map((r) => this.unregister(r)));
+    clearInterval(this.parkPass);
+    await this.parked.stop();
   }
 
   private async unregister(registration: Registration): Promise<void> {
     clearInterval(registration.limitsRefresh);
-    for (const { queueTag, reader } of registration.readers) this.readersByQueue.get(queueTag)?.delete(reader);
-    // Stopped together: the dispatchers' stops resolve once their looks in flight are answered.
-    await Promise.all([...registration.dispatchers.map((dispatcher) => dispatcher.stop()), registration.consumer.stop(this.parts.options.closeTimeoutMs)]);
+    const { loops } = registration;
+    for (const tag of loops.tags) this.loopsByTag.delete(tag, loops);
+    await loops.stop(this.parts.options.closeTimeoutMs);
     const command = this.parts.connections.command;
     await Promise.all((registration.sortedQueues ?? []).map((keys) => this.parts.scripts.bounded('forget-sorter', () => forgetSorter(command, keys)).catch(() => undefined)));
-  }
-
-  /** Stores a queue's limits, retried through an outage (src/service/flow-registration.ts). */
-  private registerLimits(keys: TypeKeys, limits: StoredLimits): Promise<void> {
-    return storeLimitsWhenReady(this.parts, keys, limits);
   }
 
   /** Events may be ready in a queue: every instance's readers look (on the wake-up channel). */
@@ -355,7 +364,7 @@ export class Handlers {
     if (this.beacon) return;
     const { connections, layout } = this.parts;
     const scripts = this.scriptsOfHandlers(); // the beacon goes on the handlers' connection, under its deadline
-    const dispatchers = () => [...this.registrations.values()].flatMap((r) => r.dispatchers);
+    const dispatchers = () => [...this.registrations.values()].flatMap((r) => r.loops.live?.dispatchers ?? []);
     this.beacon = new InstanceBeacon({
       instanceId: this.instanceId,
       announce: (seq) => scripts.bounded('beacon', () => announceAlive(connections.handling, layout.wakeChannel, this.instanceId, seq)),
@@ -363,38 +372,27 @@ export class Handlers {
       listening: this.parts.listening,
       lookEverywhere: (missed) => {
         for (const dispatcher of dispatchers()) dispatcher.lookEverywhere();
-        if (missed) for (const set of this.readersByQueue.values()) for (const reader of set) reader.nudge();
+        if (missed) for (const reader of this.readersByQueue.all()) reader.nudge();
+        // A parked queue's look finds events left ready (those readers would have looked), and wakes it.
+        this.parked.lookEverywhere();
       },
-      deaf: () => dispatchers().forEach((dispatcher) => dispatcher.check()),
+      deaf: () => {
+        for (const dispatcher of dispatchers()) dispatcher.check();
+        this.parked.check();
+      },
     });
     this.beacon.start();
   }
 
-  /** Events may be ready in a queue: its readers here look at once. */
+  /** Events may be ready in a queue: its readers here look at once, parked ones made again first. */
   private nudgeReaders(queueTag: string): void {
-    const set = this.readersByQueue.get(queueTag);
-    if (set) for (const reader of set) reader.nudge();
+    for (const loops of this.loopsByTag.of(queueTag)) loops.wake();
+    for (const reader of this.readersByQueue.of(queueTag)) reader.nudge();
   }
 
   /** The scripts the handlers' loops call: on a connection of their own, so enqueues never hold them up. */
   private scriptsOfHandlers(): LuaScripts {
-    const { options, connections, layout, metrics, log } = this.parts;
-    this.handlingScripts ??= new LuaScripts(
-      connections.handling,
-      layout.wakeChannel,
-      {
-        ms: options.commandTimeoutMs,
-        onStuck: () => {
-          metrics.count(METRIC.redisCallTimeouts, { connection: 'owned' });
-          connections.resetHandlingConnection();
-        },
-      },
-      options.idempotencyWindowMs,
-      undefined,
-      (error) => log.refused(error),
-      options.keepHandled,
-      options.outcomesMaxLen,
-    );
+    this.handlingScripts ??= handlingScripts(this.parts);
     return this.handlingScripts;
   }
 }

@@ -18,7 +18,7 @@ export interface HealthParts {
   readonly commandTimeoutMs: number;
   readonly isClosing: () => boolean;
   /** The loops running here. */
-  readonly loops: () => { dispatchers: number; readers: number };
+  readonly loops: () => { dispatchers: number; readers: number; parked: number };
   /** The handlers running here (this instance answers instances() once its wake-up subscription is up). */
   readonly handlersHere: () => ReadonlyArray<{ readonly type: string; readonly group: string }>;
   /** The ACL refusal on the handlers' connection, if any. */

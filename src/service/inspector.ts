@@ -355,7 +355,7 @@ export class Inspector extends ScheduleInspectorCalls {
     const timeoutMs = positive('timeoutMs', options.timeoutMs, 1_000);
     const up = !this.isClosed() && (await pingWithin(this.parts.client, timeoutMs, () => this.parts.scripts.gate.wait()));
     const problem = this.parts.scripts.refusal;
-    return { ready: up && !problem, redis: up ? 'up' : 'down', loops: { dispatchers: 0, readers: 0 }, ...(problem ? { problem } : {}) };
+    return { ready: up && !problem, redis: up ? 'up' : 'down', loops: { dispatchers: 0, readers: 0, parked: 0 }, ...(problem ? { problem } : {}) };
   }
 
   /** Releases the connection createInspector() opened; a client handed in stays open. Later calls fail with ServiceClosedError. */

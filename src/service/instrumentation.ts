@@ -37,8 +37,12 @@ export interface ServiceHealth {
   /** Redis answered a PING just now and the service is not closed. */
   readonly ready: boolean;
   readonly redis: 'up' | 'down';
-  /** Loops running in this instance: one dispatcher and one reader per partition and group of each handler (a named group's partition has two dispatchers). */
-  readonly loops: { readonly dispatchers: number; readonly readers: number };
+  /**
+   * Loops in this instance: one dispatcher and one reader per partition and group of each handler (a named group's
+   * partition has two dispatchers). `parked` (since 0.6): the handlers whose idle loops are parked, counted in the
+   * others too: their looks go on, made by one scheduler of the instance.
+   */
+  readonly loops: { readonly dispatchers: number; readonly readers: number; readonly parked: number };
   /** The last Redis error seen (a connection error, or a failed call of a loop). */
   readonly lastError?: { readonly message: string; readonly at: Date };
   /**

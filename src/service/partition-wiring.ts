@@ -13,9 +13,9 @@ import type { StoredLimits } from '../redis/flow-limits';
 import type { LuaScripts } from '../redis/lua-scripts';
 import { DEFAULT_GROUP, type RedisLayout, type TypeKeys } from '../redis/redis-layout';
 import type { ConsumerQueue } from '../runtime/consumer';
-import { Dispatcher } from '../runtime/dispatcher';
+import { type DispatchLook, Dispatcher } from '../runtime/dispatcher';
 import { FlowSweep } from '../runtime/flow-sweep';
-import { FlowStore } from '../redis/flow-store';
+import type { FlowStore } from '../redis/flow-store';
 import { ReadyReader, type ReaderSettings } from '../runtime/ready-reader';
 import type { GroupRegistrations } from './group-registrations';
 import type { HandlerPlan } from './handler-plan';
@@ -47,7 +47,9 @@ export interface PartitionHost {
   readonly parts: HandlersParts;
   readonly groups: GroupRegistrations;
   /** A handler of the type's default group runs here. */
-  handlesDefaultGroup(): boolean;
+  handlesDefaultGroup(type: string): boolean;
+  /** Where the flow notices of every queue are applied (one for the instance). */
+  readonly flowStore: FlowStore;
   registerLimits(keys: TypeKeys, limits: StoredLimits): Promise<void>;
   nudgeReaders(queueTag: string): void;
   /** Whether wake-ups reach this instance now: its queues may go quiet (src/runtime/quiet-looks.ts). */
@@ -58,59 +60,80 @@ export interface PartitionHost {
   wakesOf(tags: readonly string[]): Observable<Wake>;
 }
 
-/** One handler's settings for each of its partitions, and where the partitions' parts are gathered. */
+/** One handler's settings for each of its partitions, and where the partitions' limits are gathered. */
 export interface PartitionWiring {
   readonly plan: HandlerPlan;
   readonly version: number;
   readonly sortByKey: ReaderSettings['sortByKey'] | undefined;
   readonly confirmedByConsumer: boolean;
   readonly scripts: LuaScripts;
-  readonly dispatchers: Dispatcher[];
-  readonly limitsStored: Array<Promise<void>>;
-  /** A handler call of this handler runs here. */
-  readonly running: () => boolean;
 }
 
 /**
- * One partition (`shared`, number `p`) of a handler: its group registered
- * (and the default group, when one of its handlers runs here), its limits
- * stored, the type's dispatcher (it moves due events to every registered
- * group), a named group's own dispatcher (its retries and expired leases),
- * and the reader that claims for the consumer. Nothing starts here.
+ * What a partition of a handler keeps for as long as the handler is
+ * registered, its loops parked or not (src/runtime/parked-looks.ts): its keys,
+ * the looks of its dispatchers, its flow notices.
  */
-export function wirePartition(host: PartitionHost, shared: TypeKeys, p: number, wiring: PartitionWiring): ConsumerQueue {
+export interface PartitionSpec {
+  readonly shared: TypeKeys;
+  /** The group's keys: the reader claims there. */
+  readonly keys: TypeKeys;
+  readonly flows: FlowSweep;
+  /** The type's dispatcher's look, then a named group's own (its retries and expired leases). */
+  readonly looks: readonly DispatchLook[];
+  /** Resolves once its limits are stored (or given up: the service closes). */
+  readonly limitsStored: Promise<void>;
+}
+
+/**
+ * One partition (`shared`, number `p`) of a handler, once: its group
+ * registered (and the default group, when one of its handlers runs here), its
+ * limits stored, and what its dispatchers look at: the type's dispatcher moves
+ * due events to every registered group, a named group's own handles its
+ * retries and expired leases.
+ */
+export function registerPartition(host: PartitionHost, shared: TypeKeys, p: number, wiring: PartitionWiring): PartitionSpec {
   const { options: settings, layout, metrics } = host.parts;
-  const { plan, version, sortByKey, scripts, dispatchers, limitsStored } = wiring;
-  const { type, group } = plan;
+  const { plan } = wiring;
+  const { group } = plan;
   host.groups.register(shared, group);
-  limitsStored.push(host.registerLimits(layout.forGroup(shared, group), plan.partitionLimits[p]!));
+  const limitsStored = host.registerLimits(layout.forGroup(shared, group), plan.partitionLimits[p]!);
   // The default group's handlers here keep getting events once the type has named groups.
-  if (group !== DEFAULT_GROUP && host.handlesDefaultGroup()) host.groups.register(shared, DEFAULT_GROUP);
+  if (group !== DEFAULT_GROUP && host.handlesDefaultGroup(shared.type)) host.groups.register(shared, DEFAULT_GROUP);
   // The named groups here are this instance's to restore if Redis loses them: every look of the type's
   // dispatcher registers them again while the queue's marker is missing, before it moves anything.
   const registrations = host.groups.forDispatcher(shared, group);
-  const onMoved = () => host.nudgeReaders(shared.tag);
   // Each group's dead letters are trimmed by its own handlers' looks (keepDead is a handler's option).
   const keepDead = plan.keepDead;
   // Notices of flow children settled here reach their parents through the type's dispatcher (since 0.6).
-  const flows = new FlowSweep(new FlowStore(host.parts.connections.command, layout, host.parts.scripts, layout.wakeChannel), shared, metrics);
+  const flows = new FlowSweep(host.flowStore, shared, metrics);
+  const look = { batchSize: settings.dispatchBatchSize, pollIntervalMs: settings.pollIntervalMs };
+  const keys = layout.forGroup(shared, group);
+  const looks: DispatchLook[] = [{ ...look, keys: shared, defaultGroupHere: group === DEFAULT_GROUP, registrations, ...(group === DEFAULT_GROUP ? { keepDead } : {}) }];
+  if (keys !== shared) looks.push({ ...look, keys, defaultGroupHere: false, keepDead });
+  return { shared, keys, flows, looks, limitsStored };
+}
+
+/**
+ * The loops of one partition of a handler, made when it is added and again
+ * each time its parked queue wakes: the dispatchers of its looks and the
+ * reader that claims for the consumer. Nothing starts here.
+ */
+export function wirePartition(host: PartitionHost, spec: PartitionSpec, wiring: PartitionWiring, running: () => boolean): { queue: ConsumerQueue; dispatchers: Dispatcher[] } {
+  const { options: settings, metrics } = host.parts;
+  const { plan, version, sortByKey, scripts } = wiring;
+  const { shared, keys, flows } = spec;
+  const onMoved = () => host.nudgeReaders(shared.tag);
   // Its looks go quiet once the queue is idle here (src/runtime/quiet-looks.ts); the reader is made below.
-  const quiet = { listening: () => host.listening(), busy: () => wiring.running() || reader.holding };
-  const dispatchSettings = { batchSize: settings.dispatchBatchSize, pollIntervalMs: settings.pollIntervalMs, quiet };
+  const quiet = { listening: () => host.listening(), busy: () => running() || reader.holding };
   // The look of the dispatcher of this reader's own keys tells it of events left unclaimed (a word it missed).
   const onReadyWaiting = () => reader.nudgeIfQuiet();
-  const typeDispatcher = new Dispatcher(
-    shared,
-    scripts,
-    metrics,
-    { ...dispatchSettings, defaultGroupHere: group === DEFAULT_GROUP, registrations, onMoved, flows, ...(group === DEFAULT_GROUP ? { keepDead, onReadyWaiting } : {}) },
-    host.wakesOf([shared.tag, shared.queueTag]),
-  );
-  dispatchers.push(typeDispatcher);
-  const keys = layout.forGroup(shared, group);
+  const [typeLook, ownLook] = spec.looks as [DispatchLook, DispatchLook | undefined];
+  const typeDispatcher = new Dispatcher(typeLook, scripts, metrics, { quiet, onMoved, flows, ...(ownLook ? {} : { onReadyWaiting }) }, host.wakesOf([shared.tag, shared.queueTag]));
+  const dispatchers = [typeDispatcher];
   let ownDispatcher = typeDispatcher;
-  if (keys !== shared) {
-    ownDispatcher = new Dispatcher(keys, scripts, metrics, { ...dispatchSettings, defaultGroupHere: false, onMoved, keepDead, onReadyWaiting }, host.wakesOf([keys.tag, keys.queueTag]));
+  if (ownLook) {
+    ownDispatcher = new Dispatcher(ownLook, scripts, metrics, { quiet, onMoved, onReadyWaiting }, host.wakesOf([keys.tag, keys.queueTag]));
     dispatchers.push(ownDispatcher);
   }
   const announce = () => host.announceReady(shared.tag);
@@ -121,7 +144,7 @@ export function wirePartition(host: PartitionHost, shared: TypeKeys, p: number, 
     graceMs: plan.heartbeatLeaseMs > 0 ? Math.min(settings.leaseGraceMs, plan.heartbeatLeaseMs) : settings.leaseGraceMs,
     maxAttempts: plan.retry.maxAttempts,
     blockMs: settings.readerBlockMs,
-    activity: host.parts.activity?.of(type),
+    activity: host.parts.activity?.of(plan.type),
     version,
     priorityAgingMs: plan.priorityAgingMs,
     onLeftForNewerVersion: announce,
@@ -148,5 +171,5 @@ export function wirePartition(host: PartitionHost, shared: TypeKeys, p: number, 
     ownDispatcher.nudge();
     if (ownDispatcher !== typeDispatcher) typeDispatcher.nudge();
   };
-  return { keys, reader, onRetryScheduled };
+  return { queue: { keys, reader, onRetryScheduled }, dispatchers };
 }

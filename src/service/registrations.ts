@@ -7,7 +7,8 @@
  */
 export class Registrations<R extends { readonly type: string; readonly group: string }> {
   private readonly byKey = new Map<string, R>();
-  private readonly byType = new Map<string, Map<string, R>>();
+  /** Exact-size arrays, replaced on change: most types have one handler, and a Map each cost every idle type. */
+  private readonly byType = new Map<string, readonly R[]>();
 
   get(key: string): R | undefined {
     return this.byKey.get(key);
@@ -18,20 +19,20 @@ export class Registrations<R extends { readonly type: string; readonly group: st
   }
 
   set(key: string, registration: R): void {
-    if (this.byKey.get(key)?.type !== registration.type) this.delete(key);
+    const before = this.byKey.get(key);
+    if (before?.type !== registration.type) this.delete(key);
     this.byKey.set(key, registration);
-    let ofType = this.byType.get(registration.type);
-    if (!ofType) this.byType.set(registration.type, (ofType = new Map()));
-    ofType.set(key, registration);
+    const ofType = this.byType.get(registration.type) ?? [];
+    this.byType.set(registration.type, before && ofType.includes(before) ? ofType.map((r) => (r === before ? registration : r)) : [...ofType, registration]);
   }
 
   delete(key: string): void {
     const registration = this.byKey.get(key);
     if (!registration) return;
     this.byKey.delete(key);
-    const ofType = this.byType.get(registration.type);
-    ofType?.delete(key);
-    if (ofType?.size === 0) this.byType.delete(registration.type);
+    const ofType = (this.byType.get(registration.type) ?? []).filter((r) => r !== registration);
+    if (ofType.length === 0) this.byType.delete(registration.type);
+    else this.byType.set(registration.type, ofType);
   }
 
   clear(): void {
@@ -49,8 +50,7 @@ export class Registrations<R extends { readonly type: string; readonly group: st
 
   /** The registrations of `type`, in the order they were made. */
   ofType(type: string): R[] {
-    const ofType = this.byType.get(type);
-    return ofType ? [...ofType.values()] : [];
+    return [...(this.byType.get(type) ?? [])];
   }
 
   /** The groups `type` is handled in here. */

@@ -70,6 +70,7 @@ const onClusterToo = [
   'explain',
   'key-visibility',
   'quiet-looks',
+  'parked-queues',
 ].map((name) => `test/${name}.test.ts`);
 
 export default defineConfig({

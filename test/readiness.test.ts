@@ -74,14 +74,14 @@ describe('readiness', () => {
     await service.waitUntilReady();
     const before = await service.health();
     // Default group: its dispatcher and reader; 'audit': the type's dispatcher, its own, and its reader.
-    expect(before).toEqual({ ready: true, redis: 'up', loops: { dispatchers: 3, readers: 2 } });
+    expect(before).toEqual({ ready: true, redis: 'up', loops: { dispatchers: 3, readers: 2, parked: 0 } });
 
     await redis.server.kill();
     const during = await waitFor(async () => {
       const health = await service.health({ timeoutMs: 200 });
       return health.lastError && health;
     }, 'an error seen during the outage');
-    expect(during).toMatchObject({ ready: false, redis: 'down', loops: { dispatchers: 3, readers: 2 } });
+    expect(during).toMatchObject({ ready: false, redis: 'down', loops: { dispatchers: 3, readers: 2, parked: 0 } });
     expect(during.lastError).toMatchObject({ message: expect.any(String), at: expect.any(Date) });
 
     await redis.server.restart();

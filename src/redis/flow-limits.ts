@@ -44,7 +44,16 @@ async function keysInUse(client: RedisClient, keys: TypeKeys, now: number): Prom
   // Keys whose calls run: those of the events in flight sorted by key.
   const [, ids] = await client.hscan(keys.keyedIds, '0', 'COUNT', KEYS_READ);
   for (let i = 1; i < ids.length; i += 2) if (!waiting.has(ids[i]!)) waiting.set(ids[i]!, 0);
-  const listed = await Promise.all([...waiting].map(async ([key, w]) => ({ key, waiting: w, running: await client.zcount(`${keys.keyRunning}${key}`, `(${now}`, '+inf') })));
+  const names = [...waiting.keys()];
+  if (names.length === 0) return [];
+  // Counted in one transaction (the keys share the queue's slot): read apart, a claim between the reads counted an event as waiting and running.
+  const counts = client.multi().hmget(keys.keysWaiting, ...names);
+  for (const key of names) counts.zcount(`${keys.keyRunning}${key}`, `(${now}`, '+inf');
+  const replies = await counts.exec();
+  if (!replies) throw new Error('the per-key counts were not read: the transaction was discarded');
+  for (const [error] of replies) if (error) throw error;
+  const waitingNow = replies[0]![1] as Array<string | null>;
+  const listed = names.map((key, i) => ({ key, waiting: Number(waitingNow[i] ?? 0), running: Number(replies[i + 1]![1]) }));
   return listed
     .filter((k) => k.waiting > 0 || k.running > 0)
     .sort((a, b) => b.waiting - a.waiting || b.running - a.running || (a.key < b.key ? -1 : 1))

@@ -5,6 +5,7 @@ import { DEFAULT_PRIORITY_AGING_MS } from '../core/body-extras';
 import { CallDeadlines } from './call-deadlines';
 import { enqueueArguments, enqueueDurably, policyOf } from './enqueue-call';
 import { ScriptPermissions } from './permissions';
+import { KeyLists } from './key-lists';
 import { READY_WAIT_MS, ReadyGate, isUnsent, typedConnectionError } from './ready-gate';
 import type { RedisClient } from './redis-client';
 import type { TypeKeys } from './redis-layout';
@@ -38,8 +39,8 @@ export class LuaScripts {
   private readonly scripts: Record<ScriptName, LoadedScript>;
   private readonly deadlines: CallDeadlines;
   private readonly permissions: ScriptPermissions;
-  /** Per queue, the KEYS of each script's calls on it (keysOf()). */
-  private readonly keyLists = new WeakMap<TypeKeys, Map<string, string[]>>();
+  /** Per queue, the KEYS of each script's calls on it (src/redis/key-lists.ts). */
+  private readonly keyLists: KeyLists;
   /** Holds calls until the connection is ready (src/redis/ready-gate.ts). */
   readonly gate: ReadyGate;
 
@@ -65,6 +66,7 @@ export class LuaScripts {
   ) {
     this.deadlines = new CallDeadlines(deadline.ms, deadline.onStuck);
     this.scripts = Object.fromEntries(SCRIPT_NAMES.map((name) => [name, loadScript(name)])) as Record<ScriptName, LoadedScript>;
+    this.keyLists = new KeyLists();
     this.permissions = new ScriptPermissions(client, wakeChannel, onRefused);
     // The permission answers are asked again after a reconnect (the user may have changed).
     this.gate = new ReadyGate(client, readyWaitMs, () => this.permissions.forget());
@@ -102,32 +104,8 @@ export class LuaScripts {
     });
   }
 
-  /**
-   * The KEYS of a call of `name` on a queue, in the order its header declares
-   * them (`-- KEYS[n] <name>:`, scripts/embed-lua.mjs), or of its `variant`.
-   * Built once per queue and script: the same TypeKeys object comes back for a
-   * queue (src/redis/redis-layout.ts), so the hot calls build nothing. Keys
-   * that are no TypeKeys field (claimLog) are given by the caller.
-   */
   private keysOf(name: ScriptName, keys: TypeKeys, extra?: { readonly claimLog: string }, variant?: string): string[] {
-    const script = this.scripts[name];
-    const names = variant === undefined ? script.keys : script.variants[variant];
-    if (!names) throw new Error(`lua/${name}.lua declares no KEYS(${variant})`);
-    const cacheKey = variant === undefined ? name : `${name}(${variant})`;
-    let perQueue = extra ? undefined : this.keyLists.get(keys);
-    const cached = perQueue?.get(cacheKey);
-    if (cached) return cached;
-    const fields = keys as unknown as Record<string, unknown>;
-    const list = names.map((key) => {
-      const value = key === 'claimLog' ? extra?.claimLog : fields[key];
-      if (typeof value !== 'string') throw new Error(`lua/${name}.lua declares key '${key}', which is no field of TypeKeys (src/redis/redis-layout.ts)`);
-      return value;
-    });
-    if (!extra) {
-      if (!perQueue) this.keyLists.set(keys, (perQueue = new Map()));
-      perQueue.set(cacheKey, list);
-    }
-    return list;
+    return this.keyLists.of(this.scripts[name], keys, extra, variant);
   }
 
   /**
@@ -167,7 +145,8 @@ export class LuaScripts {
   enqueue(keys: TypeKeys, events: ReadonlyArray<ScheduledBody>, how: EnqueuePolicy | boolean, durability?: Durability): Promise<EnqueueStatus[]> {
     const waiting = this.gate.wait();
     if (waiting) return waiting.then(() => this.enqueue(keys, events, how, durability));
-    const checking = this.permitted(this.scripts.enqueue, keys.meta);
+    // The meta key, KEYS[1] of either list: taken from the cached list, not named again on every enqueue.
+    const checking = this.permitted(this.scripts.enqueue, this.keysOf('enqueue', keys, undefined, 'plain')[0]!);
     const enqueued = checking ? checking.then(() => this.enqueue(keys, events, how, durability)) : this.enqueueAsArgs(keys, events, policyOf(how), durability);
     return enqueued.then(undefined, (error: unknown) => {
       throw typedConnectionError(error, 'enqueue');

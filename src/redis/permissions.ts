@@ -54,6 +54,7 @@ interface Answer {
 /** The permission answers of one connection; see the comment at the top of this file. */
 export class ScriptPermissions {
   private answers = new Map<string, Answer>();
+  private prunedAt = performance.now();
 
   /** The refusal health() reports; one from a NOPERM reply is kept until it lapses, whatever a check says since. */
   private lastRefusal: { readonly error: RedisConnectionError; readonly at: number; readonly fromReply: boolean } | undefined;
@@ -98,6 +99,16 @@ export class ScriptPermissions {
     return this.lastRefusal?.error;
   }
 
+  /**
+   * Forgets the grants asked for over PERMISSION_RECHECK_MS ago (they would be
+   * asked again anyway): those of queues idle since would be kept for good, a
+   * few hundred bytes per handled type. Refusals stay: health() reports them.
+   */
+  private prune(now: number): void {
+    this.prunedAt = now;
+    for (const [id, answer] of this.answers) if (answer.ok && now - answer.at >= PERMISSION_RECHECK_MS) this.answers.delete(id);
+  }
+
   /** Asks again for everything: after a reconnect or a NOPERM. */
   forget(): void {
     this.answers = new Map();
@@ -111,6 +122,7 @@ export class ScriptPermissions {
     const id = `${name}\n${key}`;
     const known = this.answers.get(id);
     const now = performance.now();
+    if (now - this.prunedAt >= PERMISSION_RECHECK_MS) this.prune(now);
     if (known && now - known.at < PERMISSION_RECHECK_MS) {
       if (known.ok) return undefined;
       // A refusal said again is still the one health() reports.

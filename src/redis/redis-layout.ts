@@ -2,39 +2,9 @@ import { InvalidOptionError } from '../core/errors';
 import type { EventRoute } from '../core/delayed-event.decorator';
 
 import type { TypeKeys } from './type-keys';
+import { groupKeys, queueKeys } from './queue-key-names';
 
 export type { TypeKeys } from './type-keys';
-
-/**
- * The keys a queue's scripts derive from its meta key `<own>:m` (the Lua key
- * builders of lua/includes/: limit-keys, keyed-keys, newer-key): named here
- * too, and test/key-builders.test.ts runs each builder against RedisLayout.
- */
-function derivedKeys(own: string) {
-  return {
-    flow: `${own}:fc`,
-    rateWindow: `${own}:rl`,
-    newer: `${own}:v`,
-    keyedIds: `${own}:kid`,
-    keyedList: `${own}:kq:`,
-    keyRing: `${own}:ring`,
-    keysWaiting: `${own}:kw`,
-    keyRunning: `${own}:kf:`,
-    keyRate: `${own}:kr:`,
-    readyByPriority: `${own}:rq`,
-    readyAging: `${own}:ra`,
-    readySeq: `${own}:rs`,
-    heartbeats: `${own}:hl`,
-    progress: `${own}:pg`,
-    logs: `${own}:lg`,
-    handledResults: `${own}:hr`,
-  };
-}
-
-/** A queue's flow keys (lua/includes/flow-keys.lua), named after its meta key. */
-function flowKeys(base: string) {
-  return { waiting: `${base}:wt`, flows: `${base}:fl`, flowResultsPrefix: `${base}:fr:`, parents: `${base}:up`, notices: `${base}:fo`, noticesApplied: `${base}:fa` };
-}
 
 /**
  * The in-flight set's one member that is not a lease (lua/includes/lease-pin-constants.lua):
@@ -157,44 +127,7 @@ export class RedisLayout {
   }
 
   private typeKeys(type: string, tag: string): TypeKeys {
-    const base = `${this.prefix}:{${tag}}`;
-    return {
-      type,
-      tag,
-      group: DEFAULT_GROUP,
-      queueTag: tag,
-      meta: `${base}:m`,
-      sharedMeta: `${base}:m`,
-      groups: `${base}:groups`,
-      sharedGroups: `${base}:groups`,
-      priorityMarker: `${base}:pq`,
-      pending: `${base}:n`,
-      paused: `${base}:p`,
-      marker: `${base}:here`,
-      tombstone: `${base}:gone`,
-      recurringMarker: `${base}:sched:here`,
-      recurring: `${base}:sched`,
-      schedule: `${base}:b`,
-      legacySchedule: `${base}:s`,
-      ready: `${base}:r`,
-      inFlight: `${base}:f`,
-      ...derivedKeys(base),
-      moving: `${base}:mv`,
-      moved: `${base}:mi`,
-      dead: `${base}:d`,
-      errors: `${base}:e`,
-      errorLog: `${base}:el`,
-      handled: `${base}:h`,
-      handledIndex: `${base}:hi`,
-      recent: `${base}:i`,
-      outcomes: `${base}:o`,
-      bursts: `${base}:dq`,
-      burstEnds: `${base}:dx`,
-      throttles: `${base}:th`,
-      ...flowKeys(base),
-      claimLogPrefix: `${base}:c:`,
-      slotGuard: `${base}:guard`,
-    };
+    return queueKeys(type, tag, `${this.prefix}:{${tag}}`);
   }
 
   /**
@@ -209,51 +142,7 @@ export class RedisLayout {
     const known = groups.get(group);
     if (known) return known;
     // '|' is in no type or group name: no type's tag can be a group's.
-    const tag = `${queue.tag}|${group}`;
-    const base = `${this.prefix}:{${queue.tag}}`;
-    const own = `${base}:g:${group}`;
-    const keys: TypeKeys = {
-      type: queue.type,
-      tag,
-      group,
-      queueTag: queue.tag,
-      meta: `${own}:m`,
-      sharedMeta: queue.meta,
-      groups: `${own}:groups`,
-      sharedGroups: queue.groups,
-      priorityMarker: queue.priorityMarker,
-      pending: queue.pending,
-      paused: queue.paused,
-      marker: queue.marker,
-      tombstone: queue.tombstone,
-      recurringMarker: queue.recurringMarker,
-      recurring: queue.recurring,
-      schedule: `${own}:b`,
-      legacySchedule: `${own}:s`,
-      ready: `${own}:r`,
-      inFlight: `${own}:f`,
-      ...derivedKeys(own),
-      moving: queue.moving,
-      moved: queue.moved,
-      dead: `${own}:d`,
-      errors: `${own}:e`,
-      errorLog: `${own}:el`,
-      handled: `${own}:h`,
-      handledIndex: `${own}:hi`,
-      recent: queue.recent,
-      outcomes: queue.outcomes,
-      bursts: queue.bursts,
-      burstEnds: queue.burstEnds,
-      throttles: queue.throttles,
-      waiting: queue.waiting,
-      flows: queue.flows,
-      flowResultsPrefix: queue.flowResultsPrefix,
-      parents: queue.parents,
-      notices: queue.notices,
-      noticesApplied: queue.noticesApplied,
-      claimLogPrefix: `${own}:c:`,
-      slotGuard: queue.slotGuard,
-    };
+    const keys = groupKeys(queue, `${queue.tag}|${group}`, group, `${this.prefix}:{${queue.tag}}:g:${group}`);
     groups.set(group, keys);
     return keys;
   }

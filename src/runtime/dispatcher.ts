@@ -229,17 +229,18 @@ export function quietEveryMs(look: DispatchLook): number {
 }
 
 /**
- * One look: due events and expired leases to the ready list, the queue's
- * marker told, the moves counted. Stopped while the look ran, what it reports
- * is not acted on: that may send more (registering groups again).
+ * One look: due events and expired leases to the ready list, the moves
+ * counted, the queue's marker told. Stopped while the look ran, the marker is
+ * not: that may send more (registering groups again).
  */
 export async function dispatchOnce(look: DispatchLook, scripts: LuaScripts, metrics: Metrics, stopped: () => boolean): Promise<DispatchResult> {
   const result = await scripts.dispatchDue(look.keys, look.batchSize, look.defaultGroupHere, registrationsNow(look), look.keepDead);
-  if (stopped()) return result;
-  if (result.marker !== '') look.registrations?.onMarker(result.marker);
+  // Counted whatever happened meanwhile: they moved. (A parked queue woken during its look, by the wake-up the
+  // look itself published, still counts what that look handed out.)
   const tags = { type: look.keys.type, group: look.keys.group };
   if (result.handedToGroups > 0) metrics.count(METRIC.dispatched, { ...tags, reason: 'due' }, result.handedToGroups);
   metrics.count(METRIC.dispatched, { ...tags, reason: 'due' }, result.movedDue);
   metrics.count(METRIC.dispatched, { ...tags, reason: 'lease-expired' }, result.movedExpired);
+  if (!stopped() && result.marker !== '') look.registrations?.onMarker(result.marker);
   return result;
 }

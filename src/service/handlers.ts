@@ -12,7 +12,8 @@ import { ParkedLooks } from '../runtime/parked-looks';
 import { InstanceBeacon } from '../runtime/instance-beacon';
 import type { EventHandler } from '../runtime/handler-invocation';
 import type { ReadyReader } from '../runtime/ready-reader';
-import { Repartitioner, SETTING_STALE_MS } from '../runtime/repartitioner';
+import { SETTING_STALE_MS } from '../runtime/repartitioner';
+import { Repartitioners } from './repartitioners';
 import { PartitionMoves } from '../redis/partition-moves';
 import { WAKE_ALL, WAKE_LOST, type Wake } from '../runtime/wake-listener';
 import { WakeRouter } from '../runtime/wake-router';
@@ -71,6 +72,11 @@ export class Handlers {
   private parkPass: NodeJS.Timeout | undefined;
   private readonly host: PartitionHost;
   private readonly loopsHost: QueueLoopsHost;
+  /** A hold set here ends: this instance's readers look at once, and every other instance's on the wake-up. */
+  private readonly onHoldEnded = (keys: TypeKeys): void => {
+    this.nudgeReaders(keys.queueTag);
+    this.announceReady(keys.queueTag);
+  };
   private readonly moves: PartitionMoves;
   /** Nudges readers on 'ready' wake-ups, while any handler runs here. */
   private readyWakes: Subscription | undefined;
@@ -79,7 +85,7 @@ export class Handlers {
   /** The scripts of the handlers' loops, on their own connection (RedisConnections.handling); made with the first handler. */
   private handlingScripts: LuaScripts | undefined;
   /** Per type handled here, the loop that moves its events to this instance's partitions. */
-  private readonly repartitioners = new Map<string, Repartitioner>();
+  private readonly repartitioners: Repartitioners;
   /** Who this instance is in instances(): random, and when it started. */
   private readonly instanceId = randomBytes(6).toString('hex');
   private readonly startedAt = Date.now();
@@ -102,6 +108,17 @@ export class Handlers {
     const { connections, layout, scripts } = parts;
     // On the command connection: the handlers' own carries claims and results alone.
     this.moves = new PartitionMoves(connections.command, layout, scripts);
+    this.repartitioners = new Repartitioners(this.moves, parts.metrics, {
+      ready: () => scripts.gate.wait(),
+      // Its queues may claim again after a move's limits held them: every instance's readers look.
+      onResumed: (route) => {
+        for (const shared of layout.partitionsOf(route)) {
+          this.nudgeReaders(shared.tag);
+          this.announceReady(shared.tag);
+        }
+      },
+      hasLimits: (type) => this.registrations.ofType(type).some((r) => r.limitsRefresh !== undefined),
+    });
     // One for every handler: per handler, its closures were a good part of what an idle type cost.
     this.host = {
       parts,
@@ -177,7 +194,7 @@ export class Handlers {
   }
 
   add<T extends DelayedEventInstance>(eventClass: EventClass<T>, handler: EventHandler<T>, parallelismGiven: number | undefined, options: HandlerOptions<T> = {}, batch?: BatchSettings<T>): void {
-    const { options: settings, layout, metrics } = this.parts;
+    const { options: settings, layout } = this.parts;
     const route = eventRouteOf(eventClass);
     const type = route.type;
     this.parts.codec.assertBuildable(eventClass);
@@ -226,28 +243,13 @@ export class Handlers {
       specs,
       wiring,
       keyLabels: plan.keyMetrics > 0 && options.key ? new KeyLabels((event: T) => options.key!.call(options, event), plan.keyMetrics) : undefined,
-      // A hold set here ends: this instance's readers look at once, and every other instance's on the wake-up.
-      onHoldEnded: (keys: TypeKeys) => {
-        this.nudgeReaders(keys.queueTag);
-        this.announceReady(keys.queueTag);
-      },
+      onHoldEnded: this.onHoldEnded,
       startConsumer,
     };
     const loops = new QueueLoops(specs, () => startLoops(host, loopsPlan), this.loopsHost);
     for (const tag of loops.tags) this.loopsByTag.add(tag, loops);
     this.parkPass ??= setInterval(() => this.parkQuiet(), PARK_PASS_MS).unref();
-    if (!this.repartitioners.has(type)) {
-      const onResumed = () => {
-        for (const shared of layout.partitionsOf(route)) {
-          this.nudgeReaders(shared.tag);
-          this.announceReady(shared.tag);
-        }
-      };
-      const hasLimits = () => this.registrations.ofType(type).some((r) => r.limitsRefresh !== undefined);
-      const repartitioner = new Repartitioner(route, moves, metrics, () => this.parts.scripts.gate.wait(), undefined, onResumed, hasLimits);
-      this.repartitioners.set(type, repartitioner);
-      repartitioner.start();
-    }
+    this.repartitioners.startFor(route);
     this.parts.onHandled(route);
     const limitsRefresh = limited
       ? setInterval(() => {
@@ -300,9 +302,7 @@ export class Handlers {
     if (!registration) return;
     this.registrations.delete(key);
     if (this.registrations.ofType(registration.type).length === 0) {
-      const repartitioner = this.repartitioners.get(registration.type);
-      this.repartitioners.delete(registration.type);
-      await repartitioner?.stop();
+      await this.repartitioners.stopFor(registration.type);
     }
     await this.unregister(registration);
     // Other instances' quiet dispatchers of its queues look: their retries and leases are theirs now.
@@ -332,9 +332,7 @@ export class Handlers {
     this.registrations.clear();
     this.readyWakes?.unsubscribe();
     await this.beacon?.stop();
-    const repartitioners = [...this.repartitioners.values()];
-    this.repartitioners.clear();
-    await Promise.all(repartitioners.map((r) => r.stop()));
+    await this.repartitioners.stopAll();
     await Promise.all(registrations.map((r) => this.unregister(r)));
     clearInterval(this.parkPass);
     await this.parked.stop();

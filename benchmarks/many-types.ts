@@ -140,18 +140,20 @@ repartitioner) about four commands a minute. Up to 0.5, each type's dispatcher l
 each reader every readerBlockMs: 13,001 commands/s at 1,000 types on this machine.
 
 At 10 types the per-type figures are mostly the instance's own fixed cost (its first handler, its
-connections) divided by 10; RSS moves with what the allocator keeps, and can shrink. What a handled type
-costs in this process, about 25 KB of heap, is not yet the few KB we aim for. A heap snapshot at 1,000 types
-(V8's own accounting, per type) puts it in some 350 small objects: the event class itself ~1 KB; the queue's
-key names ~2.5 KB; ~15 Maps with their tables ~3 KB (among them those of 3 AbortSignals); ~34 closures and
-their contexts ~3.6 KB; 5 suspended loops (dispatcher, reader, consumer, lease keeper, repartitioner) with
-their promises and timers ~2 KB; the rest each loop's settings and counters. A few KB per type needs a quiet
-queue's loops parked in one scheduler of the instance and made again when the queue wakes: a redesign of the
-runtime, not done in 0.6 (0.6's first builds: 70 KB, then 29). The process's CPU at idle is the looks
-(one script call each: a socket write and a reply) and each quiet reader waking once per readerBlockMs to ask
-itself whether it may stay quiet (no Redis call). Until 0.6's last builds each look also made a pass over
-every handler of the instance to find its type's groups: with 10,000 idle types, 101-104% of a core against
-19-23% once indexed, in two paired runs of one 20 s measurement taken 45 s after start.
+connections) divided by 10; RSS moves with what the allocator keeps, and can shrink. Since 0.6's last
+builds an idle handler's loops are parked (src/service/queue-loops.ts): its dispatchers, reader and
+consumer are stopped and dropped once quiet, and one scheduler of the instance makes their looks
+(src/runtime/parked-looks.ts), so an idle type costs its registration alone. A heap snapshot diff
+between 100 and 1,100 parked types (V8's own accounting, after a full GC) puts it at ~7 KB per type, of
+which ~1 KB is the event class this benchmark makes per type (a class, its decorator's metadata) and
+the rest the registration: its plan and options, its partition's looks and flow sweep, its partitions
+sweep (a timer), the parked look's timer, and its entries in the instance's maps. Until then a handled
+type kept its loops suspended with their signals, timers and closures, and ~50 key names per queue
+(now made when asked, src/redis/queue-key-names.ts): ~25 KB (0.6's first builds: 70 KB, then 29).
+The process's CPU at idle is the looks (one script call each: a socket write and a reply). Until 0.6's
+last builds each look also made a pass over every handler of the instance to find its type's groups:
+with 10,000 idle types, 101-104% of a core against 19-23% once indexed, in two paired runs of one 20 s
+measurement taken 45 s after start.
 `;
   writeFileSync(join(__dirname, 'MANY-TYPES-RESULTS.md'), text);
 }

@@ -65,9 +65,10 @@ const SHARED_KEYS = {
 } as const;
 
 type Named = keyof typeof OWN_KEYS | keyof typeof SHARED_KEYS | 'sharedMeta' | 'sharedGroups';
-// Every key of TypeKeys is named here, and nothing else: the build fails otherwise.
-const everyKeyNamed: Record<Exclude<keyof TypeKeys, 'type' | 'tag' | 'group' | 'queueTag'>, true> = {} as Record<Named, true>;
-void everyKeyNamed;
+type KeyFields = Exclude<keyof TypeKeys, 'type' | 'tag' | 'group' | 'queueTag'>;
+// Every key of TypeKeys has a suffix here, and every suffix a key: the build fails otherwise.
+const sameKeys: [KeyFields, Named] extends [Named, KeyFields] ? true : never = true;
+void sameKeys;
 
 /**
  * A queue's keys, named when asked rather than held (since 0.6): RedisLayout

@@ -1,4 +1,5 @@
 import type { DelayedEventInstance } from '../core/delayed-event.decorator';
+import type { TypeKeys } from '../redis/redis-layout';
 import type { Consumer } from '../runtime/consumer';
 import type { DispatchLook, Dispatcher } from '../runtime/dispatcher';
 import type { ParkedLooks, ParkedQueue } from '../runtime/parked-looks';
@@ -45,6 +46,7 @@ export class QueueLoops implements ParkedQueue {
   readonly tags: readonly string[];
   /** The queues its readers claim from. */
   readonly queueTags: readonly string[];
+  readonly readerKeys: readonly TypeKeys[];
   private parking: Promise<void> | undefined;
   private wakeWanted = false;
   private stopped = false;
@@ -59,6 +61,7 @@ export class QueueLoops implements ParkedQueue {
     this.looks = specs.length === 1 ? specs[0]!.looks : [...specs.flatMap((spec) => spec.looks)];
     this.tags = [...new Set(specs.flatMap(({ shared, keys }) => [shared.tag, shared.queueTag, keys.tag, keys.queueTag]))];
     this.queueTags = specs.map(({ keys }) => keys.queueTag);
+    this.readerKeys = specs.map(({ keys }) => keys);
     this.live = build();
     host.listed(this.live);
   }
@@ -108,12 +111,17 @@ export class QueueLoops implements ParkedQueue {
     this.host.unlisted(live);
     const mark = this.host.parked.mark();
     // Idle, they stop at once: no call runs, nothing is held, the dispatchers wait.
-    this.parking = Promise.all([...live.dispatchers.map((d) => d.stop()), live.consumer.stop(this.host.stopTimeoutMs)]).then(() => {
-      this.parking = undefined;
-      if (this.stopped) return;
-      if (this.wakeWanted) this.wake();
-      else this.host.parked.park(this, at, mark);
-    });
+    const stopped = Promise.all([...live.dispatchers.map((d) => d.stop()), live.consumer.stop(this.host.stopTimeoutMs)]);
+    this.parking = stopped
+      .catch(() => undefined)
+      .then(() => {
+        this.parking = undefined;
+        if (this.stopped) return;
+        if (!this.wakeWanted) return this.host.parked.park(this, at, mark);
+        // Every queue was asked to look meanwhile: the loops made again sweep the flow notices too.
+        if (mark !== this.host.parked.mark()) this.pokeFlows();
+        this.wake();
+      });
   }
 
   /** Its loops again, now (a wake-up or a nudge for its queues, or a parked look found work). */

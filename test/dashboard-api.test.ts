@@ -158,6 +158,8 @@ describe('the dashboard HTTP API', () => {
 
     const worker = redis.service({ prefix });
     worker.addHandler(OrderDue, () => undefined);
+    // Once it answers instances(): an instance whose subscription is not up yet cannot say it handles the type.
+    await waitFor(async () => (await service.instances()).some((i) => i.handlers.some((h) => h.type === TYPE)), 'the worker answering instances()');
     const refused = await post(`api/types/${TYPE}/obliterate`);
     expect(refused.status).toBe(409);
     expect(refused.json.error).toMatchObject({ code: 'type-in-use', message: expect.stringMatching(/force/) });

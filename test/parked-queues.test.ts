@@ -54,6 +54,20 @@ describe('parked queues', () => {
     expect(handled[0]!.late).toBeLessThan(1_000);
   }, 90_000);
 
+  it("a parked named group's handler gets an event enqueued then, and parks again", async () => {
+    const prefix = redis.prefix();
+    const service = redis.service({ prefix, pollIntervalMs: 100 });
+    const other = redis.service({ prefix, pollIntervalMs: 100 });
+    const audited: string[] = [];
+    const handled: string[] = [];
+    service.addHandler(Nap, (event) => void audited.push(event.id), 1, { group: 'audit' });
+    other.addHandler(Nap, (event) => void handled.push(event.id));
+    await parked(service);
+    await other.enqueue(new Nap('both'), 0);
+    await waitFor(() => audited.length === 1 && handled.length === 1, 'the event handled in both groups', 10_000);
+    await parked(service);
+  }, 120_000);
+
   it.runIf(redis.topology === 'single')(
     'a parked queue with a named group notices a data loss within 10 s and registers its group again',
     async () => {

@@ -159,7 +159,10 @@ export class ParkedLooks {
         }
         await queue.afterLooks();
         this.failing.delete(queue);
+        // Wake-ups no longer reach this instance: its next look within pollIntervalMs (not after a failed one: that backs off).
+        if (!this.listening()) nextInMs = Math.min(nextInMs, pollIntervalOf(queue));
       } catch {
+        if (forgotten()) return;
         this.metrics.count(METRIC.redisErrors, { loop: 'dispatcher', type: queue.looks[0]?.keys.type ?? '' });
         let backoff = this.failing.get(queue);
         if (!backoff) this.failing.set(queue, (backoff = new OutageBackoff()));
@@ -167,9 +170,8 @@ export class ParkedLooks {
       }
       if (forgotten()) return;
       this.looking.delete(queue);
-      // Asked again meanwhile, or wake-ups no longer reach this instance: sooner.
+      // Asked again meanwhile: at once.
       if (this.lookAgain.delete(queue)) nextInMs = 0;
-      if (!this.listening()) nextInMs = Math.min(nextInMs, pollIntervalOf(queue));
       this.plan(queue, nextInMs);
     });
     return look;

@@ -384,7 +384,7 @@ export class Handlers {
 
   /** Events may be ready in a queue: its readers here look at once, parked ones made again first. */
   private nudgeReaders(queueTag: string): void {
-    for (const loops of this.loopsByTag.of(queueTag)) loops.wake();
+    for (const loops of this.loopsByTag.of(queueTag)) loops.nudged(queueTag);
     for (const reader of this.readersByQueue.of(queueTag)) reader.nudge();
   }
 

@@ -111,17 +111,27 @@ export class QueueLoops implements ParkedQueue {
     this.host.unlisted(live);
     const mark = this.host.parked.mark();
     // Idle, they stop at once: no call runs, nothing is held, the dispatchers wait.
-    const stopped = Promise.all([...live.dispatchers.map((d) => d.stop()), live.consumer.stop(this.host.stopTimeoutMs)]);
-    this.parking = stopped
-      .catch(() => undefined)
-      .then(() => {
-        this.parking = undefined;
-        if (this.stopped) return;
-        if (!this.wakeWanted) return this.host.parked.park(this, at, mark);
-        // Every queue was asked to look meanwhile: the loops made again sweep the flow notices too.
-        if (mark !== this.host.parked.mark()) this.pokeFlows();
-        this.wake();
-      });
+    // Settled, each of them: a stop that fails does not leave the others running unawaited.
+    const stopped = Promise.allSettled([...live.dispatchers.map((d) => d.stop()), live.consumer.stop(this.host.stopTimeoutMs)]);
+    this.parking = stopped.then(() => {
+      this.parking = undefined;
+      if (this.stopped) return;
+      if (!this.wakeWanted) return this.host.parked.park(this, at, mark);
+      // Every queue was asked to look meanwhile: the loops made again sweep the flow notices too.
+      if (mark !== this.host.parked.mark()) this.pokeFlows();
+      this.wake();
+    });
+  }
+
+  /**
+   * Events may be ready in the queue of `tag`: its loops again if its readers
+   * claim there (the default group's), else a parked look first (a named
+   * group's readers claim from its own list, which that look reads).
+   */
+  nudged(tag: string): void {
+    if (this.live || this.stopped) return;
+    if (this.readerKeys.some((keys) => keys.tag === tag)) this.wake();
+    else this.lookSoon();
   }
 
   /** Its loops again, now (a wake-up or a nudge for its queues, or a parked look found work). */
